@@ -1,0 +1,1 @@
+"""SQL over protected tables -> linear queries over the tables' public domain histograms."""
