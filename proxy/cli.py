@@ -1,0 +1,177 @@
+"""The `lapras-proxy` command: serve, check-config, hash-password, budget, epoch, predict, replay."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .config import Config, ConfigError, load_config, parse_listen
+
+DEFAULT_CONFIG = "config.toml"
+DEFAULT_STATE_DIR = ".lapras"
+
+
+def _load(path: str) -> Config:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        print(f"lapras-proxy: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    cfg = _load(args.config)
+    tables = ", ".join(f"{t.qualified_name} ({len(t.attributes)} columns)" for t in cfg.catalog.tables)
+    where = cfg.upstream_dsn and "upstream PostgreSQL" or "embedded PostgreSQL"
+    print(f"{args.config}: OK — serves {tables} on {cfg.server.host}:{cfg.server.port} from {where}; "
+          f"budget per epoch ({cfg.privacy.epsilon:g}, {cfg.privacy.delta:g}), "
+          f"{cfg.privacy.accounting} accounting, {len(cfg.users)} user(s)")
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    cfg = _load(args.config)
+    listen = None
+    if args.listen:
+        try:
+            listen = parse_listen(args.listen)
+        except ValueError as exc:
+            print(f"lapras-proxy: --listen: {exc} (write it like 127.0.0.1:6432)", file=sys.stderr)
+            return 2
+    data = _parse_data_args(cfg, args.data)
+    from .app import serve
+
+    return serve(cfg, state_dir=Path(args.state_dir), listen=listen, data=data, workers=args.workers)
+
+
+def _parse_data_args(cfg: Config, values: Sequence[str] | None) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for value in values or []:
+        table, sep, path = value.partition("=")
+        if not sep:
+            if len(cfg.catalog.tables) != 1:
+                print("lapras-proxy: --data: several tables are protected; write --data TABLE=FILE.csv",
+                      file=sys.stderr)
+                raise SystemExit(2)
+            table, path = cfg.catalog.tables[0].name, value
+        if cfg.catalog.table(table) is None:
+            print(f"lapras-proxy: --data: {table!r} is not a protected table in {cfg.path}", file=sys.stderr)
+            raise SystemExit(2)
+        p = Path(path)
+        if not p.is_file():
+            print(f"lapras-proxy: --data: {p} does not exist", file=sys.stderr)
+            raise SystemExit(2)
+        out[table] = p
+    return out
+
+
+def _cmd_budget(args: argparse.Namespace) -> int:
+    cfg = _load(args.config)
+    from .app import budget_report
+
+    report = budget_report(cfg, Path(args.state_dir))
+    if args.json:
+        print(json.dumps(report, indent=None, sort_keys=True, default=str))
+    else:
+        for key, value in report.items():
+            print(f"{key:>24}: {value}")
+    return 0
+
+
+def _cmd_epoch(args: argparse.Namespace) -> int:
+    cfg = _load(args.config)
+    from .app import new_epoch
+
+    info = new_epoch(cfg, Path(args.state_dir))
+    print(json.dumps(info, default=str))
+    return 0
+
+
+def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
+    p.add_argument("--config", default=DEFAULT_CONFIG, metavar="PATH",
+                   help=f"configuration file (default: ./{DEFAULT_CONFIG})")
+    if state:
+        p.add_argument("--state-dir", default=DEFAULT_STATE_DIR, metavar="DIR",
+                       help=f"state directory: embedded database and logs (default: ./{DEFAULT_STATE_DIR})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lapras-proxy",
+        description="A PostgreSQL wire-protocol proxy that answers aggregate SQL with differentially "
+                    "private results under one privacy budget (LAPRAS).")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("serve", help="start the proxy", description=(
+        "Start the proxy. Without upstream.dsn in the config it starts an embedded PostgreSQL under the "
+        "state dir and fills missing protected tables (from --data, else with generated demo rows)."))
+    _common(p)
+    p.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default from config, "
+                                                         "127.0.0.1:6432)")
+    p.add_argument("--data", action="append", metavar="[TABLE=]CSV",
+                   help="CSV (with a header row) to fill a missing protected table in the embedded database")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="number of proxy processes sharing the port (SO_REUSEPORT) and one ledger")
+    p.set_defaults(func=_cmd_serve)
+
+    p = sub.add_parser("check-config", help="validate a configuration file",
+                       description="Validate a configuration and explain every problem found.")
+    _common(p, state=False)
+    p.set_defaults(func=_cmd_check_config)
+
+    p = sub.add_parser("budget", help="print the privacy ledger",
+                       description="Print the epoch's budget, spend, remaining budget and answers served.")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_budget)
+
+    p = sub.add_parser("epoch", help="start a new privacy epoch now",
+                       description="Close the current epoch and start a new one (new budget, new release of P).")
+    _common(p)
+    p.set_defaults(func=_cmd_epoch)
+
+    for mount in _optional_mounts():
+        mount(sub)
+    return parser
+
+
+def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], None]]:
+    """Sub-commands that live with their own package (auth, predictor, replay)."""
+    mounts: list[Callable[[argparse._SubParsersAction], None]] = []
+    try:
+        from .auth import add_hash_password_parser
+        mounts.append(add_hash_password_parser)
+    except ImportError:
+        pass
+    try:
+        from predictor.cli import add_parser as add_predict_parser
+        mounts.append(add_predict_parser)
+    except ImportError:
+        pass
+    try:
+        from .replay import add_parser as add_replay_parser
+        mounts.append(add_replay_parser)
+    except ImportError:
+        pass
+    return mounts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
