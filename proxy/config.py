@@ -439,8 +439,8 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a config file; raises ConfigError (never a bare traceback) on any problem."""
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(str(p), [f"file not found (pass --config PATH, or run from a directory with "
-                                   f"config.toml)"])
+        raise ConfigError(str(p), ["file not found (pass --config PATH, or run from a directory with "
+                                   "config.toml)"])
     try:
         tree = tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
