@@ -1,0 +1,210 @@
+"""Wire the product together: upstream (embedded or DSN) -> tables -> catalog -> engine -> server.
+
+`serve` is what `lapras-proxy serve` runs. It owns process-level concerns only: start-up order, the
+ready line, signals, worker processes, and stopping the embedded database on the way out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from .config import Config
+from .demo_data import ensure_table, table_exists
+from .embedded import EmbeddedPostgres
+
+log = logging.getLogger("lapras.app")
+
+CATALOG_DB_SUFFIX = "_lapras_catalog"
+
+
+class StartupError(RuntimeError):
+    """The proxy cannot start; the message tells the operator what to fix."""
+
+
+@dataclass
+class Upstream:
+    """Where the protected data and the ledger live."""
+
+    dsn: str                       # database holding the protected tables and the `lapras` schema
+    admin_dsn: str                 # a database on the same cluster to create the catalog database from
+    embedded: EmbeddedPostgres | None = None
+
+
+def _ensure_database(admin_dsn: str, name: str) -> None:
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = None,
+                  start: bool = True) -> Upstream:
+    """Start (or reuse) the embedded PostgreSQL, or check the configured upstream."""
+    if cfg.upstream_dsn:
+        try:
+            with psycopg.connect(cfg.upstream_dsn, connect_timeout=10) as conn:
+                missing = [t.qualified_name for t in cfg.catalog.tables if not table_exists(conn, t)]
+        except psycopg.Error as exc:
+            raise StartupError(f"cannot connect to upstream.dsn: {exc}".strip()) from None
+        if missing:
+            raise StartupError(f"the upstream database has no table {', '.join(missing)}; "
+                               f"create it or fix [tables] in {cfg.path}")
+        return Upstream(dsn=cfg.upstream_dsn, admin_dsn=cfg.upstream_dsn)
+    pg = EmbeddedPostgres(state_dir)
+    if start:
+        pg.start()
+    elif not pg.is_running():
+        raise StartupError(f"no embedded PostgreSQL is running under {state_dir} (start `lapras-proxy serve`)")
+    _ensure_database(pg.dsn(), cfg.server.database)
+    dsn = pg.dsn(cfg.server.database)
+    for table in cfg.catalog.tables:
+        source = (data or {}).get(table.name)
+        if ensure_table(dsn, table, cfg.loads.get(table.name, _no_load()), source):
+            what = f"from {source}" if source else "with generated demo rows"
+            print(f"created table {table.qualified_name} {what}", file=sys.stderr)
+    return Upstream(dsn=dsn, admin_dsn=pg.dsn(), embedded=pg)
+
+
+def _no_load() -> Any:
+    from .config import LoadSettings
+
+    return LoadSettings()
+
+
+def _psql_line(cfg: Config, host: str, port: int) -> str:
+    user = cfg.users[0].name if cfg.users else "analyst"
+    return f'psql "host={host} port={port} user={user} dbname={cfg.server.database}"'
+
+
+async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
+                      reuse_port: bool) -> None:
+    from .catalog import ensure_shadow
+    from .dp_service import DPService
+    from .server import ProxyServer
+
+    catalog_dsn = await ensure_shadow(upstream.admin_dsn, cfg.server.database + CATALOG_DB_SUFFIX,
+                                      cfg.catalog)
+    service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn)
+    server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port)
+    await server.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    if ready_line:
+        print(ready_line, flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await server.close()
+        await asyncio.to_thread(service.close)
+
+
+def _install_loop() -> None:
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
+
+
+def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
+          data: dict[str, Path] | None = None, workers: int = 1) -> int:
+    """Run the proxy until SIGINT/SIGTERM; returns the process exit code."""
+    t0 = time.monotonic()
+    if listen is not None:
+        cfg = replace(cfg, server=replace(cfg.server, host=listen[0], port=listen[1]))
+    try:
+        upstream = open_upstream(cfg, state_dir, data)
+    except (StartupError, OSError, psycopg.Error) as exc:
+        print(f"lapras-proxy: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # embedded start-up failures carry their own message
+        print(f"lapras-proxy: cannot start the embedded PostgreSQL: {exc}", file=sys.stderr)
+        return 1
+    ready = (f"lapras-proxy ready in {time.monotonic() - t0:.1f} s; connect with:\n"
+             f"  {_psql_line(cfg, cfg.server.host, cfg.server.port)}")
+    _install_loop()
+    try:
+        if workers <= 1:
+            asyncio.run(_run_server(cfg, upstream, ready, reuse_port=False))
+        else:
+            _run_workers(cfg, upstream, ready, workers)
+    except StartupError as exc:
+        print(f"lapras-proxy: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"lapras-proxy: cannot listen on {cfg.server.host}:{cfg.server.port}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
+    finally:
+        if upstream.embedded is not None and upstream.embedded.started_here:
+            upstream.embedded.stop()
+    return 0
+
+
+def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int) -> None:
+    """Fork N servers sharing the port with SO_REUSEPORT; they share one ledger in the database."""
+    children: list[int] = []
+    for i in range(workers):
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                asyncio.run(_run_server(cfg, upstream, ready if i == 0 else None, reuse_port=True))
+            except BaseException:
+                log.exception("worker %d failed", i)
+                code = 1
+            os._exit(code)
+        children.append(pid)
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            try:
+                os.kill(child, signum)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    for child in children:
+        os.waitpid(child, 0)
+
+
+def budget_report(cfg: Config, state_dir: Path) -> dict[str, Any]:
+    """The ledger's view of the current epoch, for `lapras-proxy budget`."""
+    from .dp_service import open_ledger_report
+
+    upstream = open_upstream(cfg, state_dir, start=not cfg.upstream_dsn and not _embedded_running(state_dir))
+    try:
+        return open_ledger_report(cfg, upstream.dsn)
+    finally:
+        if upstream.embedded is not None and upstream.embedded.started_here:
+            upstream.embedded.stop()
+
+
+def new_epoch(cfg: Config, state_dir: Path) -> dict[str, Any]:
+    """Close the current epoch and open a new one, for `lapras-proxy epoch`."""
+    from .dp_service import start_new_epoch
+
+    upstream = open_upstream(cfg, state_dir, start=not cfg.upstream_dsn and not _embedded_running(state_dir))
+    try:
+        return start_new_epoch(cfg, upstream.dsn)
+    finally:
+        if upstream.embedded is not None and upstream.embedded.started_here:
+            upstream.embedded.stop()
+
+
+def _embedded_running(state_dir: Path) -> bool:
+    return EmbeddedPostgres(state_dir).is_running()
