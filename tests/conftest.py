@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -84,3 +85,116 @@ def adult_db(embedded_pg: EmbeddedPostgres, default_config) -> str:
     csv_path = ADULT_CSV if ADULT_CSV.exists() else None
     ensure_table(dsn, table, default_config.loads["adult"], csv_path)
     return dsn
+
+
+# ---------------------------------------------------------------------------------------------- proxy
+
+
+def _md5_secret(user: str, password: str) -> str:
+    import hashlib
+
+    return "md5" + hashlib.md5((password + user).encode()).hexdigest()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_test_config(upstream_dsn: str, port: int, *, epsilon: float = 1.0, delta: float = 1e-3,
+                     extra: str = "", privacy_extra: str = "", lapras_extra: str = "") -> str:
+    """config.toml for tests: the shipped default pointed at a test database, plus md5 and trust users."""
+    text = (REPO / "config.toml").read_text()
+    text = text.replace('listen = "127.0.0.1:6432"', f'listen = "127.0.0.1:{port}"')
+    text = text.replace('dsn = ""', f"dsn = {upstream_dsn!r}".replace("'", '"'))
+    text = text.replace("epsilon = 1.0\n", f"epsilon = {epsilon!r}\n", 1)
+    text = text.replace("delta = 1e-3 ", f"delta = {delta!r} ", 1)
+    if privacy_extra:
+        text = text.replace("[privacy]\n", "[privacy]\n" + privacy_extra + "\n", 1)
+    if lapras_extra:
+        text = text.replace("[lapras]\n", "[lapras]\n" + lapras_extra + "\n", 1)
+    users = (f'\n[[users]]\nname = "md5user"\nauth = "md5"\nsecret = "{_md5_secret("md5user", "md5pass")}"\n'
+             '\n[[users]]\nname = "trustuser"\nauth = "trust"\n')
+    marker = "\n[privacy]"
+    text = text.replace(marker, users + marker, 1)
+    return text + "\n" + extra
+
+
+class ProxyProcess:
+    """A real `lapras-proxy serve` process on a free port."""
+
+    def __init__(self, config_path: Path, state_dir: Path, port: int) -> None:
+        self.config_path = config_path
+        self.state_dir = state_dir
+        self.host = "127.0.0.1"
+        self.port = port
+        self.proc: Any = None
+        self.output: list[str] = []
+
+    def dsn(self, user: str = "analyst", password: str | None = "lapras", dbname: str = "adult") -> str:
+        pw = f" password={password}" if password is not None else ""
+        return f"host={self.host} port={self.port} user={user} dbname={dbname}{pw} sslmode=disable"
+
+    def start(self, timeout: float = 60.0) -> None:
+        import subprocess
+        import sys
+        import threading
+        import time
+
+        self.output = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "serve", "--config", str(self.config_path),
+             "--state-dir", str(self.state_dir)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
+        ready = threading.Event()
+
+        def pump() -> None:
+            assert self.proc.stdout is not None
+            for line in self.proc.stdout:
+                self.output.append(line)
+                if "ready" in line:
+                    ready.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while not ready.is_set():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("proxy did not become ready:\n" + "".join(self.output))
+            time.sleep(0.05)
+        # "ready" is printed after the listening socket is open
+        time.sleep(0.05)
+
+    def stop(self, sig: int | None = None) -> None:
+        import signal
+
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(sig or signal.SIGTERM)
+        try:
+            self.proc.wait(20)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+@pytest.fixture(scope="session")
+def proxy(embedded_pg: EmbeddedPostgres, adult_db: str, tmp_path_factory) -> Iterator[ProxyProcess]:
+    """The real proxy (one per test session) in front of the session's Adult database.
+
+    Its budget is large (epsilon = 1e4 per epoch) so the many protocol tests never exhaust it; tests of
+    budget behaviour start their own proxy with a small budget.
+    """
+    root = tmp_path_factory.mktemp("proxy")
+    port = free_port()
+    cfg = root / "config.toml"
+    cfg.write_text(make_test_config(adult_db, port, epsilon=1e4, delta=1e-3))
+    p = ProxyProcess(cfg, root / "state", port)
+    p.start()
+    try:
+        yield p
+    finally:
+        p.stop()
