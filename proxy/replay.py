@@ -1,0 +1,392 @@
+"""`lapras-proxy replay`: send a production query log through a running proxy with real client sessions.
+
+Each statement of the log goes, in log order, to one of N client connections (psycopg 3, simple query
+protocol, autocommit), optionally paced by the log's own inter-arrival times. The outcome of every
+statement is read from what the proxy returns: rows plus the provenance NOTICE that the opt-in session
+setting `lapras.show_stderr` adds (answered with fresh noise, from the prediction P, free), or an
+ErrorResponse (refused, with its SQLSTATE). A separate session samples `SHOW lapras.budget`, which spends
+nothing, to draw the budget burn over the stream. A lost connection (the proxy restarted) is an error for
+the statement in flight; the client reconnects and goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from .config import parse_listen
+
+# Statement-level outcomes, cheapest last; a statement whose queries mix outcomes gets the costliest one.
+OUTCOMES = ("answered", "from_p", "free", "refused", "error")
+_OUTCOME_WORDS = {
+    "answered": "answered", "fresh": "answered", "noised": "answered", "measured": "answered",
+    "from_p": "from_p", "p": "from_p", "predicted": "from_p", "mm": "from_p", "matrix": "from_p",
+    "free": "free", "cached": "free", "cache": "free", "reused": "free", "stored": "free", "derived": "free",
+}
+_OUTCOME_RX = re.compile(r"\b(?:outcome|provenance|source)\s*[=:]\s*\"?([A-Za-z_]+)", re.IGNORECASE)
+_STDERR_RX = re.compile(r"\b(?:stderr|standard error|se)\s*[=:]\s*([-+0-9.eE]+|nan|inf)", re.IGNORECASE)
+_NUMBER_RX = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+CONNECTION_LOST = "08006"
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement to replay: seconds since the first statement of the log, the logged user, the SQL."""
+
+    offset_s: float
+    user: str | None
+    sql: str
+
+
+@dataclass
+class StatementResult:
+    """What the proxy did with one statement of the stream."""
+
+    index: int
+    client: int
+    outcome: str
+    latency_ms: float
+    sqlstate: str | None = None
+    message: str | None = None
+    stderrs: list[float] = field(default_factory=list)
+    query_outcomes: list[str] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] | None = None
+
+
+@dataclass
+class ReplayResult:
+    """The whole run: per-statement results in stream order, budget samples, wall time."""
+
+    statements: list[Statement]
+    results: list[StatementResult]
+    budget: list[tuple[int, float]]  # (statements finished, remaining budget)
+    wall_s: float
+    clients: int
+    speed: float
+    aborted: str | None = None
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """Where and how to replay."""
+
+    host: str
+    port: int
+    user: str = "analyst"
+    password: str | None = "lapras"
+    dbname: str = "adult"
+    clients: int = 4
+    speed: float = 0.0
+    budget_every: int = 0          # 0: about 100 samples over the stream
+    keep_rows: bool = False
+    show_stderr: bool = True
+    reconnect_timeout_s: float = 30.0
+    statement_timeout_s: float = 120.0
+
+    def conninfo(self) -> str:
+        pw = f" password={self.password}" if self.password is not None else ""
+        return (f"host={self.host} port={self.port} user={self.user} dbname={self.dbname}{pw} "
+                f"sslmode=disable connect_timeout=10 application_name=lapras-replay")
+
+
+def load_statements(path: str | Path, fmt: str = "auto", prefix: str | None = None,
+                    limit: int | None = None) -> list[Statement]:
+    """Read a log with the predictor's readers; offsets come from the log's timestamps (0 when absent)."""
+    from predictor.logs import read_log
+
+    logged, _stats = read_log(path, fmt, prefix)
+    out: list[Statement] = []
+    first: datetime | None = None
+    for entry in logged:
+        if first is None and entry.ts is not None:
+            first = entry.ts
+        offset = (entry.ts - first).total_seconds() if entry.ts is not None and first is not None else 0.0
+        # A pg_stat_statements line stands for `calls` executions; replay each of them.
+        for _ in range(max(1, entry.calls)):
+            out.append(Statement(offset_s=max(0.0, offset), user=entry.user, sql=entry.sql))
+            if limit is not None and len(out) >= limit:
+                return out
+    return out
+
+
+def parse_provenance(notices: Iterable[str]) -> tuple[list[str], list[float]]:
+    """Per-query outcomes and standard errors from the proxy's `lapras.show_stderr` NOTICEs."""
+    outcomes: list[str] = []
+    stderrs: list[float] = []
+    for text in notices:
+        for word in _OUTCOME_RX.findall(text):
+            outcomes.append(_OUTCOME_WORDS.get(word.lower(), word.lower()))
+        for num in _STDERR_RX.findall(text):
+            try:
+                stderrs.append(float(num))
+            except ValueError:
+                continue
+    return outcomes, stderrs
+
+
+def statement_outcome(query_outcomes: Sequence[str]) -> str:
+    """The costliest outcome among a statement's queries ("answered" when the proxy said nothing)."""
+    for name in ("answered", "from_p", "free"):
+        if name in query_outcomes:
+            return name
+    return "answered"
+
+
+def parse_budget(description: Sequence[Any] | None, row: Sequence[Any] | None) -> float | None:
+    """Remaining budget from a `SHOW lapras.budget` row: a column named *remaining*, else the first number."""
+    if not row:
+        return None
+    names = [getattr(d, "name", str(d)).lower() for d in (description or [])]
+    cells = list(row)
+    for i, name in enumerate(names):
+        if "remaining" in name and i < len(cells):
+            cells = [cells[i]]
+            break
+    for cell in cells:
+        if isinstance(cell, int | float) and not isinstance(cell, bool):
+            return float(cell)
+        text = str(cell)
+        m = re.search(r"remaining\D{0,20}(" + _NUMBER_RX.pattern + ")", text, re.IGNORECASE)
+        m2 = m or _NUMBER_RX.search(text)
+        if m2:
+            return float(m2.group(1) if m else m2.group(0))
+    return None
+
+
+class _Client:
+    """One client session with its own connection, reconnecting after the proxy or the network drops it."""
+
+    def __init__(self, number: int, opts: ReplayOptions) -> None:
+        self.number = number
+        self.opts = opts
+        self.conn: psycopg.AsyncConnection[Any] | None = None
+        self.notices: list[str] = []
+
+    async def connect(self) -> None:
+        deadline = time.monotonic() + self.opts.reconnect_timeout_s
+        delay = 0.05
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self.opts.conninfo(), autocommit=True)
+                break
+            except psycopg.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(1.0, delay * 2)
+        conn.add_notice_handler(lambda diag: self.notices.append(diag.message_primary or ""))
+        if self.opts.show_stderr:
+            try:
+                await conn.execute("SET lapras.show_stderr = on")
+            except psycopg.Error:
+                # An older proxy without provenance: outcomes fall back to answered/refused.
+                pass
+        self.conn = conn
+
+    async def run(self, index: int, stmt: Statement) -> StatementResult:
+        if self.conn is None or self.conn.closed:
+            await self.connect()
+        assert self.conn is not None
+        self.notices.clear()
+        t0 = time.perf_counter()
+        try:
+            cur = await asyncio.wait_for(self.conn.execute(stmt.sql.encode("utf-8")),
+                                         self.opts.statement_timeout_s)
+            rows: list[tuple[Any, ...]] = []
+            while True:
+                if cur.description is not None:
+                    rows.extend(await cur.fetchall())
+                if not cur.nextset():
+                    break
+        except psycopg.Error as exc:
+            latency = (time.perf_counter() - t0) * 1000
+            state = exc.sqlstate or (CONNECTION_LOST if self.conn.closed else None)
+            if self.conn.closed:
+                self.conn = None
+                return StatementResult(index, self.number, "error", latency, state, str(exc).strip()[:200])
+            outcome = "refused" if exc.sqlstate else "error"
+            return StatementResult(index, self.number, outcome, latency, state, _primary(exc))
+        except TimeoutError:
+            latency = (time.perf_counter() - t0) * 1000
+            await self.close()
+            return StatementResult(index, self.number, "error", latency, "57014", "client-side timeout")
+        latency = (time.perf_counter() - t0) * 1000
+        query_outcomes, stderrs = parse_provenance(self.notices)
+        return StatementResult(index, self.number, statement_outcome(query_outcomes), latency,
+                               stderrs=stderrs, query_outcomes=query_outcomes,
+                               rows=rows if self.opts.keep_rows else None)
+
+    async def close(self) -> None:
+        if self.conn is not None:
+            try:
+                await self.conn.close()
+            except Exception:
+                pass
+            self.conn = None
+
+
+def _primary(exc: psycopg.Error) -> str:
+    diag = getattr(exc, "diag", None)
+    text = diag.message_primary if diag is not None and diag.message_primary else str(exc)
+    return text.strip()[:200]
+
+
+async def _sample_budget(opts: ReplayOptions) -> float | None:
+    try:
+        async with await psycopg.AsyncConnection.connect(opts.conninfo(), autocommit=True) as conn:
+            cur = await conn.execute("SHOW lapras.budget")
+            return parse_budget(cur.description, await cur.fetchone())
+    except psycopg.Error:
+        return None
+
+
+async def replay_async(statements: Sequence[Statement], opts: ReplayOptions,
+                       progress: bool = False) -> ReplayResult:
+    """Replay the statements through the proxy and collect every outcome."""
+    from tqdm import tqdm
+
+    n = len(statements)
+    results: list[StatementResult | None] = [None] * n
+    budget: list[tuple[int, float]] = []
+    every = opts.budget_every or max(1, n // 100)
+    next_index = 0
+    done = 0
+    sample_due = asyncio.Event()
+    finished = asyncio.Event()
+    bar = tqdm(total=n, unit="stmt", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+    start_budget = await _sample_budget(opts)
+    if start_budget is not None:
+        budget.append((0, start_budget))
+    t_start = time.monotonic()
+
+    async def worker(client: _Client) -> None:
+        nonlocal next_index, done
+        try:
+            while next_index < n:
+                i = next_index
+                next_index += 1
+                stmt = statements[i]
+                if opts.speed > 0:
+                    wait = t_start + stmt.offset_s / opts.speed - time.monotonic()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                results[i] = await client.run(i, stmt)
+                done += 1
+                bar.update(1)
+                if done % every == 0:
+                    sample_due.set()
+        finally:
+            await client.close()
+
+    async def sampler() -> None:
+        while not finished.is_set():
+            await sample_due.wait()
+            sample_due.clear()
+            position = done
+            value = await _sample_budget(opts)
+            if value is not None:
+                budget.append((position, value))
+
+    clients = [_Client(k, opts) for k in range(max(1, opts.clients))]
+    sampler_task = asyncio.create_task(sampler())
+    aborted: str | None = None
+    try:
+        gathered = await asyncio.gather(*(worker(c) for c in clients), return_exceptions=True)
+        failures = [g for g in gathered if isinstance(g, BaseException)]
+        if failures:
+            aborted = f"{type(failures[0]).__name__}: {failures[0]}".strip()[:300]
+    finally:
+        finished.set()
+        sample_due.set()
+        await sampler_task
+        bar.close()
+    wall = time.monotonic() - t_start
+    end_budget = await _sample_budget(opts)
+    if end_budget is not None:
+        budget.append((done, end_budget))
+    final = [r for r in results if r is not None]
+    return ReplayResult(list(statements), final, budget, wall, len(clients), opts.speed, aborted)
+
+
+def replay(statements: Sequence[Statement], opts: ReplayOptions, progress: bool = False) -> ReplayResult:
+    """Synchronous wrapper of `replay_async`."""
+    return asyncio.run(replay_async(statements, opts, progress))
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .replay_report import format_table, summarize, write_chart, write_json
+
+    try:
+        host, port = parse_listen(args.target)
+    except ValueError as exc:
+        print(f"lapras-proxy replay: --target: {exc} (write it like 127.0.0.1:6432)", file=sys.stderr)
+        return 2
+    if args.speed < 0 or args.clients < 1:
+        print("lapras-proxy replay: --speed must be >= 0 and --clients >= 1", file=sys.stderr)
+        return 2
+    try:
+        statements = load_statements(args.log, args.format, args.prefix, args.limit)
+    except (OSError, ValueError) as exc:
+        print(f"lapras-proxy replay: cannot read {args.log}: {exc}", file=sys.stderr)
+        return 2
+    if not statements:
+        print(f"lapras-proxy replay: no statements found in {args.log}", file=sys.stderr)
+        return 1
+    opts = ReplayOptions(host=host, port=port, user=args.user, password=args.password, dbname=args.dbname,
+                         clients=args.clients, speed=args.speed, budget_every=args.budget_every,
+                         show_stderr=not args.no_provenance)
+    try:
+        result = replay(statements, opts, progress=not args.no_progress)
+    except psycopg.OperationalError as exc:
+        print(f"lapras-proxy replay: cannot connect to {args.target}: {str(exc).strip()}", file=sys.stderr)
+        return 1
+    summary = summarize(result)
+    print(format_table(summary))
+    chart = args.chart or str(Path(args.log).with_suffix("").name) + ".replay.png"
+    if chart != "-":
+        write_chart(result, chart)
+        print(f"chart: {chart}")
+    if args.json:
+        write_json(summary, result, args.json)
+        if args.json != "-":
+            print(f"json: {args.json}")
+    return 1 if result.aborted else 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Mount `replay` on the `lapras-proxy` command line."""
+    p = sub.add_parser(
+        "replay", help="replay a query log through a running proxy",
+        description="Replay a production query log (any format `predict` reads) through a running proxy "
+                    "with real client connections, and report each statement's outcome (answered, from P, "
+                    "free, refused), standard errors, budget burn and latency percentiles.")
+    p.add_argument("log", metavar="LOG", help="query log: stderr, csvlog, jsonlog, pg_stat_statements, SQL")
+    p.add_argument("--target", required=True, metavar="HOST:PORT", help="address of the running proxy")
+    p.add_argument("--format", default="auto", help="log format (default: auto-detect)")
+    p.add_argument("--prefix", default=None, help="log_line_prefix of a stderr log (default: guessed)")
+    p.add_argument("--speed", type=float, default=0.0, metavar="X",
+                   help="replay at X times the log's pace; 0 (default) sends as fast as the clients can")
+    p.add_argument("--clients", type=int, default=4, metavar="N", help="client connections (default 4)")
+    p.add_argument("--user", default="analyst", help="login of every client (default analyst)")
+    p.add_argument("--password", default="lapras", help="password (default lapras)")
+    p.add_argument("--dbname", default="adult", help="database name (default adult)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="replay the first N statements only")
+    p.add_argument("--budget-every", type=int, default=0, metavar="K",
+                   help="sample SHOW lapras.budget every K statements (default: 100 samples per stream)")
+    p.add_argument("--chart", default=None, metavar="PNG",
+                   help="chart path (default LOG-name.replay.png in the current directory; - for none)")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the summary as JSON (- = stdout)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-provenance", action="store_true",
+                   help="do not SET lapras.show_stderr (outcomes are then only answered or refused)")
+    p.set_defaults(func=_cmd_replay)
