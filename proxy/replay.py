@@ -255,6 +255,9 @@ async def replay_async(statements: Sequence[Statement], opts: ReplayOptions,
     """Replay the statements through the proxy and collect every outcome."""
     from tqdm import tqdm
 
+    clients = [_Client(k, opts) for k in range(max(1, opts.clients))]
+    # Fail fast when the target is unreachable, before any statement is counted as an error.
+    await clients[0].connect()
     n = len(statements)
     results: list[StatementResult | None] = [None] * n
     budget: list[tuple[int, float]] = []
@@ -297,7 +300,6 @@ async def replay_async(statements: Sequence[Statement], opts: ReplayOptions,
             if value is not None:
                 budget.append((position, value))
 
-    clients = [_Client(k, opts) for k in range(max(1, opts.clients))]
     sampler_task = asyncio.create_task(sampler())
     aborted: str | None = None
     try:
