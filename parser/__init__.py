@@ -1,1 +1,26 @@
 """SQL over protected tables -> linear queries over the tables' public domain histograms."""
+
+from .errors import Refusal
+from .linear import LinearQuery
+from .plan import Column, QueryPlan
+from .planner import DEFAULT_MAX_GROUPS, Description, clear_caches, describe, parse_params_shape, plan_query
+from .routing import references_protected
+from .schema import Attribute, Catalog, Domain, TableSchema
+
+__all__ = [
+    "DEFAULT_MAX_GROUPS",
+    "Attribute",
+    "Catalog",
+    "Column",
+    "Description",
+    "Domain",
+    "LinearQuery",
+    "QueryPlan",
+    "Refusal",
+    "TableSchema",
+    "clear_caches",
+    "describe",
+    "parse_params_shape",
+    "plan_query",
+    "references_protected",
+]

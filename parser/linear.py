@@ -1,0 +1,214 @@
+"""LinearQuery: one canonical linear query over a protected table's domain histogram."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .predicate import Pred, Ranges, Space
+from .schema import Domain, TableSchema
+
+Box = tuple[tuple[str, Ranges], ...]
+"""One product of per-attribute index sets: (attribute, index ranges) for each constrained attribute."""
+
+
+@dataclass(frozen=True)
+class LinearQuery:
+    """The vector ``scale * w(value) * 1[cell in union of boxes]`` over the marginal ``marginal``.
+
+    Fields are canonical: two queries compare (and hash) equal iff their vectors are equal. ``boxes`` are
+    pairwise disjoint; an attribute of the marginal missing from a box is unconstrained in it. ``value``
+    is the SUM attribute (weight of a cell = the attribute's value; NULL weighs 0) or None for a count;
+    ``scale`` multiplies every weight (``SUM(x)`` restricted to one value ``c`` of ``x`` is ``c * COUNT``).
+    """
+
+    table: str
+    schema: str
+    marginal: tuple[str, ...]
+    boxes: tuple[Box, ...]
+    value: str | None = None
+    scale: float = 1.0
+    sensitivity: float = field(default=1.0, compare=False)
+    key: str = field(default="", compare=False)
+
+    @property
+    def is_zero(self) -> bool:
+        """True when the vector is identically zero: its answer is exactly 0 and costs no budget."""
+        return not self.boxes
+
+    @property
+    def kind(self) -> str:
+        return "zero" if self.is_zero else ("sum" if self.value else "count")
+
+    def factors(self, table: TableSchema) -> list[tuple[float, list[np.ndarray]]]:
+        """Kronecker form: the vector is sum of ``w * kron(vs[0], vs[1], ...)`` in marginal order."""
+        out: list[tuple[float, list[np.ndarray]]] = []
+        for box in self.boxes:
+            constrained = dict(box)
+            vecs: list[np.ndarray] = []
+            for attr in self.marginal:
+                domain = _domain(table, attr)
+                v = np.zeros(domain.size) if attr in constrained else np.ones(domain.size)
+                for lo, hi in constrained.get(attr, ()):
+                    v[lo : hi + 1] = 1.0
+                if attr == self.value:
+                    v = v * domain.numeric_weights()
+                vecs.append(v)
+            out.append((float(self.scale), vecs))
+        return out
+
+    def vector(self, table: TableSchema) -> np.ndarray:
+        """Dense weights over the marginal only (C order, axes in ``marginal`` order)."""
+        vec = np.zeros(table.shape(self.marginal))
+        for w, vecs in self.factors(table):
+            term = np.asarray(w, dtype=np.float64)
+            for v in vecs:
+                term = np.multiply.outer(term, v)
+            vec += term
+        return vec
+
+    def answer(self, table: TableSchema, histogram: np.ndarray) -> float:
+        """Exact answer on a dense marginal histogram over ``self.marginal`` (for tests and simulations)."""
+        if self.is_zero:
+            return 0.0
+        total = 0.0
+        for w, vecs in self.factors(table):
+            acc = histogram
+            for v in reversed(vecs):
+                acc = acc @ v
+            total += w * float(acc)
+        return total
+
+    def __repr__(self) -> str:
+        return f"LinearQuery({self.key})"
+
+
+def _domain(table: TableSchema, attr: str) -> Domain:
+    a = table.attribute(attr)
+    assert a is not None, attr
+    return a.domain
+
+
+def _weight_of(domain: Domain, index: int) -> float:
+    return float(domain.numeric_weights()[index])
+
+
+def make_linear_query(
+    table: TableSchema, space: Space, pred: Pred, value: str | None = None, scale: float = 1.0
+) -> LinearQuery:
+    """Canonicalise ``scale * SUM(value) FILTER (pred)`` (a count when ``value`` is None)."""
+    if value is not None:
+        weights = _domain(table, value).numeric_weights()
+        nonzero = [(int(i), int(i)) for i in np.flatnonzero(weights)]
+        # Cells weighing 0 contribute nothing: drop them so equal vectors get equal predicates.
+        pred = space.and_(pred, space.cells(value, nonzero))
+    if scale == 0 or pred is False:
+        return _zero(table)
+    level_boxes = list(space.boxes(pred))
+    if value is not None:
+        value, scale = _canonical_value(table, space, level_boxes, value, scale)
+    support = space.support(pred)
+    marginal = tuple(sorted(set(support) | ({value} if value else set())))
+    boxes = tuple(tuple((space.attrs[lv], rs) for lv, rs in sorted(b.items())) for b in level_boxes)
+    sens = abs(scale)
+    if value is not None:
+        dom = _domain(table, value)
+        full: Ranges = ((0, dom.size - 1),)
+        sens *= max(
+            max(abs(_weight_of(dom, i)) for lo, hi in dict(b).get(value, full) for i in range(lo, hi + 1))
+            for b in boxes
+        )
+    q = LinearQuery(table.name, table.schema, marginal, boxes, value, float(scale), sens)
+    object.__setattr__(q, "key", _key(table, q))
+    return q
+
+
+def _canonical_value(
+    table: TableSchema, space: Space, boxes: list[dict[int, Ranges]], value: str, scale: float
+) -> tuple[str | None, float]:
+    """Pick the unique representation of a SUM whose weights the predicate pins down.
+
+    If the SUM attribute takes one value ``c`` on every cell of the support, the query is ``c * COUNT``.
+    If another integer attribute equals the SUM attribute on every cell (both pinned to equal values box
+    by box), the vectors coincide: the alphabetically first attribute names the query.
+    """
+    lv = space.level_of[value]
+    dom = _domain(table, value)
+    pinned: list[float] = []
+    for b in boxes:
+        rs = b.get(lv, ((0, dom.size - 1),))
+        if len(rs) != 1 or rs[0][0] != rs[0][1]:
+            return value, scale
+        pinned.append(_weight_of(dom, rs[0][0]))
+    if len(set(pinned)) == 1:
+        return None, scale * pinned[0]
+    candidates = [value]
+    for other in space.attrs:
+        if other == value:
+            continue
+        odom = _domain(table, other)
+        if odom.kind != "int":
+            continue
+        olv = space.level_of[other]
+        ok = True
+        for b, w in zip(boxes, pinned, strict=True):
+            rs = b.get(olv, ((0, odom.size - 1),))
+            if len(rs) != 1 or rs[0][0] != rs[0][1] or _weight_of(odom, rs[0][0]) != w:
+                ok = False
+                break
+        if ok:
+            candidates.append(other)
+    return min(candidates), scale
+
+
+def _zero(table: TableSchema) -> LinearQuery:
+    q = LinearQuery(table.name, table.schema, (), (), None, 1.0, 0.0)
+    object.__setattr__(q, "key", f"{table.qualified_name}|zero")
+    return q
+
+
+def _fmt_scale(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def _key(table: TableSchema, q: LinearQuery) -> str:
+    """Canonical text: stable across processes; written with domain values, not indices."""
+    if q.value is None:
+        weight = "count" if q.scale == 1 else f"count*{_fmt_scale(q.scale)}"
+    else:
+        weight = f"sum({q.value})" if q.scale == 1 else f"sum({q.value})*{_fmt_scale(q.scale)}"
+    parts = []
+    for box in q.boxes:
+        if not box:
+            parts.append("all")
+            continue
+        conds = []
+        for attr, rs in box:
+            dom = _domain(table, attr)
+            conds.append(f"{attr}={_fmt_ranges(dom, rs)}")
+        parts.append("&".join(conds))
+    return f"{table.qualified_name}|{weight}|{'|'.join(parts)}"
+
+
+def _fmt_value(v: object) -> str:
+    return "null" if v is None else json.dumps(v)
+
+
+def _fmt_ranges(dom: Domain, rs: Ranges) -> str:
+    items = []
+    for lo, hi in rs:
+        if dom.kind == "int":
+            # A run of integers (NULL, if included, is the last cell and printed apart).
+            top = hi
+            if dom.nullable and hi == dom.null_index:
+                top = hi - 1
+            if top >= lo:
+                a, b = dom.value_at(lo), dom.value_at(top)
+                items.append(f"{a}" if lo == top else f"{a}..{b}")
+            if top != hi:
+                items.append("null")
+        else:
+            items.extend(_fmt_value(dom.value_at(i)) for i in range(lo, hi + 1))
+    return "{" + ",".join(items) + "}"

@@ -1,0 +1,114 @@
+"""QueryPlan: the linear queries a statement needs and how their noisy answers become result rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import postprocess as pp
+from .linear import LinearQuery
+
+if TYPE_CHECKING:
+    from .analyze import Template
+
+
+@dataclass(frozen=True)
+class Column:
+    """One result column: its name and PostgreSQL type oid (int8 20, int4 23, float8 701, text 25, bool 16)."""
+
+    name: str
+    type_oid: int
+
+    @property
+    def oid(self) -> int:
+        return self.type_oid
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What the engine must answer (``queries``) and how answers become rows (``rows``).
+
+    ``queries`` are distinct; zero queries (``q.is_zero``) may appear and are answered 0 by ``rows``
+    whatever value is passed for them. The shape (``columns``, number of groups) is known before any
+    answer exists.
+    """
+
+    table: str
+    queries: tuple[LinearQuery, ...]
+    columns: tuple[Column, ...]
+    template: Template = field(repr=False, compare=False)
+    group_keys: tuple[tuple[object, ...], ...] = field(repr=False, compare=False, default=())
+    slots: tuple[tuple[int, ...], ...] = field(repr=False, compare=False, default=())
+    params: tuple[object, ...] = field(repr=False, compare=False, default=())
+    limit: int | None = None
+    offset: int | None = None
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.group_keys)
+
+    def stderr_columns(self) -> tuple[Column, ...]:
+        """Columns ``rows(..., with_stderr=True)`` appends: one float8 ``<name>_stderr`` per output column."""
+        return tuple(Column(f"{c.name}_stderr", pp.FLOAT8) for c in self.columns)
+
+    def rows(
+        self, values: Sequence[float] | np.ndarray, stderrs: Sequence[float] | np.ndarray | None = None,
+        with_stderr: bool = False,
+    ) -> list[tuple[Any, ...]]:
+        """Post-process noisy answers (aligned with ``queries``) into result rows.
+
+        One row per group of the public GROUP BY domain (in domain order), then HAVING, ORDER BY,
+        OFFSET/LIMIT. With ``with_stderr`` each row also carries, per output column, the standard error of
+        that column when it is a single COUNT or SUM (``stderrs`` aligned with ``queries``), else NULL.
+        """
+        vals = np.asarray(values, dtype=np.float64).reshape(-1)
+        if len(vals) != len(self.queries):
+            raise ValueError(f"expected {len(self.queries)} values, got {len(vals)}")
+        vals = vals.copy()
+        for i, q in enumerate(self.queries):
+            if q.is_zero:
+                vals[i] = 0.0  # exactly zero whatever the data: no noise needed, none shown
+        errs = None if stderrs is None else np.asarray(stderrs, dtype=np.float64).reshape(-1)
+        t = self.template
+        out: list[tuple[tuple[Any, ...], list[Any]]] = []
+        for key, slot in zip(self.group_keys, self.slots, strict=True):
+            ctx = pp.Ctx(key, [vals[i] for i in slot], self.params)
+            if t.having is not None and t.having.ev(ctx) is not True:
+                continue
+            row = tuple(e.ev(ctx) for e in t.outputs)
+            if with_stderr:
+                row = row + tuple(_stderr(e, slot, errs, self.queries) for e in t.outputs)
+            sort_keys = [e.ev(ctx) for e, _, _ in t.order]
+            out.append((row, sort_keys))
+        # Stable multi-key sort, last key first.
+        for i in reversed(range(len(t.order))):
+            _, desc, nulls_first = t.order[i]
+
+            def k(item: tuple[tuple[Any, ...], list[Any]], i: int = i, desc: bool = desc,
+                  nulls_first: bool = nulls_first) -> tuple[int, Any]:
+                v = item[1][i]
+                if v is None:
+                    # Rank so NULLs land first or last after the (possibly reversed) sort.
+                    return ((2 if nulls_first else 0) if desc else (0 if nulls_first else 2), 0)
+                return (1, v)
+
+            out.sort(key=k, reverse=desc)
+        rows = [r for r, _ in out]
+        start = self.offset or 0
+        end = None if self.limit is None else start + self.limit
+        return rows[start:end]
+
+
+def _stderr(e: pp.Expr, slot: tuple[int, ...], errs: np.ndarray | None, queries: Sequence[LinearQuery]) -> Any:
+    if errs is None:
+        return None
+    if isinstance(e, pp.Agg):
+        qi = slot[e.slot]
+        return 0.0 if queries[qi].is_zero else float(errs[qi])
+    if isinstance(e, pp.Scaled):
+        qi = slot[e.slot]
+        return 0.0 if queries[qi].is_zero else abs(float(e.factor)) * float(errs[qi])
+    return None

@@ -1,0 +1,229 @@
+"""Canonical sets of histogram cells: reduced ordered decision diagrams whose paths are disjoint boxes.
+
+A predicate over a table is a set of cells of the product domain. It is stored as a reduced ordered
+multi-valued decision diagram (ROMDD) over a fixed attribute order (the table's attribute names, sorted):
+each node tests one attribute and partitions its cells into index-range sets, each leading to a distinct
+child; edges to the empty set are omitted and a node whose single edge covers every cell is skipped. For a
+fixed order the reduced diagram of a set is unique, so two predicates denote the same set of cells iff
+they compare equal, and an attribute appears in the diagram iff the set depends on it (``age >= 17`` on
+17..90 vanishes). The root-to-TRUE paths are pairwise disjoint boxes: the canonical disjoint union of
+boxes the linear queries expose. Nothing here ever enumerates the full product domain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+Ranges = tuple[tuple[int, int], ...]
+"""Sorted, disjoint, non-adjacent inclusive index ranges."""
+
+
+class Node:
+    """One decision node: ``level`` indexes the space's attribute order; ``edges`` are (ranges, child)."""
+
+    __slots__ = ("level", "edges", "_hash")
+
+    def __init__(self, level: int, edges: tuple[tuple[Ranges, Pred], ...]) -> None:
+        self.level = level
+        self.edges = edges
+        self._hash = hash((level, edges))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Node) or self._hash != other._hash:
+            return False
+        return self.level == other.level and self.edges == other.edges
+
+    def __repr__(self) -> str:
+        return f"Node({self.level}, {self.edges!r})"
+
+
+Pred = Node | bool
+"""A predicate: a Node, or a terminal (True: every cell, False: no cell)."""
+
+_BIG = 1 << 30
+
+
+def _level(p: Pred) -> int:
+    return p.level if isinstance(p, Node) else _BIG
+
+
+def merge_ranges(indices: Sequence[tuple[int, int]]) -> Ranges:
+    """Sort and coalesce overlapping or adjacent ranges."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(indices):
+        if lo > hi:
+            continue
+        if out and lo <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return tuple((a, b) for a, b in out)
+
+
+class Space:
+    """The ordered attributes of one table and their domain sizes; builds and combines predicates."""
+
+    def __init__(self, attrs: Sequence[str], sizes: Sequence[int]) -> None:
+        self.attrs = tuple(attrs)
+        self.sizes = tuple(sizes)
+        self.level_of = {a: i for i, a in enumerate(self.attrs)}
+
+    # -- construction -------------------------------------------------------------------------------
+
+    def _node(self, level: int, segments: Sequence[tuple[int, int, Pred]]) -> Pred:
+        """Reduce a level's segments (covering cells in order) into the canonical node."""
+        groups: dict[Pred, list[tuple[int, int]]] = {}
+        for lo, hi, child in segments:
+            if child is False:
+                continue
+            groups.setdefault(child, []).append((lo, hi))
+        if not groups:
+            return False
+        if len(groups) == 1:
+            (child, rs), = groups.items()
+            merged = merge_ranges(rs)
+            if merged == ((0, self.sizes[level] - 1),):
+                return child
+        # Ranges of different groups are disjoint, so sorting never compares children.
+        edges = sorted((merge_ranges(rs), child) for child, rs in groups.items())
+        return Node(level, tuple(edges))
+
+    def cells(self, attr: str, ranges: Sequence[tuple[int, int]]) -> Pred:
+        """The set of cells whose ``attr`` index lies in ``ranges`` (other attributes free)."""
+        level = self.level_of[attr]
+        n = self.sizes[level]
+        clipped = [(max(lo, 0), min(hi, n - 1)) for lo, hi in ranges]
+        return self._node(level, [(lo, hi, True) for lo, hi in merge_ranges(clipped)])
+
+    def _segments(self, p: Pred, level: int) -> list[tuple[int, int, Pred]]:
+        """``p`` seen at ``level`` as segments covering 0..size-1 (False in the gaps)."""
+        n = self.sizes[level]
+        if not isinstance(p, Node) or p.level != level:
+            return [(0, n - 1, p)]
+        flat = sorted((lo, hi, child) for rs, child in p.edges for lo, hi in rs)
+        out: list[tuple[int, int, Pred]] = []
+        pos = 0
+        for lo, hi, child in flat:
+            if lo > pos:
+                out.append((pos, lo - 1, False))
+            out.append((lo, hi, child))
+            pos = hi + 1
+        if pos < n:
+            out.append((pos, n - 1, False))
+        return out
+
+    def _apply(self, op: Callable[[bool, bool], bool], u: Pred, v: Pred, memo: dict[tuple[Pred, Pred], Pred]) -> Pred:
+        if isinstance(u, bool) and isinstance(v, bool):
+            return op(u, v)
+        key = (u, v)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        level = min(_level(u), _level(v))
+        su, sv = self._segments(u, level), self._segments(v, level)
+        # Sweep the two segmentations together; both cover 0..n-1.
+        out: list[tuple[int, int, Pred]] = []
+        i = j = 0
+        pos = 0
+        while i < len(su) and j < len(sv):
+            hi = min(su[i][1], sv[j][1])
+            out.append((pos, hi, self._apply(op, su[i][2], sv[j][2], memo)))
+            pos = hi + 1
+            if su[i][1] == hi:
+                i += 1
+            if sv[j][1] == hi:
+                j += 1
+        result = self._node(level, out)
+        memo[key] = result
+        return result
+
+    def and_(self, u: Pred, v: Pred) -> Pred:
+        if u is False or v is False:
+            return False
+        if u is True:
+            return v
+        if v is True or u == v:
+            return u
+        return self._apply(_and, u, v, {})
+
+    def or_(self, u: Pred, v: Pred) -> Pred:
+        if u is True or v is True:
+            return True
+        if u is False:
+            return v
+        if v is False or u == v:
+            return u
+        return self._apply(_or, u, v, {})
+
+    def diff(self, u: Pred, v: Pred) -> Pred:
+        """Cells in ``u`` and not in ``v``."""
+        if u is False or v is True:
+            return False
+        if v is False:
+            return u
+        return self._apply(_diff, u, v, {})
+
+    def not_(self, u: Pred) -> Pred:
+        return self.diff(True, u)
+
+    def all_of(self, preds: Sequence[Pred]) -> Pred:
+        acc: Pred = True
+        for p in preds:
+            acc = self.and_(acc, p)
+            if acc is False:
+                break
+        return acc
+
+    def any_of(self, preds: Sequence[Pred]) -> Pred:
+        acc: Pred = False
+        for p in preds:
+            acc = self.or_(acc, p)
+            if acc is True:
+                break
+        return acc
+
+    # -- inspection ---------------------------------------------------------------------------------
+
+    def support(self, p: Pred) -> tuple[str, ...]:
+        """Attributes the set depends on, in the space's (sorted) order."""
+        levels: set[int] = set()
+        stack = [p]
+        seen: set[int] = set()
+        while stack:
+            q = stack.pop()
+            if not isinstance(q, Node) or id(q) in seen:
+                continue
+            seen.add(id(q))
+            levels.add(q.level)
+            stack.extend(child for _, child in q.edges)
+        return tuple(self.attrs[i] for i in sorted(levels))
+
+    def boxes(self, p: Pred) -> Iterator[dict[int, Ranges]]:
+        """The root-to-TRUE paths as disjoint boxes: level -> index ranges (absent levels are free)."""
+        if p is False:
+            return
+        if p is True:
+            yield {}
+            return
+        for rs, child in p.edges:
+            for rest in self.boxes(child):
+                box = {p.level: rs}
+                box.update(rest)
+                yield box
+
+
+def _and(a: bool, b: bool) -> bool:
+    return a and b
+
+
+def _or(a: bool, b: bool) -> bool:
+    return a or b
+
+
+def _diff(a: bool, b: bool) -> bool:
+    return a and not b

@@ -1,0 +1,66 @@
+"""references_protected: does a statement read a protected table anywhere? (the proxy's router asks)."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from .schema import Catalog
+
+
+def _names(catalog: Catalog) -> set[str]:
+    return {t.name for t in catalog.tables}
+
+
+def _table_matches(node: exp.Table, catalog: Catalog) -> bool:
+    ident = node.this
+    if not isinstance(ident, exp.Identifier):
+        return False
+    name = str(ident.this) if ident.quoted else str(ident.this).lower()
+    db = node.args.get("db")
+    schema = None
+    if isinstance(db, exp.Identifier):
+        schema = str(db.this) if db.quoted else str(db.this).lower()
+    return catalog.table(name, schema) is not None if name == name.lower() else False
+
+
+@lru_cache(maxsize=4096)
+def _parse(sql: str) -> tuple[exp.Expression, ...] | None:
+    try:
+        return tuple(t for t in sqlglot.parse(sql, read="postgres") if t is not None)
+    except SqlglotError:
+        return None
+
+
+def references_protected(sql_or_ast: str | exp.Expression, catalog: Catalog) -> bool:
+    """True if the statement reads any protected table anywhere (subqueries, CTEs, joins, set operations).
+
+    Conservative by design: when the text cannot be parsed, any word equal to a protected table's name
+    counts, and so does a protected name inside a string argument of a function call (functions such as
+    ``query_to_xml('select * from t', ...)`` run SQL text). A false positive only means the parser, not
+    the upstream, answers (or refuses) the statement.
+    """
+    names = _names(catalog)
+    trees: tuple[exp.Expression, ...] | None
+    if isinstance(sql_or_ast, exp.Expression):
+        trees = (sql_or_ast,)
+        text = sql_or_ast.sql(dialect="postgres")
+    else:
+        text = sql_or_ast
+        trees = _parse(sql_or_ast)
+    if trees is None:
+        words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_$]*", text)}
+        return bool(words & names)
+    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(names)) + r")\b", re.I) if names else None
+    for tree in trees:
+        for node in tree.walk():
+            if isinstance(node, exp.Table) and _table_matches(node, catalog):
+                return True
+            if (pattern is not None and isinstance(node, exp.Literal) and node.is_string
+                    and isinstance(node.parent, exp.Func) and pattern.search(str(node.this))):
+                return True
+    return False

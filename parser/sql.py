@@ -1,0 +1,133 @@
+"""Exact-answer SQL the parser generates for PostgreSQL: linear query answers and marginal histograms.
+
+Every attribute is read through its *cell expression*, which maps each stored value to one cell of the
+declared domain, so PostgreSQL's exact answers are those of the domain histogram:
+integers are clipped into ``lo..hi`` (a NULL in a non-nullable integer domain lands on ``lo``, because
+GREATEST ignores NULLs); text values outside the declared list become NULL when the domain is nullable and
+the first declared value otherwise. Clipping is what bounds a row's contribution, hence the sensitivity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .linear import LinearQuery
+from .predicate import Ranges
+from .schema import Attribute, TableSchema
+
+MAX_COLUMNS = 1600
+"""PostgreSQL allows at most 1664 entries in a target list; answers_sql_batches stays below."""
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def table_ref(table: TableSchema) -> str:
+    return f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
+
+
+def cell_expr(attr: Attribute) -> str:
+    """SQL mapping the stored column to its domain cell value (clipped / folded; NULL stays NULL if nullable)."""
+    col = quote_ident(attr.name)
+    d = attr.domain
+    if d.kind == "int":
+        clipped = f"LEAST(GREATEST({col}, {d.lo}), {d.hi})"
+        return f"CASE WHEN {col} IS NULL THEN NULL ELSE {clipped} END" if d.nullable else clipped
+    values = ", ".join(quote_literal(v) for v in d.values)
+    fallback = "NULL" if d.nullable else quote_literal(d.values[0])
+    return f"CASE WHEN {col}::text IN ({values}) THEN {col}::text ELSE {fallback} END"
+
+
+def _attr_condition(attr: Attribute, ranges: Ranges) -> str:
+    e = cell_expr(attr)
+    d = attr.domain
+    conds: list[str] = []
+    listed: list[str] = []
+    for lo, hi in ranges:
+        top = hi
+        if d.null_index is not None and hi == d.null_index:
+            conds.append(f"{e} IS NULL")
+            top = hi - 1
+        if top < lo:
+            continue
+        if d.kind == "int":
+            a, b = d.value_at(lo), d.value_at(top)
+            if a == b:
+                listed.append(str(a))
+            else:
+                conds.append(f"{e} BETWEEN {a} AND {b}")
+        else:
+            listed.extend(quote_literal(str(d.value_at(i))) for i in range(lo, top + 1))
+    if len(listed) == 1:
+        conds.insert(0, f"{e} = {listed[0]}")
+    elif listed:
+        conds.insert(0, f"{e} IN ({', '.join(listed)})")
+    return conds[0] if len(conds) == 1 else "(" + " OR ".join(conds) + ")"
+
+
+def predicate_sql(table: TableSchema, q: LinearQuery) -> str:
+    """The query's predicate (a union of disjoint boxes) as a SQL condition over cell expressions."""
+    if q.is_zero:
+        return "FALSE"
+    boxes = []
+    for box in q.boxes:
+        parts = []
+        for name, rs in box:
+            attr = table.attribute(name)
+            assert attr is not None
+            parts.append(_attr_condition(attr, rs))
+        boxes.append(" AND ".join(parts) if parts else "TRUE")
+    if len(boxes) == 1:
+        return boxes[0]
+    return " OR ".join(f"({b})" for b in boxes)
+
+
+def answer_expr(table: TableSchema, q: LinearQuery) -> str:
+    """One aggregate computing the query's exact answer as float8."""
+    if q.is_zero:
+        return "0::float8"
+    pred = predicate_sql(table, q)
+    if q.value is None:
+        weight = "1"
+    else:
+        attr = table.attribute(q.value)
+        assert attr is not None
+        weight = cell_expr(attr)
+    inner = weight if pred == "TRUE" else f"CASE WHEN {pred} THEN {weight} ELSE 0 END"
+    s = f"COALESCE(SUM({inner}), 0)::float8"
+    return s if q.scale == 1 else f"({s} * {float(q.scale)!r})"
+
+
+def answers_sql(table: TableSchema, queries: Sequence[LinearQuery]) -> str:
+    """One row, one float8 column per query (in order): the exact answers, computed by PostgreSQL."""
+    if len(queries) > MAX_COLUMNS:
+        raise ValueError(f"{len(queries)} queries exceed one SELECT's target list; use answers_sql_batches")
+    if not queries:
+        return "SELECT"
+    cols = ",\n  ".join(f"{answer_expr(table, q)} AS q{i}" for i, q in enumerate(queries))
+    return f"SELECT\n  {cols}\nFROM {table_ref(table)}"
+
+
+def answers_sql_batches(table: TableSchema, queries: Sequence[LinearQuery],
+                        max_columns: int = MAX_COLUMNS) -> list[str]:
+    """``answers_sql`` split into statements of at most ``max_columns`` queries each (concatenate results)."""
+    return [answers_sql(table, queries[i : i + max_columns]) for i in range(0, len(queries), max_columns)]
+
+
+def marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
+    """``SELECT cell(a)..., count(*) GROUP BY`` over the marginal ``attrs`` (their cell values, clipped)."""
+    if not attrs:
+        return f"SELECT count(*) FROM {table_ref(table)}"
+    exprs = []
+    for name in attrs:
+        attr = table.attribute(name)
+        if attr is None:
+            raise KeyError(name)
+        exprs.append(f"{cell_expr(attr)} AS {quote_ident(attr.name)}")
+    groups = ", ".join(str(i + 1) for i in range(len(attrs)))
+    return f"SELECT {', '.join(exprs)}, count(*) FROM {table_ref(table)} GROUP BY {groups}"
