@@ -1,8 +1,9 @@
 """Typed expression trees evaluated on noisy aggregates: output columns, HAVING, ORDER BY keys.
 
 Everything here is post-processing of released values (and public group keys), so it costs no privacy.
-Typing follows PostgreSQL where it matters to clients: counts are int8, integer arithmetic stays integer
-(``/`` truncates), anything involving SUM, AVG or a decimal literal is float8. Deviations, chosen so a
+Typing follows PostgreSQL where it matters to clients: COUNT and SUM of an integer attribute are int8
+(noisy values rounded), integer arithmetic stays integer (``/`` truncates); AVG and anything involving a
+decimal literal is float8 (PostgreSQL says numeric; float8 avoids implying precision noise does not have). Deviations, chosen so a
 noisy value never raises mid-result: division by zero yields NULL (PostgreSQL raises 22012).
 """
 
@@ -46,15 +47,19 @@ def round_count(x: float) -> int:
 
 
 class Agg(Expr):
-    """A COUNT (int8, rounded) or SUM (float8) slot of the group."""
+    """A COUNT or SUM slot of the group, rounded to an integer and typed int8.
+
+    PostgreSQL types count(*) and sum(integer) as bigint, so integer arithmetic on them (``SUM(a) /
+    COUNT(*)`` truncates) behaves here as it would upstream; rounding a noisy value is post-processing.
+    """
+
+    oid = INT8
 
     def __init__(self, slot: int, is_count: bool, name: str) -> None:
         self.slot, self.is_count, self.name = slot, is_count, name
-        self.oid = INT8 if is_count else FLOAT8
 
     def ev(self, ctx: Ctx) -> object:
-        v = float(ctx.aggs[self.slot])
-        return round_count(v) if self.is_count else v
+        return round_count(float(ctx.aggs[self.slot]))
 
 
 class Scaled(Expr):

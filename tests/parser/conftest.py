@@ -1,0 +1,135 @@
+"""Parser test fixtures: the session's Adult database (from tests/conftest.py), marginal histograms cached
+per marginal, and a small table with nullable and text domains."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from parser_catalog import ADULT, PEOPLE
+
+from parser.histogram import to_dense
+from parser.schema import TableSchema
+from parser.sql import marginal_sql
+
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+def need_shared_data() -> None:
+    if not (SHARED_DATA / "adult.csv").exists():
+        pytest.skip("../shared/data is not present")
+
+
+class Histograms:
+    """Dense marginal histograms of one table, each computed once by PostgreSQL (marginal_sql)."""
+
+    def __init__(self, conn: psycopg.Connection, table: TableSchema) -> None:
+        self.conn, self.table = conn, table
+        self.cache: dict[tuple[str, ...], np.ndarray] = {}
+
+    def __getitem__(self, attrs: tuple[str, ...]) -> np.ndarray:
+        if attrs not in self.cache:
+            rows = self.conn.execute(marginal_sql(self.table, attrs)).fetchall()
+            self.cache[attrs] = to_dense(self.table, attrs, rows)
+        return self.cache[attrs]
+
+
+@pytest.fixture(scope="session")
+def adult_conn(adult_db: str) -> Iterator[psycopg.Connection]:
+    need_shared_data()
+    with psycopg.connect(adult_db, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture(scope="session")
+def adult_hist(adult_conn: psycopg.Connection) -> Histograms:
+    return Histograms(adult_conn, ADULT)
+
+
+def people_rows(n: int = 3000, seed: int = 7) -> list[tuple[Any, ...]]:
+    """Rows inside PEOPLE's declared domains, NULLs included where the domain admits them."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        city = rng.choice(["Berlin", "Lyon", "Oslo", None])
+        dept = rng.choice(["eng", "ops", "sales", "eng"])
+        score = rng.choice([*range(-5, 11), None, None])
+        level = rng.randint(1, 4)
+        out.append((city, dept, score, level))
+    return out
+
+
+@pytest.fixture(scope="session")
+def people_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
+    name = "parser_people"
+    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    with psycopg.connect(embedded_pg.dsn(name), autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA hr")
+        conn.execute("CREATE TABLE hr.people (city text, dept text, score integer, level integer)")
+        with conn.cursor().copy("COPY hr.people (city, dept, score, level) FROM STDIN") as copy:
+            for row in people_rows():
+                copy.write_row(row)
+        yield conn
+
+
+@pytest.fixture(scope="session")
+def people_hist(people_conn: psycopg.Connection) -> Histograms:
+    return Histograms(people_conn, PEOPLE)
+
+
+def norm(v: Any) -> Any:
+    """PostgreSQL values -> comparable Python values (numeric -> float)."""
+    if isinstance(v, Decimal):
+        return float(v)
+    return v
+
+
+def close(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        # SUM over no row is NULL upstream; the plan releases a (noisy) 0 so emptiness is never revealed.
+        return (a is None and b is None) or (a == 0 and b is None)
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return abs(float(a) - float(b)) <= 1e-9 * max(1.0, abs(float(a)), abs(float(b)))
+    return bool(a == b)
+
+
+def rows_match(ours: Sequence[tuple[Any, ...]], theirs: Sequence[tuple[Any, ...]], n_keys: int,
+               ordered: bool) -> str | None:
+    """Compare plan rows (empty groups included) with PostgreSQL's (empty groups absent). None if equal.
+
+    With ``n_keys`` group-key columns leading each row, PostgreSQL's rows must appear among ours and every
+    row of ours it lacks must be an empty group: counts 0, sums 0, averages NULL.
+    """
+    theirs = [tuple(norm(v) for v in r) for r in theirs]
+    if ordered:
+        if len(ours) != len(theirs) or not all(
+            len(a) == len(b) and all(close(x, y) for x, y in zip(a, b, strict=True)) for a, b in zip(ours, theirs,
+                                                                                                 strict=True)):
+            return f"ordered rows differ:\n ours   {list(ours)[:8]}\n theirs {theirs[:8]}"
+        return None
+    by_key: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for r in theirs:
+        by_key[r[:n_keys]] = r
+    if n_keys == 0 and len(ours) != len(theirs):
+        return f"row count differs: ours {ours} theirs {theirs}"
+    for r in ours:
+        other = by_key.pop(r[:n_keys], None)
+        if other is None:
+            if n_keys == 0:
+                return f"missing row {r}"
+            if any(v not in (0, None) for v in r[n_keys:]):
+                return f"empty group {r[:n_keys]} has non-zero values {r}"
+            continue
+        if not all(close(x, y) for x, y in zip(r, other, strict=True)):
+            return f"row differs: ours {r} theirs {other}"
+    if by_key:
+        return f"PostgreSQL rows missing from ours: {list(by_key.values())[:5]}"
+    return None
