@@ -1,0 +1,180 @@
+"""The schema-only shadow database that answers catalog queries, and the relay to it.
+
+The shadow database holds the protected tables' DDL (empty tables with the declared columns, types,
+domains as CHECK constraints, and descriptions as comments) so that every tool's own introspection SQL
+sees exactly the schema, and no statistics exist that could leak data. The proxy connects to it as an
+unprivileged read-only role.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from parser.schema import Attribute, Catalog, TableSchema
+
+from .pgclient import BackendConnection, BackendPool, Relayed
+from .protocol.backend import Field
+from .protocol.errors import PgError
+
+
+def reader_role(shadow_dbname: str) -> str:
+    return f"{shadow_dbname}_reader"
+
+
+def _column_sql(a: Attribute) -> sql.Composed:
+    d = a.domain
+    ident = sql.Identifier(a.name)
+    if d.kind == "int":
+        check = sql.SQL("CHECK ({} BETWEEN {} AND {})").format(ident, sql.Literal(d.lo), sql.Literal(d.hi))
+        typ = sql.SQL("integer")
+    else:
+        check = sql.SQL("CHECK ({} IN ({}))").format(ident, sql.SQL(", ").join(map(sql.Literal, d.values)))
+        typ = sql.SQL("text")
+    null = sql.SQL("") if d.nullable else sql.SQL(" NOT NULL")
+    return sql.SQL("{} {}{} {}").format(ident, typ, null, check)
+
+
+def _table_ddl(t: TableSchema) -> list[sql.Composed]:
+    name = sql.Identifier(t.schema, t.name)
+    stmts: list[sql.Composed] = [
+        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(t.schema)),
+        sql.SQL("DROP TABLE IF EXISTS {}").format(name),
+        sql.SQL("CREATE TABLE {} ({})").format(name, sql.SQL(", ").join(_column_sql(a) for a in t.attributes)),
+    ]
+    desc = getattr(t, "description", "")
+    if desc:
+        stmts.append(sql.SQL("COMMENT ON TABLE {} IS {}").format(name, sql.Literal(desc)))
+    for a in t.attributes:
+        if a.description:
+            stmts.append(sql.SQL("COMMENT ON COLUMN {}.{} IS {}").format(name, sql.Identifier(a.name),
+                                                                         sql.Literal(a.description)))
+    return stmts
+
+
+async def ensure_shadow(admin_dsn: str, shadow_dbname: str, catalog: Catalog,
+                        descriptions: dict[str, str] | None = None) -> str:
+    """Create (or refresh) the schema-only shadow database and its read-only role; returns its DSN.
+
+    Safe to call from several processes at once (creation races are tolerated, DDL runs under an advisory
+    lock). `admin_dsn` must be a superuser (or CREATEDB + CREATEROLE) connection to the same cluster.
+    """
+    role = reader_role(shadow_dbname)
+    # Deterministic so that concurrent workers agree; it only opens an empty, read-only schema.
+    password = hashlib.sha256(f"lapras-shadow:{admin_dsn}:{shadow_dbname}".encode()).hexdigest()[:32]
+    async with await psycopg.AsyncConnection.connect(admin_dsn, autocommit=True) as conn:
+        cur = await conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (shadow_dbname,))
+        if await cur.fetchone() is None:
+            try:
+                await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(shadow_dbname)))
+            except psycopg.errors.DuplicateDatabase:
+                pass
+        cur = await conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
+        if await cur.fetchone() is None:
+            try:
+                await conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+            except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+                pass
+        await conn.execute(sql.SQL(
+            "ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(password)))
+        await conn.execute(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(
+            sql.Identifier(role)))
+    shadow_admin = make_conninfo(admin_dsn, dbname=shadow_dbname)
+    async with await psycopg.AsyncConnection.connect(shadow_admin, autocommit=True) as conn:
+        await conn.execute("SELECT pg_advisory_lock(74737301)")
+        try:
+            async with conn.transaction():
+                for t in catalog.tables:
+                    for stmt in _table_ddl(t):
+                        await conn.execute(stmt)
+                    ident = sql.Identifier(t.schema, t.name)
+                    await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                        sql.Identifier(t.schema), sql.Identifier(role)))
+                    await conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident, sql.Identifier(role)))
+                await conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
+                await conn.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
+                    sql.Identifier(shadow_dbname)))
+                # Defence in depth: statistics views are unreadable even if a query slipped through.
+                await conn.execute("""
+                    DO $$ DECLARE v record; BEGIN
+                      FOR v IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                               WHERE n.nspname = 'pg_catalog' AND c.relkind = 'v'
+                                 AND (c.relname LIKE 'pg\\_stat%' OR c.relname = 'pg_stats'
+                                      OR c.relname LIKE 'pg\\_stats\\_%')
+                      LOOP EXECUTE format('REVOKE SELECT ON pg_catalog.%I FROM PUBLIC', v.relname); END LOOP;
+                    END $$""")
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(74737301)")
+    info = conninfo_to_dict(admin_dsn)
+    info.update(dbname=shadow_dbname, user=role, password=password)
+    return make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
+
+
+DescribeResult = tuple[list[int], list[Field] | None]
+
+
+class CatalogDB:
+    """Relays catalog statements to the shadow database; caches Describe results (the schema is fixed)."""
+
+    def __init__(self, dsn: str, pool_size: int = 8) -> None:
+        info = {k: str(v) for k, v in conninfo_to_dict(dsn).items() if v is not None}
+        startup = {"application_name": "lapras-proxy catalog", "client_encoding": "UTF8",
+                   "DateStyle": "ISO, MDY", "TimeZone": "UTC",
+                   "options": "-c default_transaction_read_only=on"}
+        self.pool = BackendPool(info, startup, pool_size)
+        self._describe_cache: OrderedDict[tuple[str, tuple[int, ...]], DescribeResult] = OrderedDict()
+        self.server_version = ""
+
+    async def open(self) -> None:
+        """Connect once to learn the server version (reported to clients) and fail early if unreachable."""
+        conn = await self.pool.acquire()
+        try:
+            self.server_version = conn.params.get("server_version", "16.0").split()[0]
+        finally:
+            self.pool.release(conn)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def describe(self, sql_text: str, param_oids: Sequence[int]) -> DescribeResult:
+        key = (sql_text, tuple(param_oids))
+        hit = self._describe_cache.get(key)
+        if hit is not None:
+            return hit
+        res = await self._with_conn(lambda c: c.describe(sql_text, param_oids))
+        if res.error is not None:
+            raise res.error
+        out: DescribeResult = (res.param_oids, res.fields)
+        self._describe_cache[key] = out
+        if len(self._describe_cache) > 2048:
+            self._describe_cache.popitem(last=False)
+        return out
+
+    async def execute(self, sql_text: str, param_oids: Sequence[int], param_formats: Sequence[int],
+                      params: Sequence[bytes | None], result_formats: Sequence[int],
+                      describe: bool = True) -> Relayed:
+        res = await self._with_conn(lambda c: c.relay(sql_text, param_oids, param_formats, params,
+                                                      result_formats, describe))
+        if res.error is not None:
+            raise res.error
+        return res
+
+    async def _with_conn(self, fn) -> Relayed:  # type: ignore[no-untyped-def]
+        conn: BackendConnection = await self.pool.acquire()
+        try:
+            return await fn(conn)
+        finally:
+            self.pool.release(conn)
+
+
+def catalog_error(exc: PgError) -> PgError:
+    """Errors from the shadow database, as the client sees them (severity downgraded to ERROR)."""
+    if exc.severity != "ERROR":
+        return PgError(exc.sqlstate, exc.message, detail=exc.detail, hint=exc.hint, position=exc.position)
+    return exc

@@ -1,0 +1,126 @@
+"""Run routed statements for one session and describe them, producing wire-ready results."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .catalog import CatalogDB, catalog_error
+from .protocol import backend, types
+from .protocol.backend import Field
+from .protocol.errors import PgError
+from .results import ResultSet, command, encode_rows, format_for
+from .router import Kind, Route, Router
+from .service_api import QueryService
+from .session import PreparedStatement, Session, parse_declare
+
+
+def decode_params(oids: Sequence[int], formats: Sequence[int], raw: Sequence[bytes | None]) -> list[Any]:
+    """Bound parameter bytes -> Python values, per format code and type oid."""
+    out: list[Any] = []
+    for i, value in enumerate(raw):
+        if value is None:
+            out.append(None)
+            continue
+        oid = oids[i] if i < len(oids) else 0
+        if format_for(formats, i) == 0:
+            out.append(types.decode_text(oid, value))
+        else:
+            out.append(types.decode_binary(oid, value))
+    return out
+
+
+class Executor:
+    """Statement execution for one session: session state, DP service, or the catalog database."""
+
+    def __init__(self, session: Session, router: Router, service: QueryService, catalog: CatalogDB) -> None:
+        self.session = session
+        self.router = router
+        self.service = service
+        self.catalog = catalog
+
+    # -- describe (never runs a DP query, never spends budget) ---------------------------------------
+
+    async def describe_statement(self, stmt: PreparedStatement) -> tuple[list[int], list[Field] | None]:
+        if stmt.described is not None:
+            return stmt.described
+        route = stmt.route
+        if route.kind is Kind.REFUSED:
+            assert route.error is not None
+            raise route.error
+        if route.kind is Kind.DP:
+            oids, cols = self.service.describe(route.sql, stmt.param_oids)
+            out: tuple[list[int], list[Field] | None] = (
+                list(oids), [backend.field(c.name, c.type_oid) for c in cols] or None)
+        elif route.kind is Kind.CATALOG:
+            try:
+                oids, fields = await self.catalog.describe(route.sql, stmt.param_oids)
+            except PgError as exc:
+                raise catalog_error(exc) from None
+            out = (oids, fields)
+        elif route.kind is Kind.SESSION:
+            out = (list(stmt.param_oids), self.session.show_columns(route.sql))
+            if route.command == "FETCH":
+                return out   # depends on the cursor, which may change
+        else:
+            out = (list(stmt.param_oids), None)
+        stmt.described = out
+        return out
+
+    async def param_oids(self, stmt: PreparedStatement, nparams: int) -> list[int]:
+        """Parameter types for decoding: the client's, completed by Describe when it left some unknown."""
+        oids = stmt.param_oids
+        if len(oids) >= nparams and all(oids[:nparams]):
+            return oids
+        if stmt.route.kind is Kind.DP:
+            described, _ = await self.describe_statement(stmt)
+            return described
+        return oids
+
+    # -- execute ---------------------------------------------------------------------------------------
+
+    async def run(self, route: Route, *, param_oids: Sequence[int] = (), param_formats: Sequence[int] = (),
+                  params: Sequence[bytes | None] = (), result_formats: Sequence[int] = (),
+                  decoded: Sequence[Any] | None = None, with_description: bool = True) -> ResultSet:
+        """Execute one statement; `with_description` asks the catalog for the RowDescription too."""
+        self.session.check_aborted(route)
+        kind = route.kind
+        if kind is Kind.DP:
+            values = decoded if decoded is not None else decode_params(param_oids, param_formats, params)
+            return await self._dp(route.sql, values, result_formats)
+        if kind is Kind.CATALOG:
+            try:
+                res = await self.catalog.execute(route.sql, param_oids, param_formats, params, result_formats,
+                                                 describe=with_description)
+            except PgError as exc:
+                raise catalog_error(exc) from None
+            return ResultSet(res.fields, res.rows, res.tag, list(result_formats), res.notices)
+        if kind is Kind.SESSION:
+            if route.command == "DECLARE":
+                return await self._declare(route)
+            return self.session.execute(route, list(result_formats))
+        if kind is Kind.EMPTY:
+            return command("")
+        assert route.error is not None
+        raise route.error
+
+    async def _dp(self, sql: str, values: Sequence[Any], result_formats: Sequence[int]) -> ResultSet:
+        s = self.session
+        result = await self.service.execute(sql, values, s.user, s.settings)
+        fields = [backend.field(c.name, c.type_oid) for c in result.columns]
+        rows = encode_rows(fields, result.rows, result_formats)
+        notices = [backend.notice_response(n) for n in result.notices]
+        return ResultSet(fields or None, rows, result.command_tag, list(result_formats), notices)
+
+    async def _declare(self, route: Route) -> ResultSet:
+        name, binary, hold, query = parse_declare(route.sql)
+        inner = self.router.route(query)
+        if inner.kind not in (Kind.DP, Kind.CATALOG, Kind.REFUSED):
+            raise PgError("42601", "DECLARE CURSOR needs a SELECT or VALUES query")
+        if name in self.session.cursors:
+            raise PgError("42P03", f"cursor \"{name}\" already exists")
+        if not hold and self.session.tx == "I":
+            raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
+        result = await self.run(inner, result_formats=[1] if binary else [])
+        self.session.add_cursor(name, result, hold)
+        return command("DECLARE CURSOR")

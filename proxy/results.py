@@ -1,0 +1,53 @@
+"""Results in wire-ready form: a row description plus DataRow messages, shared by every answer source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .protocol import backend
+from .protocol.backend import Field
+from .protocol.types import encoder
+
+
+@dataclass(slots=True)
+class ResultSet:
+    """What a statement produced: `fields` is None for statements without rows (NoData)."""
+
+    fields: list[Field] | None
+    rows: list[bytes]                 # complete DataRow messages, encoded in `formats`
+    tag: str
+    formats: list[int] = field(default_factory=list)
+    notices: list[bytes] = field(default_factory=list)   # complete NoticeResponse messages
+
+    def row_description(self) -> bytes:
+        return backend.row_description(self.fields or [], self.formats)
+
+
+def command(tag: str, notices: list[bytes] | None = None) -> ResultSet:
+    """A result without rows."""
+    return ResultSet(None, [], tag, [], notices or [])
+
+
+def format_for(formats: Sequence[int], i: int) -> int:
+    """The format code of column i under the protocol's 0/1/N convention."""
+    n = len(formats)
+    return 0 if n == 0 else formats[0] if n == 1 else formats[i]
+
+
+def encode_rows(fields: Sequence[Field], rows: Sequence[Sequence[Any]], formats: Sequence[int]) -> list[bytes]:
+    """Encode Python rows into DataRow messages in the requested formats."""
+    encs = [encoder(f[3], format_for(formats, i)) for i, f in enumerate(fields)]
+    out = []
+    data_row = backend.data_row
+    for row in rows:
+        out.append(data_row([None if v is None else enc(v) for enc, v in zip(encs, row, strict=True)]))
+    return out
+
+
+def text_result(columns: Sequence[tuple[str, int]], rows: Sequence[Sequence[Any]], tag: str,
+                formats: Sequence[int] = ()) -> ResultSet:
+    """A result computed by the proxy itself (SHOW, version, ...)."""
+    fields = [backend.field(name, oid) for name, oid in columns]
+    return ResultSet(fields, encode_rows(fields, rows, formats), tag, list(formats))

@@ -1,0 +1,214 @@
+"""Classify each statement: session command, DP query, catalog pass-through, or refusal (cached by text)."""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+from parser.schema import Catalog
+
+from .protocol.errors import PgError
+from .sqltext import leading_words, strip_comments
+
+
+class Kind(enum.Enum):
+    EMPTY = "empty"        # only whitespace/comments: EmptyQueryResponse
+    SESSION = "session"    # answered from session state (SET, SHOW, BEGIN, DECLARE, ...)
+    DP = "dp"              # reads a protected table or calls lapras.*: the DP service
+    CATALOG = "catalog"    # schema-only metadata: the shadow catalog database
+    REFUSED = "refused"    # never runs; `error` says why
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    kind: Kind
+    sql: str
+    command: str = ""                 # leading keyword, upper-case (SET, SHOW, SELECT, ...)
+    error: PgError | None = None
+
+
+SESSION_COMMANDS = frozenset({
+    "SET", "RESET", "SHOW", "BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "SAVEPOINT", "RELEASE",
+    "DISCARD", "DEALLOCATE", "DECLARE", "FETCH", "MOVE", "CLOSE", "LISTEN", "UNLISTEN", "NOTIFY",
+})
+WRITE_COMMANDS = frozenset({
+    "INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "ALTER", "DROP", "TRUNCATE", "GRANT", "REVOKE",
+    "COMMENT", "VACUUM", "ANALYZE", "ANALYSE", "CLUSTER", "REINDEX", "REFRESH", "LOCK", "SECURITY", "IMPORT",
+    "CALL", "DO", "LOAD", "CHECKPOINT", "REASSIGN", "UPSERT", "REPLACE",
+})
+QUERY_COMMANDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE"})
+
+# Objects and functions that expose data, data statistics, files or commands: refused everywhere,
+# whatever database would answer. Matched on the raw text (comments and literals included) because
+# refusing a harmless query is acceptable and missing a harmful one is not.
+_DANGEROUS = re.compile(
+    r"\b(pg_stat\w*|pg_statistic\w*|reltuples|relpages|relallvisible|relallfrozen|histogram_bounds|"
+    r"most_common_\w+|pg_read_file|pg_read_binary_file|pg_ls_\w+|pg_stat_file|pg_file_\w+|"
+    r"pg_logdir_ls|pg_current_logfile|lo_import|lo_export|lo_get|lo_put|lo_open|lo_create|lo_from_bytea|"
+    r"loread|lowrite|pg_largeobject\w*|dblink\w*|set_config|pg_terminate_backend|pg_cancel_backend|"
+    r"pg_reload_conf|pg_rotate_logfile|pg_promote|pg_switch_wal|pg_backend_memory_contexts|"
+    r"\w+_to_xml\w*|query_to_xmlschema|data_directory|config_file|hba_file|ident_file|external_pid_file|"
+    r"log_directory|unix_socket_directories|ssl_key_file|archive_command|restore_command|"
+    r"pg_shmem_allocations|pg_buffercache\w*)\b",
+    re.IGNORECASE,
+)
+_LAPRAS_CALL = re.compile(r"\blapras\s*\.", re.IGNORECASE)
+_DML_IN_QUERY = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
+_INTO = re.compile(r"\bINTO\b", re.IGNORECASE)
+_LOCKING = re.compile(r"\bFOR\s+(NO\s+KEY\s+)?(UPDATE|SHARE|KEY\s+SHARE)\b", re.IGNORECASE)
+_STRINGS = re.compile(r"'(?:[^']|'')*'|\$\$.*?\$\$", re.S)
+
+
+def read_only_error(what: str) -> PgError:
+    return PgError("25006", f"cannot execute {what} in a read-only transaction",
+                   hint="LAPRAS Proxy is read-only: it answers aggregate queries with differentially "
+                        "private results")
+
+
+def statistics_error(name: str) -> PgError:
+    return PgError("42501", f"permission denied: {name} exposes data or data statistics",
+                   hint="catalog queries through LAPRAS Proxy describe the schema only")
+
+
+class Router:
+    """Statement classifier with a bounded cache by SQL text."""
+
+    def __init__(self, catalog: Catalog, cache_size: int = 4096) -> None:
+        self.catalog = catalog
+        self._cache: OrderedDict[str, Route] = OrderedDict()
+        self._cache_size = cache_size
+        names = sorted({t.name for t in catalog.tables})
+        self._mentions = (re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b", re.IGNORECASE)
+                          if names else None)
+        self._references = _protected_checker(catalog)
+
+    def route(self, sql: str) -> Route:
+        """Classify one statement (never several: split simple-query strings first)."""
+        hit = self._cache.get(sql)
+        if hit is not None:
+            self._cache.move_to_end(sql)
+            return hit
+        route = self._classify(sql)
+        self._cache[sql] = route
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return route
+
+    def mentions_protected(self, sql: str) -> bool:
+        return bool(self._mentions and self._mentions.search(sql))
+
+    def references_protected(self, sql: str) -> bool:
+        """True when the statement reads a protected table; cheap when no table name occurs in the text.
+
+        A name that occurs only inside string literals or comments (catalog lookups such as
+        `relname = 'adult'`) cannot be a table reference, so such statements skip the SQL parser.
+        """
+        if not self.mentions_protected(sql):
+            return False
+        if not self.mentions_protected(_STRINGS.sub("''", strip_comments(sql))):
+            return False
+        return self._references(sql)
+
+    def _classify(self, sql: str) -> Route:
+        words = leading_words(sql, 3)
+        if not words:
+            return Route(Kind.EMPTY, sql)
+        first = words[0]
+        if first in SESSION_COMMANDS:
+            if first == "SHOW" and len(words) > 1 and words[1] == "LAPRAS":
+                return Route(Kind.DP, sql, first)
+            if first in ("COMMIT", "ROLLBACK") and len(words) > 1 and words[1] == "PREPARED":
+                return Route(Kind.REFUSED, sql, first, read_only_error(f"{first} PREPARED"))
+            return Route(Kind.SESSION, sql, first)
+        if first in WRITE_COMMANDS:
+            return Route(Kind.REFUSED, sql, first, read_only_error(" ".join(words[:2])))
+        if first == "COPY":
+            return self._copy(sql)
+        if first in ("PREPARE", "EXECUTE"):
+            if first == "PREPARE" and len(words) > 1 and words[1] == "TRANSACTION":
+                return Route(Kind.REFUSED, sql, first, read_only_error("PREPARE TRANSACTION"))
+            return Route(Kind.REFUSED, sql, first, PgError(
+                "0A000", f"SQL-level {first} is not supported",
+                hint="use the extended query protocol (your driver's prepared statements)"))
+        m = _DANGEROUS.search(sql)
+        if m:
+            return Route(Kind.REFUSED, sql, first, statistics_error(m.group(1)))
+        if first == "EXPLAIN":
+            if self.references_protected(sql):
+                return Route(Kind.REFUSED, sql, first, PgError(
+                    "42501", "permission denied: EXPLAIN of a protected table reveals planner statistics"))
+            return Route(Kind.CATALOG, sql, first)
+        if first in QUERY_COMMANDS:
+            bare = _STRINGS.sub("''", strip_comments(sql))
+            if first == "WITH" and _DML_IN_QUERY.search(bare):
+                return Route(Kind.REFUSED, sql, first, read_only_error("a data-modifying WITH"))
+            if first == "SELECT" and _INTO.search(bare) and _select_into(sql):
+                return Route(Kind.REFUSED, sql, first, read_only_error("SELECT INTO"))
+            if _LOCKING.search(bare):
+                return Route(Kind.REFUSED, sql, first, read_only_error("SELECT FOR UPDATE/SHARE"))
+            if _LAPRAS_CALL.search(bare) or self.references_protected(sql):
+                return Route(Kind.DP, sql, first)
+            return Route(Kind.CATALOG, sql, first)
+        # Anything else goes to the read-only shadow catalog, which answers or rejects it as PostgreSQL.
+        return Route(Kind.CATALOG, sql, first)
+
+    def _copy(self, sql: str) -> Route:
+        bare = _STRINGS.sub("''", strip_comments(sql))
+        if re.search(r"\bFROM\b", bare, re.IGNORECASE) and not re.search(r"\(\s*SELECT\b", bare, re.I):
+            return Route(Kind.REFUSED, sql, "COPY", read_only_error("COPY FROM"))
+        if re.search(r"\bPROGRAM\b", bare, re.IGNORECASE):
+            return Route(Kind.REFUSED, sql, "COPY", PgError("42501", "permission denied: COPY ... PROGRAM"))
+        if self.references_protected(sql):
+            return Route(Kind.REFUSED, sql, "COPY", PgError(
+                "42501", "permission denied: COPY would export rows of a protected table",
+                hint="ask aggregate questions (COUNT, SUM, AVG ... GROUP BY) instead"))
+        return Route(Kind.REFUSED, sql, "COPY", PgError("0A000", "COPY is not supported by LAPRAS Proxy"))
+
+
+def _select_into(sql: str) -> bool:
+    try:
+        tree = sqlglot.parse_one(sql, read="postgres")
+    except Exception:
+        return True
+    return tree.find(exp.Into) is not None
+
+
+def _protected_checker(catalog: Catalog) -> Callable[[str], bool]:
+    """The parser's `references_protected` when it exists, else a sqlglot table scan."""
+    try:
+        from parser import references_protected as parser_check
+    except ImportError:
+        return lambda sql: _scan_tables(sql, catalog)
+
+    def check(sql: str) -> bool:
+        try:
+            return bool(parser_check(sql, catalog))
+        except Exception:
+            # Unparseable SQL that mentions a protected table: the DP service reports the error.
+            return True
+    return check
+
+
+def _scan_tables(sql: str, catalog: Catalog) -> bool:
+    try:
+        trees = sqlglot.parse(sql, read="postgres")
+    except Exception:
+        return True
+    for tree in trees:
+        if tree is None:
+            continue
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        for t in tree.find_all(exp.Table):
+            name = t.name.lower()
+            schema = t.db.lower() if t.db else None
+            if schema is None and name in ctes:
+                continue
+            if catalog.table(name, schema) is not None:
+                return True
+    return False

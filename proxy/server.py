@@ -1,0 +1,574 @@
+"""The asyncio server: drives the protocol state machine over sockets, with TLS, cancel and limits.
+
+Surface used by the application:
+
+    server = ProxyServer(config, service, catalog_dsn, reuse_port=False)
+    await server.start()          # opens the catalog pool and the listening socket
+    server.port                   # the bound port (useful with port 0)
+    await server.serve_forever()  # or keep the loop alive yourself
+    await server.close()          # stops accepting, ends sessions, closes the catalog pool
+
+Each client connection runs in its own task; nothing a client does blocks another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import ssl
+import time
+from typing import Any
+
+from .auth import AuthFailed, authenticate
+from .catalog import CatalogDB
+from .config import Config
+from .executor import Executor, decode_params
+from .protocol import backend
+from .protocol.connection import NEED_DATA, ServerConnection
+from .protocol.errors import PgError, error_fields
+from .protocol.frontend import (
+    Bind,
+    CancelRequested,
+    Close,
+    ConnectionFailed,
+    Describe,
+    Execute,
+    Flush,
+    FunctionCall,
+    GSSENCRequested,
+    Parse,
+    PasswordMessage,
+    Query,
+    SSLRequested,
+    StartupReceived,
+    Sync,
+    Terminate,
+)
+from .results import ResultSet
+from .router import Kind, Router
+from .service_api import QueryService
+from .session import Portal, PreparedStatement, Session
+from .sqltext import split_statements
+
+log = logging.getLogger("lapras.server")
+
+
+class _Closed(Exception):
+    """The client went away or the connection must end."""
+
+
+class RateLimiter:
+    """Per-user token bucket: `per_minute` statements, refilled continuously."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(per_minute)
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def allow(self, user: str) -> bool:
+        now = time.monotonic()
+        tokens, last = self._buckets.get(user, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - last) * self.rate)
+        if tokens < 1.0:
+            self._buckets[user] = (tokens, now)
+            return False
+        self._buckets[user] = (tokens - 1.0, now)
+        return True
+
+
+class ProxyServer:
+    """Accepts PostgreSQL clients and serves them from the DP service and the catalog database."""
+
+    def __init__(self, config: Config, service: QueryService, catalog_dsn: str, *, reuse_port: bool = False,
+                 catalog_pool_size: int = 8) -> None:
+        self.config = config
+        self.service = service
+        self.catalog = CatalogDB(catalog_dsn, catalog_pool_size)
+        self.router = Router(config.catalog)
+        self.reuse_port = reuse_port
+        self.rate = RateLimiter(config.server.queries_per_minute)
+        self.sessions: dict[int, ClientConnection] = {}
+        self.active = 0
+        self.ssl_context: ssl.SSLContext | None = None
+        if config.tls.enabled:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            ctx.load_cert_chain(config.tls.cert, config.tls.key)
+            self.ssl_context = ctx
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None and self._server.sockets
+        return int(self._server.sockets[0].getsockname()[1])
+
+    async def start(self) -> None:
+        await self.catalog.open()
+        s = self.config.server
+        self._server = await asyncio.start_server(self._accept, s.host, s.port, reuse_port=self.reuse_port or None,
+                                                  limit=1 << 16, backlog=max(128, s.max_connections))
+        log.info("listening on %s:%d", s.host, self.port)
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        await self.catalog.close()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        client = ClientConnection(self, reader, writer)
+        try:
+            await client.run()
+        finally:
+            self._tasks.discard(task)
+
+    def cancel(self, pid: int, secret: int) -> None:
+        """Cancel the running statement of the session that owns this key; anything else is ignored."""
+        target = self.sessions.get(pid)
+        if target is not None and secrets.compare_digest(target.secret.to_bytes(4, "big"),
+                                                         (secret & 0xFFFFFFFF).to_bytes(4, "big")):
+            target.cancel_statement("user")
+
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60000.0, "h": 3600000.0, "d": 86400000.0}
+
+
+def _duration_ms(text: str) -> float:
+    """A PostgreSQL time setting ('5000', '5s', '100ms', '1min') in milliseconds; 0 when unreadable."""
+    t = text.strip().strip("'").lower()
+    num = t.rstrip("abcdefghijklmnopqrstuvwxyz ")
+    unit = t[len(num):].strip() or "ms"
+    try:
+        return float(num) * _UNITS_MS[unit]
+    except (ValueError, KeyError):
+        return 0.0
+
+
+def _server_version(catalog: CatalogDB) -> str:
+    return catalog.server_version or "16.0"
+
+
+class ClientConnection:
+    """One client: start-up, authentication, then the query loop."""
+
+    def __init__(self, server: ProxyServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.cfg = server.config.server
+        self.conn = ServerConnection(self.cfg.max_message_bytes)
+        self.out: list[bytes] = []
+        self.tls = False
+        self.pid = 0
+        self.secret = 0
+        self.counted = False
+        self.session: Session | None = None
+        self.executor: Executor | None = None
+        self.user = ""
+        self._task: asyncio.Task[Any] | None = None
+        self._running = False
+        self._cancel_reason: str | None = None
+
+    # -- I/O helpers ---------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        if self.out:
+            self.writer.write(b"".join(self.out) if len(self.out) > 1 else self.out[0])
+            self.out.clear()
+
+    async def _drain(self) -> None:
+        self.flush()
+        await self.writer.drain()
+
+    async def _read_more(self, timeout: float | None) -> None:
+        await self._drain()
+        try:
+            if timeout is None:
+                data = await self.reader.read(1 << 16)
+            else:
+                async with asyncio.timeout(timeout):
+                    data = await self.reader.read(1 << 16)
+        except (ConnectionError, OSError):
+            data = b""
+        self.conn.receive_data(data)
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        self._task = asyncio.current_task()
+        try:
+            try:
+                async with asyncio.timeout(self.server.config.server.auth_timeout_s):
+                    ok = await self._startup()
+            except TimeoutError:
+                self.out.append(self.conn.fatal("08006", "authentication timeout"))
+                ok = False
+            if ok:
+                await self._serve()
+        except _Closed:
+            pass
+        except (ConnectionError, OSError, ssl.SSLError):
+            pass
+        except TimeoutError:
+            with contextlib.suppress(Exception):
+                self.out.append(self.conn.fatal("57P05", "terminating connection due to idle-session timeout"))
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                self.out.append(self.conn.fatal("57P01", "terminating connection due to administrator command"))
+        except Exception:
+            log.exception("connection failed")
+            with contextlib.suppress(Exception):
+                self.out.append(self.conn.fatal("XX000", "internal error in the proxy"))
+        finally:
+            self.server.sessions.pop(self.pid, None)
+            if self.counted:
+                self.server.active -= 1
+            with contextlib.suppress(Exception):
+                self.flush()
+                self.writer.close()
+
+    async def _startup(self) -> bool:
+        conn = self.conn
+        while True:
+            ev = conn.next_event()
+            if ev is NEED_DATA:
+                await self._read_more(None)
+                continue
+            if isinstance(ev, SSLRequested):
+                accept = self.server.ssl_context is not None and not self.tls
+                self.out.append(conn.answer_negotiation(accept))
+                await self._drain()
+                if accept and not conn.closed:
+                    assert self.server.ssl_context is not None
+                    await self.writer.start_tls(self.server.ssl_context)
+                    self.tls = True
+                continue
+            if isinstance(ev, GSSENCRequested):
+                self.out.append(conn.answer_negotiation(False))
+                continue
+            if isinstance(ev, CancelRequested):
+                self.server.cancel(ev.pid, ev.secret)
+                return False
+            if isinstance(ev, ConnectionFailed):
+                self.out.append(conn.fatal(ev.sqlstate, ev.message))
+                return False
+            if isinstance(ev, StartupReceived):
+                return await self._login(ev)
+            return False   # Terminate, or anything else before start-up
+
+    async def _login(self, ev: StartupReceived) -> bool:
+        srv = self.server
+        if srv.active >= self.cfg.max_connections:
+            self.out.append(self.conn.fatal("53300", "sorry, too many clients already"))
+            return False
+        srv.active += 1
+        self.counted = True
+        if (ev.protocol & 0xFFFF) != 0 or ev.unsupported_options:
+            self.out.append(backend.negotiate_protocol_version(0, ev.unsupported_options))
+        name = ev.params["user"]
+        user = srv.config.user(name)
+
+        async def send(data: bytes) -> None:
+            self.out.append(data)
+            await self._drain()
+
+        async def receive() -> bytes:
+            while True:
+                nxt = self.conn.next_event()
+                if nxt is NEED_DATA:
+                    await self._read_more(None)
+                    continue
+                if isinstance(nxt, PasswordMessage):
+                    return nxt.data
+                if isinstance(nxt, ConnectionFailed):
+                    raise PgError(nxt.sqlstate, nxt.message, severity="FATAL")
+                raise _Closed()
+
+        try:
+            await authenticate(name, user, tls=self.tls, allow_cleartext=self.cfg.allow_cleartext_without_tls,
+                               send=send, receive=receive)
+        except AuthFailed as exc:
+            log.info("authentication failed for user %r", name)
+            self.out.append(self.conn.error(exc))
+            return False
+        except PgError as exc:
+            self.out.append(self.conn.fatal(exc.sqlstate, exc.message))
+            return False
+        database = ev.params.get("database") or name
+        if database != self.cfg.database:
+            self.out.append(self.conn.fatal("3D000", f"database \"{database}\" does not exist"))
+            return False
+        self.user = name
+        self.conn.authenticated()
+        while True:
+            pid = secrets.randbelow(1 << 30) + 1
+            if pid not in srv.sessions:
+                break
+        self.pid, self.secret = pid, secrets.randbits(32)
+        srv.sessions[pid] = self
+        session = Session.start(self.conn, name, database, ev.params, _server_version(srv.catalog), self.tls)
+        self.session = session
+        self.executor = Executor(session, srv.router, srv.service, srv.catalog)
+        self.out.append(backend.AUTH_OK)
+        self.out.extend(session.startup_status())
+        self.out.append(backend.backend_key_data(pid, self.secret))
+        self.out.append(self.conn.ready_for_query())
+        return True
+
+    # -- statements ----------------------------------------------------------------------------------
+
+    def cancel_statement(self, reason: str) -> None:
+        """Interrupt the statement this session is running, if any (cancel request or timeout)."""
+        if self._running and self._cancel_reason is None and self._task is not None:
+            self._cancel_reason = reason
+            self._task.cancel()
+
+    def _statement_timeout(self) -> float:
+        """The tighter of server.statement_timeout_s and the session's statement_timeout (0 = unset)."""
+        assert self.session is not None
+        ms = _duration_ms(self.session.settings.get("statement_timeout", "0"))
+        limit = self.cfg.statement_timeout_s
+        return min(limit, ms / 1000.0) if ms > 0 else limit
+
+    async def _guarded(self, coro: Any) -> Any:
+        """Await a statement so that CancelRequest and the statement timeout interrupt only it."""
+        loop = asyncio.get_running_loop()
+        handle = loop.call_later(self._statement_timeout(), self.cancel_statement, "timeout")
+        self._running = True
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            reason = self._cancel_reason
+            if reason is None:
+                raise
+            task = self._task
+            if task is not None:
+                task.uncancel()
+            if reason == "timeout":
+                raise PgError("57014", "canceling statement due to statement timeout") from None
+            raise PgError("57014", "canceling statement due to user request") from None
+        finally:
+            handle.cancel()
+            self._running = False
+            self._cancel_reason = None
+
+    def _check_rate(self) -> None:
+        if not self.server.rate.allow(self.user):
+            raise PgError("53400", f"rate limit exceeded: user \"{self.user}\" may run "
+                                   f"{self.cfg.queries_per_minute} statements per minute",
+                          hint="wait a moment and retry, or raise server.queries_per_minute")
+
+    def _send_result(self, res: ResultSet, with_description: bool) -> None:
+        out = self.out
+        if res.notices:
+            out.extend(res.notices)
+        if with_description and res.fields is not None:
+            out.append(res.row_description())
+        if res.rows:
+            out.extend(res.rows)
+        out.append(backend.command_complete(res.tag))
+
+    def _report(self) -> None:
+        s = self.session
+        if s is not None and s.reported:
+            self.out.extend(s.reported)
+            s.reported.clear()
+
+    async def _serve(self) -> None:
+        conn = self.conn
+        idle = self.cfg.idle_timeout_s
+        while True:
+            ev = conn.next_event()
+            if ev is NEED_DATA:
+                await self._read_more(idle)
+                continue
+            try:
+                if isinstance(ev, Execute):
+                    await self._execute(ev)
+                elif isinstance(ev, Bind):
+                    await self._bind(ev)
+                elif isinstance(ev, Sync):
+                    self._sync()
+                elif isinstance(ev, Parse):
+                    self._parse(ev)
+                elif isinstance(ev, Describe):
+                    await self._describe(ev)
+                elif isinstance(ev, Query):
+                    await self._simple_query(ev.sql)
+                elif isinstance(ev, Close):
+                    self._close(ev)
+                elif isinstance(ev, Flush):
+                    await self._drain()
+                elif isinstance(ev, FunctionCall):
+                    raise PgError("0A000", "the fast-path function call interface is not supported")
+                elif isinstance(ev, ConnectionFailed):
+                    self.out.append(conn.fatal(ev.sqlstate, ev.message))
+                    return
+                elif isinstance(ev, Terminate):
+                    return
+                else:
+                    self.out.append(conn.fatal("08P01", "unexpected message"))
+                    return
+            except PgError as exc:
+                self._report()
+                self.out.append(conn.error(exc))
+                if conn.closed:
+                    return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                err = error_fields(exc)
+                if err.sqlstate == "XX000":
+                    log.exception("statement failed")
+                self.out.append(conn.error(err))
+
+    async def _simple_query(self, sql: str) -> None:
+        assert self.executor is not None and self.session is not None
+        router = self.server.router
+        try:
+            statements = split_statements(sql)
+            if not statements:
+                self.out.append(backend.EMPTY_QUERY)
+            for text in statements:
+                route = router.route(text)
+                if route.kind is not Kind.SESSION:
+                    self._check_rate()
+                res = await self._guarded(self.executor.run(route))
+                self._report()
+                self._send_result(res, True)
+                self.session.implicit_commit()
+        except PgError as exc:
+            self._report()
+            self.out.append(self.conn.error(exc))
+        except Exception as exc:
+            err = error_fields(exc)
+            if err.sqlstate == "XX000":
+                log.exception("statement failed")
+            self.out.append(self.conn.error(err))
+        self.out.append(self.conn.ready_for_query())
+        await self._drain()
+
+    def _parse(self, ev: Parse) -> None:
+        s = self.session
+        assert s is not None
+        if ev.name and ev.name in s.statements:
+            raise PgError("42P05", f"prepared statement \"{ev.name}\" already exists")
+        parts = split_statements(ev.sql)
+        if len(parts) > 1:
+            raise PgError("42601", "cannot insert multiple commands into a prepared statement")
+        route = self.server.router.route(parts[0] if parts else "")
+        if route.kind is Kind.REFUSED:
+            assert route.error is not None
+            raise route.error
+        s.check_aborted(route)
+        s.statements[ev.name] = PreparedStatement(ev.name, ev.sql, route, list(ev.param_oids))
+        self.out.append(backend.PARSE_COMPLETE)
+
+    async def _bind(self, ev: Bind) -> None:
+        s = self.session
+        assert s is not None and self.executor is not None
+        stmt = s.statements.get(ev.statement)
+        if stmt is None:
+            raise PgError("26000", f"prepared statement \"{ev.statement}\" does not exist")
+        if ev.portal and ev.portal in s.portals:
+            raise PgError("42P03", f"cursor \"{ev.portal}\" already exists")
+        s.check_aborted(stmt.route)
+        portal = Portal(ev.portal, stmt, ev.params, ev.param_formats, ev.result_formats)
+        if stmt.route.kind is Kind.DP:
+            # Decode now so that a bad parameter fails at Bind, as PostgreSQL does.
+            oids = await self.executor.param_oids(stmt, len(ev.params))
+            portal.decoded = decode_params(oids, ev.param_formats, ev.params)
+        s.portals[ev.portal] = portal
+        self.out.append(backend.BIND_COMPLETE)
+
+    async def _describe(self, ev: Describe) -> None:
+        s = self.session
+        assert s is not None and self.executor is not None
+        if ev.kind == "S":
+            stmt = s.statements.get(ev.name)
+            if stmt is None:
+                raise PgError("26000", f"prepared statement \"{ev.name}\" does not exist")
+            oids, fields = await self.executor.describe_statement(stmt)
+            self.out.append(backend.parameter_description(oids))
+            self.out.append(backend.NO_DATA if fields is None else backend.row_description(fields))
+            return
+        portal = s.portals.get(ev.name)
+        if portal is None:
+            raise PgError("34000", f"portal \"{ev.name}\" does not exist")
+        if portal.result is not None:
+            fields = portal.result.fields
+        else:
+            _, fields = await self.executor.describe_statement(portal.statement)
+        self.out.append(backend.NO_DATA if fields is None
+                        else backend.row_description(fields, portal.result_formats))
+
+    async def _execute(self, ev: Execute) -> None:
+        s = self.session
+        assert s is not None and self.executor is not None
+        portal = s.portals.get(ev.portal)
+        if portal is None:
+            raise PgError("34000", f"portal \"{ev.portal}\" does not exist")
+        if portal.result is None:
+            stmt = portal.statement
+            route = stmt.route
+            if route.kind is Kind.EMPTY:
+                self.out.append(backend.EMPTY_QUERY)
+                return
+            if route.kind is not Kind.SESSION:
+                self._check_rate()
+            portal.result = await self._guarded(self.executor.run(
+                route, param_oids=stmt.param_oids, param_formats=portal.param_formats, params=portal.params,
+                result_formats=portal.result_formats, decoded=portal.decoded, with_description=False))
+            self._report()
+        res = portal.result
+        rows = res.rows
+        start = portal.position
+        if res.notices and start == 0:
+            self.out.extend(res.notices)
+        if ev.max_rows and start + ev.max_rows < len(rows):
+            self.out.extend(rows[start:start + ev.max_rows])
+            portal.position = start + ev.max_rows
+            self.out.append(backend.PORTAL_SUSPENDED)
+            return
+        self.out.extend(rows[start:] if start else rows)
+        portal.position = len(rows)
+        tag = res.tag
+        if start and tag.startswith("SELECT "):
+            tag = f"SELECT {len(rows) - start}"
+        self.out.append(backend.command_complete(tag))
+
+    def _close(self, ev: Close) -> None:
+        s = self.session
+        assert s is not None
+        if ev.kind == "S":
+            s.statements.pop(ev.name, None)
+        else:
+            s.portals.pop(ev.name, None)
+        self.out.append(backend.CLOSE_COMPLETE)
+
+    def _sync(self) -> None:
+        s = self.session
+        assert s is not None
+        if s.tx == "I":
+            # Outside a transaction block, Sync ends the implicit transaction: portals go away.
+            if s.portals:
+                s.portals.clear()
+            s.implicit_commit()
+        self._report()
+        self.out.append(self.conn.ready_for_query())

@@ -1,0 +1,37 @@
+"""The interface between the wire protocol and the differentially private answering service."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDesc:
+    name: str
+    type_oid: int
+
+
+@dataclass(slots=True)
+class QueryResult:
+    columns: list[ColumnDesc]
+    rows: list[tuple[Any, ...]]
+    command_tag: str
+    notices: list[str] = field(default_factory=list)
+
+
+class QueryService(Protocol):
+    """Answers statements that read protected tables (or call lapras.* functions / SHOW lapras.*).
+
+    Exceptions carry PostgreSQL fields: `sqlstate`, `message`, and optionally `detail`, `hint`, `position`.
+    """
+
+    def describe(self, sql: str, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
+        """Parameter type oids and result columns, from the SQL alone; never spends budget."""
+        ...
+
+    async def execute(self, sql: str, params: Sequence[object | None], user: str,
+                      settings: Mapping[str, str]) -> QueryResult:
+        """Run the statement with bound parameters and return its (noisy) result."""
+        ...
