@@ -16,7 +16,7 @@ import asyncio
 import re
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +37,10 @@ _OUTCOME_RX = re.compile(r"\b(?:outcome|provenance|source)\s*[=:]\s*\"?([A-Za-z_
 _STDERR_RX = re.compile(r"\b(?:stderr|standard error|se)\s*[=:]\s*([-+0-9.eE]+|nan|inf)", re.IGNORECASE)
 _NUMBER_RX = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 CONNECTION_LOST = "08006"
+
+
+class StopReplay(Exception):
+    """Raised by an `on_result` callback to end the replay early (not an abort)."""
 
 
 @dataclass(frozen=True)
@@ -250,9 +254,10 @@ async def _sample_budget(opts: ReplayOptions) -> float | None:
         return None
 
 
-async def replay_async(statements: Sequence[Statement], opts: ReplayOptions,
-                       progress: bool = False) -> ReplayResult:
-    """Replay the statements through the proxy and collect every outcome."""
+async def replay_async(statements: Sequence[Statement], opts: ReplayOptions, progress: bool = False,
+                       on_result: Callable[[StatementResult], None] | None = None) -> ReplayResult:
+    """Replay the statements through the proxy and collect every outcome (`on_result` sees each one as it
+    arrives, e.g. to act on the proxy at that exact moment)."""
     from tqdm import tqdm
 
     clients = [_Client(k, opts) for k in range(max(1, opts.clients))]
@@ -264,6 +269,7 @@ async def replay_async(statements: Sequence[Statement], opts: ReplayOptions,
     every = opts.budget_every or max(1, n // 100)
     next_index = 0
     done = 0
+    stopped = False
     sample_due = asyncio.Event()
     finished = asyncio.Event()
     bar = tqdm(total=n, unit="stmt", disable=not progress, file=sys.stderr, dynamic_ncols=True)
@@ -273,9 +279,9 @@ async def replay_async(statements: Sequence[Statement], opts: ReplayOptions,
     t_start = time.monotonic()
 
     async def worker(client: _Client) -> None:
-        nonlocal next_index, done
+        nonlocal next_index, done, stopped
         try:
-            while next_index < n:
+            while next_index < n and not stopped:
                 i = next_index
                 next_index += 1
                 stmt = statements[i]
@@ -283,7 +289,12 @@ async def replay_async(statements: Sequence[Statement], opts: ReplayOptions,
                     wait = t_start + stmt.offset_s / opts.speed - time.monotonic()
                     if wait > 0:
                         await asyncio.sleep(wait)
-                results[i] = await client.run(i, stmt)
+                res = results[i] = await client.run(i, stmt)
+                if on_result is not None:
+                    try:
+                        on_result(res)
+                    except StopReplay:
+                        stopped = True
                 done += 1
                 bar.update(1)
                 if done % every == 0:
@@ -320,9 +331,10 @@ async def replay_async(statements: Sequence[Statement], opts: ReplayOptions,
     return ReplayResult(list(statements), final, budget, wall, len(clients), opts.speed, aborted)
 
 
-def replay(statements: Sequence[Statement], opts: ReplayOptions, progress: bool = False) -> ReplayResult:
+def replay(statements: Sequence[Statement], opts: ReplayOptions, progress: bool = False,
+           on_result: Callable[[StatementResult], None] | None = None) -> ReplayResult:
     """Synchronous wrapper of `replay_async`."""
-    return asyncio.run(replay_async(statements, opts, progress))
+    return asyncio.run(replay_async(statements, opts, progress, on_result))
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:

@@ -1,0 +1,112 @@
+"""Helpers for reliability tests: proxies with custom limits and budgets on their own ledger database,
+budget readings that spend nothing, and exact answers straight from PostgreSQL."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import signal
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psycopg
+
+from proxy.replay import parse_budget
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _lead_conftest() -> ModuleType:
+    # tests/conftest.py holds ProxyProcess and make_test_config; several conftest.py files share the module
+    # name "conftest", so it is loaded by path under a name of its own.
+    spec = importlib.util.spec_from_file_location("lapras_tests_conftest", REPO / "tests" / "conftest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_CONFTEST = _lead_conftest()
+ProxyProcess: Any = _CONFTEST.ProxyProcess
+make_test_config = _CONFTEST.make_test_config
+free_port = _CONFTEST.free_port
+create_database = _CONFTEST.create_database
+ADULT_CSV: Path = _CONFTEST.ADULT_CSV
+
+
+def set_server_keys(text: str, **values: object) -> str:
+    """Replace `key = value` lines of the [server] section (the keys must exist in config.toml)."""
+    head, sep, rest = text.partition("[server]\n")
+    section, sep2, tail = rest.partition("\n[")
+    for key, value in values.items():
+        literal = repr(value).lower() if isinstance(value, bool) else repr(value)
+        section, n = re.subn(rf"(?m)^{key}\s*=\s*[^#\n]*", f"{key} = {literal} ", section)
+        assert n == 1, f"[server] {key} not found in config.toml"
+    return head + sep + section + sep2 + tail
+
+
+def new_adult_db(embedded_pg: Any, default_config: Any, prefix: str = "rel") -> str:
+    """A database of its own with public.adult, so a test's ledger starts empty."""
+    from proxy.demo_data import ensure_table
+
+    dsn = create_database(embedded_pg, prefix)
+    table = default_config.catalog.table("adult")
+    ensure_table(dsn, table, default_config.loads["adult"], ADULT_CSV if ADULT_CSV.exists() else None)
+    return dsn
+
+
+def start_proxy(root: Path, upstream_dsn: str, *, epsilon: float = 1.0, delta: float = 1e-3,
+                server: dict[str, object] | None = None, privacy_extra: str = "", lapras_extra: str = "",
+                port: int | None = None, start: bool = True) -> Any:
+    """A real `lapras-proxy serve` process on its own port with the given limits and budget."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    text = make_test_config(upstream_dsn, port, epsilon=epsilon, delta=delta, privacy_extra=privacy_extra,
+                            lapras_extra=lapras_extra)
+    if server:
+        text = set_server_keys(text, **server)
+    cfg = root / "config.toml"
+    cfg.write_text(text)
+    proc = ProxyProcess(cfg, root / "state", port)
+    if start:
+        proc.start()
+    return proc
+
+
+def kill(proc: Any) -> None:
+    """SIGKILL the proxy process: no shutdown code runs."""
+    if proc.proc is not None and proc.proc.poll() is None:
+        proc.proc.send_signal(signal.SIGKILL)
+        proc.proc.wait(10)
+
+
+def budget_remaining(proc: Any, user: str = "analyst", password: str = "lapras") -> float:
+    """`SHOW lapras.budget` through the proxy (it spends nothing)."""
+    with psycopg.connect(proc.dsn(user, password), autocommit=True, connect_timeout=10) as conn:
+        cur = conn.execute("SHOW lapras.budget")
+        value = parse_budget(cur.description, cur.fetchone())
+    assert value is not None, "SHOW lapras.budget returned no number"
+    return value
+
+
+def wait_ready(proc: Any, timeout: float = 30.0) -> None:
+    """Until a client can log in and run a statement."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(proc.dsn(), autocommit=True, connect_timeout=5) as conn:
+                conn.execute("SELECT 1")
+            return
+        except psycopg.Error:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def exact_scalar(upstream_dsn: str, sql: str) -> Any:
+    """Run a statement directly on PostgreSQL (inside the trust boundary) and return the first cell."""
+    with psycopg.connect(upstream_dsn) as conn:
+        row = conn.execute(sql).fetchone()
+    return None if row is None else row[0]

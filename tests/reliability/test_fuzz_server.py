@@ -1,0 +1,153 @@
+"""Socket-level fuzzing of the running proxy: malformed, truncated, oversized and out-of-order messages,
+garbage before and after authentication. The proxy never crashes, never stalls a well-behaved client, and
+never sends a row (or AuthenticationOk) to a client that did not authenticate."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+pytest.importorskip("proxy.server")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from . import wire  # noqa: E402
+
+LONG = os.environ.get("LAPRAS_FUZZ_LONG") == "1"
+CASES = 20_000 if LONG else 1_500
+FUZZ = settings(max_examples=CASES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+PROTECTED = "SELECT count(*) FROM adult"
+
+_pieces = st.one_of(
+    st.sampled_from([
+        wire.query(PROTECTED), wire.query("SELECT * FROM adult"), wire.parse(PROTECTED), wire.bind(),
+        wire.describe(), wire.describe("S"), wire.execute(), wire.SYNC, wire.FLUSH, wire.msg(b"p", b"x\0"),
+        wire.msg(b"p", b"SCRAM-SHA-256\0" + struct.pack("!i", 4) + b"n,,x"), wire.startup("analyst"),
+        wire.ssl_request(), wire.msg(b"F", struct.pack("!I", 1)), wire.msg(b"d", b"row"), wire.msg(b"c"),
+        wire.parse("SELECT $1", "s1", (23,)), wire.bind((b"1",), "", "s1"), wire.bind((None,), "p", "nope"),
+        wire.execute("missing", 5), wire.msg(b"C", b"S\0"), wire.msg(b"Q", b"SELECT 1"),
+    ]),
+    st.binary(min_size=1, max_size=48),
+    st.builds(lambda k, b: wire.msg(bytes([k]), b), st.integers(0, 255), st.binary(max_size=32)),
+    st.builds(lambda k, n: bytes([k]) + struct.pack("!i", n), st.sampled_from(b"QPBDESp\x00"),
+              st.sampled_from([-5, 0, 3, 1 << 21, 2**31 - 1])),
+)
+
+
+class Bystander(threading.Thread):
+    """A well-behaved client that keeps running statements while the fuzzer attacks; records stalls."""
+
+    def __init__(self, proxy: Any) -> None:
+        super().__init__(daemon=True)
+        self.proxy = proxy
+        self.stop = threading.Event()
+        self.worst = 0.0
+        self.count = 0
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        with psycopg.connect(self.proxy.dsn(), autocommit=True) as conn:
+            while not self.stop.is_set():
+                t0 = time.monotonic()
+                try:
+                    conn.execute(PROTECTED).fetchall()
+                except psycopg.Error as exc:
+                    self.errors.append(f"{exc.sqlstate}: {exc}")
+                self.worst = max(self.worst, time.monotonic() - t0)
+                self.count += 1
+                self.stop.wait(0.02)
+
+
+@pytest.fixture(scope="module")
+def bystander(proxy: Any) -> Iterator[Bystander]:
+    b = Bystander(proxy)
+    b.start()
+    yield b
+    b.stop.set()
+    b.join(10)
+    assert proxy.proc.poll() is None, "the proxy process died under fuzzing"
+    assert not b.errors, b.errors[:5]
+    assert b.count > 10
+    assert b.worst < 3.0, f"a well-behaved client waited {b.worst:.2f} s"
+
+
+def _exchange(proxy: Any, payload: bytes, half_close: bool = True) -> tuple[list[wire.BackendMessage], bool]:
+    sock = socket.create_connection((proxy.host, proxy.port), timeout=5)
+    try:
+        try:
+            sock.sendall(payload)
+            if half_close:
+                sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        data, closed = wire.recv_all(sock, 5.0)
+    finally:
+        sock.close()
+    # After an accepted SSLRequest the rest would be TLS; the proxy under test has no TLS configured.
+    msgs, _tail = wire.split_backend(data, expect_negotiation_byte=True)
+    return msgs, closed
+
+
+def _assert_unauthenticated(msgs: list[wire.BackendMessage]) -> None:
+    for m in msgs:
+        assert m.auth_code() != 0, "AuthenticationOk sent to a client that never authenticated"
+        assert m.kind not in ("T", "D", "C", "Z"), f"{m.kind!r} sent before authentication"
+
+
+@FUZZ
+@given(pieces=st.lists(_pieces, max_size=10), user=st.sampled_from(["analyst", "md5user", "nobody"]),
+       with_startup=st.booleans())
+def test_garbage_before_authentication(proxy: Any, bystander: Bystander, pieces: list[bytes], user: str,
+                                       with_startup: bool) -> None:
+    payload = (wire.startup(user) if with_startup else b"") + b"".join(pieces)
+    msgs, closed = _exchange(proxy, payload)
+    assert closed, "the proxy kept a half-closed garbage connection open"
+    _assert_unauthenticated(msgs)
+
+
+@FUZZ
+@given(pieces=st.lists(_pieces, max_size=10))
+def test_garbage_after_authentication(proxy: Any, bystander: Bystander, pieces: list[bytes]) -> None:
+    payload = wire.startup("trustuser") + b"".join(pieces)
+    msgs, closed = _exchange(proxy, payload)
+    assert closed
+    kinds = [m.kind for m in msgs]
+    assert kinds and msgs[0].auth_code() == 0, kinds[:3]
+    for m in msgs:
+        if m.kind == "E":
+            f = m.error_fields()
+            assert len(f.get("C", "")) == 5 and f.get("S") in ("ERROR", "FATAL"), f
+            assert f.get("C") != "XX000", f"internal error on fuzzed input: {f}"
+
+
+def test_oversized_and_truncated_messages(proxy: Any, bystander: Bystander) -> None:
+    big = wire.startup("trustuser") + b"Q" + struct.pack("!i", (1 << 20) + 100) + b"x" * 1000
+    msgs, closed = _exchange(proxy, big, half_close=False)
+    codes = [m.error_fields().get("C") for m in msgs if m.kind == "E"]
+    assert closed and codes[-1] == "54000", codes
+    # A message cut short then silence: the connection waits, others are served, EOF ends it cleanly.
+    msgs, closed = _exchange(proxy, wire.startup("trustuser") + wire.query(PROTECTED)[:9])
+    assert closed and not any(m.kind == "D" for m in msgs)
+
+
+def test_many_stalled_connections_do_not_block_others(proxy: Any, bystander: Bystander) -> None:
+    socks = []
+    for i in range(40):
+        s = socket.create_connection((proxy.host, proxy.port), timeout=5)
+        s.sendall([b"\x00\x00", wire.startup("analyst"), wire.startup("trustuser") + b"Q\x00"][i % 3])
+        socks.append(s)
+    t0 = time.monotonic()
+    with psycopg.connect(proxy.dsn(), autocommit=True, connect_timeout=5) as conn:
+        conn.execute("SELECT 1").fetchall()
+    assert time.monotonic() - t0 < 3.0
+    for s in socks:
+        s.close()
