@@ -1,0 +1,97 @@
+"""Reader for plain files of SQL statements separated by semicolons.
+
+Handles ``--`` and ``/* */`` comments, single-quoted strings with ``''``, quoted identifiers and dollar
+quoting, so a semicolon inside any of them does not split. A comment line holding only a timestamp
+(``-- 2026-10-01 08:00:00``) dates the statements that follow; otherwise statements have ``ts=None``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+from predictor.logs.base import LogStatement, ReadStats, parse_timestamp
+
+_DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def split_sql(text: str) -> Iterator[tuple[int, str, datetime | None]]:
+    """Yield (line of the statement's start, statement text without comments, timestamp in force)."""
+    i, n, line = 0, len(text), 1
+    buf: list[str] = []
+    start_line: int | None = None
+    ts: datetime | None = None
+    while i < n:
+        c = text[i]
+        if c == "-" and text.startswith("--", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            comment = text[i + 2 : j].strip()
+            if not "".join(buf).strip():
+                stamp = parse_timestamp(comment)
+                if stamp is not None:
+                    ts = stamp
+            i = j
+            continue
+        if c == "/" and text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            line += text.count("\n", i, j)
+            buf.append(" ")
+            i = j
+            continue
+        if c in ("'", '"'):
+            j = i + 1
+            while j < n:
+                if text[j] == c:
+                    if j + 1 < n and text[j + 1] == c:
+                        j += 2
+                        continue
+                    break
+                j += 1
+            j = min(j + 1, n)
+            if start_line is None:
+                start_line = line
+            line += text.count("\n", i, j)
+            buf.append(text[i:j])
+            i = j
+            continue
+        if c == "$":
+            m = _DOLLAR.match(text, i)
+            if m:
+                end = text.find(m.group(0), m.end())
+                j = n if end < 0 else end + len(m.group(0))
+                if start_line is None:
+                    start_line = line
+                line += text.count("\n", i, j)
+                buf.append(text[i:j])
+                i = j
+                continue
+        if c == ";":
+            stmt = "".join(buf).strip()
+            if stmt:
+                yield (start_line or line), stmt, ts
+            buf, start_line = [], None
+            i += 1
+            continue
+        if c == "\n":
+            line += 1
+        elif not c.isspace() and start_line is None:
+            start_line = line
+        buf.append(c)
+        i += 1
+    stmt = "".join(buf).strip()
+    if stmt:
+        yield (start_line or line), stmt, ts
+
+
+def read_sqlfile(path: str | Path, stats: ReadStats | None = None) -> Iterator[LogStatement]:
+    stats = stats if stats is not None else ReadStats(path=str(path), format="sql")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    stats.lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
+    for line, stmt, ts in split_sql(text):
+        stats.statements += 1
+        yield LogStatement(ts, None, None, stmt, line)

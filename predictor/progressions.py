@@ -1,0 +1,280 @@
+"""Literal progressions: instances of one template whose literals move predictably from epoch to epoch.
+
+Examples: a daily report on ``day = '2026-10-14'`` (a date advancing one day per day), ``batch_id = 1041``
+(a counter), a sliding window ``age BETWEEN 30 AND 39`` -> ``BETWEEN 31 AND 40``, a category cycling over
+its domain (``education_num = 0, 1, ..., 15, 0, ...``), a weekly report whose week number advances by one
+every seven days.
+
+Detection, per template: every pair of instances (a at epoch d1, b at epoch d2, 1 <= d2 - d1 <= max_gap)
+whose text slots are equal and whose numeric slots (numbers; dates as day numbers) differ proportionally to
+the gap defines a rate vector (change per epoch). For each non-zero rate, instances are chained to their
+nearest linked successor; a chain of at least ``min_nodes`` instances is a stream. Chains that meet again
+after a reset (the value goes from the top of its range back to the bottom) are merged into one cyclic
+stream that remembers its range. Instances that recur by themselves (a constant dashboard panel) are not
+used as chain nodes: they are already predicted as concrete queries, and they would make chance chains.
+
+The stream's next value is the last value plus rate x epochs elapsed, wrapped into the learnt range, or
+into the column's declared domain when a catalog is known. Without either, when the next value leaves the
+range every statement in the log has used for that column (and other statements do reach that range, i.e.
+the column looks bounded rather than a counter), the predictor hedges: continue and wrap are both offered,
+continuing with probability 1 / (n + 2) when n other statements used the column and none went past that
+edge (Laplace's rule of succession), wrapping with the rest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from predictor.templates import Value, numeric, shift_value
+
+Tuple = tuple[Value, ...]
+Node = tuple[int, Tuple]
+# (min, max) of all values of a column, (min, max) of other statements' values, how many other statements
+ColumnRange = tuple[float, float, float | None, float | None, int]
+
+
+@dataclass
+class Stream:
+    template: str
+    kinds: tuple[str, ...]
+    columns: tuple[str | None, ...]
+    rate: tuple[float, ...]
+    nodes: list[Node]
+    wraps: dict[int, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def epochs(self) -> list[int]:
+        return [d for d, _ in self.nodes]
+
+    def gap(self) -> int:
+        gaps = sorted(b - a for a, b in zip(self.epochs, self.epochs[1:], strict=False))
+        return gaps[len(gaps) // 2] if gaps else 1
+
+    def predict(
+        self,
+        target: int,
+        domain_of: Callable[[str], tuple[float, float] | None],
+        column_range: Callable[[str | None, Counter[float]], ColumnRange | None],
+    ) -> list[tuple[Tuple, float]]:
+        """Candidate value tuples for epoch ``target`` with their share of the stream's probability."""
+        last_epoch, last = self.nodes[-1]
+        steps = target - last_epoch
+        out: list[Value] = []
+        hedges: list[tuple[int, Value]] = []
+        p_out = 1.0
+        for i, (v, kind, r) in enumerate(zip(last, self.kinds, self.rate, strict=True)):
+            if r == 0 or numeric(v, kind) is None:
+                out.append(v)
+                continue
+            nv = shift_value(v, kind, r * steps)
+            x = numeric(nv, kind)
+            assert x is not None
+            width_step = abs(r) * self.gap()
+            col = self.columns[i]
+            dom = domain_of(col) if col else None
+            if i in self.wraps:
+                lo, hi = self.wraps[i]
+                nv = shift_value(nv, kind, _wrap(x, lo, hi, width_step) - x)
+            elif dom is not None and not dom[0] <= x <= dom[1]:
+                nv = shift_value(nv, kind, _wrap(x, dom[0], dom[1], 1.0 if kind == "int" else width_step) - x)
+            else:
+                seen = Counter(numeric(t[i], kind) for t in {t for _, t in self.nodes})
+                rng = column_range(col, Counter({s: c for s, c in seen.items() if s is not None}))
+                x_last = numeric(v, kind)
+                if rng is not None and x_last is not None:
+                    lo, hi, others_lo, others_hi, n_others = rng
+                    if (r > 0 and x > hi and others_hi is not None and others_hi >= x_last) or (
+                        r < 0 and x < lo and others_lo is not None and others_lo <= x_last
+                    ):
+                        hedges.append((i, shift_value(nv, kind, _wrap(x, lo, hi, width_step) - x)))
+                    if hedges and hedges[-1][0] == i:
+                        # Rule of succession: n other statements used this column and none went past the
+                        # edge, so a value past it is valid with probability about 1 / (n + 2).
+                        p_out = min(p_out, 1.0 / (n_others + 2))
+            out.append(nv)
+        base = tuple(out)
+        if not hedges:
+            return [(base, 1.0)]
+        wrapped = list(base)
+        for i, v in hedges:
+            wrapped[i] = v
+        return [(base, p_out), (tuple(wrapped), 1.0 - p_out)]
+
+
+def _wrap(x: float, lo: float, hi: float, step: float) -> float:
+    width = hi - lo + step
+    if width <= 0:
+        return x
+    return lo + ((x - lo) % width)
+
+
+def _rate(a: Tuple, b: Tuple, kinds: tuple[str, ...], gap: int) -> tuple[float, ...] | None:
+    rate: list[float] = []
+    for va, vb, kind in zip(a, b, kinds, strict=True):
+        na, nb = numeric(va, kind), numeric(vb, kind)
+        if na is None or nb is None:
+            if va != vb:
+                return None
+            rate.append(0.0)
+        else:
+            rate.append(round((nb - na) / gap, 6))
+    if all(r == 0 for r in rate):
+        return None
+    return tuple(rate)
+
+
+def _advance(a: Tuple, rate: tuple[float, ...], kinds: tuple[str, ...], gap: int) -> Tuple | None:
+    try:
+        return tuple(
+            v if r == 0 else shift_value(v, k, r * gap) for v, r, k in zip(a, rate, kinds, strict=True)
+        )
+    except TypeError:
+        return None
+
+
+def find_streams(
+    template: str,
+    kinds: tuple[str, ...],
+    columns: tuple[str | None, ...],
+    by_epoch: Mapping[int, set[Tuple]],
+    max_gap: int = 7,
+    min_nodes: int = 3,
+    max_instances: int = 80,
+) -> list[Stream]:
+    """Streams of one template (see the module docstring)."""
+    if not any(numeric_kind(k) for k in kinds):
+        return []
+    epochs = sorted(d for d, ts in by_epoch.items() if ts)
+    if len(epochs) < min_nodes or any(len(by_epoch[d]) > max_instances for d in epochs):
+        return []
+    rates: dict[tuple[float, ...], int] = defaultdict(int)
+    for j, d2 in enumerate(epochs):
+        for d1 in epochs[max(0, j - max_gap) : j]:
+            g = d2 - d1
+            if g > max_gap:
+                continue
+            for a in by_epoch[d1]:
+                for b in by_epoch[d2]:
+                    r = _rate(a, b, kinds, g)
+                    if r is not None:
+                        rates[r] += 1
+    found: list[Stream] = []
+    for rate, count in rates.items():
+        if count < min_nodes - 1:
+            continue
+        merged = _merge_wraps(_chains(rate, kinds, by_epoch, epochs, max_gap), rate, kinds)
+        for nodes, wraps in merged:
+            if len(nodes) >= min_nodes:
+                found.append(Stream(template, kinds, columns, rate, nodes, wraps))
+    # Each instance belongs to one stream: the longest chains claim their nodes first, so a cycle's
+    # instances do not also make up a dozen shorter chains at other rates.
+    found.sort(key=lambda s: (-len(s.nodes), bool(s.wraps), sum(abs(r) for r in s.rate)))
+    claimed: set[Node] = set()
+    streams: list[Stream] = []
+    for stream in found:
+        if claimed.isdisjoint(stream.nodes):
+            streams.append(stream)
+            claimed.update(stream.nodes)
+    return streams
+
+
+def numeric_kind(kind: str) -> bool:
+    return kind in ("int", "float", "date", "timestamp")
+
+
+def _chains(
+    rate: tuple[float, ...],
+    kinds: tuple[str, ...],
+    by_epoch: Mapping[int, set[Tuple]],
+    epochs: list[int],
+    max_gap: int,
+) -> list[list[Node]]:
+    succ: dict[Node, Node] = {}
+    has_pred: set[Node] = set()
+    for d1 in epochs:
+        for a in by_epoch[d1]:
+            for g in range(1, max_gap + 1):
+                b = _advance(a, rate, kinds, g)
+                if b is not None and b in by_epoch.get(d1 + g, ()) and (d1 + g, b) not in has_pred:
+                    succ[(d1, a)] = (d1 + g, b)
+                    has_pred.add((d1 + g, b))
+                    break
+    chains: list[list[Node]] = []
+    for d in epochs:
+        for a in sorted(by_epoch[d], key=repr):
+            node = (d, a)
+            if node in has_pred:
+                continue
+            # Singletons are kept: a reset to the bottom of a cycle is a one-node chain at first.
+            chain = [node]
+            while chain[-1] in succ:
+                chain.append(succ[chain[-1]])
+            chains.append(chain)
+    return chains
+
+
+def _merge_wraps(
+    chains: list[list[Node]], rate: tuple[float, ...], kinds: tuple[str, ...]
+) -> list[tuple[list[Node], dict[int, tuple[float, float]]]]:
+    """Join chain A to chain B when B starts one gap after A ends with the moving slots reset."""
+    chains = sorted(chains, key=lambda c: c[0][0])
+    out: list[tuple[list[Node], dict[int, tuple[float, float]]]] = []
+    used: set[int] = set()
+    for i, chain in enumerate(chains):
+        if i in used:
+            continue
+        nodes = list(chain)
+        wraps: dict[int, tuple[float, float]] = {}
+        while True:
+            end_d, end_v = nodes[-1]
+            gaps = [b[0] - a[0] for a, b in zip(nodes, nodes[1:], strict=False)]
+            gap = sorted(gaps)[len(gaps) // 2] if gaps else 1
+            found = None
+            for j in range(len(chains)):
+                if j in used or j == i or chains[j][0][0] != end_d + gap:
+                    continue
+                # A one-node continuation is only believable after a real chain (a cycle's reset).
+                if len(chains[j]) < 2 and len(nodes) < 3:
+                    continue
+                start_v = chains[j][0][1]
+                w = _reset(end_v, start_v, rate, kinds, [v for _, v in nodes])
+                if w is not None:
+                    found = (j, w)
+                    break
+            if found is None:
+                break
+            j, w = found
+            used.add(j)
+            for slot, (lo, hi) in w.items():
+                old = wraps.get(slot)
+                wraps[slot] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
+            nodes.extend(chains[j])
+        used.add(i)
+        out.append((nodes, wraps))
+    return out
+
+
+def _reset(
+    end: Tuple, start: Tuple, rate: tuple[float, ...], kinds: tuple[str, ...], before: list[Tuple]
+) -> dict[int, tuple[float, float]] | None:
+    """Wrap ranges if ``start`` is a cycle's restart after ``end``: every moving slot goes back to (or past)
+    the lowest value the chain had (highest, for a falling slot), every fixed slot stays."""
+    wraps: dict[int, tuple[float, float]] = {}
+    for i, (a, b, r, k) in enumerate(zip(end, start, rate, kinds, strict=True)):
+        na, nb = numeric(a, k), numeric(b, k)
+        if r == 0:
+            if a != b:
+                return None
+            continue
+        if na is None or nb is None:
+            return None
+        seen = [x for x in (numeric(t[i], k) for t in before) if x is not None]
+        if r > 0 and nb <= min(seen):
+            wraps[i] = (nb, na)
+        elif r < 0 and nb >= max(seen):
+            wraps[i] = (na, nb)
+        else:
+            return None
+    return wraps or None
