@@ -111,6 +111,8 @@ async def client_loop(n: int, conninfo: str, deadline: float, tally: Tally, mix:
                 tally.outcomes[f"refused {state}"] += 1
             else:
                 tally.errors[f"{state} {kind}: {str(exc).strip().splitlines()[0][:80]}"] += 1
+        except Exception as exc:  # a malformed answer (e.g. a value its column type cannot hold)
+            tally.errors[f"client {kind}: {type(exc).__name__}: {str(exc)[:80]}"] += 1
         tally.latencies[kind].append((time.perf_counter() - t0) * 1000)
     if conn is not None:
         await conn.close()
