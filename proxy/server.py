@@ -416,7 +416,9 @@ class ClientConnection:
                 elif isinstance(ev, Flush):
                     await self._drain()
                 elif isinstance(ev, FunctionCall):
-                    raise PgError("0A000", "the fast-path function call interface is not supported")
+                    self.out.append(conn.error(PgError(
+                        "0A000", "the fast-path function call interface is not supported")))
+                    self.out.append(conn.ready_for_query())
                 elif isinstance(ev, ConnectionFailed):
                     self.out.append(conn.fatal(ev.sqlstate, ev.message))
                     return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import pgwire_frames as wire
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,7 +28,6 @@ from proxy.protocol import (
     Sync,
     Terminate,
 )
-import pgwire_frames as wire
 
 
 def events(conn: ServerConnection) -> list[object]:
