@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from parser.schema import Catalog
 from predictor.canonical import canonical_key
-from predictor.progressions import ColumnRange, Stream, find_streams
+from predictor.progressions import ColumnRange, Stream, find_cycles, find_streams
 from predictor.recurrence import BetaPrior, Schedule, class_tables, fit_prior, make_schedules, score
 from predictor.templates import Shape, analyse, numeric, render
 
@@ -70,6 +70,8 @@ class WorkloadModel:
         self.catalog = catalog
         self.schedules: list[Schedule] = make_schedules(self.n, weekday_of, epoch_hours)
         self.keys: dict[str, _KeyStats] = {}
+        self.shapes: dict[str, tuple[Shape, list[bool]]] = {}
+        self.key_shapes: dict[str, set[tuple[str, tuple]]] = defaultdict(set)
         for d, occs in enumerate(epochs):
             for o in occs:
                 st = self.keys.get(o.key)
@@ -77,12 +79,19 @@ class WorkloadModel:
                     st = self.keys[o.key] = _KeyStats(o.shape, [False] * self.n, [0] * self.n, d)
                 st.present[d] = True
                 st.counts[d] += o.count
+                # Several texts can share a key (with the parser's key, "x = 2 AND y >= 0" may equal
+                # "x = 2"): progressions are learnt on the texts' shapes, not on the keys.
+                sh = self.shapes.get(o.shape.key)
+                if sh is None:
+                    sh = self.shapes[o.shape.key] = (o.shape, [False] * self.n)
+                sh[1][d] = True
+                self.key_shapes[o.key].add((o.shape.template, o.shape.values))
         self.prior: BetaPrior = fit_prior(
             [(sum(st.present[st.first + 1 :]), self.n - st.first - 1) for st in self.keys.values()]
         )
         self._column_values: dict[str, Counter[float]] = defaultdict(Counter)
-        for st in self.keys.values():
-            for v, k, c in zip(st.shape.values, st.shape.kinds, st.shape.columns, strict=True):
+        for shape, _ in self.shapes.values():
+            for v, k, c in zip(shape.values, shape.kinds, shape.columns, strict=True):
                 x = numeric(v, k)
                 if c is not None and x is not None:
                     self._column_values[c][x] += 1
@@ -92,43 +101,44 @@ class WorkloadModel:
 
     # -- fitting -------------------------------------------------------------------------------------------
 
-    def _recurs_by_itself(self, st: _KeyStats) -> bool:
-        later = st.present[st.first + 1 :]
+    @staticmethod
+    def _recurs_by_itself(present: list[bool]) -> bool:
+        later = present[present.index(True) + 1 :]
         return len(later) >= 2 and sum(later) * 2 >= len(later)
 
     def _find_streams(self, max_gap: int) -> list[Stream]:
         groups: dict[tuple[str, tuple[str, ...], tuple[str | None, ...]], dict[int, set[tuple]]] = (
             defaultdict(lambda: defaultdict(set))
         )
-        for st in self.keys.values():
-            sh = st.shape
-            if not sh.values or self._recurs_by_itself(st):
+        for sh, present in self.shapes.values():
+            if not sh.values or self._recurs_by_itself(present):
                 continue
             g = groups[(sh.template, sh.kinds, sh.columns)]
-            for d, here in enumerate(st.present):
+            for d, here in enumerate(present):
                 if here:
                     g[d].add(sh.values)
         streams: list[Stream] = []
         for (template, kinds, columns), by_epoch in groups.items():
             streams.extend(find_streams(template, kinds, columns, by_epoch, max_gap=max_gap))
+            streams.extend(find_cycles(template, kinds, columns, by_epoch))
         return streams
 
     def _new_volume(self, window: int = 14) -> float:
         """Mean executions per epoch of keys never seen before (and not explained by a stream)."""
         per_epoch = [0.0] * self.n
-        for st in self.keys.values():
-            if (st.shape.template, st.shape.values) in self._in_stream:
+        for key, st in self.keys.items():
+            if not self.key_shapes[key].isdisjoint(self._in_stream):
                 continue
             per_epoch[st.first] += st.counts[st.first]
         recent = per_epoch[max(1, self.n - window) :]
         return sum(recent) / len(recent) if recent else 0.0
 
-    def residual_volume(self, predicted: set[str], window: int = 14) -> float:
+    def residual_volume(self, predicted: set[str], window: int = 7) -> float:
         """Mean executions per recent epoch that P would not have explained: statements whose key is not
         in ``predicted`` and that are not instances of a progression (those are predicted afresh)."""
         per_epoch = [0.0] * self.n
         for key, st in self.keys.items():
-            if key in predicted or (st.shape.template, st.shape.values) in self._in_stream:
+            if key in predicted or not self.key_shapes[key].isdisjoint(self._in_stream):
                 continue
             for d, c in enumerate(st.counts):
                 per_epoch[d] += c

@@ -1,5 +1,7 @@
 """Literal progressions: instances of one template whose literals move predictably from epoch to epoch.
 
+(Two kinds: arithmetic streams, below, and cycles over a set of values, :func:`find_cycles`.)
+
 Examples: a daily report on ``day = '2026-10-14'`` (a date advancing one day per day), ``batch_id = 1041``
 (a counter), a sliding window ``age BETWEEN 30 AND 39`` -> ``BETWEEN 31 AND 40``, a category cycling over
 its domain (``education_num = 0, 1, ..., 15, 0, ...``), a weekly report whose week number advances by one
@@ -43,6 +45,9 @@ class Stream:
     rate: tuple[float, ...]
     nodes: list[Node]
     wraps: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # A cyclic stream (values rotating over a set, text or numbers): epoch index modulo period -> values.
+    period: int = 0
+    cycle: dict[int, Tuple] = field(default_factory=dict)
 
     @property
     def epochs(self) -> list[int]:
@@ -59,6 +64,9 @@ class Stream:
         column_range: Callable[[str | None, Counter[float]], ColumnRange | None],
     ) -> list[tuple[Tuple, float]]:
         """Candidate value tuples for epoch ``target`` with their share of the stream's probability."""
+        if self.period:
+            phase = target % self.period
+            return [(self.cycle[phase], 1.0)] if phase in self.cycle else []
         last_epoch, last = self.nodes[-1]
         steps = target - last_epoch
         out: list[Value] = []
@@ -178,6 +186,44 @@ def find_streams(
             streams.append(stream)
             claimed.update(stream.nodes)
     return streams
+
+
+def find_cycles(
+    template: str,
+    kinds: tuple[str, ...],
+    columns: tuple[str | None, ...],
+    by_epoch: Mapping[int, set[Tuple]],
+    max_period: int = 31,
+    min_repeats: int = 2,
+) -> list[Stream]:
+    """Instances whose literals rotate over a fixed set: one slot takes the values v0, v1, ..., v(k-1),
+    v0, ... on consecutive occurrences while the other slots stay fixed (a region, a category code, a
+    weekday name). The period k is the smallest that every pair of epochs k apart agrees with, confirmed
+    at least ``min_repeats`` times, with k distinct values (a rotation, not a constant)."""
+    out: list[Stream] = []
+    for i in range(len(kinds)):
+        groups: dict[Tuple, dict[int, set[Value]]] = defaultdict(lambda: defaultdict(set))
+        for d, tuples in by_epoch.items():
+            for t in tuples:
+                groups[t[:i] + t[i + 1 :]][d].add(t[i])
+        for rest, per_epoch in groups.items():
+            seq = {d: next(iter(vs)) for d, vs in per_epoch.items() if len(vs) == 1}
+            if len(seq) < 4:
+                continue
+            for k in range(2, min(max_period, len(seq) // 2) + 1):
+                pairs = [(seq[d], seq[d + k]) for d in seq if d + k in seq]
+                if len(pairs) < min_repeats + k - 1 or any(a != b for a, b in pairs):
+                    continue
+                phases: dict[int, Value] = {}
+                for d in sorted(seq):
+                    phases[d % k] = seq[d]
+                if len(set(phases.values())) != k or len(phases) != k:
+                    continue
+                cycle = {ph: rest[:i] + (v,) + rest[i:] for ph, v in phases.items()}
+                nodes = sorted((d, cycle[d % k]) for d in seq)
+                out.append(Stream(template, kinds, columns, tuple(0.0 for _ in kinds), nodes, {}, k, cycle))
+                break
+    return out
 
 
 def numeric_kind(kind: str) -> bool:

@@ -91,8 +91,10 @@ def fit_prior(histories: Sequence[tuple[int, int]], floor: float = 0.05) -> Beta
     h, n = data[:, 0], data[:, 1]
 
     def nll(x: np.ndarray) -> float:
+        x = np.clip(x, -8.0, 6.0)  # keep the search inside a range where betaln is finite
         a, b = math.exp(x[0]), math.exp(x[1])
-        return -float(np.sum(betaln(a + h, b + n - h) - betaln(a, b)))
+        value = -float(np.sum(betaln(a + h, b + n - h) - betaln(a, b)))
+        return value if math.isfinite(value) else 1e300
 
     res = minimize(nll, x0=np.log([0.5, 1.0]), method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-6})
     a, b = (min(max(math.exp(v), floor), 50.0) for v in res.x)
