@@ -124,6 +124,8 @@ class Analyzer:
         src = frm.this
         if not isinstance(src, exp.Table) or not isinstance(src.this, exp.Identifier):
             raise _unsupported(f"FROM {type(src).__name__.lower()}", src)
+        if src.args.get("sample") is not None:
+            raise _unsupported("TABLESAMPLE", src.args["sample"])
         name = _ident(src.this)
         schema = _ident(src.args["db"]) if src.args.get("db") else None
         table = self.catalog.table(name, schema) if name == name.lower() and (
@@ -224,6 +226,18 @@ class Analyzer:
                               f'"{inner}"', position=position_of(node)) from None
         return _NOT_LITERAL
 
+    def subject(self, node: exp.Expression) -> exp.Expression:
+        """The compared side with identity casts removed (``age::int``, ``city::text``)."""
+        node = _strip_paren(node)
+        while isinstance(node, exp.Cast) and isinstance(_strip_paren(node.this), exp.Column):
+            attr = self.column(_strip_paren(node.this))
+            to = node.args["to"].this
+            numeric = attr.domain.kind == "int" and to in (_INT_TYPES | _FLOAT_TYPES)
+            if not (numeric or (attr.domain.kind != "int" and to in _TEXT_TYPES)):
+                break
+            node = _strip_paren(node.this)
+        return node
+
     def where(self, node: exp.Expression) -> WhereIR:
         node = _strip_paren(node)
         if isinstance(node, exp.And):
@@ -238,7 +252,15 @@ class Analyzer:
             return ("const", None)
         if type(node) in _CMP_OPS:
             op = _CMP_OPS[type(node)]
-            left, right = _strip_paren(node.this), _strip_paren(node.expression)
+            left, right = self.subject(node.this), self.subject(node.expression)
+            if op in ("=", "<>") and isinstance(right, exp.Any) and isinstance(left, exp.Column):
+                # x = ANY(ARRAY[...]) is how JDBC-style tools write IN lists.
+                arr = _strip_paren(right.this)
+                if isinstance(arr, exp.Array):
+                    attr = self.column(left)
+                    ir_in: WhereIR = ("in", attr.name, [self.operand(x, attr) for x in arr.expressions])
+                    return ir_in if op == "=" else ("not", ir_in)
+                raise _unsupported(f"{_sql_of(right)}", right)
             if isinstance(left, exp.Column):
                 attr = self.column(left)
                 return ("cmp", attr.name, op, self.operand(right, attr))
@@ -249,8 +271,17 @@ class Analyzer:
             if a[0] == "param" or b[0] == "param":
                 raise _unsupported("a parameter compared with a literal", node)
             return ("const", _const_compare(op, a[1], b[1], node))
+        if isinstance(node, exp.NullSafeEQ | exp.NullSafeNEQ):
+            left, right = self.subject(node.this), self.subject(node.expression)
+            if not isinstance(left, exp.Column):
+                left, right = right, left
+            if not isinstance(left, exp.Column):
+                raise _unsupported(f"predicate {_sql_of(node)!r}", node)
+            attr = self.column(left)
+            ir_d: WhereIR = ("notdistinct", attr.name, self.operand(right, attr))
+            return ir_d if isinstance(node, exp.NullSafeEQ) else ("not", ir_d)
         if isinstance(node, exp.Between):
-            subject = _strip_paren(node.this)
+            subject = self.subject(node.this)
             if not isinstance(subject, exp.Column):
                 raise _unsupported(f"expression {_sql_of(subject)!r} in WHERE", subject)
             attr = self.column(subject)
@@ -262,7 +293,7 @@ class Analyzer:
                 return ("or", [a, b])
             return ("and", [("cmp", attr.name, ">=", lo), ("cmp", attr.name, "<=", hi)])
         if isinstance(node, exp.In):
-            subject = _strip_paren(node.this)
+            subject = self.subject(node.this)
             if node.args.get("query") is not None:
                 raise _unsupported("subquery", node.args["query"])
             if not isinstance(subject, exp.Column):
@@ -270,7 +301,7 @@ class Analyzer:
             attr = self.column(subject)
             return ("in", attr.name, [self.operand(x, attr) for x in node.expressions])
         if isinstance(node, exp.Is):
-            subject = _strip_paren(node.this)
+            subject = self.subject(node.this)
             target = node.expression
             if not isinstance(target, exp.Null):
                 raise _unsupported(f"IS {_sql_of(target)}", node)

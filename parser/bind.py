@@ -136,6 +136,11 @@ class Binder:
         if tag == "in":
             parts = [self._cmp(attr, "=", _value(o, attr, self.params)) for o in ir[2]]
             return sp.any_of([p[0] for p in parts]), sp.all_of([p[1] for p in parts])
+        if tag == "notdistinct":
+            # IS NOT DISTINCT FROM: equality where NULL equals NULL; never unknown.
+            x = _value(ir[2], attr, self.params)
+            t = sp.not_(self._base(attr)) if x is None else self._cmp(attr, "=", x)[0]
+            return t, sp.not_(t)
         if tag == "isnull":
             base = self._base(attr)
             return sp.not_(base), base

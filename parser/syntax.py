@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import Token, TokenType
 
 from .errors import SYNTAX_ERROR, Refusal
 
@@ -18,12 +19,30 @@ def _offset(sql: str, line: int, col: int) -> int:
 def parse_statements(sql: str) -> list[exp.Expression]:
     """Parse every statement of ``sql`` (empty ones dropped); raise Refusal 42601 on a syntax error."""
     try:
-        trees = sqlglot.parse(sql, read="postgres")
+        tokens = _DIALECT.tokenize(sql)
+        _check_tokens(sql, tokens)
+        trees = _DIALECT.parser().parse(tokens, sql)
     except ParseError as e:
         raise _syntax_refusal(sql, e) from None
     except TokenError as e:
         raise Refusal(SYNTAX_ERROR, f"syntax error: {e}") from None
     return [t for t in trees if t is not None]
+
+
+_DIALECT = Postgres()
+# Tokens after which a comma can never come in PostgreSQL; sqlglot's parser is lenient about them.
+_NOT_AFTER_COMMA = {TokenType.COMMA, TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.ORDER_BY,
+                    TokenType.R_PAREN, TokenType.HAVING, TokenType.LIMIT, TokenType.SEMICOLON}
+
+
+def _check_tokens(sql: str, tokens: list[Token]) -> None:
+    """Reject what sqlglot would silently accept but PostgreSQL does not (``a,, b``; ``a, FROM``)."""
+    for prev, tok in zip(tokens, tokens[1:], strict=False):
+        if prev.token_type == TokenType.COMMA and tok.token_type in _NOT_AFTER_COMMA:
+            raise Refusal(SYNTAX_ERROR, f'syntax error at or near "{sql[tok.start : tok.end + 1]}"',
+                          position=tok.start + 1)
+    if tokens and tokens[-1].token_type == TokenType.COMMA:
+        raise Refusal(SYNTAX_ERROR, "syntax error at end of input", position=len(sql.rstrip()) + 1)
 
 
 def _syntax_refusal(sql: str, e: ParseError) -> Refusal:

@@ -118,8 +118,14 @@ def rows_match(ours: Sequence[tuple[Any, ...]], theirs: Sequence[tuple[Any, ...]
     by_key: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     for r in theirs:
         by_key[r[:n_keys]] = r
-    if n_keys == 0 and len(ours) != len(theirs):
-        return f"row count differs: ours {ours} theirs {theirs}"
+    if n_keys == 0:
+        if len(ours) != len(theirs):
+            return f"row count differs: ours {ours} theirs {theirs}"
+        # No key columns: compare as multisets (PostgreSQL's group order is unspecified).
+        a, b = sorted(ours, key=repr), sorted(theirs, key=repr)
+        if all(close(x, y) for r1, r2 in zip(a, b, strict=True) for x, y in zip(r1, r2, strict=True)):
+            return None
+        return f"rows differ: ours {a} theirs {b}"
     for r in ours:
         other = by_key.pop(r[:n_keys], None)
         if other is None:

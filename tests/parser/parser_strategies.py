@@ -1,8 +1,13 @@
-"""Hypothesis strategies: random supported SQL over Adult (and the nullable/text table), as BI tools write it."""
+"""Random supported SQL over Adult (and the nullable/text table), as BI tools write it.
+
+Generators take a ``random.Random``; hypothesis drives them with a drawn seed (cheap draws, replayable
+failures) and plain seeded loops can reuse them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from random import Random
 from typing import Any
 
 from hypothesis import strategies as st
@@ -23,14 +28,14 @@ class Gen:
     params: list[Any] = field(default_factory=list)
     qualifier: str = ""
 
-    def lit(self, draw: st.DrawFn, v: int) -> str:
-        if self.use_params and draw(st.integers(0, 3)) == 0:
-            self.params.append(draw(st.sampled_from([v, str(v)])))
+    def lit(self, r: Random, v: int) -> str:
+        if self.use_params and r.randint(0, 3) == 0:
+            self.params.append(r.choice([v, str(v)]))
             return f"${len(self.params)}"
         return str(v)
 
-    def col(self, draw: st.DrawFn, name: str) -> str:
-        style = draw(st.integers(0, 5))
+    def col(self, r: Random, name: str) -> str:
+        style = r.randint(0, 5)
         if style == 0:
             return f'"{name}"'
         if style == 1:
@@ -38,45 +43,42 @@ class Gen:
         return self.qualifier + name
 
 
-@st.composite
-def value_for(draw: st.DrawFn, attr: str) -> int:
+def value_for(r: Random, attr: str) -> int:
     lo, hi = WHERE_ATTRS[attr]
-    if draw(st.integers(0, 9)) == 0:
-        return draw(st.integers(lo - 5, hi + 5))  # sometimes outside the declared domain
-    return draw(st.integers(lo, hi))
+    if r.randint(0, 9) == 0:
+        return r.randint(lo - 5, hi + 5)  # sometimes outside the declared domain
+    return r.randint(lo, hi)
 
 
-@st.composite
-def atom(draw: st.DrawFn, g: Gen, attrs: list[str]) -> str:
-    attr = draw(st.sampled_from(attrs))
-    c = g.col(draw, attr)
-    kind = draw(st.sampled_from(["cmp", "cmp", "cmp", "between", "notbetween", "in", "notin", "isnull"]))
+def atom(r: Random, g: Gen, attrs: list[str]) -> str:
+    attr = r.choice(attrs)
+    c = g.col(r, attr)
+    kind = r.choice(["cmp", "cmp", "cmp", "between", "notbetween", "in", "notin", "isnull"])
     if kind == "cmp":
-        op = draw(st.sampled_from(CMP_OPS))
-        v = g.lit(draw, draw(value_for(attr)))
-        if draw(st.booleans()):
+        op = r.choice(CMP_OPS)
+        v = g.lit(r, value_for(r, attr))
+        if r.random() < 0.5:
             flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
             return f"{v} {flipped} {c}"
         return f"{c} {op} {v}"
     if kind in ("between", "notbetween"):
-        a, b = draw(value_for(attr)), draw(value_for(attr))
+        a, b = value_for(r, attr), value_for(r, attr)
         neg = "NOT " if kind == "notbetween" else ""
-        return f"{c} {neg}BETWEEN {g.lit(draw, a)} AND {g.lit(draw, b)}"
+        return f"{c} {neg}BETWEEN {g.lit(r, a)} AND {g.lit(r, b)}"
     if kind in ("in", "notin"):
-        vals = draw(st.lists(value_for(attr), min_size=1, max_size=4))
+        vals = [value_for(r, attr) for _ in range(r.randint(1, 4))]
         neg = "NOT " if kind == "notin" else ""
-        return f"{c} {neg}IN ({', '.join(g.lit(draw, v) for v in vals)})"
-    return f"{c} IS {'NOT ' if draw(st.booleans()) else ''}NULL"
+        return f"{c} {neg}IN ({', '.join(g.lit(r, v) for v in vals)})"
+    return f"{c} IS {'NOT ' if r.random() < 0.5 else ''}NULL"
 
 
-@st.composite
-def predicate(draw: st.DrawFn, g: Gen, attrs: list[str], depth: int = 2) -> str:
-    if depth == 0 or draw(st.integers(0, 2)) == 0:
-        return draw(atom(g, attrs))
-    op = draw(st.sampled_from(["AND", "AND", "OR", "NOT"]))
+def predicate(r: Random, g: Gen, attrs: list[str], depth: int = 2) -> str:
+    if depth == 0 or r.randint(0, 2) == 0:
+        return atom(r, g, attrs)
+    op = r.choice(["AND", "AND", "OR", "NOT"])
     if op == "NOT":
-        return f"NOT ({draw(predicate(g, attrs, depth - 1))})"
-    parts = [draw(predicate(g, attrs, depth - 1)) for _ in range(draw(st.integers(2, 3)))]
+        return f"NOT ({predicate(r, g, attrs, depth - 1)})"
+    parts = [predicate(r, g, attrs, depth - 1) for _ in range(r.randint(2, 3))]
     return "(" + f" {op} ".join(parts) + ")"
 
 
@@ -92,39 +94,38 @@ class Case:
     ordered: bool
 
 
-@st.composite
-def adult_query(draw: st.DrawFn) -> Case:
+def adult_query(r: Random) -> Case:
     """A random supported query over Adult whose marginals stay small (at most 4 attributes)."""
-    g = Gen(use_params=draw(st.booleans()))
-    table = draw(st.sampled_from(["adult", "public.adult", "adult a", "ADULT AS t", '"public"."adult"']))
+    g = Gen(use_params=r.random() < 0.5)
+    table = r.choice(["adult", "public.adult", "adult a", "ADULT AS t", '"public"."adult"'])
     alias = table.split()[-1] if " " in table else ""
     if alias:
-        g.qualifier = draw(st.sampled_from(["", f"{alias}."]))
-    elif draw(st.booleans()):
+        g.qualifier = r.choice(["", f"{alias}."])
+    elif r.random() < 0.5:
         g.qualifier = "adult."
-    where_attrs = draw(st.lists(st.sampled_from(sorted(WHERE_ATTRS)), min_size=1, max_size=3, unique=True))
-    groups = draw(st.lists(st.sampled_from(GROUP_ATTRS), max_size=2, unique=True))
-    value = draw(st.sampled_from(VALUE_ATTRS))
+    where_attrs = r.sample(sorted(WHERE_ATTRS), r.randint(1, 3))
+    groups = r.sample(GROUP_ATTRS, r.randint(0, 2))
+    value = r.choice(VALUE_ATTRS)
     if len(set(where_attrs) | set(groups) | {value}) > 4:
         groups = groups[:1]
         where_attrs = where_attrs[:2]
-    aggs = draw(st.lists(st.sampled_from(AGGS), min_size=1, max_size=3))
-    items = [g.col(draw, a) for a in groups] + [a.format(v=g.col(draw, value)) for a in aggs]
-    select = draw(st.sampled_from(["SELECT", "select", "Select"]))
+    aggs = [r.choice(AGGS) for _ in range(r.randint(1, 3))]
+    items = [g.col(r, a) for a in groups] + [a.format(v=g.col(r, value)) for a in aggs]
+    select = r.choice(["SELECT", "select", "Select"])
     sql = f"{select} {', '.join(items)} FROM {table}"
-    if draw(st.integers(0, 5)) > 0:
-        sql += f" WHERE {draw(predicate(g, where_attrs))}"
+    if r.randint(0, 5) > 0:
+        sql += f" WHERE {predicate(r, g, where_attrs)}"
     if groups:
-        by = [str(i + 1) if draw(st.booleans()) else g.col(draw, a) for i, a in enumerate(groups)]
+        by = [str(i + 1) if r.random() < 0.5 else g.col(r, a) for i, a in enumerate(groups)]
         sql += " GROUP BY " + ", ".join(by)
     ordered = False
-    if groups and draw(st.integers(0, 3)) == 0:
+    if groups and r.randint(0, 3) == 0:
         # HAVING count(*) > 0 removes the empty groups PostgreSQL never shows, so LIMIT lines up.
         keys = ", ".join(str(i + 1) for i in range(len(groups)))
-        desc = draw(st.sampled_from(["", " DESC"]))
-        sql += f" HAVING COUNT(*) > 0 ORDER BY {keys}{desc} LIMIT {draw(st.integers(0, 6))}"
-        if draw(st.booleans()):
-            sql += f" OFFSET {draw(st.integers(0, 3))}"
+        desc = r.choice(["", " DESC"])
+        sql += f" HAVING COUNT(*) > 0 ORDER BY {keys}{desc} LIMIT {r.randint(0, 6)}"
+        if r.random() < 0.5:
+            sql += f" OFFSET {r.randint(0, 3)}"
         ordered = True
     return Case(sql, g.params, len(groups), ordered)
 
@@ -137,14 +138,13 @@ PEOPLE_VALUES: dict[str, list[Any]] = {
 }
 
 
-@st.composite
-def people_atom(draw: st.DrawFn) -> str:
-    attr = draw(st.sampled_from(sorted(PEOPLE_VALUES)))
+def people_atom(r: Random) -> str:
+    attr = r.choice(sorted(PEOPLE_VALUES))
     vals = PEOPLE_VALUES[attr]
     numeric = attr in ("score", "level")
     kinds = ["eq", "ne", "in", "notin", "isnull", "notnull"] + (["lt", "ge", "between"] if numeric else [])
-    kind = draw(st.sampled_from(kinds))
-    v = draw(st.sampled_from(vals))
+    kind = r.choice(kinds)
+    v = r.choice(vals)
     if kind == "eq":
         return f"{attr} = {v}"
     if kind == "ne":
@@ -154,31 +154,38 @@ def people_atom(draw: st.DrawFn) -> str:
     if kind == "ge":
         return f"{attr} >= {v}"
     if kind == "between":
-        return f"{attr} BETWEEN {v} AND {draw(st.sampled_from(vals))}"
+        return f"{attr} BETWEEN {v} AND {r.choice(vals)}"
     if kind in ("in", "notin"):
-        items = draw(st.lists(st.sampled_from(vals + ["NULL"]), min_size=1, max_size=3))
+        items = [r.choice([*vals, "NULL"]) for _ in range(r.randint(1, 3))]
         return f"{attr} {'NOT ' if kind == 'notin' else ''}IN ({', '.join(items)})"
     return f"{attr} IS {'NOT ' if kind == 'notnull' else ''}NULL"
 
 
-@st.composite
-def people_predicate(draw: st.DrawFn, depth: int = 2) -> str:
-    if depth == 0 or draw(st.integers(0, 2)) == 0:
-        return draw(people_atom())
-    op = draw(st.sampled_from(["AND", "OR", "NOT"]))
+def people_predicate(r: Random, depth: int = 2) -> str:
+    if depth == 0 or r.randint(0, 2) == 0:
+        return people_atom(r)
+    op = r.choice(["AND", "OR", "NOT"])
     if op == "NOT":
-        return f"NOT ({draw(people_predicate(depth - 1))})"
-    return "(" + f" {op} ".join(draw(people_predicate(depth - 1)) for _ in range(2)) + ")"
+        return f"NOT ({people_predicate(r, depth - 1)})"
+    return "(" + f" {op} ".join(people_predicate(r, depth - 1) for _ in range(2)) + ")"
 
 
-@st.composite
-def people_query(draw: st.DrawFn) -> Case:
-    groups = draw(st.lists(st.sampled_from(["city", "dept", "level"]), max_size=2, unique=True))
-    aggs = draw(st.lists(st.sampled_from(["COUNT(*)", "COUNT(score)", "COUNT(city)", "SUM(score)", "AVG(score)",
-                                          "SUM(level)", "AVG(level)"]), min_size=1, max_size=3))
+def people_query(r: Random) -> Case:
+    groups = r.sample(["city", "dept", "level"], r.randint(0, 2))
+    aggs = [r.choice(["COUNT(*)", "COUNT(score)", "COUNT(city)", "SUM(score)", "AVG(score)", "SUM(level)",
+                      "AVG(level)"]) for _ in range(r.randint(1, 3))]
     sql = f"SELECT {', '.join(groups + aggs)} FROM hr.people"
-    if draw(st.integers(0, 4)) > 0:
-        sql += f" WHERE {draw(people_predicate())}"
+    if r.randint(0, 4) > 0:
+        sql += f" WHERE {people_predicate(r)}"
     if groups:
         sql += " GROUP BY " + ", ".join(groups)
     return Case(sql, [], len(groups), False)
+
+
+def adult_queries() -> st.SearchStrategy[Case]:
+    # A drawn seed keeps hypothesis' per-example overhead tiny; a failure prints its (replayable) seed.
+    return st.integers(0, 2**63).map(lambda seed: adult_query(Random(seed)))
+
+
+def people_queries() -> st.SearchStrategy[Case]:
+    return st.integers(0, 2**63).map(lambda seed: people_query(Random(seed)))
