@@ -120,12 +120,7 @@ def generated_rows(table: TableSchema, n: int = DEMO_ROWS) -> Iterator[tuple[obj
         p = 1.0 / np.arange(1, size + 1) ** 1.1
         idx = rng.choice(size, size=n, p=p / p.sum())
         cols[a.name] = idx + a.domain.lo if a.domain.kind == "int" else np.asarray(a.domain.values)[idx]
-    for i in range(n):
-        yield tuple(_py(cols[a.name][i]) for a in table.attributes)
-
-
-def _py(v: object) -> object:
-    return v.item() if isinstance(v, np.generic) else v
+    yield from zip(*(cols[a.name].tolist() for a in table.attributes), strict=True)
 
 
 def ensure_table(dsn: str, table: TableSchema, load: LoadSettings, csv_path: Path | None) -> bool:
