@@ -34,7 +34,8 @@ _OUTCOME_WORDS = {
     "free": "free", "cached": "free", "cache": "free", "reused": "free", "stored": "free", "derived": "free",
 }
 _OUTCOME_RX = re.compile(r"\b(?:outcome|provenance|source)\s*[=:]\s*\"?([A-Za-z_]+)", re.IGNORECASE)
-_STDERR_RX = re.compile(r"\b(?:stderr|standard error|se)\s*[=:]\s*([-+0-9.eE]+|nan|inf)", re.IGNORECASE)
+_STDERR_RX = re.compile(r"\b(?:stderrs?|standard error|se)\s*[=:]\s*(?:\[([^\]]*)\]|([-+0-9.eE]+|nan|inf))",
+                        re.IGNORECASE)
 _NUMBER_RX = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 CONNECTION_LOST = "08006"
 
@@ -124,17 +125,19 @@ def load_statements(path: str | Path, fmt: str = "auto", prefix: str | None = No
 
 
 def parse_provenance(notices: Iterable[str]) -> tuple[list[str], list[float]]:
-    """Per-query outcomes and standard errors from the proxy's `lapras.show_stderr` NOTICEs."""
+    """Outcomes and standard errors from the proxy's `lapras.show_stderr` NOTICEs
+    (`lapras: outcome=fresh stderr=[25.7, 25.7] cost=...`; a bare `stderr=1.5` is read too)."""
     outcomes: list[str] = []
     stderrs: list[float] = []
     for text in notices:
         for word in _OUTCOME_RX.findall(text):
             outcomes.append(_OUTCOME_WORDS.get(word.lower(), word.lower()))
-        for num in _STDERR_RX.findall(text):
-            try:
-                stderrs.append(float(num))
-            except ValueError:
-                continue
+        for listed, single in _STDERR_RX.findall(text):
+            for num in (_NUMBER_RX.findall(listed) if listed else [single]):
+                try:
+                    stderrs.append(float(num))
+                except ValueError:
+                    continue
     return outcomes, stderrs
 
 
@@ -146,24 +149,35 @@ def statement_outcome(query_outcomes: Sequence[str]) -> str:
     return "answered"
 
 
-def parse_budget(description: Sequence[Any] | None, row: Sequence[Any] | None) -> float | None:
-    """Remaining budget from a `SHOW lapras.budget` row: a column named *remaining*, else the first number."""
-    if not row:
+def _number(cell: Any) -> float | None:
+    if isinstance(cell, int | float) and not isinstance(cell, bool):
+        return float(cell)
+    m = _NUMBER_RX.search(str(cell))
+    return float(m.group(0)) if m else None
+
+
+def parse_budget(description: Sequence[Any] | None, rows: Sequence[Sequence[Any]] | None) -> float | None:
+    """Remaining budget from `SHOW lapras.budget`: key/value rows (the key naming *remaining*), a column
+    named *remaining*, or else the first number of the first row."""
+    if not rows:
         return None
     names = [getattr(d, "name", str(d)).lower() for d in (description or [])]
-    cells = list(row)
+    if len(names) == 2 and all(len(r) == 2 for r in rows):
+        pairs = {str(k).lower(): v for k, v in rows}
+        keys = [k for k in pairs if "remaining" in k and "regression" not in k]
+        keys.sort(key=lambda k: (k != "remaining", len(k)))
+        for k in keys:
+            value = _number(pairs[k])
+            if value is not None:
+                return value
+    first = list(rows[0])
     for i, name in enumerate(names):
-        if "remaining" in name and i < len(cells):
-            cells = [cells[i]]
-            break
-    for cell in cells:
-        if isinstance(cell, int | float) and not isinstance(cell, bool):
-            return float(cell)
-        text = str(cell)
-        m = re.search(r"remaining\D{0,20}(" + _NUMBER_RX.pattern + ")", text, re.IGNORECASE)
-        m2 = m or _NUMBER_RX.search(text)
-        if m2:
-            return float(m2.group(1) if m else m2.group(0))
+        if "remaining" in name and i < len(first):
+            return _number(first[i])
+    for cell in first:
+        value = _number(cell)
+        if value is not None:
+            return value
     return None
 
 
@@ -249,7 +263,7 @@ async def _sample_budget(opts: ReplayOptions) -> float | None:
     try:
         async with await psycopg.AsyncConnection.connect(opts.conninfo(), autocommit=True) as conn:
             cur = await conn.execute("SHOW lapras.budget")
-            return parse_budget(cur.description, await cur.fetchone())
+            return parse_budget(cur.description, await cur.fetchall())
     except psycopg.Error:
         return None
 

@@ -86,7 +86,7 @@ def budget_remaining(proc: Any, user: str = "analyst", password: str = "lapras")
     """`SHOW lapras.budget` through the proxy (it spends nothing)."""
     with psycopg.connect(proc.dsn(user, password), autocommit=True, connect_timeout=10) as conn:
         cur = conn.execute("SHOW lapras.budget")
-        value = parse_budget(cur.description, cur.fetchone())
+        value = parse_budget(cur.description, cur.fetchall())
     assert value is not None, "SHOW lapras.budget returned no number"
     return value
 

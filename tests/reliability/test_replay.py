@@ -27,10 +27,10 @@ def _opts_for(dsn: str, **kw) -> ReplayOptions:
 
 
 def test_parse_provenance_and_outcome() -> None:
-    outcomes, stderrs = parse_provenance(["lapras: outcome=fresh stderr=12.5", "outcome=free se=0.25",
-                                          "provenance: predicted, stderr = 3e1"])
+    outcomes, stderrs = parse_provenance(["lapras: outcome=fresh stderr=[25.75, 3.1e1, ...] cost=mu 0.01",
+                                          "outcome=free se=0.25", "provenance: predicted, stderr = 3e1"])
     assert outcomes == ["answered", "free", "from_p"]
-    assert stderrs == [12.5, 0.25, 30.0]
+    assert stderrs == [25.75, 31.0, 0.25, 30.0]
     assert statement_outcome(["free", "from_p"]) == "from_p"
     assert statement_outcome(["free", "answered"]) == "answered"
     assert statement_outcome([]) == "answered"
@@ -41,10 +41,13 @@ def test_parse_budget_variants() -> None:
         def __init__(self, name: str) -> None:
             self.name = name
 
-    assert parse_budget([D("lapras.budget")], ("0.25",)) == 0.25
-    assert parse_budget([D("total"), D("remaining")], (1.0, 0.4)) == 0.4
-    assert parse_budget([D("lapras.budget")], ("mu total 0.39, remaining 0.12 (31%)",)) == 0.12
-    assert parse_budget([D("x")], None) is None
+    kv = [D("key"), D("value")]
+    assert parse_budget(kv, [("epoch", "2026-11-29"), ("mu_total", "0.39"), ("regression_remaining", "0.1"),
+                             ("remaining_mu", "0.25")]) == 0.25
+    assert parse_budget(kv, [("remaining", "0.3"), ("remaining_mu", "0.25")]) == 0.3
+    assert parse_budget([D("lapras.budget")], [("0.25",)]) == 0.25
+    assert parse_budget([D("total"), D("remaining"), D("x")], [(1.0, 0.4, 2)]) == 0.4
+    assert parse_budget([D("x")], []) is None
 
 
 def test_load_statements_offsets(tmp_path: Path) -> None:
