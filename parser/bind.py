@@ -12,7 +12,7 @@ from typing import Any
 from . import errors as E
 from .analyze import Template, WhereIR
 from .errors import Refusal
-from .linear import LinearQuery, make_linear_query
+from .linear import LinearQuery, make_linear_query, unit
 from .plan import QueryPlan
 from .predicate import Pred, Space
 from .schema import Attribute, TableSchema
@@ -192,15 +192,18 @@ def bind(t: Template, params: Sequence[object]) -> QueryPlan:
     queries: list[LinearQuery] = []
     index: dict[LinearQuery, int] = {}
     slots: list[list[int]] = []
+    factors: list[list[float]] = []
     for _, gpred in groups:
-        row = []
+        row, frow = [], []
         for spec, p in zip(t.aggs, agg_preds, strict=True):
-            q = make_linear_query(t.table, sp, sp.and_(p, gpred), spec.attr if spec.kind == "sum" else None)
+            q, factor = unit(make_linear_query(t.table, sp, sp.and_(p, gpred), spec.attr if spec.kind == "sum" else None))
             if q not in index:
                 index[q] = len(queries)
                 queries.append(q)
             row.append(index[q])
+            frow.append(factor)
         slots.append(row)
+        factors.append(frow)
     return QueryPlan(
         table=t.table.name,
         queries=tuple(queries),
@@ -208,6 +211,7 @@ def bind(t: Template, params: Sequence[object]) -> QueryPlan:
         template=t,
         group_keys=tuple(k for k, _ in groups),
         slots=tuple(tuple(r) for r in slots),
+        factors=tuple(tuple(f) for f in factors),
         params=tuple(params),
         limit=_limit(t.limit, params, "LIMIT"),
         offset=_limit(t.offset, params, "OFFSET"),

@@ -125,6 +125,16 @@ def make_linear_query(
     return q
 
 
+def unit(q: LinearQuery) -> tuple[LinearQuery, float]:
+    """Split a scaled count ``c * COUNT`` into (COUNT, c): the engine measures the count once and the
+    factor is applied to its noisy answer (post-processing; same accuracy as measuring the scaled query)."""
+    if q.value is not None or q.scale == 1 or q.is_zero:
+        return q, 1.0
+    u = LinearQuery(q.table, q.schema, q.marginal, q.boxes, None, 1.0, 1.0)
+    object.__setattr__(u, "key", q.key.replace(f"|count*{_fmt_scale(q.scale)}|", "|count|", 1))
+    return u, q.scale
+
+
 def _canonical_value(
     table: TableSchema, space: Space, boxes: list[dict[int, Ranges]], value: str, scale: float
 ) -> tuple[str | None, float]:

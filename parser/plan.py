@@ -42,6 +42,7 @@ class QueryPlan:
     template: Template = field(repr=False, compare=False)
     group_keys: tuple[tuple[object, ...], ...] = field(repr=False, compare=False, default=())
     slots: tuple[tuple[int, ...], ...] = field(repr=False, compare=False, default=())
+    factors: tuple[tuple[float, ...], ...] = field(repr=False, compare=False, default=())
     params: tuple[object, ...] = field(repr=False, compare=False, default=())
     limit: int | None = None
     offset: int | None = None
@@ -74,13 +75,13 @@ class QueryPlan:
         errs = None if stderrs is None else np.asarray(stderrs, dtype=np.float64).reshape(-1)
         t = self.template
         out: list[tuple[tuple[Any, ...], list[Any]]] = []
-        for key, slot in zip(self.group_keys, self.slots, strict=True):
-            ctx = pp.Ctx(key, [vals[i] for i in slot], self.params)
+        for key, slot, fac in zip(self.group_keys, self.slots, self.factors, strict=True):
+            ctx = pp.Ctx(key, [vals[i] * f for i, f in zip(slot, fac, strict=True)], self.params)
             if t.having is not None and t.having.ev(ctx) is not True:
                 continue
             row = tuple(e.ev(ctx) for e in t.outputs)
             if with_stderr:
-                row = row + tuple(_stderr(e, slot, errs, self.queries) for e in t.outputs)
+                row = row + tuple(_stderr(e, slot, fac, errs, self.queries) for e in t.outputs)
             sort_keys = [e.ev(ctx) for e, _, _ in t.order]
             out.append((row, sort_keys))
         # Stable multi-key sort, last key first.
@@ -102,13 +103,13 @@ class QueryPlan:
         return rows[start:end]
 
 
-def _stderr(e: pp.Expr, slot: tuple[int, ...], errs: np.ndarray | None, queries: Sequence[LinearQuery]) -> Any:
-    if errs is None:
+def _stderr(e: pp.Expr, slot: tuple[int, ...], fac: tuple[float, ...], errs: np.ndarray | None,
+            queries: Sequence[LinearQuery]) -> Any:
+    """Standard error of an output that is one (scaled) linear query; NULL for derived outputs."""
+    if errs is None or not isinstance(e, pp.Agg | pp.Scaled):
         return None
-    if isinstance(e, pp.Agg):
-        qi = slot[e.slot]
-        return 0.0 if queries[qi].is_zero else float(errs[qi])
-    if isinstance(e, pp.Scaled):
-        qi = slot[e.slot]
-        return 0.0 if queries[qi].is_zero else abs(float(e.factor)) * float(errs[qi])
-    return None
+    qi = slot[e.slot]
+    if queries[qi].is_zero:
+        return 0.0
+    scale = abs(fac[e.slot]) * (abs(float(e.factor)) if isinstance(e, pp.Scaled) else 1.0)
+    return scale * float(errs[qi])
