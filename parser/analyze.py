@@ -25,7 +25,7 @@ from .syntax import position_of
 # operand: ("lit", value) | ("param", n); value is int | Decimal | str | bool | None.
 WhereIR = tuple[Any, ...]
 
-_CMP_OPS: dict[type[exp.Expression], str] = {
+_CMP_OPS: dict[type[exp.Expr], str] = {
     exp.EQ: "=",
     exp.NEQ: "<>",
     exp.LT: "<",
@@ -34,7 +34,7 @@ _CMP_OPS: dict[type[exp.Expression], str] = {
     exp.GTE: ">=",
 }
 _FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_ARITH: dict[type[exp.Expression], str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+_ARITH: dict[type[exp.Expr], str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
 _INT_TYPES = {exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT}
 _FLOAT_TYPES = {
     exp.DataType.Type.DOUBLE,
@@ -88,12 +88,12 @@ class Template:
         return n
 
 
-def _unsupported(what: str, node: exp.Expression | None, hint: str = E.SUPPORTED_HINT) -> Refusal:
+def _unsupported(what: str, node: exp.Expr | None, hint: str = E.SUPPORTED_HINT) -> Refusal:
     return Refusal(E.FEATURE_NOT_SUPPORTED, f"{what} is not supported on protected tables", hint=hint,
                    position=position_of(node))
 
 
-def _sql_of(node: exp.Expression) -> str:
+def _sql_of(node: exp.Expr) -> str:
     try:
         return node.sql(dialect="postgres")
     except Exception:  # noqa: BLE001 - only used for messages
@@ -165,7 +165,7 @@ class Analyzer:
 
     # -- WHERE --------------------------------------------------------------------------------------
 
-    def operand(self, node: exp.Expression, attr: Attribute | None) -> tuple[str, Any]:
+    def operand(self, node: exp.Expr, attr: Attribute | None) -> tuple[str, Any]:
         """A literal or a parameter compared with ``attr`` (None: a literal-only comparison)."""
         node = _strip_paren(node)
         if isinstance(node, exp.Parameter) or isinstance(node, exp.Placeholder):
@@ -188,7 +188,7 @@ class Analyzer:
             _check_literal_type(attr, value, node)
         return ("lit", value)
 
-    def literal(self, node: exp.Expression) -> Any:
+    def literal(self, node: exp.Expr) -> Any:
         node = _strip_paren(node)
         if isinstance(node, exp.Null):
             return None
@@ -226,7 +226,7 @@ class Analyzer:
                               f'"{inner}"', position=position_of(node)) from None
         return _NOT_LITERAL
 
-    def subject(self, node: exp.Expression) -> exp.Expression:
+    def subject(self, node: exp.Expr) -> exp.Expr:
         """The compared side with identity casts removed (``age::int``, ``city::text``)."""
         node = _strip_paren(node)
         while isinstance(node, exp.Cast) and isinstance(_strip_paren(node.this), exp.Column):
@@ -238,7 +238,7 @@ class Analyzer:
             node = _strip_paren(node.this)
         return node
 
-    def where(self, node: exp.Expression) -> WhereIR:
+    def where(self, node: exp.Expr) -> WhereIR:
         node = _strip_paren(node)
         if isinstance(node, exp.And):
             return ("and", [self.where(node.this), self.where(node.expression)])
@@ -387,7 +387,7 @@ class Analyzer:
                            arg if arg is not None else node,
                            hint=f"{kind.upper()} takes one attribute; WHERE restricts rows.")
 
-    def expr(self, node: exp.Expression, where: str) -> pp.Expr:
+    def expr(self, node: exp.Expr, where: str) -> pp.Expr:
         """Lower an output / HAVING / ORDER BY expression over aggregates and group keys."""
         name = _figure_name(node)
         node = _strip_paren(node)
@@ -494,11 +494,11 @@ class Analyzer:
             raise _non_aggregate(table, sel)
         for key in ("qualify", "connect", "laterals", "pivots", "locks", "into", "sample"):
             if sel.args.get(key):
-                raise _unsupported(key.upper(), sel.args[key] if isinstance(sel.args[key], exp.Expression) else sel)
+                raise _unsupported(key.upper(), sel.args[key] if isinstance(sel.args[key], exp.Expr) else sel)
         where_ir = self.where(sel.args["where"].this) if sel.args.get("where") is not None else None
         self.group_attrs = self.group_by()
         outputs: list[pp.Expr] = []
-        self.output_nodes: list[exp.Expression] = []
+        self.output_nodes: list[exp.Expr] = []
         for item in sel.expressions:
             node = item.this if isinstance(item, exp.Alias) else item
             e = self.expr(node, "SELECT")
@@ -643,7 +643,7 @@ def _type_params(a: pp.Expr, b: pp.Expr) -> None:
         b.oid = a.oid
 
 
-def _function(an: Analyzer, node: exp.Expression, where: str, name: str) -> pp.Expr | None:
+def _function(an: Analyzer, node: exp.Expr, where: str, name: str) -> pp.Expr | None:
     """Scalar functions over aggregates: round, abs, ceil, floor, coalesce, nullif, greatest, least."""
     import math
 
@@ -664,18 +664,18 @@ def _function(an: Analyzer, node: exp.Expression, where: str, name: str) -> pp.E
 
         oid = args[0].oid if args[0].oid in pp.INTEGER_OIDS and len(args) == 1 else pp.FLOAT8
         return pp.Func("round", args, rnd, oid)
-    simple: dict[type[exp.Expression], tuple[str, Any]] = {
+    simple: dict[type[exp.Expr], tuple[str, Any]] = {
         exp.Abs: ("abs", abs), exp.Ceil: ("ceil", math.ceil), exp.Floor: ("floor", math.floor),
     }
     for cls, (fname, fn) in simple.items():
         if isinstance(node, cls):
             arg = an.expr(node.this, where)
 
-            def f(vs: list[object], fn: Any = fn, integer: bool = arg.oid in pp.INTEGER_OIDS) -> object:
+            def f(vs: list[object], fn: Any = fn, keep: bool = arg.oid in pp.INTEGER_OIDS or fname == "abs") -> object:
                 if vs[0] is None:
                     return None
                 r = fn(vs[0])
-                return r if integer or fname == "abs" else float(r)
+                return r if keep else float(r)
 
             return pp.Func(fname, [arg], f, arg.oid)
     if isinstance(node, exp.Coalesce):
@@ -724,7 +724,7 @@ def _ident(node: Any) -> str:
     """Identifier text as PostgreSQL folds it: unquoted names are lower-cased."""
     if isinstance(node, exp.Identifier):
         return str(node.this) if node.quoted else str(node.this).lower()
-    if isinstance(node, exp.Expression):
+    if isinstance(node, exp.Expr):
         return _ident(node.this) if node.this is not None else node.name
     return str(node).lower()
 
@@ -735,9 +735,9 @@ def _strip_paren(node: Any) -> Any:
     return node
 
 
-def _param_index(node: exp.Expression) -> int:
+def _param_index(node: exp.Expr) -> int:
     text = node.name if isinstance(node, exp.Placeholder) else str(node.this.this if isinstance(
-        node.this, exp.Expression) else node.this)
+        node.this, exp.Expr) else node.this)
     try:
         n = int(text)
     except ValueError:
@@ -747,7 +747,7 @@ def _param_index(node: exp.Expression) -> int:
     return n
 
 
-def _figure_name(node: exp.Expression) -> str:
+def _figure_name(node: exp.Expr) -> str:
     """The output column name PostgreSQL gives an unaliased expression (FigureColname)."""
     node = _strip_paren(node)
     if isinstance(node, exp.Column):
@@ -771,7 +771,7 @@ def _figure_name(node: exp.Expression) -> str:
     return "?column?"
 
 
-def _check_literal_type(attr: Attribute, value: Any, node: exp.Expression) -> None:
+def _check_literal_type(attr: Attribute, value: Any, node: exp.Expr) -> None:
     """Reject literals PostgreSQL would not compare with the attribute's type."""
     if value is None:
         return
@@ -793,7 +793,7 @@ def _check_literal_type(attr: Attribute, value: Any, node: exp.Expression) -> No
                           hint="Compare a text attribute with a quoted string.")
 
 
-def _const_compare(op: str, a: Any, b: Any, node: exp.Expression) -> bool | None:
+def _const_compare(op: str, a: Any, b: Any, node: exp.Expr) -> bool | None:
     """Literal-to-literal comparisons (``WHERE 1 = 1`` from BI tools) fold to constants."""
     if a is None or b is None:
         return None

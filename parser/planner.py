@@ -59,7 +59,7 @@ def clear_caches() -> None:
     _plans.clear()
 
 
-def _statement(sql: str) -> exp.Expression:
+def _statement(sql: str) -> exp.Expr:
     trees = parse_statements(sql)
     if not trees:
         raise Refusal(E.SYNTAX_ERROR, "empty statement")
@@ -69,7 +69,7 @@ def _statement(sql: str) -> exp.Expression:
     return trees[0]
 
 
-def _check_shape(tree: exp.Expression) -> exp.Select:
+def _check_shape(tree: exp.Expr) -> exp.Select:
     """Refuse every statement shape other than one flat SELECT, naming the construct."""
     while isinstance(tree, exp.Subquery) and not tree.args.get("alias"):
         tree = tree.this

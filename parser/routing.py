@@ -29,14 +29,14 @@ def _table_matches(node: exp.Table, catalog: Catalog) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _parse(sql: str) -> tuple[exp.Expression, ...] | None:
+def _parse(sql: str) -> tuple[exp.Expr, ...] | None:
     try:
         return tuple(t for t in sqlglot.parse(sql, read="postgres") if t is not None)
     except SqlglotError:
         return None
 
 
-def references_protected(sql_or_ast: str | exp.Expression, catalog: Catalog) -> bool:
+def references_protected(sql_or_ast: str | exp.Expr, catalog: Catalog) -> bool:
     """True if the statement reads any protected table anywhere (subqueries, CTEs, joins, set operations).
 
     Conservative by design: when the text cannot be parsed, any word equal to a protected table's name
@@ -45,8 +45,8 @@ def references_protected(sql_or_ast: str | exp.Expression, catalog: Catalog) -> 
     the upstream, answers (or refuses) the statement.
     """
     names = _names(catalog)
-    trees: tuple[exp.Expression, ...] | None
-    if isinstance(sql_or_ast, exp.Expression):
+    trees: tuple[exp.Expr, ...] | None
+    if isinstance(sql_or_ast, exp.Expr):
         trees = (sql_or_ast,)
         text = sql_or_ast.sql(dialect="postgres")
     else:

@@ -16,7 +16,7 @@ def _offset(sql: str, line: int, col: int) -> int:
     return sum(len(x) + 1 for x in lines[: max(line - 1, 0)]) + col - 1
 
 
-def parse_statements(sql: str) -> list[exp.Expression]:
+def parse_statements(sql: str) -> list[exp.Expr]:
     """Parse every statement of ``sql`` (empty ones dropped); raise Refusal 42601 on a syntax error."""
     try:
         tokens = _DIALECT.tokenize(sql)
@@ -62,13 +62,13 @@ def _syntax_refusal(sql: str, e: ParseError) -> Refusal:
     return Refusal(SYNTAX_ERROR, f'syntax error at or near "{token}"', position=start + 1, detail=desc or None)
 
 
-def position_of(node: exp.Expression | None) -> int | None:
+def position_of(node: exp.Expr | None) -> int | None:
     """1-based offset of the first token of ``node`` that sqlglot located, as PostgreSQL reports it."""
     if node is None:
         return None
     best: int | None = None
     for n in node.walk():
-        meta = n.meta if isinstance(n, exp.Expression) else None
+        meta = n.meta if isinstance(n, exp.Expr) else None
         if meta and isinstance(meta.get("start"), int):
             start = int(meta["start"])
             if best is None or start < best:

@@ -31,7 +31,7 @@ def run_pg(conn: psycopg.Connection, sql: str, params: list[Any]) -> list[tuple[
         raise AssertionError(f"PostgreSQL failed on {sql!r} {params}: {res.error_message.decode()}")
     out = []
     for r in range(res.ntuples):
-        row = []
+        row: list[Any] = []
         for c in range(res.nfields):
             raw = res.get_value(r, c)
             oid = res.ftype(c)
@@ -80,7 +80,7 @@ def test_random_nullable_and_text_queries_match_postgresql(case: Case, people_co
 def test_answers_sql_matches_histograms(cases: list[Case], adult_conn: psycopg.Connection,
                                         adult_hist: Histograms) -> None:
     """PostgreSQL's exact answers from answers_sql (one round trip for many queries) equal vector . histogram."""
-    queries = []
+    queries: list[Any] = []
     for case in cases:
         queries.extend(plan_query(case.sql, CATALOG, case.params).queries)
     queries = list(dict.fromkeys(queries))[:400]
