@@ -133,6 +133,7 @@ def score(
     log_w: list[float] = []
     preds: list[float] = []
     base = betaln(prior.a, prior.b)
+    daily_p = (prior.a + hits_total) / (prior.a + prior.b + n_hist - first - 1)
     for s, classes in tables:
         # The evidence for a schedule counts the first occurrence too: a true weekly query occurred in the
         # same weekday class every time, a chance repeat usually did not. The prediction does not (the
@@ -140,6 +141,7 @@ def score(
         evidence: dict[int, list[int]] = {}
         cls = classes[target]
         h_t = n_t = 0
+        seen_in_class = 0
         for i in range(first, n_hist):
             c = classes[i]
             e = evidence.get(c)
@@ -148,12 +150,20 @@ def score(
             hit = present[i]
             e[0] += hit
             e[1] += 1
-            if c == cls and i > first:
-                h_t += hit
-                n_t += 1
+            if c == cls:
+                seen_in_class += hit
+                if i > first:
+                    h_t += hit
+                    n_t += 1
         lml = sum(betaln(prior.a + h, prior.b + n - h) - base for h, n in evidence.values())
         log_w.append(math.log(s.prior) + lml)
-        preds.append((prior.a + h_t) / (prior.a + prior.b + n_t))
+        rate = (prior.a + h_t) / (prior.a + prior.b + n_t)
+        if len(evidence) > 1 and seen_in_class < 3:
+            # Raising a class above the overall rate needs three occurrences in that class: two could be
+            # chance (an ad hoc query that came back a week later), and with many ad hoc queries some will.
+            # Lowering it (no business-day panel on Saturdays) needs no such proof.
+            rate = min(rate, daily_p)
+        preds.append(rate)
     top = max(log_w)
     weights = [math.exp(v - top) for v in log_w]
     total = sum(weights)

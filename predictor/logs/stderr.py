@@ -18,6 +18,8 @@ from pathlib import Path
 
 from predictor.logs.base import LogStatement, ReadStats, parse_timestamp
 from predictor.logs.entries import Assembler, Entry
+from predictor.logs.messages import statement_of
+from predictor.templates import analyse
 
 _TZ = r"(?: (?:[A-Za-z][A-Za-z0-9_/+-]*|[+-]\d{2}(?::?\d{2})?))?"
 _TS_T = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}" + _TZ
@@ -179,11 +181,11 @@ def read_stderr(
 def read_stderr_lines(lines: list[str], rx: re.Pattern[str], stats: ReadStats) -> Iterator[LogStatement]:
     asm = Assembler(stats)
     current: Entry | None = None
-    msg_parts: list[str] = []
+    parts: list[tuple[int, str]] = []
 
     def flush() -> Iterator[LogStatement]:
         if current is not None:
-            current.message = "\n".join(msg_parts)
+            current.message = "\n".join(_keep_readable(current, parts, stats))
             yield from asm.feed(current)
 
     for line_no, (text, cont_hint, sts) in enumerate(_unwrap_syslog(lines), start=1):
@@ -205,10 +207,10 @@ def read_stderr_lines(lines: list[str], rx: re.Pattern[str], stats: ReadStats) -
                 detail=None,
                 line=line_no,
             )
-            msg_parts = [g["msg"]]
+            parts = [(line_no, g["msg"])]
             continue
         if current is not None and (cont_hint or text.strip() == "" or not _looks_like_new_entry(text)):
-            msg_parts.append(text[1:] if text.startswith("\t") else text)
+            parts.append((line_no, text))
             continue
         if text.strip():
             stats.bad(line_no, text)
@@ -216,6 +218,69 @@ def read_stderr_lines(lines: list[str], rx: re.Pattern[str], stats: ReadStats) -
             stats.skipped += 1
     yield from flush()
     yield from asm.finish()
+
+
+def _untab(line: str) -> str:
+    """PostgreSQL starts every continuation line with a tab (syslog shows it as ``#011``)."""
+    if line.startswith("\t"):
+        return line[1:]
+    if line.startswith("#011"):
+        return line[4:]
+    return line
+
+
+# Messages that PostgreSQL writes over several lines; a LOG line of any other kind is one line long.
+_MULTILINE = {
+    "DETAIL",
+    "HINT",
+    "CONTEXT",
+    "STATEMENT",
+    "QUERY",
+    "ERROR",
+    "FATAL",
+    "PANIC",
+    "WARNING",
+    "NOTICE",
+}
+
+
+def _keep_readable(entry: Entry, parts: list[tuple[int, str]], stats: ReadStats) -> list[str]:
+    """The entry's message lines, minus trailing junk (counted as unreadable).
+
+    A statement keeps its continuation lines as long as the SQL still parses with them; if it does not,
+    the longest parseable head is kept (junk written between two entries must not spoil a statement).
+    A one-line LOG message (checkpoint, connection, ...) keeps only indented continuations (auto_explain
+    plans); anything else after it is junk.
+    """
+    if len(parts) == 1:
+        return [parts[0][1]]
+    texts = [parts[0][1]] + [_untab(t) for _, t in parts[1:]]
+    if entry.severity == "LOG":
+        sql, _ = statement_of("\n".join(texts))
+        if sql is not None:
+            if analyse(sql) is not None:
+                return texts
+            for k in range(len(texts) - 1, 0, -1):
+                head, _ = statement_of("\n".join(texts[:k]))
+                if head is not None and analyse(head) is not None:
+                    for line_no, t in parts[k:]:
+                        if t.strip():
+                            stats.bad(line_no, t)
+                    return texts[:k]
+            return texts  # not SQL we understand either way: keep it whole, the model will skip it
+        kept = [texts[0]]
+        for line_no, t in parts[1:]:
+            if t[:1].isspace() or t.startswith("#011") or not t.strip():
+                kept.append(_untab(t))
+            else:
+                stats.bad(line_no, t)
+        return kept
+    if entry.severity not in _MULTILINE:
+        for line_no, t in parts[1:]:
+            if t.strip():
+                stats.bad(line_no, t)
+        return [texts[0]]
+    return texts
 
 
 _NEW_ENTRY_HINT = re.compile(r"^(?:\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}|<\d+>|[A-Z][a-z]{2}\s+\d{1,2} \d{2}:)")

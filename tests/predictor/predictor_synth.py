@@ -81,7 +81,9 @@ def generate(
     return rows
 
 
-def to_stderr(rows: list[tuple[datetime, str, str]], prefix: str = "{ts}.000 UTC [{pid}] {user}@shop ") -> str:
+def to_stderr(
+    rows: list[tuple[datetime, str, str]], prefix: str = "{ts}.000 UTC [{pid}] {user}@shop "
+) -> str:
     out = []
     for i, (ts, sql, _) in enumerate(rows):
         head = prefix.format(ts=ts.strftime("%Y-%m-%d %H:%M:%S"), pid=1000 + i % 50, user="bi")

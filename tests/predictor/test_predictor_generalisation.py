@@ -9,16 +9,23 @@ from __future__ import annotations
 from datetime import date, timedelta
 from pathlib import Path
 
+import predictor_synth as synth
 import pytest
+from predictor_synth import Recurring, business, const, daily, every, weekly
 
 from predictor.backtest import backtest, load_truth
 from predictor.logs import read_log
-import predictor_synth as synth
-from predictor_synth import Recurring, business, const, daily, every, weekly
 
 
-def _run(tmp_path: Path, items: list[Recurring], days: int, adhoc: int = 10, seed: int = 0, last: int = 5,
-         min_train: int = 7):
+def _run(
+    tmp_path: Path,
+    items: list[Recurring],
+    days: int,
+    adhoc: int = 10,
+    seed: int = 0,
+    last: int = 5,
+    min_train: int = 7,
+):
     rows = synth.generate(items, days, adhoc, seed)
     log = tmp_path / "server.log"
     log.write_text(synth.to_stderr(rows))
@@ -60,19 +67,27 @@ def test_advancing_literals(tmp_path: Path) -> None:
     start = synth.START
     items = [
         # a counter advancing by one per day
-        Recurring(lambda d: f"SELECT SUM(amount) FROM sales WHERE batch_id = {1000 + d}", daily, kind="report"),
+        Recurring(
+            lambda d: f"SELECT SUM(amount) FROM sales WHERE batch_id = {1000 + d}", daily, kind="report"
+        ),
         # yesterday's date
         Recurring(
-            lambda d: f"SELECT COUNT(*) FROM visits WHERE day = '{(start + timedelta(days=d - 1)).isoformat()}'",
+            lambda d: (
+                f"SELECT COUNT(*) FROM visits WHERE day = '{(start + timedelta(days=d - 1)).isoformat()}'"
+            ),
             daily,
             kind="report",
         ),
         # a sliding 10-unit window moving by 5 per day
         Recurring(
-            lambda d: f"SELECT COUNT(*) FROM claims WHERE units BETWEEN {5 * d} AND {5 * d + 9}", daily, kind="report"
+            lambda d: f"SELECT COUNT(*) FROM claims WHERE units BETWEEN {5 * d} AND {5 * d + 9}",
+            daily,
+            kind="report",
         ),
         # a weekly report whose week number advances
-        Recurring(lambda d: f"SELECT SUM(units) FROM sales WHERE week = {10 + d // 7}", weekly(0), kind="report"),
+        Recurring(
+            lambda d: f"SELECT SUM(units) FROM sales WHERE week = {10 + d // 7}", weekly(0), kind="report"
+        ),
     ]
     items += [Recurring(const(s), daily) for s in _panels(5)]
     results = _run(tmp_path, items, days=28, adhoc=12, last=7, min_train=21)
@@ -84,7 +99,9 @@ def test_advancing_literals(tmp_path: Path) -> None:
 def test_cyclic_category(tmp_path: Path) -> None:
     regions = ["north", "south", "east", "west"]
     items = [
-        Recurring(lambda d: f"SELECT SUM(amount) FROM sales WHERE region = '{regions[d % 4]}'", daily, kind="report"),
+        Recurring(
+            lambda d: f"SELECT SUM(amount) FROM sales WHERE region = '{regions[d % 4]}'", daily, kind="report"
+        ),
         Recurring(lambda d: f"SELECT COUNT(*) FROM claims WHERE grade = {d % 5}", daily, kind="report"),
     ] + [Recurring(const(s), daily) for s in _panels(4)]
     for r in _run(tmp_path, items, days=24, adhoc=12, last=6, min_train=14):
