@@ -485,6 +485,10 @@ class Analyzer:
             raise Refusal(E.INSUFFICIENT_PRIVILEGE, f"permission denied: SELECT * on protected table {table.name}",
                           hint="Only aggregates (COUNT, SUM, AVG) may be read from a protected table.",
                           position=position_of(star))
+        # PostgreSQL resolves the target list before WHERE and GROUP BY: report its unknown columns first.
+        cols = [c for item in sel.expressions for c in item.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
+        for c in sorted(cols, key=lambda c: position_of(c) or 0):
+            self.column(c)
         win = sel.find(exp.Window)
         if win is not None:
             raise _unsupported("window function", win)
