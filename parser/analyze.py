@@ -240,10 +240,9 @@ class Analyzer:
 
     def where(self, node: exp.Expr) -> WhereIR:
         node = _strip_paren(node)
-        if isinstance(node, exp.And):
-            return ("and", [self.where(node.this), self.where(node.expression)])
-        if isinstance(node, exp.Or):
-            return ("or", [self.where(node.this), self.where(node.expression)])
+        if isinstance(node, exp.And | exp.Or):
+            tag = "and" if isinstance(node, exp.And) else "or"
+            return (tag, [self.where(x) for x in _flatten(node, type(node))])
         if isinstance(node, exp.Not):
             return ("not", self.where(node.this))
         if isinstance(node, exp.Boolean):
@@ -476,9 +475,8 @@ class Analyzer:
     def run(self) -> Template:
         sel = self.select
         table = self.resolve_table()
-        for key in ("distinct",):
-            if sel.args.get(key) is not None and not _has_agg(sel):
-                raise _non_aggregate(table, sel)
+        if sel.args.get("distinct") is not None and not _has_agg(sel):
+            raise _non_aggregate(table, sel)
         if any(isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))
                for e in sel.expressions):
             star = next(e for e in sel.expressions if isinstance(e, exp.Star | exp.Column))
@@ -536,7 +534,7 @@ class Analyzer:
                 pos = int(str(node.this))
                 items = self.select.expressions
                 if not 1 <= pos <= len(items):
-                    raise Refusal(E.GROUPING_ERROR if False else "42P10",
+                    raise Refusal(E.INVALID_COLUMN_REFERENCE,
                                   f"GROUP BY position {pos} is not in select list", position=position_of(node))
                 target = items[pos - 1]
                 node = _strip_paren(target.this if isinstance(target, exp.Alias) else target)
@@ -571,15 +569,12 @@ class Analyzer:
         for ordered in order.expressions:
             node = _strip_paren(ordered.this)
             desc = bool(ordered.args.get("desc"))
-            nf = ordered.args.get("nulls_first")
-            nulls_first = desc if nf is None else bool(nf)
-            # sqlglot marks the dialect default explicitly; PostgreSQL: NULLs are larger than any value.
-            if nf is not None and not _explicit_nulls(ordered):
-                nulls_first = desc
+            # sqlglot fills in PostgreSQL's default (NULLs sort as larger than any value).
+            nulls_first = bool(ordered.args.get("nulls_first"))
             if isinstance(node, exp.Literal) and not node.is_string:
                 pos = int(str(node.this))
                 if not 1 <= pos <= len(outputs):
-                    raise Refusal("42P10", f"ORDER BY position {pos} is not in select list",
+                    raise Refusal(E.INVALID_COLUMN_REFERENCE, f"ORDER BY position {pos} is not in select list",
                                   position=position_of(node))
                 out.append((outputs[pos - 1], desc, nulls_first))
                 continue
@@ -620,7 +615,7 @@ class Analyzer:
             if not isinstance(lit, int) or isinstance(lit, bool):
                 raise _unsupported(f"{key.upper()} {_sql_of(value)}", value)
             if lit < 0:
-                raise Refusal(E.INVALID_ROW_COUNT if key == "limit" else "2201X",
+                raise Refusal(E.INVALID_ROW_COUNT if key == "limit" else E.INVALID_OFFSET_COUNT,
                               f"{key.upper()} must not be negative", position=position_of(value))
             res.append(("lit", lit))
         return res[0], res[1]
@@ -629,9 +624,18 @@ class Analyzer:
 _NOT_LITERAL: Any = object()
 
 
-def _explicit_nulls(ordered: exp.Ordered) -> bool:
-    sql = ordered.sql(dialect="postgres").upper()
-    return "NULLS FIRST" in sql or "NULLS LAST" in sql
+def _flatten(node: exp.Expr, cls: type[exp.Expr]) -> list[exp.Expr]:
+    """Operands of a left-deep chain ``a OR b OR c ...`` without recursing once per operand."""
+    out: list[exp.Expr] = []
+    stack = [node]
+    while stack:
+        n = _strip_paren(stack.pop())
+        if type(n) is cls:
+            stack.append(n.expression)
+            stack.append(n.this)
+        else:
+            out.append(n)
+    return out
 
 
 def _named(e: pp.Expr, name: str) -> pp.Expr:

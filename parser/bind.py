@@ -167,7 +167,7 @@ def _limit(spec: tuple[str, Any] | None, params: Sequence[object], what: str) ->
     except (TypeError, ValueError):
         raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type bigint: "{p}"') from None
     if n < 0:
-        raise Refusal(E.INVALID_ROW_COUNT if what == "LIMIT" else "2201X", f"{what} must not be negative")
+        raise Refusal(E.INVALID_ROW_COUNT if what == "LIMIT" else E.INVALID_OFFSET_COUNT, f"{what} must not be negative")
     return n
 
 

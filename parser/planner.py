@@ -75,7 +75,7 @@ def _check_shape(tree: exp.Expr) -> exp.Select:
         tree = tree.this
     if isinstance(tree, _WRITES):
         verb = type(tree).__name__.upper().replace("TRUNCATETABLE", "TRUNCATE")
-        raise Refusal("25006", f"cannot execute {verb} in a read-only transaction",
+        raise Refusal(E.READ_ONLY, f"cannot execute {verb} in a read-only transaction",
                       hint="The proxy serves read-only aggregate queries.")
     if isinstance(tree, exp.SetOperation):
         op = type(tree).__name__.upper()
@@ -111,6 +111,8 @@ def template(sql: str, catalog: Catalog, max_groups: int = DEFAULT_MAX_GROUPS) -
         t: Template | Refusal = Analyzer(_check_shape(_statement(sql)), catalog, max_groups).run()
     except Refusal as r:
         t = r
+    except RecursionError:
+        t = Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
     _templates.put(key, (catalog, t))
     if isinstance(t, Refusal):
         raise t

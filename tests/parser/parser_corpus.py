@@ -13,6 +13,10 @@ Entry = tuple[str, str, list[Any]]
 
 METABASE: list[Entry] = [
     ('SELECT count(*) AS "count" FROM "public"."adult"', OK, []),
+    ('-- Metabase:: userID: 1 queryType: MBQL queryHash: 3f1c\nSELECT count(*) AS "count" FROM "public"."adult" '
+     'WHERE "public"."adult"."sex" = 1', OK, []),
+    ('/* Superset: chart 12 */ SELECT race AS race, COUNT(*) AS count FROM public.adult GROUP BY race LIMIT 100',
+     OK, []),
     ('SELECT "public"."adult"."sex" AS "sex", count(*) AS "count" FROM "public"."adult" '
      'GROUP BY "public"."adult"."sex" ORDER BY "public"."adult"."sex" ASC', OK, []),
     ('SELECT sum("public"."adult"."hours_per_week") AS "sum" FROM "public"."adult" '
@@ -268,6 +272,9 @@ ANALYST: list[Entry] = [
     ("SELECT native_country, education_num, hours_per_week, count(*) FROM adult GROUP BY 1, 2, 3", "54000", []),
     # errors PostgreSQL itself raises, with its SQLSTATE
     ("SELECT COUNT(* FROM adult", "42601", []),
+    ("SELECT COUNT(*)\nFROM adult\nWHERE age >", "42601", []),
+    ("SELECT COUNT(*)\nFROM adult\nWHERE age = = 3\n  AND sex = 1", "42601", []),
+    ("SELECT sex,\n       COUNT(*)\nFROM adult\nGROUP sex", "42601", []),
     ("SELECT COUNT(*) FROM adult WHERE", "42601", []),
     ("SELECT COUNT(*) FROM adult WHERE age >", "42601", []),
     ("SELECT COUNT(*) FROM adult WHERE age = = 3", "42601", []),

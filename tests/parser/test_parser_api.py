@@ -290,3 +290,12 @@ def test_clipping_in_exact_answers(people_conn: psycopg.Connection) -> None:
 
 def test_plan_is_a_queryplan() -> None:
     assert isinstance(plan_query("SELECT COUNT(*) FROM adult", CATALOG), QueryPlan)
+
+
+def test_long_or_chains_and_in_lists() -> None:
+    ors = " OR ".join(f"fnlwgt = {i % 100}" for i in range(3000))
+    (q,) = plan_query(f"SELECT COUNT(*) FROM adult WHERE {ors}", CATALOG).queries
+    assert q.marginal == ()  # every fnlwgt value listed: a tautology
+    ins = ", ".join(str(i) for i in range(0, 5000, 2))
+    (q,) = plan_query(f"SELECT COUNT(*) FROM adult WHERE capital_gain IN ({ins})", CATALOG).queries
+    assert q.boxes == ((("capital_gain", tuple((i, i) for i in range(0, 100, 2))),),)
