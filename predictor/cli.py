@@ -5,7 +5,7 @@ Mount into the main CLI with :func:`add_parser` (argparse subparsers) and dispat
 
     lapras-proxy predict --log FILE [--log FILE ...] [--format auto|stderr|csvlog|jsonlog|pgss|sql|history]
                          [--log-line-prefix '%m [%p] %q%u@%d '] [--epoch-hours 24] [--config config.toml]
-                         [--split matrix_heavy] [--threshold P] --out P.json
+                         [--split auto] [--threshold P] --out P.json
     lapras-proxy predict --log FILE --backtest [--min-train 7] [--train-epochs K] [--truth TRUTH.csv]
                          [--json RESULTS.json]
 
@@ -29,7 +29,7 @@ from predictor.declared import TemplateError
 from predictor.logs import FORMATS
 from predictor.output import write_prediction
 from predictor.predict import bucket, read_logs, train
-from predictor.utility import SPLITS, CostModel
+from predictor.utility import SPLIT_NAMES, CostModel
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -56,15 +56,15 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--split",
-        default="matrix_heavy",
-        choices=sorted(SPLITS),
-        help="budget split the cut-off's costs come from (default: matrix_heavy)",
+        default="auto",
+        choices=SPLIT_NAMES,
+        help="budget split the cut-off's costs come from (default: auto)",
     )
     p.add_argument(
         "--kappa",
         type=float,
         default=1.0,
-        help="MM cost of a wrong prediction relative to independent rows (default: 1)",
+        help="MM cost of a wrong row relative to independent rows; < 1 credits correlation (default: 1)",
     )
     p.add_argument(
         "--threshold", type=float, default=None, help="fixed score cut-off instead of the utility rule"

@@ -83,21 +83,35 @@ def make_schedules(
     return out
 
 
-def fit_prior(histories: Sequence[tuple[int, int]], floor: float = 0.05) -> BetaPrior:
-    """Maximum marginal likelihood Beta prior from (hits, trials) pairs (beta-binomial)."""
+def fit_prior(histories: Sequence[tuple[int, int]], min_concentration: float = 0.1) -> BetaPrior:
+    """Maximum marginal likelihood Beta prior from (hits, trials) pairs (beta-binomial).
+
+    Parametrised by mean and concentration (a + b): the population of a log is typically very U-shaped,
+    and bounding a and b separately would drag the mean towards 1/2; only the concentration is bounded.
+    """
     data = np.array([(h, n) for h, n in histories if n > 0], dtype=float)
     if len(data) < 8:
         return DEFAULT_PRIOR
     h, n = data[:, 0], data[:, 1]
 
+    def ab(x: np.ndarray) -> tuple[float, float]:
+        mean = 1.0 / (1.0 + math.exp(-float(np.clip(x[0], -12.0, 12.0))))
+        conc = min_concentration + math.exp(float(np.clip(x[1], -12.0, 6.0)))
+        return mean * conc, (1.0 - mean) * conc
+
     def nll(x: np.ndarray) -> float:
-        x = np.clip(x, -8.0, 6.0)  # keep the search inside a range where betaln is finite
-        a, b = math.exp(x[0]), math.exp(x[1])
+        a, b = ab(x)
         value = -float(np.sum(betaln(a + h, b + n - h) - betaln(a, b)))
         return value if math.isfinite(value) else 1e300
 
-    res = minimize(nll, x0=np.log([0.5, 1.0]), method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-6})
-    a, b = (min(max(math.exp(v), floor), 50.0) for v in res.x)
+    mean0 = min(max(float(h.sum() / n.sum()), 0.01), 0.99)
+    res = minimize(
+        nll,
+        x0=np.array([math.log(mean0 / (1 - mean0)), 0.0]),
+        method="Nelder-Mead",
+        options={"xatol": 1e-4, "fatol": 1e-6},
+    )
+    a, b = ab(res.x)
     return BetaPrior(a, b)
 
 

@@ -1,19 +1,28 @@
 """The expected-utility cut-off: which candidates go into P.
 
-LAPRAS answers a predicted query from the matrix-mechanism (MM) release made at epoch start, and an
-unpredicted one with fresh noise from the online pool. So:
+LAPRAS answers a predicted query from the matrix-mechanism (MM) release made at epoch start and an
+unpredicted one with fresh noise from the online pool (badInit + remBad). In budget terms:
 
-- a candidate in P that arrives (a hit) saves one online answer: the online pool is shared by the
-  expected B bad queries, so the saving is worth ``g = f_online / B`` of the epoch's budget;
-- a candidate in P that does not arrive (a wrong prediction) is a useless row of the MM workload: with
-  the MM budget spread over |P| rows it wastes ``c = kappa * f_mm / |P|`` (``kappa`` <= 1 credits the
-  matrix mechanism for sharing noise between correlated rows; 1 is the independent-rows worst case).
+- a candidate in P that arrives (a hit) is answered from the MM release instead of taking its share of the
+  online pool: the gain is one online share, ``g = f_online / B`` (B = expected distinct unpredicted
+  queries);
+- a candidate in P that does not arrive is a useless row of the MM workload and takes its share of the MM
+  budget from the useful rows: the cost is ``c = f_mm / |P|``.
 
-Include a candidate with probability p iff ``p * g > (1 - p) * c``, i.e. ``p > c / (g + c)``. Both g and c
-depend on the cut (|P| and B = expected distinct unpredicted queries), so the threshold is found by a
-fixed-point iteration over the sorted candidates; it converges in a few steps because the threshold is
-monotone in the cut. ``f_mm`` and ``f_online`` are the budget split's MM and bad-query (badInit + remBad)
-fractions; the presets are the paper's.
+A candidate with probability p is worth including iff ``p * g > (1 - p) * c``. The fractions come from the
+budget split:
+
+- ``auto`` (default; what the engine's ``auto`` split does with the predictor's rho): the split follows the
+  expected traffic, so ``f_mm`` is proportional to the expected hits H and ``f_online`` to the expected
+  misses B. Then ``g = c0 / S`` and ``c = c0 * (H / |P|) / S``: include iff ``p / (1 - p) > H / |P|``, the
+  expected precision of P. The threshold ``pi / (1 + pi)`` (pi = expected precision) is at most 1/2 and is
+  found by a monotone fixed-point iteration from 1/2 downwards.
+- a preset (``equal``, ``matrix_heavy``, ``query_heavy``, ``reserve_heavy``: the paper's fractions): the
+  threshold ``c / (g + c)`` with |P| and B taken at the cut, again by fixed-point iteration. With a fixed MM
+  share a small P makes every wrong row expensive, so presets predict little when little is predictable.
+
+``kappa`` (default 1) scales the MM cost: below 1 credits the matrix mechanism for sharing noise between
+correlated rows.
 """
 
 from __future__ import annotations
@@ -28,23 +37,31 @@ SPLITS: dict[str, tuple[float, float]] = {
     "query_heavy": (1 / 6, 2 / 3),
     "reserve_heavy": (1 / 6, 1 / 3),
 }
+SPLIT_NAMES = ("auto", *SPLITS)
 
 
 @dataclass(frozen=True)
 class CostModel:
-    mm_fraction: float = SPLITS["matrix_heavy"][0]
-    online_fraction: float = SPLITS["matrix_heavy"][1]
+    split: str = "auto"
     kappa: float = 1.0
 
     @classmethod
     def for_split(cls, name: str, kappa: float = 1.0) -> CostModel:
-        mm, online = SPLITS[name]
-        return cls(mm, online, kappa)
+        if name not in SPLIT_NAMES:
+            raise ValueError(f"unknown split {name!r}; expected one of {', '.join(SPLIT_NAMES)}")
+        return cls(name, kappa)
 
-    def threshold(self, p_size: float, bad_expected: float) -> float:
-        gain = self.online_fraction / max(bad_expected, 1.0)
-        cost = self.kappa * self.mm_fraction / max(p_size, 1.0)
-        return cost / (gain + cost)
+    def threshold(self, p_size: int, hits: float, bad_expected: float) -> float:
+        """Score above which one more candidate pays for itself, at a cut with |P| = p_size."""
+        if p_size <= 0:
+            return 0.5
+        if self.split == "auto":
+            ratio = self.kappa * hits / p_size  # cost / gain = kappa * expected precision
+        else:
+            mm, online = SPLITS[self.split]
+            gain = online / max(bad_expected, 1.0)
+            ratio = self.kappa * (mm / p_size) / gain
+        return ratio / (1.0 + ratio)
 
 
 def choose_cut(
@@ -53,12 +70,13 @@ def choose_cut(
     """Number of top candidates (``probs`` sorted descending) to put in P, and the threshold used."""
     if fixed_threshold is not None:
         return sum(1 for p in probs if p > fixed_threshold), fixed_threshold
-    m = sum(1 for p in probs if p > 0.5)  # start from the "more likely than not" set
     thr = 0.5
-    for _ in range(50):
+    m = sum(1 for p in probs if p > thr)
+    for _ in range(100):
         hits = sum(probs[:m])
-        thr = model.threshold(max(m, 1), max(distinct_expected - hits, 1.0))
-        new_m = sum(1 for p in probs if p > thr)
+        new_thr = model.threshold(m, hits, max(distinct_expected - hits, 1.0))
+        new_m = sum(1 for p in probs if p > new_thr)
+        thr = new_thr
         if new_m == m:
             break
         m = new_m
