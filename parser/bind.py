@@ -188,15 +188,17 @@ def bind(t: Template, params: Sequence[object]) -> QueryPlan:
             assert attr is not None
             p = sp.and_(p, b._base(attr))  # COUNT(col) skips NULL cells
         agg_preds.append(p)
-    groups = _groups(t, sp)
+    groups = _groups(t)
     queries: list[LinearQuery] = []
     index: dict[LinearQuery, int] = {}
     slots: list[list[int]] = []
     factors: list[list[float]] = []
-    for _, gpred in groups:
+    for _, cells in groups:
         row, frow = [], []
         for spec, p in zip(t.aggs, agg_preds, strict=True):
-            q, factor = unit(make_linear_query(t.table, sp, sp.and_(p, gpred), spec.attr if spec.kind == "sum" else None))
+            for attr, i in cells:
+                p = sp.restrict(p, attr, i)
+            q, factor = unit(make_linear_query(t.table, sp, p, spec.attr if spec.kind == "sum" else None))
             if q not in index:
                 index[q] = len(queries)
                 queries.append(q)
@@ -218,14 +220,14 @@ def bind(t: Template, params: Sequence[object]) -> QueryPlan:
     )
 
 
-def _groups(t: Template, sp: Space) -> list[tuple[tuple[object, ...], Pred]]:
-    """Every group of the product of the GROUP BY domains, in domain order (empty groups included)."""
-    out: list[tuple[tuple[object, ...], Pred]] = [((), True)]
+def _groups(t: Template) -> list[tuple[tuple[object, ...], list[tuple[str, int]]]]:
+    """Every group of the product of the GROUP BY domains, in domain order (empty groups included):
+    its key values and its (attribute, cell index) pairs."""
+    out: list[tuple[tuple[object, ...], list[tuple[str, int]]]] = [((), [])]
     for name in t.group_attrs:
         attr = t.table.attribute(name)
         assert attr is not None
-        cells = [(attr.domain.value_at(i), sp.cells(name, [(i, i)])) for i in range(attr.domain.size)]
-        out = [(k + (v,), sp.and_(p, c)) for k, p in out for v, c in cells]
+        out = [(k + (attr.domain.value_at(i),), c + [(name, i)]) for k, c in out for i in range(attr.domain.size)]
     return out
 
 

@@ -168,6 +168,31 @@ class Space:
             return u
         return self._apply(_diff, u, v, {})
 
+    def restrict(self, p: Pred, attr: str, index: int) -> Pred:
+        """``p AND attr = cell index``; only the nodes above ``attr``'s level are rebuilt (GROUP BY cells)."""
+        level = self.level_of[attr]
+        memo: dict[int, Pred] = {}
+
+        def go(q: Pred) -> Pred:
+            if q is False:
+                return False
+            if not isinstance(q, Node) or q.level > level:
+                return self._node(level, [(index, index, q)])
+            if q.level == level:
+                for rs, child in q.edges:
+                    if any(lo <= index <= hi for lo, hi in rs):
+                        return self._node(level, [(index, index, child)])
+                return False
+            hit = memo.get(id(q))
+            if hit is not None:
+                return hit
+            segs = [(lo, hi, go(child)) for rs, child in q.edges for lo, hi in rs]
+            out = self._node(q.level, segs)
+            memo[id(q)] = out
+            return out
+
+        return go(p)
+
     def not_(self, u: Pred) -> Pred:
         return self.diff(True, u)
 

@@ -23,7 +23,7 @@ from parser_catalog import ADULT, CATALOG
 
 from parser import plan_query
 
-EXAMPLES = int(os.environ.get("PARSER_CANON_EXAMPLES", "400"))
+EXAMPLES = int(os.environ.get("PARSER_CANON_EXAMPLES", "300"))
 GRID = {"age": (17, 90), "sex": (0, 1), "race": (0, 4), "relationship": (0, 5)}
 Ast = tuple[Any, ...]
 
