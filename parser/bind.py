@@ -196,8 +196,8 @@ def bind(t: Template, params: Sequence[object]) -> QueryPlan:
     for _, cells in groups:
         row, frow = [], []
         for spec, p in zip(t.aggs, agg_preds, strict=True):
-            for attr, i in cells:
-                p = sp.restrict(p, attr, i)
+            for gattr, gi in cells:
+                p = sp.restrict(p, gattr, gi)
             q, factor = unit(make_linear_query(t.table, sp, p, spec.attr if spec.kind == "sum" else None))
             if q not in index:
                 index[q] = len(queries)
