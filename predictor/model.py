@@ -45,6 +45,9 @@ class Candidate:
     source: str  # recurring | progression | declared | snapshot
     schedule: str
     expected_count: float
+    # True when the history shows a schedule (a rich one, or a daily rate of at least 1/2) and not just a
+    # chance repeat: such a key's volume is predicted even on epochs where it is not worth putting in P.
+    scheduled: bool = False
 
 
 @dataclass
@@ -196,6 +199,7 @@ class WorkloadModel:
                 continue
             rec = score(st.present, st.first, target, tables, self.prior)
             active = [c for c in st.counts if c]
+            scheduled = len(active) >= 3 and (rec.schedule != "daily" or 2 * rec.hits >= rec.trials)
             offer(
                 Candidate(
                     st.shape.key,
@@ -205,6 +209,7 @@ class WorkloadModel:
                     "recurring",
                     rec.schedule,
                     sum(active) / len(active),
+                    scheduled,
                 )
             )
         for stream in self.streams:
@@ -228,6 +233,7 @@ class WorkloadModel:
                         "progression",
                         f"{rec.schedule}, rate {_fmt_rate(stream.rate)}",
                         1.0,
+                        True,
                     )
                 )
         return sorted(best.values(), key=lambda c: (-c.p, c.key))

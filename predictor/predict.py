@@ -150,7 +150,11 @@ def train(
     chosen, rest = cands[:m], cands[m:]
     # S = what P expects to see + what P would not have explained in recent epochs (ad hoc traffic).
     in_p = sum(c.p * c.expected_count for c in chosen)
-    s_est = in_p + model.residual_volume({c.key for c in chosen})
+    # S = the expected volume of every key with a schedule (in P or not: a business-day panel on a Sunday)
+    # + what no schedule explained in recent epochs (ad hoc traffic, chance repeats included).
+    chosen_keys = {c.key for c in chosen}
+    explained = [c for c in cands if c.scheduled or c.key in chosen_keys]
+    s_est = sum(c.p * c.expected_count for c in explained) + model.residual_volume({c.key for c in explained})
     rho = in_p / s_est if s_est > 0 else 0.0
 
     def pq(c: Candidate) -> PredictedQuery:
