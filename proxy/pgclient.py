@@ -19,6 +19,7 @@ from .protocol.backend import Field
 from .protocol.errors import PgError
 
 _HDR = struct.Struct("!ci")
+_MAX_PREPARED = 256
 
 
 def _msg(kind: bytes, body: bytes) -> bytes:
@@ -27,6 +28,9 @@ def _msg(kind: bytes, body: bytes) -> bytes:
 
 def _cstr(s: str) -> bytes:
     return s.encode("utf-8") + b"\0"
+
+
+_EXECUTE_SYNC = _msg(b"E", b"\0\0\0\0\0") + _msg(b"S", b"")
 
 
 def parse_error(body: bytes) -> PgError:
@@ -78,6 +82,8 @@ class BackendConnection:
         self.params: dict[str, str] = {}
         self.broken = False
         self._buf = bytearray()
+        self._prepared: dict[tuple[str, tuple[int, ...]], bytes] = {}
+        self._next_name = 1
 
     @classmethod
     async def connect(cls, info: dict[str, str], startup: dict[str, str], timeout: float = 10.0
@@ -157,10 +163,27 @@ class BackendConnection:
 
     async def relay(self, sql: str, param_oids: Sequence[int], param_formats: Sequence[int],
                     params: Sequence[bytes | None], result_formats: Sequence[int], describe: bool) -> Relayed:
-        """Parse/Bind/(Describe)/Execute/Sync one statement and collect the raw answer."""
-        parts = [_msg(b"P", b"\0" + _cstr(sql) + struct.pack(f"!h{len(param_oids)}I", len(param_oids),
-                                                           *param_oids))]
-        bind = [b"\0\0", struct.pack(f"!h{len(param_formats)}h", len(param_formats), *param_formats),
+        """Bind/(Describe)/Execute/Sync one statement (Parse only on first use) and collect the answer.
+
+        Statements are prepared once per connection under a generated name, so that a repeated catalog
+        query skips PostgreSQL's parse and plan, as the client's own prepared statement would.
+        """
+        key = (sql, tuple(param_oids))
+        name = self._prepared.get(key)
+        parts = []
+        if name is None:
+            if len(self._prepared) >= _MAX_PREPARED:
+                old_key, old_name = next(iter(self._prepared.items()))
+                del self._prepared[old_key]
+                parts.append(_msg(b"C", b"S" + old_name + b"\0"))
+            name = b"lp%d" % self._next_name
+            self._next_name += 1
+            parts.append(_msg(b"P", name + b"\0" + _cstr(sql)
+                              + struct.pack(f"!h{len(param_oids)}I", len(param_oids), *param_oids)))
+            new = True
+        else:
+            new = False
+        bind = [b"\0", name, b"\0", struct.pack(f"!h{len(param_formats)}h", len(param_formats), *param_formats),
                 struct.pack("!h", len(params))]
         for p in params:
             bind.append(b"\xff\xff\xff\xff" if p is None else struct.pack("!i", len(p)) + p)
@@ -168,10 +191,16 @@ class BackendConnection:
         parts.append(_msg(b"B", b"".join(bind)))
         if describe:
             parts.append(_msg(b"D", b"P\0"))
-        parts.append(_msg(b"E", b"\0\0\0\0\0"))
-        parts.append(_msg(b"S", b""))
+        parts.append(_EXECUTE_SYNC)
         self.writer.write(b"".join(parts))
-        return await self._collect()
+        out = await self._collect()
+        if new and out.error is None:
+            self._prepared[key] = name
+        elif new:
+            # The Parse may have failed: make sure no half-known statement keeps the name.
+            self.writer.write(_msg(b"C", b"S" + name + b"\0") + _msg(b"S", b""))
+            await self._collect()
+        return out
 
     async def describe(self, sql: str, param_oids: Sequence[int]) -> Relayed:
         """Parse + Describe statement: parameter types and result columns, without executing."""
