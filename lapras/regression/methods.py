@@ -1,0 +1,286 @@
+"""DP ordinary least squares: AdaSSP, LinMix, IHM (dense Gaussian Hessian sketches) and fast IHM (FastMix).
+
+Every method takes the data either as arrays ``(X, y)`` or as a :data:`RowSource` (a callable returning a
+fresh iterator of ``(X_block, y_block)`` per pass, e.g. one server-side cursor per call), the public bounds
+``c_x`` on row norms and ``c_y`` on |y|, the budget ``(eps, delta)`` and a numpy Generator. Rows are
+scaled by the public bounds and clipped (never normalised by the data), so the mechanisms see rows of norm
+<= 1 and |y| <= 1; coefficients are scaled back. Each returns ``(theta, Cost)``; the cost is the whole
+(eps, delta) the method was calibrated to, under basic composition within the regression budget.
+
+Passes over the data (memory): AdaSSP 1 (O(d^2)); LinMix 1 (O(k d)); IHM T + 1 (O(T k d)); fast IHM keeps
+the padded rows (O(n d)) because the SRHT mixes all of them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtri
+
+from lapras.calibration import agm_sigma
+from lapras.regression import rdp
+from lapras.regression.clip import clip_rows, clip_values
+from lapras.regression.sketches import GaussianSketch, padded_transpose, srht
+
+Block = tuple[np.ndarray, np.ndarray]
+RowSource = Callable[[], Iterable[Block]]
+Data = tuple[np.ndarray, np.ndarray] | RowSource
+
+METHODS = ("adassp", "linmix", "ihm", "fast_ihm")
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Privacy cost of one release under basic composition: (epsilon, delta)."""
+
+    eps: float
+    delta: float
+
+
+@dataclass
+class FitInfo:
+    """Diagnostics that are functions of the released noisy quantities only (safe to log)."""
+
+    method: str
+    n_passes: int = 0
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def array_source(X: np.ndarray, y: np.ndarray, block: int = 65536) -> RowSource:
+    """Row blocks of in-memory arrays, as a re-iterable source."""
+
+    def gen() -> Iterator[Block]:
+        for i in range(0, X.shape[0], block):
+            yield X[i:i + block], y[i:i + block]
+
+    return gen
+
+
+def _source(data: Data) -> RowSource:
+    if callable(data):
+        return data
+    X, y = data
+    return array_source(np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64))
+
+
+def _scaled(src: RowSource, c_x: float, c_y: float) -> RowSource:
+    """Scale by the public bounds and clip, so rows have norm <= 1 and |y| <= 1."""
+
+    def gen() -> Iterator[Block]:
+        for Xb, yb in src():
+            Xb = np.asarray(Xb, dtype=np.float64)
+            yb = np.asarray(yb, dtype=np.float64).reshape(-1)
+            yield clip_rows(Xb / c_x, 1.0), clip_values(yb / c_y, 1.0)
+
+    return gen
+
+
+def _check(c_x: float, c_y: float, eps: float, delta: float) -> None:
+    if not (c_x > 0 and c_y > 0 and math.isfinite(c_x) and math.isfinite(c_y)):
+        raise ValueError("bounds must be positive and finite")
+    if not (eps > 0 and math.isfinite(eps)) or not 0 < delta < 1:
+        raise rdp.InfeasibleBudget(f"need epsilon > 0 and 0 < delta < 1, got ({eps}, {delta})")
+
+
+def _sym_noise(d: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
+    """Symmetric Gaussian matrix: iid N(0, sigma^2) on and above the diagonal (L2 sensitivity of the
+    upper triangle of x x^T is <= ||x||^2)."""
+    Z = rng.standard_normal((d, d)) * sigma
+    U = np.triu(Z)
+    return U + np.triu(U, 1).T
+
+
+def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    try:
+        return np.linalg.solve(A, b)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(A, b, rcond=None)[0]
+
+
+def _lambda_min_private(G: np.ndarray, sigma: float, z_shift: float, rng: np.random.Generator) -> float:
+    """Noisy lambda_min(G) shifted down by z_shift sigma: below the truth with probability 1 - rho."""
+    lam = float(np.linalg.eigvalsh(G)[0])
+    return lam + sigma * float(rng.standard_normal()) - z_shift * sigma
+
+
+def _gram_pass(src: RowSource, sketches: list[GaussianSketch], with_y: bool) -> tuple[np.ndarray, int]:
+    """One pass: Gram matrix of X (or [X, y]) and the given Gaussian sketches updated with the same rows."""
+    G: np.ndarray | None = None
+    n = 0
+    for Xb, yb in src():
+        A = np.column_stack([Xb, yb]) if with_y else Xb
+        G = A.T @ A if G is None else G + A.T @ A
+        for s in sketches:
+            s.update(A)
+        n += A.shape[0]
+    if G is None:
+        raise ValueError("no rows")
+    return G, n
+
+
+# ------------------------------------------------------------------------------------------------ AdaSSP
+
+
+def adassp(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
+           rho: float = 0.05) -> tuple[np.ndarray, Cost]:
+    """AdaSSP (Wang 2018): noisy X^T X and X^T y with an adaptive ridge from a noisy lambda_min.
+
+    Budget split in three equal parts; each Gaussian release calibrated with the exact AGM (sensitivity 1
+    after scaling) instead of the paper's classical-Gaussian formula. ``rho`` is a utility (not privacy)
+    failure probability for the ridge choice.
+    """
+    _check(c_x, c_y, eps, delta)
+    src = _scaled(_source(data), c_x, c_y)
+    XtX: np.ndarray | None = None
+    Xty: np.ndarray | None = None
+    for Xb, yb in src():
+        XtX = Xb.T @ Xb if XtX is None else XtX + Xb.T @ Xb
+        Xty = Xb.T @ yb if Xty is None else Xty + Xb.T @ yb
+    if XtX is None or Xty is None:
+        raise ValueError("no rows")
+    d = XtX.shape[0]
+    sigma = agm_sigma(eps / 3.0, delta / 3.0, 1.0)
+    lam_min = max(_lambda_min_private(XtX, sigma, float(ndtri(1.0 - rho)), rng), 0.0)
+    ridge = max(0.0, sigma * math.sqrt(d * math.log(2.0 * d * d / rho)) - lam_min)
+    XtX_n = XtX + _sym_noise(d, sigma, rng)
+    Xty_n = Xty + sigma * rng.standard_normal(d)
+    theta = _solve(XtX_n + ridge * np.eye(d), Xty_n)
+    return theta * (c_y / c_x), Cost(eps, delta)
+
+
+def released_sketches(src: RowSource, k: int, T: int, cal: rdp.Calibration, rng: np.random.Generator,
+                      with_y: bool) -> tuple[list[np.ndarray], float]:
+    """The T noisy Gaussian sketches ``S_t A + eta xi_t`` of A = X (or [X, y]) and eta^2, in one pass.
+
+    eta^2 = max(gamma - lambda_tilde, 0) with lambda_tilde a private under-estimate of lambda_min(A^T A),
+    so that the rows released are i.i.d. N(0, A^T A + eta^2 I) with lambda_min >= gamma (w.p. 1 - rho).
+    """
+    first = next(iter(src()))
+    width = first[0].shape[1] + (1 if with_y else 0)
+    sketches = [GaussianSketch(k, width, rng) for _ in range(T)]
+    G, _ = _gram_pass(src, sketches, with_y=with_y)
+    lam = _lambda_min_private(G, cal.sigma_eig, cal.z_rho, rng)
+    eta2 = max(cal.gamma - lam, 0.0)
+    eta = math.sqrt(eta2)
+    return [s.result() + eta * rng.standard_normal((k, width)) for s in sketches], eta2
+
+
+# ------------------------------------------------------------------------------------------------ LinMix
+
+
+def linmix(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
+           k: int | None = None) -> tuple[np.ndarray, Cost]:
+    """LinMix (Lev et al. 2025): least squares on a noisy Gaussian sketch of [X, y]; one pass, O(k d)."""
+    _check(c_x, c_y, eps, delta)
+    src = _scaled(_source(data), c_x, c_y)
+    first = next(iter(src()))
+    d = first[0].shape[1]
+    k = k or max(24 * d, 128)
+    cal = rdp.calibrate_linmix(eps, delta, k)
+    A = released_sketches(src, k, 1, cal, rng, with_y=True)[0][0]
+    theta = np.linalg.lstsq(A[:, :d], A[:, d], rcond=None)[0]
+    return theta * (c_y / c_x), Cost(eps, delta)
+
+
+# --------------------------------------------------------------------------------------------------- IHM
+
+
+def _ihm_steps(H_list: list[np.ndarray], grad: Callable[[np.ndarray], np.ndarray], eta2: float,
+               sigma_grad: float, d: int, rng: np.random.Generator, ridge: bool = False) -> np.ndarray:
+    """Newton-type iterations theta += H^{-1} (X^T clip(y - X theta) [- eta^2 theta] + noise).
+
+    All T noisy sketches are released before the first gradient, so their average (k T rows, a better
+    estimate of X^T X + eta^2 I than any single one) preconditions every step: post-processing, same
+    privacy. Without the ``- eta^2 theta`` term (``ridge=False``, default) the fixed point is OLS and the
+    eta^2 I in H only slows convergence; with it (seed 003 literally) the iterations converge to the ridge
+    solution with penalty eta^2, a bias that dominates at small epsilon.
+    """
+    H = np.mean(np.stack(H_list), axis=0)
+    theta = np.zeros(d)
+    for _ in H_list:
+        g = grad(theta) + sigma_grad * rng.standard_normal(d)
+        if ridge:
+            g -= eta2 * theta
+        theta = theta + _solve(H, g)
+    return theta
+
+
+def _clipped_grad(src: RowSource, clip: float) -> Callable[[np.ndarray], np.ndarray]:
+    def grad(theta: np.ndarray) -> np.ndarray:
+        g = np.zeros_like(theta)
+        for Xb, yb in src():
+            g += Xb.T @ np.clip(yb - Xb @ theta, -clip, clip)
+        return g
+
+    return grad
+
+
+def ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
+        k: int | None = None, T: int = 3, clip: float = 1.0, ridge: bool = False) -> tuple[np.ndarray, Cost]:
+    """Iterative Hessian Mixing with dense Gaussian sketches (T + 1 passes, O(T k d) memory).
+
+    ``clip``: residual clipping level in units of c_y (gradient sensitivity = clip after scaling; the
+    calibration assumes clip <= 1, larger values are refused). ``ridge``: see :func:`_ihm_steps`.
+    """
+    _check(c_x, c_y, eps, delta)
+    if not 0 < clip <= 1.0:
+        raise ValueError("clip must be in (0, 1] (units of the |y| bound)")
+    src = _scaled(_source(data), c_x, c_y)
+    d = next(iter(src()))[0].shape[1]
+    k = k or max(8 * d, 64)
+    cal = rdp.calibrate_ihm(eps, delta, k, T)
+    released, eta2 = released_sketches(src, k, T, cal, rng, with_y=False)
+    H_list = [Xt.T @ Xt / k for Xt in released]
+    theta = _ihm_steps(H_list, _clipped_grad(src, clip), eta2, cal.sigma_grad, d, rng, ridge)
+    return theta * (c_y / c_x), Cost(eps, delta)
+
+
+def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
+             k: int | None = None, T: int = 3, k_in: int | None = None,
+             clip: float = 1.0, ridge: bool = False) -> tuple[np.ndarray, Cost]:
+    """IHM with FastMix sketches: per iteration an SRHT down to k_in rows, then a k x k_in Gaussian sketch.
+
+    The rows are held (zero-padded to a power of two, transposed) because the SRHT mixes all of them.
+    """
+    _check(c_x, c_y, eps, delta)
+    if not 0 < clip <= 1.0:
+        raise ValueError("clip must be in (0, 1] (units of the |y| bound)")
+    src = _scaled(_source(data), c_x, c_y)
+    blocks = list(src())
+    X = np.concatenate([b[0] for b in blocks]) if blocks else np.zeros((0, 0))
+    y = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0)
+    if X.shape[0] == 0:
+        raise ValueError("no rows")
+    n, d = X.shape
+    k = k or max(6 * d, 48)
+    cal = rdp.calibrate_fast_ihm(eps, delta, k, T)
+    At = padded_transpose(X)
+    k_in = min(At.shape[1], k_in or 8 * k)
+    lam = _lambda_min_private(X.T @ X, cal.sigma_eig, cal.z_rho, rng)
+    eta2 = max(cal.gamma - lam, 0.0)
+    H_list = []
+    for _ in range(T):
+        Xs = srht(At, k_in, rng)
+        S = rng.standard_normal((k, Xs.shape[0]))
+        Xt = S @ Xs + math.sqrt(eta2) * rng.standard_normal((k, d))
+        H_list.append(Xt.T @ Xt / k)
+
+    def grad(theta: np.ndarray) -> np.ndarray:
+        return X.T @ np.clip(y - X @ theta, -clip, clip)
+
+    theta = _ihm_steps(H_list, grad, eta2, cal.sigma_grad, d, rng, ridge)
+    return theta * (c_y / c_x), Cost(eps, delta)
+
+
+def fit(method: str, data: Data, c_x: float, c_y: float, eps: float, delta: float,
+        rng: np.random.Generator, **params: Any) -> tuple[np.ndarray, Cost]:
+    """Dispatch by method name (one of METHODS)."""
+    fns: dict[str, Callable[..., tuple[np.ndarray, Cost]]] = {
+        "adassp": adassp, "linmix": linmix, "ihm": ihm, "fast_ihm": fast_ihm}
+    if method not in fns:
+        raise ValueError(f"unknown method {method!r}")
+    return fns[method](data, c_x, c_y, eps, delta, rng, **params)

@@ -1,0 +1,161 @@
+"""Run a DP regression over a protected table: SQL pushed down, rows streamed, budget charged first.
+
+Flow of :func:`run_regression`: validate the columns against the public schema; calibrate the method's
+noise (data-independent, so an infeasible budget is refused before anything is spent or read); call
+``charge(cost)``, which must commit the spend to the ledger's regression part or raise (e.g.
+BudgetExhausted, 53400); only then read the rows, inside one REPEATABLE READ read-only transaction (every
+pass sees the same snapshot), through psycopg server-side cursors fetched in blocks.
+
+Each column is clamped to its public domain in SQL and standardised with public constants only:
+``z = (v - mid) / half`` with mid and half the domain's midpoint and half-range, so every feature lies in
+[-1, 1]; an intercept column of ones is appended. Default bounds: row norm sqrt(p + 1) and |y - mid_y| <=
+half_y. The released coefficients are mapped back to the original units.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from psycopg import IsolationLevel
+from psycopg import sql as psql
+
+from lapras.regression import rdp
+from lapras.regression.methods import METHODS, Block, Cost, fit
+from lapras.regression.sqlcall import RegressionCall, RegressionError
+from parser.schema import Attribute, Catalog, TableSchema
+
+FLOAT8, TEXT = 701, 25
+COLUMNS: tuple[tuple[str, int], ...] = (("term", TEXT), ("estimate", FLOAT8), ("epsilon", FLOAT8),
+                                        ("delta", FLOAT8))
+INTERCEPT = "intercept"
+_cursor_ids = itertools.count()
+
+
+@dataclass(frozen=True)
+class RegressionResult:
+    """Result set: ``columns`` as (name, type oid); ``rows`` as (term, estimate, epsilon, delta)."""
+
+    columns: tuple[tuple[str, int], ...]
+    rows: list[tuple[str, float, float, float]]
+    cost: Cost
+    method: str
+
+
+def check_feasible(method: str, d: int, eps: float, delta: float, params: dict[str, Any] | None = None) -> None:
+    """Raise rdp.InfeasibleBudget when no noise level of ``method`` meets (eps, delta) for d features."""
+    p = params or {}
+    if not (eps > 0 and math.isfinite(eps)) or not 0 < delta < 1:
+        raise rdp.InfeasibleBudget(f"need epsilon > 0 and 0 < delta < 1, got ({eps}, {delta})")
+    if method == "linmix":
+        rdp.calibrate_linmix(eps, delta, p.get("k") or max(24 * d, 128))
+    elif method == "ihm":
+        rdp.calibrate_ihm(eps, delta, p.get("k") or max(8 * d, 64), p.get("T", 3))
+    elif method == "fast_ihm":
+        rdp.calibrate_fast_ihm(eps, delta, p.get("k") or max(6 * d, 48), p.get("T", 3))
+
+
+def _attr(table: TableSchema, name: str) -> Attribute:
+    a = table.attribute(name)
+    if a is None:
+        raise RegressionError("42703", f'column "{name}" does not exist in table "{table.name}"')
+    if a.domain.kind != "int":
+        raise RegressionError("22023", f'column "{name}" has a categorical domain',
+                              hint="linear_regression needs integer-coded columns")
+    return a
+
+
+def _select_sql(table: TableSchema, attrs: Sequence[Attribute]) -> psql.Composed:
+    cols = [psql.SQL("LEAST(GREATEST({c}::float8, {lo}), {hi})").format(
+        c=psql.Identifier(a.name), lo=psql.Literal(float(a.domain.lo)), hi=psql.Literal(float(a.domain.hi)))
+        for a in attrs]
+    nn = [psql.SQL("{c} IS NOT NULL").format(c=psql.Identifier(a.name)) for a in attrs]
+    return psql.SQL("SELECT {cols} FROM {s}.{t} WHERE {nn}").format(
+        cols=psql.SQL(", ").join(cols), s=psql.Identifier(table.schema), t=psql.Identifier(table.name),
+        nn=psql.SQL(" AND ").join(nn))
+
+
+def _mid_half(a: Attribute) -> tuple[float, float]:
+    lo, hi = float(a.domain.lo), float(a.domain.hi)
+    return (lo + hi) / 2.0, max((hi - lo) / 2.0, 1.0)
+
+
+def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], table: TableSchema, y: str,
+                   xs: Sequence[str], method: str, eps: float, delta: float,
+                   bounds: tuple[float, float] | None = None, rng: np.random.Generator | None = None, *,
+                   charge: Callable[[Cost], None], block_rows: int = 8192,
+                   params: dict[str, Any] | None = None) -> RegressionResult:
+    """DP linear regression of ``y`` on ``xs`` (+ intercept) over ``table``; see the module docstring.
+
+    ``conn_factory()`` returns a psycopg (3) connection usable as a context manager. ``bounds`` =
+    (row-norm bound on the standardised design row incl. intercept, bound on |y - mid_y|); default from
+    the public domains. ``charge(cost)`` is called once, before any row is read; its exception propagates
+    and nothing is computed.
+    """
+    if method not in METHODS:
+        raise RegressionError("22023", f"unknown regression method {method!r}", hint="one of " + ", ".join(METHODS))
+    ya = _attr(table, y)
+    xa = [_attr(table, x) for x in xs]
+    if not xa:
+        raise RegressionError("22023", "linear_regression needs at least one explanatory column")
+    d = len(xa) + 1
+    my, hy = _mid_half(ya)
+    mh = np.array([_mid_half(a) for a in xa])
+    if bounds is None:
+        c_x, c_y = math.sqrt(d), hy
+    else:
+        c_x, c_y = float(bounds[0]), float(bounds[1])
+        if not (c_x > 0 and c_y > 0 and math.isfinite(c_x) and math.isfinite(c_y)):
+            raise RegressionError("22023", "regression bounds must be positive and finite")
+    try:
+        check_feasible(method, d, eps, delta, params)
+    except rdp.InfeasibleBudget as e:
+        raise RegressionError("22023", e.message, hint=e.hint) from None
+    cost = Cost(float(eps), float(delta))
+    charge(cost)  # write-ahead: the spend is committed before any data is touched
+
+    rng = rng or np.random.default_rng()
+    query = _select_sql(table, [ya, *xa])
+    with conn_factory() as conn:
+        # One snapshot for all passes (IHM reads the rows T + 1 times); the proxy never writes.
+        conn.read_only = True
+        conn.isolation_level = IsolationLevel.REPEATABLE_READ
+
+        def source() -> Iterator[Block]:
+            with conn.cursor(name=f"lapras_regression_{next(_cursor_ids)}") as cur:
+                cur.itersize = block_rows
+                cur.execute(query)
+                while True:
+                    rows = cur.fetchmany(block_rows)
+                    if not rows:
+                        break
+                    a = np.asarray(rows, dtype=np.float64)
+                    Z = (a[:, 1:] - mh[:, 0]) / mh[:, 1]
+                    yield np.column_stack([Z, np.ones(len(a))]), a[:, 0] - my
+
+        with conn.transaction():
+            theta, _ = fit(method, source, c_x, c_y, eps, delta, rng, **(params or {}))
+    coef = theta[:-1] / mh[:, 1]
+    intercept = float(my + theta[-1] - np.sum(coef * mh[:, 0]))
+    rows = [(INTERCEPT, intercept, cost.eps, cost.delta)]
+    rows += [(a.name, float(c), cost.eps, cost.delta) for a, c in zip(xa, coef, strict=True)]
+    return RegressionResult(COLUMNS, rows, cost, method)
+
+
+def run_regression_call(call: RegressionCall, catalog: Catalog,
+                        conn_factory: Callable[[], AbstractContextManager[Any]], *,
+                        charge: Callable[[Cost], None], default_epsilon: float, default_delta: float,
+                        rng: np.random.Generator | None = None) -> RegressionResult:
+    """Resolve a parsed call against the catalog (42P01 for an unknown table) and run it."""
+    table = catalog.table(call.table, call.schema)
+    if table is None:
+        raise RegressionError("42P01", f'relation "{call.table}" does not exist or is not protected')
+    eps = call.epsilon if call.epsilon is not None else default_epsilon
+    delta = call.delta if call.delta is not None else default_delta
+    return run_regression(conn_factory, table, call.y, list(call.xs), call.method, eps, delta, rng=rng,
+                          charge=charge)

@@ -1,0 +1,85 @@
+"""Sketches of a row-streamed matrix: dense Gaussian (O(k d) memory) and SRHT (zero-padded to 2^m).
+
+The Gaussian sketch ``S A`` (S standard normal, k x n) is accumulated block by block: each block of rows
+draws its own k x b slice of S, so neither S nor A is ever held whole. The SRHT needs all rows at once; it
+keeps them transposed, (d, n_pad), so the Walsh-Hadamard transform runs along contiguous memory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from lapras.regression.hadamard import fwht_rows
+
+
+class GaussianSketch:
+    """Accumulates ``S A`` for a k x n standard Gaussian S, fed with row blocks of A (n unknown upfront).
+
+    ``dtype`` of the random draws: float32 halves the generation time (the bottleneck) and its rounding is
+    far below the noise the mechanism adds; the product is accumulated in float64.
+    """
+
+    def __init__(self, k: int, d: int, rng: np.random.Generator, dtype: type = np.float32) -> None:
+        self.k, self.d = k, d
+        self.rng = rng
+        self.dtype = dtype
+        self.acc = np.zeros((k, d), dtype=np.float64)
+
+    def update(self, block: np.ndarray) -> None:
+        if block.shape[0] == 0:
+            return
+        S = self.rng.standard_normal((self.k, block.shape[0]), dtype=self.dtype)
+        self.acc += (S @ block.astype(self.dtype, copy=False)).astype(np.float64, copy=False)
+
+    def result(self) -> np.ndarray:
+        return self.acc
+
+
+def gaussian_sketch(A: np.ndarray | Iterable[np.ndarray], k: int, rng: np.random.Generator,
+                    block: int = 8192, dtype: type = np.float32) -> np.ndarray:
+    """``S A`` for an array or an iterable of row blocks."""
+    blocks: Iterable[np.ndarray]
+    if isinstance(A, np.ndarray):
+        blocks = (A[i:i + block] for i in range(0, A.shape[0], block))
+        d = A.shape[1]
+        sk = GaussianSketch(k, d, rng, dtype)
+    else:
+        it = iter(A)
+        first = next(it)
+        sk = GaussianSketch(k, first.shape[1], rng, dtype)
+        sk.update(first)
+        blocks = it
+    for b in blocks:
+        sk.update(b)
+    return sk.result()
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+def padded_transpose(A: np.ndarray) -> np.ndarray:
+    """(d, n_pad) float64 copy of A^T with zero columns up to the next power of two (rows are never dropped)."""
+    n, d = A.shape
+    At = np.zeros((d, next_pow2(n)), dtype=np.float64)
+    At[:, :n] = A.T
+    return At
+
+
+def srht(At_pad: np.ndarray, k_in: int, rng: np.random.Generator) -> np.ndarray:
+    """SRHT sketch sqrt(n/k_in) P H D A of a padded transposed matrix; returns (k_in, d).
+
+    ``At_pad`` is (d, n) with n a power of two and is left unchanged.
+    """
+    d, n = At_pad.shape
+    if n & (n - 1):
+        raise ValueError("SRHT needs a power-of-two number of rows; pad with zero rows first")
+    k_in = min(k_in, n)
+    signs: np.ndarray = np.where(rng.integers(0, 2, size=n) == 1, 1.0, -1.0)
+    work: np.ndarray = np.multiply(At_pad, signs[None, :])
+    fwht_rows(work)
+    rows = np.asarray(rng.choice(n, size=k_in, replace=False))
+    return (work[:, rows] * math.sqrt(n / k_in)).T.copy()

@@ -1,0 +1,140 @@
+"""Parsing of the SQL surface ``SELECT * FROM lapras.linear_regression(table, y, xs [, method [, eps
+[, delta]]])`` into a :class:`RegressionCall`, for the proxy's router.
+
+Only the bare form is accepted: ``SELECT *`` (or a list of the result columns) from exactly that one table
+function, no WHERE / JOIN / GROUP BY. Anything else naming the function is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+from lapras.regression.methods import METHODS
+
+FUNCTION = "linear_regression"
+SCHEMA = "lapras"
+RESULT_COLUMNS = ("term", "estimate", "epsilon", "delta")
+_ALIASES = {"fastmix": "fast_ihm", "fast-ihm": "fast_ihm", "fastihm": "fast_ihm", "fast_ihm": "fast_ihm",
+            "ihm": "ihm", "adassp": "adassp", "linmix": "linmix"}
+
+
+class RegressionError(Exception):
+    """A refused regression call, with PostgreSQL error fields."""
+
+    def __init__(self, sqlstate: str, message: str, *, hint: str | None = None,
+                 detail: str | None = None, position: int | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.message = message
+        self.hint = hint
+        self.detail = detail
+        self.position = position
+
+
+@dataclass(frozen=True)
+class RegressionCall:
+    """A parsed call: names as the user wrote them (lower-cased), method canonicalised."""
+
+    table: str
+    y: str
+    xs: tuple[str, ...]
+    method: str = "ihm"
+    epsilon: float | None = None
+    delta: float | None = None
+    schema: str | None = None
+
+
+def _find_call(tree: exp.Expression) -> exp.Anonymous | None:
+    for node in tree.find_all(exp.Anonymous):
+        if isinstance(node.this, str) and node.this.lower() == FUNCTION:
+            parent = node.parent
+            if isinstance(parent, exp.Table):
+                db = parent.args.get("db")
+                if db is not None and db.name.lower() == SCHEMA:
+                    return node
+            if isinstance(parent, exp.Dot) and parent.this.name.lower() == SCHEMA:  # pragma: no cover
+                return node
+    return None
+
+
+def _string(arg: exp.Expression, what: str) -> str:
+    if isinstance(arg, exp.Literal) and arg.is_string:
+        return str(arg.this)
+    raise RegressionError("22023", f"linear_regression: {what} must be a string literal")
+
+
+def _number(arg: exp.Expression, what: str) -> float | None:
+    if isinstance(arg, exp.Null):
+        return None
+    if isinstance(arg, exp.Neg) and isinstance(arg.this, exp.Literal):
+        raise RegressionError("22023", f"linear_regression: {what} must be positive")
+    if isinstance(arg, exp.Literal):
+        try:
+            return float(arg.this)
+        except ValueError:
+            pass
+    raise RegressionError("22023", f"linear_regression: {what} must be a numeric literal")
+
+
+def parse_regression_call(sql: str) -> RegressionCall | None:
+    """The regression call in ``sql``, or None when the statement does not call lapras.linear_regression.
+
+    Raises RegressionError (42601 syntax, 0A000 unsupported shape, 22023 bad argument) for malformed calls.
+    """
+    if FUNCTION not in sql.lower():
+        return None
+    try:
+        trees = sqlglot.parse(sql, read="postgres")
+    except sqlglot.errors.ParseError as e:
+        raise RegressionError("42601", "syntax error in linear_regression call", detail=str(e)) from None
+    exprs: list[exp.Expression] = [t for t in trees if isinstance(t, exp.Expression)]
+    calls = [(t, c) for t in exprs if (c := _find_call(t)) is not None]
+    if not calls:
+        return None
+    if len(exprs) != 1:
+        raise RegressionError("0A000", "linear_regression must be the only statement")
+    tree, call = calls[0]
+    sel = tree
+    if not isinstance(sel, exp.Select):
+        raise RegressionError("0A000", "linear_regression is only supported as SELECT * FROM lapras.linear_regression(...)")
+    from_ = sel.args.get("from_") or sel.args.get("from")
+    if (from_ is None or from_.this is not call.parent or sel.args.get("joins") or sel.args.get("where")
+            or sel.args.get("group") or sel.args.get("having")):
+        raise RegressionError("0A000", "linear_regression is only supported as SELECT * FROM lapras.linear_regression(...)",
+                              hint="select from the function alone; no joins, WHERE or GROUP BY")
+    for col in sel.expressions:
+        if not (isinstance(col, exp.Star) or (isinstance(col, exp.Column) and col.name.lower() in RESULT_COLUMNS)):
+            raise RegressionError("0A000", "only * or the result columns term, estimate, epsilon, delta "
+                                  "may be selected from linear_regression")
+    args = list(call.expressions)
+    if not 3 <= len(args) <= 6:
+        raise RegressionError("22023", "linear_regression takes (table, y, xs [, method [, epsilon [, delta]]])",
+                              hint="e.g. SELECT * FROM lapras.linear_regression('adult', 'hours_per_week', "
+                                   "'age, education_num', 'ihm', 0.5)")
+    table_arg = _string(args[0], "table").strip().lower()
+    schema = None
+    if "." in table_arg:
+        schema, table_arg = table_arg.split(".", 1)
+    y = _string(args[1], "y").strip().lower()
+    xs = tuple(x.strip().lower() for x in _string(args[2], "xs").split(",") if x.strip())
+    if not xs:
+        raise RegressionError("22023", "linear_regression: xs lists no column")
+    if len(set(xs)) != len(xs) or y in xs:
+        raise RegressionError("22023", "linear_regression: columns must be distinct and exclude y")
+    method = "ihm"
+    if len(args) >= 4 and not isinstance(args[3], exp.Null):
+        raw = _string(args[3], "method").strip().lower()
+        if raw not in _ALIASES:
+            raise RegressionError("22023", f"unknown regression method {raw!r}",
+                                  hint="one of " + ", ".join(METHODS))
+        method = _ALIASES[raw]
+    eps = _number(args[4], "epsilon") if len(args) >= 5 else None
+    delta = _number(args[5], "delta") if len(args) >= 6 else None
+    if eps is not None and not eps > 0:
+        raise RegressionError("22023", "linear_regression: epsilon must be positive")
+    if delta is not None and not 0 < delta < 1:
+        raise RegressionError("22023", "linear_regression: delta must be in (0, 1)")
+    return RegressionCall(table_arg, y, xs, method, eps, delta, schema)
