@@ -20,7 +20,7 @@ from .schema import Attribute, Catalog, TableSchema
 from .syntax import position_of
 
 # WHERE IR: tuples, cheap to build and to walk.
-#   ("and", [ir...]) ("or", [ir...]) ("not", ir) ("const", True|False|None)
+#   ("and", (ir, ...)) ("or", (ir, ...))  -- tuples throughout: filters are hashable cache keys ("not", ir) ("const", True|False|None)
 #   ("cmp", attr, op, operand)  ("in", attr, [operand...])  ("isnull", attr)
 # operand: ("lit", value) | ("param", n); value is int | Decimal | str | bool | None.
 WhereIR = tuple[Any, ...]
@@ -242,7 +242,7 @@ class Analyzer:
         node = _strip_paren(node)
         if isinstance(node, exp.And | exp.Or):
             tag = "and" if isinstance(node, exp.And) else "or"
-            return (tag, [self.where(x) for x in _flatten(node, type(node))])
+            return (tag, tuple(self.where(x) for x in _flatten(node, type(node))))
         if isinstance(node, exp.Not):
             return ("not", self.where(node.this))
         if isinstance(node, exp.Boolean):
@@ -257,7 +257,7 @@ class Analyzer:
                 arr = _strip_paren(right.this)
                 if isinstance(arr, exp.Array):
                     attr = self.column(left)
-                    ir_in: WhereIR = ("in", attr.name, [self.operand(x, attr) for x in arr.expressions])
+                    ir_in: WhereIR = ("in", attr.name, tuple(self.operand(x, attr) for x in arr.expressions))
                     return ir_in if op == "=" else ("not", ir_in)
                 raise _unsupported(f"{_sql_of(right)}", right)
             if isinstance(left, exp.Column):
@@ -287,10 +287,10 @@ class Analyzer:
             lo, hi = self.operand(node.args["low"], attr), self.operand(node.args["high"], attr)
             if node.args.get("symmetric"):
                 # BETWEEN SYMMETRIC: either order of the bounds.
-                a = ("and", [("cmp", attr.name, ">=", lo), ("cmp", attr.name, "<=", hi)])
-                b = ("and", [("cmp", attr.name, ">=", hi), ("cmp", attr.name, "<=", lo)])
-                return ("or", [a, b])
-            return ("and", [("cmp", attr.name, ">=", lo), ("cmp", attr.name, "<=", hi)])
+                a = ("and", (("cmp", attr.name, ">=", lo), ("cmp", attr.name, "<=", hi)))
+                b = ("and", (("cmp", attr.name, ">=", hi), ("cmp", attr.name, "<=", lo)))
+                return ("or", (a, b))
+            return ("and", (("cmp", attr.name, ">=", lo), ("cmp", attr.name, "<=", hi)))
         if isinstance(node, exp.In):
             subject = self.subject(node.this)
             if node.args.get("query") is not None:
@@ -298,7 +298,7 @@ class Analyzer:
             if not isinstance(subject, exp.Column):
                 raise _unsupported(f"expression {_sql_of(subject)!r} in WHERE", subject)
             attr = self.column(subject)
-            return ("in", attr.name, [self.operand(x, attr) for x in node.expressions])
+            return ("in", attr.name, tuple(self.operand(x, attr) for x in node.expressions))
         if isinstance(node, exp.Is):
             subject = self.subject(node.this)
             target = node.expression
@@ -347,9 +347,9 @@ class Analyzer:
         if arg is not None and arg.find(exp.Window):
             raise Refusal(E.GROUPING_ERROR, "aggregate function calls cannot contain window function calls",
                           position=position_of(arg.find(exp.Window)))
-        # Casts to a numeric type do not change an integer attribute's value (Tableau wraps columns so).
-        while isinstance(arg, exp.Cast) and arg.args["to"].this in (_INT_TYPES | _FLOAT_TYPES):
-            arg = _strip_paren(arg.this)
+        arg = _strip_numeric_casts(arg)
+        if isinstance(arg, exp.Case):
+            return self.case_aggregate(kind, arg, filt, name)
         if kind == "count":
             if arg is None or isinstance(arg, exp.Star):
                 return pp.Agg(self.slot(AggSpec("count", None, filt)), True, name)
@@ -385,6 +385,70 @@ class Analyzer:
         raise _unsupported(f"expression inside {kind.upper()} ({_sql_of(arg) if arg is not None else ''})",
                            arg if arg is not None else node,
                            hint=f"{kind.upper()} takes one attribute; WHERE restricts rows.")
+
+    def case_aggregate(self, kind: str, case: exp.Case, filt: WhereIR | None, name: str) -> pp.Expr:
+        """``SUM/COUNT/AVG(CASE WHEN p THEN x ... ELSE y END)``: one filtered aggregate per branch.
+
+        BI tools write conditional counts and sums this way (Metabase's count-where and sum-where,
+        ``SUM(CASE WHEN p THEN 1 ELSE 0 END)``). Branch k takes the rows where its condition is TRUE and no
+        earlier one is; each branch value must be an attribute, a numeric literal or NULL.
+        """
+        subject = case.this
+        attr_subject = None
+        if subject is not None:
+            subject = self.subject(subject)
+            if not isinstance(subject, exp.Column):
+                raise _unsupported(f"CASE {_sql_of(subject)} inside {kind.upper()}", subject)
+            attr_subject = self.column(subject)
+        prior: list[WhereIR] = []
+        branches: list[tuple[WhereIR, exp.Expr | None]] = []
+        for branch in case.args.get("ifs") or []:
+            if attr_subject is not None:
+                cond: WhereIR = ("cmp", attr_subject.name, "=", self.operand(branch.this, attr_subject))
+            else:
+                cond = self.where(branch.this)
+            branches.append((("and", (("istrue", cond), *(("not", ("istrue", c)) for c in prior))),
+                             branch.args.get("true")))
+            prior.append(cond)
+        rest: WhereIR = ("and", tuple(("not", ("istrue", c)) for c in prior)) if prior else ("const", True)
+        branches.append((rest, case.args.get("default")))
+        total: list[tuple[int, float]] = []  # (slot, factor): SUM of the branch values
+        counted: list[tuple[int, float]] = []  # rows whose value is not NULL (COUNT, AVG's denominator)
+        integer = True
+        lo, hi = float("inf"), float("-inf")
+        for bfilter, value in branches:
+            f = bfilter if filt is None else ("and", (filt, bfilter))
+            value = _strip_numeric_casts(_strip_paren(value)) if value is not None else None
+            if value is None or isinstance(value, exp.Null):
+                continue
+            if isinstance(value, exp.Column):
+                attr = self.column(value)
+                if kind != "count" and attr.domain.kind != "int":
+                    raise Refusal(E.UNDEFINED_FUNCTION, f"function {kind}(text) does not exist",
+                                  position=position_of(value))
+                counted.append((self.slot(AggSpec("count", attr.name if attr.domain.nullable else None, f)), 1.0))
+                if kind != "count":
+                    total.append((self.slot(AggSpec("sum", attr.name, f)), 1.0))
+                    lo, hi = min(lo, attr.domain.lo), max(hi, attr.domain.hi)
+                continue
+            lit = self.literal(value)
+            if isinstance(lit, bool) or not isinstance(lit, int | Decimal):
+                if kind == "count" and lit is not _NOT_LITERAL:
+                    counted.append((self.slot(AggSpec("count", None, f)), 1.0))
+                    continue
+                raise _unsupported(f"CASE branch {_sql_of(value)} inside {kind.upper()}", value,
+                                   hint="Each CASE branch may be an attribute, a numeric literal or NULL.")
+            integer = integer and isinstance(lit, int)
+            c = self.slot(AggSpec("count", None, f))
+            counted.append((c, 1.0))
+            if lit != 0 and kind != "count":
+                total.append((c, float(lit)))
+            lo, hi = min(lo, float(lit)), max(hi, float(lit))
+        if kind == "count":
+            return pp.Lin(counted, True, name)
+        if kind == "sum":
+            return pp.Lin(total, integer, name)
+        return pp.Ratio(total, counted, lo, hi, name)
 
     def expr(self, node: exp.Expr, where: str) -> pp.Expr:
         """Lower an output / HAVING / ORDER BY expression over aggregates and group keys."""
@@ -622,6 +686,14 @@ class Analyzer:
 
 
 _NOT_LITERAL: Any = object()
+
+
+def _strip_numeric_casts(node: Any) -> Any:
+    """Casts to a numeric type do not change an integer attribute's value (Tableau wraps columns so)."""
+    node = _strip_paren(node)
+    while isinstance(node, exp.Cast) and node.args["to"].this in (_INT_TYPES | _FLOAT_TYPES):
+        node = _strip_paren(node.this)
+    return node
 
 
 def _flatten(node: exp.Expr, cls: type[exp.Expr]) -> list[exp.Expr]:

@@ -129,6 +129,10 @@ class Binder:
             return f, t
         if tag == "const":
             return (True, False) if ir[1] is True else ((False, True) if ir[1] is False else (False, False))
+        if tag == "istrue":
+            # CASE WHEN takes a branch only where the condition is TRUE (unknown falls through).
+            t = self.tf(ir[1])[0]
+            return t, sp.not_(t)
         attr = self.table.attribute(ir[1])
         assert attr is not None
         if tag == "cmp":

@@ -74,6 +74,35 @@ class Scaled(Expr):
         return n * self.factor
 
 
+class Lin(Expr):
+    """A sum of scaled aggregate slots (a conditional SUM/COUNT over CASE branches), rounded if integer."""
+
+    def __init__(self, terms: Sequence[tuple[int, float]], integer: bool, name: str) -> None:
+        self.terms, self.integer, self.name = list(terms), integer, name
+        self.oid = INT8 if integer else FLOAT8
+
+    def ev(self, ctx: Ctx) -> object:
+        v = sum(f * float(ctx.aggs[s]) for s, f in self.terms)
+        return round_count(v) if self.integer else float(v)
+
+
+class Ratio(Expr):
+    """AVG over CASE branches: noisy sum / noisy count; NULL when the count is <= 0; clamped to [lo, hi]."""
+
+    oid = FLOAT8
+
+    def __init__(self, num: Sequence[tuple[int, float]], den: Sequence[tuple[int, float]], lo: float, hi: float,
+                 name: str) -> None:
+        self.num, self.den, self.lo, self.hi, self.name = list(num), list(den), lo, hi, name
+
+    def ev(self, ctx: Ctx) -> object:
+        c = sum(f * float(ctx.aggs[s]) for s, f in self.den)
+        if c <= 0:
+            return None
+        v = sum(f * float(ctx.aggs[s]) for s, f in self.num) / c
+        return min(max(v, self.lo), self.hi) if self.lo <= self.hi else v
+
+
 class Avg(Expr):
     """SUM/COUNT of noisy values: NULL when the noisy count is <= 0; clamped into the declared domain."""
 

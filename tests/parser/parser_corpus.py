@@ -67,6 +67,12 @@ METABASE: list[Entry] = [
     ('SELECT count(*) AS "count" FROM "public"."adult" '
      'LEFT JOIN "public"."countries" "c" ON "public"."adult"."native_country" = "c"."id"', "0A000", []),
     ('SELECT "public"."adult".* FROM "public"."adult" LIMIT 2000', "42501", []),
+    ('SELECT sum(CASE WHEN "public"."adult"."income_gt_50k" = 1 THEN 1 ELSE 0.0 END) AS "count-where" '
+     'FROM "public"."adult"', OK, []),
+    ('SELECT sum(CASE WHEN "public"."adult"."sex" = 0 THEN "public"."adult"."hours_per_week" ELSE 0.0 END) '
+     'AS "sum-where" FROM "public"."adult"', OK, []),
+    ('SELECT sum(CASE WHEN "public"."adult"."race" = 1 THEN 1 ELSE 0.0 END) / count(*) AS "share" '
+     'FROM "public"."adult"', OK, []),
 ]
 
 SUPERSET: list[Entry] = [
@@ -260,7 +266,14 @@ ANALYST: list[Entry] = [
     ("SELECT sum(DISTINCT age) FROM adult", "0A000", []),
     ("SELECT sum(age * 2) FROM adult", "0A000", []),
     ("SELECT avg(age + hours_per_week) FROM adult", "0A000", []),
-    ("SELECT sum(CASE WHEN sex = 1 THEN age ELSE 0 END) FROM adult", "0A000", []),
+    ("SELECT sum(CASE WHEN sex = 1 THEN age ELSE 0 END) FROM adult", OK, []),
+    ("SELECT sum(CASE WHEN sex = 1 THEN 1 ELSE 0 END) AS men, sum(CASE WHEN sex = 0 THEN 1 ELSE 0 END) AS women "
+     "FROM adult", OK, []),
+    ("SELECT race, count(CASE WHEN age > 60 THEN 1 END) FROM adult GROUP BY race", OK, []),
+    ("SELECT avg(CASE WHEN income_gt_50k = 1 THEN 1.0 ELSE 0.0 END) AS share FROM adult", OK, []),
+    ("SELECT sum(CASE race WHEN 1 THEN 10 WHEN 2 THEN 20 ELSE hours_per_week END) FROM adult", OK, []),
+    ("SELECT avg(CASE WHEN age < 30 THEN hours_per_week END) FROM adult WHERE sex = 1", OK, []),
+    ("SELECT sum(CASE WHEN age > 30 THEN 'x' ELSE 0 END) FROM adult", "0A000", []),
     ("SELECT count(*) FROM adult WHERE age > hours_per_week", "0A000", []),
     ("SELECT count(*) FROM adult WHERE age + 1 > 30", "0A000", []),
     ("SELECT count(*) FROM adult WHERE abs(age - 40) < 5", "0A000", []),

@@ -83,7 +83,9 @@ def predicate(r: Random, g: Gen, attrs: list[str], depth: int = 2) -> str:
 
 
 AGGS = ["COUNT(*)", "count(1)", "COUNT({v})", "SUM({v})", "AVG({v})", "SUM({v}) / COUNT(*)",
-        "SUM({v}) + COUNT(*)", "count(*) * 2", "sum(1)"]
+        "SUM({v}) + COUNT(*)", "count(*) * 2", "sum(1)", "SUM(CASE WHEN {v} > 40 THEN 1 ELSE 0 END)",
+        "AVG(CASE WHEN {v} < 50 THEN {v} END)", "COUNT(CASE WHEN {v} BETWEEN 20 AND 60 THEN 1 END)",
+        "SUM({v}) FILTER (WHERE {v} <> 45)"]
 
 
 @dataclass
