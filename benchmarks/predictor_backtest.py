@@ -60,7 +60,7 @@ def adult(data: Path, catalog: Any) -> tuple[list[dict[str, Any]], list[str]]:
     md: list[str] = []
     for name in ("adult_bi_21d.log", "adult_bi_21d.csv"):
         statements, stats = read_log(data / name)
-        md.append(f"Read: {stats.summary()}\n")
+        md.append(f"Read: {stats.summary().replace(str(data) + '/', '')}\n")
         for keys, cat in (("sqlglot", None), ("parser", catalog)):
             if keys == "parser" and cat is None:
                 continue

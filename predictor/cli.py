@@ -28,7 +28,7 @@ from predictor.backtest import backtest, format_table, load_truth
 from predictor.declared import TemplateError
 from predictor.logs import FORMATS
 from predictor.output import write_prediction
-from predictor.predict import bucket, read_logs, train
+from predictor.predict import bucket, measure_overlap, read_logs, train
 from predictor.utility import SPLIT_NAMES, CostModel
 
 
@@ -152,6 +152,7 @@ def run(args: argparse.Namespace, catalog: Catalog | None = None) -> int:
     except TemplateError as exc:
         print(f"predict: bad declared template: {exc}", file=sys.stderr)
         return 2
+    measure_overlap(pset, epochs, catalog, cost, threshold)
     pset.stats.update(counts)
     pset.stats["read"] = [
         {

@@ -8,7 +8,10 @@ Format (version 1)::
       "epoch_start": "2026-10-22T00:00:00",        # start of the epoch P is for (log clock); null if unknown
       "epoch_hours": 24,
       "s_estimate": 76,                            # expected number of statements in the epoch (stream length S)
-      "rho_estimate": 0.66,                        # expected share of those statements whose key is in P
+      "rho_estimate": 0.64,                        # expected share of those statements whose key is in P:
+                                                   # measured by predicting each of the last 7 epochs from
+                                                   # the ones before (model estimate when history is short;
+                                                   # stats.rho_model always holds the model's figure)
       "threshold": 0.41,                           # the expected-utility cut-off used
       "queries": [
         {"sql": "SELECT COUNT(*) FROM adult WHERE race = 1",

@@ -201,6 +201,37 @@ def _add_snapshot(cands: list[Candidate], undated: Sequence[Occurrence], days: f
     return sorted(have.values(), key=lambda c: (-c.p, c.key))
 
 
+def measure_overlap(
+    pset: PredictionSet,
+    epochs: Epochs,
+    catalog: Catalog | None = None,
+    cost: CostModel | None = None,
+    threshold: float | None = None,
+    days: int = 7,
+    min_history: int = 7,
+) -> PredictionSet:
+    """Replace the model's rho by the overlap measured on the last ``days`` epochs of the window.
+
+    Each of those epochs is predicted from the epochs before it only, exactly as P is, and its recall (share
+    of its statements whose key was in that P) is recorded; rho is their mean. This is the honest figure
+    for the engine's ``auto`` split: measured on traffic the prediction had not seen. The model's own
+    estimate stays in ``stats["rho_model"]``. Needs ``min_history`` epochs before the first measured one.
+    """
+    n = len(epochs.buckets)
+    recalls: list[float] = []
+    for d in range(max(min_history, n - days), n):
+        window = Epochs(epochs.origin, epochs.hours, epochs.buckets[:d])
+        keys = train(window, d, catalog, cost, threshold).keys
+        total = sum(o.count for o in epochs.buckets[d])
+        if total:
+            recalls.append(sum(o.count for o in epochs.buckets[d] if o.key in keys) / total)
+    pset.stats["rho_model"] = pset.rho_estimate
+    if recalls:
+        pset.stats["rho_measured_days"] = [round(r, 4) for r in recalls]
+        pset.rho_estimate = round(sum(recalls) / len(recalls), 4)
+    return pset
+
+
 def read_logs(
     paths: Sequence[str | Path], format: str = "auto", prefix: str | None = None
 ) -> tuple[list[LogStatement], list[ReadStats]]:
@@ -228,5 +259,6 @@ def predict_from_logs(
     statements, stats = read_logs(paths, format, prefix)
     epochs, undated, counts = bucket(statements, epoch_hours, catalog)
     result = train(epochs, None, catalog, cost, threshold, undated, snapshot_days, declared)
+    measure_overlap(result, epochs, catalog, cost, threshold)
     result.stats.update(counts)
     return result, stats
