@@ -168,7 +168,9 @@ class Analyzer:
     def operand(self, node: exp.Expr, attr: Attribute | None) -> tuple[str, Any]:
         """A literal or a parameter compared with ``attr`` (None: a literal-only comparison)."""
         node = _strip_paren(node)
-        if isinstance(node, exp.Parameter) or isinstance(node, exp.Placeholder):
+        while isinstance(node, exp.Cast) and isinstance(_strip_paren(node.this), exp.Parameter | exp.Placeholder):
+            node = _strip_paren(node.this)  # $1::int4: the value is coerced to the attribute's type anyway
+        if isinstance(node, exp.Parameter | exp.Placeholder):
             n = _param_index(node)
             self.param_types[n] = pp.TEXT if attr is not None and attr.domain.kind != "int" else pp.INT4
             return ("param", n)

@@ -150,6 +150,7 @@ GRAFANA: list[Entry] = [
     ("SELECT sex AS metric, count(*) AS value FROM adult WHERE race = $1 AND age BETWEEN $2 AND $3 GROUP BY 1",
      OK, ["1", "30", "50"]),
     ("SELECT count(*) FROM adult WHERE workclass IN ($1, $2, $3)", OK, [1, 2, 3]),
+    ("SELECT count(*) FROM adult WHERE age >= $1::int4 AND age < $2::integer", OK, ["30", "40"]),
     ("SELECT race, count(*) FROM adult GROUP BY race ORDER BY 2 DESC LIMIT $1", OK, [3]),
 ]
 
