@@ -1,0 +1,193 @@
+"""Budget split and online pacing of unpredicted ("bad") statements: the LAPRAS allocation rules.
+
+Units are whatever :class:`lapras.accounting.Budget` composes additively (mu^2 in gdp mode, epsilon in
+basic mode): LAPRAS allocates mu^2 exactly where the paper allocates epsilon.
+
+- The stream budget is split into MM / badInit / remBad / reserve (a paper preset, custom fractions, or
+  ``auto`` from the expected overlap).
+- Stopping-time estimator: when the b-th bad statement arrives at stream position n (b, n >= 2),
+  ``B_hat = S (b - 1) / (n - 1)`` is unbiased for the number of bad statements under random order.
+- Smooth Allocation: pool = badInit + remBad; the b-th bad statement gets ``pool_rem / (B_rem + 1)`` with
+  ``B_rem = max(1, B_hat - b)``.
+- Static Allocation: the first T bad statements get badInit / T each; at b = T the estimate is locked as
+  B_est and the next ``B_est - T`` get remBad / (B_est - T) each.
+- Past the estimate (b > B_hat, or b > B_est for Static) the reserve pays half of what it has left; a
+  statement whose grant falls under ``eps_min`` stops the stream for the rest of the epoch.
+
+The state is a small JSON-able dataclass so that the ledger can persist it with every spend, and a restart
+resumes the estimator exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Literal
+
+Policy = Literal["smooth", "static"]
+
+# The seed's Table 1: (eps_MM, eps_badInit, eps_reserve); remBad is what is left.
+PRESETS: dict[str, tuple[float, float, float]] = {
+    "equal": (1 / 4, 1 / 4, 1 / 4),
+    "matrix_heavy": (1 / 2, 1 / 6, 1 / 6),
+    "query_heavy": (1 / 6, 1 / 3, 1 / 6),
+    "reserve_heavy": (1 / 6, 1 / 6, 1 / 2),
+}
+AUTO_RESERVE = 0.05
+
+
+@dataclass(frozen=True)
+class Split:
+    """Fractions of the stream budget for the four parts (they sum to 1)."""
+
+    mm: float
+    bad_init: float
+    rem_bad: float
+    reserve: float
+
+    def __post_init__(self) -> None:
+        parts = (self.mm, self.bad_init, self.rem_bad, self.reserve)
+        if min(parts) < 0 or abs(sum(parts) - 1.0) > 1e-9:
+            raise ValueError(f"split fractions must be >= 0 and sum to 1, got {parts}")
+
+    @staticmethod
+    def of(mm: float, bad_init: float, reserve: float) -> Split:
+        """Fractions given the paper's way: remBad is the remainder."""
+        return Split(mm, bad_init, max(0.0, 1.0 - mm - bad_init - reserve), reserve)
+
+    @staticmethod
+    def preset(name: str) -> Split:
+        if name not in PRESETS:
+            raise ValueError(f"unknown split preset {name!r}; one of {sorted(PRESETS)} or 'auto'")
+        return Split.of(*PRESETS[name])
+
+    def to_json(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def warmup_length(s: int) -> int:
+    """T = ceil(log2(S)^2), at least 2 (the estimator needs two bad statements)."""
+    return max(2, math.ceil(math.log2(max(s, 2)) ** 2))
+
+
+def auto_split(
+    rho: float, s: int, mm_query_variance: float | None, mode: str, warmup: int | None = None
+) -> Split:
+    """Fractions minimising the expected total squared error for an expected overlap ``rho``.
+
+    With G = rho S good and B = (1 - rho) S bad statements, an MM query costs ``v / u_mm`` (gdp) or
+    ``v / u_mm^2`` (basic, AGM noise ~ 1/eps) where ``v`` is its variance at one unit; a bad one gets
+    ``u_pool / B`` units. Minimising ``G v / u_mm + B^2 / u_pool`` (gdp) gives u_mm ~ sqrt(G v),
+    u_pool ~ B; the basic analogue gives cube roots. A fixed small reserve absorbs estimator error.
+    """
+    rho = min(max(rho, 0.0), 1.0)
+    g, b = rho * s, (1.0 - rho) * s
+    v = mm_query_variance if mm_query_variance is not None else 1.0
+    if mode == "gdp":
+        w_mm, w_pool = math.sqrt(g * v), b
+    else:
+        w_mm, w_pool = (g * v) ** (1 / 3), b
+    free = 1.0 - AUTO_RESERVE
+    if w_mm + w_pool == 0:
+        return Split(free, 0.0, 0.0, AUTO_RESERVE)
+    mm = free * w_mm / (w_mm + w_pool)
+    pool = max(free - mm, 0.0)
+    t = warmup if warmup is not None else warmup_length(s)
+    bad_init = pool * min(1.0, t / b) if b > 0 else pool
+    return Split(mm, bad_init, max(pool - bad_init, 0.0), 1.0 - mm - pool)
+
+
+@dataclass(frozen=True)
+class AllocState:
+    """Estimator and pool state after ``n`` stream items: persisted with every spend."""
+
+    n: int = 0
+    b: int = 0
+    pool_spent: float = 0.0
+    reserve_spent: float = 0.0
+    b_est: float | None = None
+    stopped: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(d: dict[str, object]) -> AllocState:
+        return AllocState(**d)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Units granted to one bad statement, by part (``total == 0`` means refused: the stream stopped)."""
+
+    pool: float
+    reserve: float
+
+    @property
+    def total(self) -> float:
+        return self.pool + self.reserve
+
+
+@dataclass(frozen=True)
+class Allocator:
+    """Pacing rule for one epoch: pure functions from state to (grant, next state)."""
+
+    split: Split
+    units: float
+    s: int
+    warmup: int
+    policy: Policy = "smooth"
+    min_fraction: float = 1e-4
+    prior_bad: float | None = None
+
+    @property
+    def min_units(self) -> float:
+        return self.min_fraction * self.units
+
+    @property
+    def mm_units(self) -> float:
+        return self.split.mm * self.units
+
+    def estimate(self, b: int, n: int) -> float:
+        """Stopping-time estimate of the total number of bad statements (prior until b, n >= 2)."""
+        if b >= 2 and n >= 2:
+            return self.s * (b - 1) / (n - 1)
+        return self.prior_bad if self.prior_bad is not None else float(self.s)
+
+    def good(self, st: AllocState) -> AllocState:
+        return replace(st, n=st.n + 1)
+
+    def bad(self, st: AllocState) -> tuple[Grant, AllocState]:
+        """Grant for the next bad statement and the state after it (a zero grant = refused)."""
+        n, b = st.n + 1, st.b + 1
+        pool_total = (self.split.bad_init + self.split.rem_bad) * self.units
+        pool_rem = max(pool_total - st.pool_spent, 0.0)
+        reserve_rem = max(self.split.reserve * self.units - st.reserve_spent, 0.0)
+        b_est = st.b_est
+        if self.policy == "smooth":
+            b_hat = self.estimate(b, n)
+            pool = pool_rem / (max(1.0, b_hat - b) + 1.0)
+            past = b > b_hat
+        else:
+            t = self.warmup
+            if b <= t:
+                pool = self.split.bad_init * self.units / t
+                if b == t:
+                    b_est = self.estimate(b, n)
+                past = False
+            else:
+                k = max(1, round(b_est if b_est is not None else b) - t)
+                past = b > t + k
+                pool = 0.0 if past else self.split.rem_bad * self.units / k
+            pool = min(pool, pool_rem)
+        reserve = reserve_rem / 2.0 if past else 0.0
+        grant = Grant(pool, reserve)
+        if st.stopped or grant.total < self.min_units or grant.total <= 0:
+            return Grant(0.0, 0.0), replace(st, n=n, b=b, b_est=b_est, stopped=True)
+        return grant, AllocState(
+            n, b, st.pool_spent + pool, st.reserve_spent + reserve, b_est, stopped=False
+        )
+
+    def expected_unit_grant(self, st: AllocState) -> float:
+        """Units the next bad statement would get (for the free-estimate accuracy rule); no state change."""
+        return self.bad(st)[0].total

@@ -1,0 +1,87 @@
+"""Exact Gaussian calibrations: Analytic Gaussian Mechanism (Balle & Wang 2018) and mu-GDP conversions.
+
+Both rest on one curve. A Gaussian mechanism with L2 sensitivity ``s`` and noise ``sigma`` is mu-GDP with
+``mu = s / sigma`` (Dong, Roth & Su 2019), and its tight (epsilon, delta) profile is
+
+    delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps * Phi(-eps/mu - mu/2),
+
+which is exactly Balle & Wang's condition for the analytic Gaussian mechanism. Every inversion below is a
+bracketed root find (brentq) with a *relative* tolerance on the unknown and a check on log(delta), so that
+delta = 1/n^2 is calibrated as carefully as delta = 1e-3.
+"""
+
+from __future__ import annotations
+
+import math
+
+from scipy.optimize import brentq
+from scipy.special import log_ndtr, ndtr
+
+_RTOL = 1e-12
+
+
+def gdp_delta(mu: float, eps: float) -> float:
+    """Smallest delta such that a mu-GDP mechanism is (eps, delta)-DP."""
+    if mu <= 0:
+        return 0.0
+    if math.isinf(mu):
+        return 1.0
+    a = -eps / mu + mu / 2
+    b = -eps / mu - mu / 2
+    # e^eps * Phi(b) computed in log space: both terms can be tiny or e^eps huge.
+    first = ndtr(a)
+    second = math.exp(eps + float(log_ndtr(b)))
+    return max(float(first - second), 0.0)
+
+
+def _log_gap(mu: float, eps: float, delta: float) -> float:
+    """log(delta(eps; mu)) - log(delta): increasing in mu, the quantity brentq zeroes."""
+    d = gdp_delta(mu, eps)
+    return (math.log(d) if d > 0 else -1e300) - math.log(delta)
+
+
+def _bracket(f, lo: float, hi: float) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Widen [lo, hi] geometrically until f changes sign (f increasing)."""
+    while f(lo) > 0:
+        lo /= 2.0
+    while f(hi) < 0:
+        hi *= 2.0
+    return lo, hi
+
+
+def gdp_mu(eps: float, delta: float) -> float:
+    """Largest mu whose mu-GDP trade-off curve is (eps, delta)-DP."""
+    _check(eps, delta)
+    f = lambda m: _log_gap(m, eps, delta)  # noqa: E731
+    lo, hi = _bracket(f, 1e-3, 1.0)
+    return float(brentq(f, lo, hi, xtol=1e-300, rtol=_RTOL, maxiter=500))
+
+
+def gdp_eps(mu: float, delta: float) -> float:
+    """Smallest eps at which a mu-GDP mechanism is (eps, delta)-DP (0 when mu == 0)."""
+    if not 0 < delta < 1:
+        raise ValueError("delta must be in (0, 1)")
+    if mu <= 0 or gdp_delta(mu, 0.0) <= delta:
+        return 0.0
+    # delta(eps; mu) decreases in eps: zero the negated gap.
+    f = lambda e: -_log_gap(mu, e, delta)  # noqa: E731
+    hi = max(1.0, mu * mu)
+    while f(hi) < 0:
+        hi *= 2.0
+    return float(brentq(f, 0.0, hi, xtol=1e-15, rtol=_RTOL, maxiter=500))
+
+
+def agm_sigma(eps: float, delta: float, sensitivity: float = 1.0) -> float:
+    """Smallest sigma making the Gaussian mechanism (eps, delta)-DP for the given L2 sensitivity."""
+    if sensitivity < 0:
+        raise ValueError("sensitivity must be >= 0")
+    if sensitivity == 0:
+        return 0.0
+    return sensitivity / gdp_mu(eps, delta)
+
+
+def _check(eps: float, delta: float) -> None:
+    if not eps > 0 or math.isinf(eps):
+        raise ValueError(f"epsilon must be positive and finite, got {eps}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")

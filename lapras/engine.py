@@ -1,0 +1,329 @@
+"""The LAPRAS engine: ``Engine.answer(plan, user) -> Answer``, with no knowledge of sockets.
+
+Per statement (one stream item): repeats are served from the stored answers (no spend, no stream item);
+zero queries are exactly 0; the rest are classified by :class:`lapras.online.OnlinePolicy` under the
+epoch's lock: good statements are answered from the MM release / free estimates, bad ones get ONE
+Gaussian release over their unanswered queries, paid by the allocation rule, combined with free estimates
+by inverse-variance weighting. Spend, release and answers are committed before the answer is returned.
+After the stop a statement is answered from free estimates or refused with SQLSTATE 53400.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lapras.errors import BudgetExhausted, UnknownTable
+from lapras.exact import ExactSource
+from lapras.ledger.base import EpochRecord, EpochSpec, Ledger, ReleaseRecord, StaleEpoch, StoredAnswer
+from lapras.matrix_mechanism import MMRelease, expected_query_variance, plan_groups, release_mm
+from lapras.mechanisms import Cost, new_rng
+from lapras.online import OnlinePolicy, combine
+from lapras.settings import EngineSettings
+from parser.linear import LinearQuery
+from parser.schema import Catalog, TableSchema
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The predictor's output for an epoch: P as canonical linear queries, S and the expected overlap."""
+
+    queries: Sequence[LinearQuery] = ()
+    s_estimate: int | None = None
+    rho_estimate: float | None = None
+
+
+def load_prediction(path: str | Path, catalog: Catalog) -> Prediction:
+    """Read P.json and re-parse each SQL through the parser into canonical linear queries (bad SQL skipped)."""
+    import parser as sqlparser
+
+    doc = json.loads(Path(path).read_text())
+    qs: dict[str, LinearQuery] = {}
+    for item in doc.get("queries", []):
+        try:
+            plan = sqlparser.plan_query(item["sql"], catalog)
+        except Exception:  # noqa: BLE001 - a query the parser refuses cannot be predicted
+            continue
+        for q in plan.queries:
+            if not q.is_zero:
+                qs.setdefault(q.key, q)
+    return Prediction(tuple(qs.values()), doc.get("s_estimate"), doc.get("rho_estimate"))
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Answers of one statement: values and standard errors per linear query, and what was spent."""
+
+    values: np.ndarray
+    stderrs: np.ndarray
+    outcomes: tuple[str, ...]
+    outcome: str  # repeat | good | bad | free_after_stop | zero
+    cost: Cost | None = None
+    position: int | None = None
+
+    @property
+    def cost_text(self) -> str:
+        if self.cost is None:
+            return "none"
+        return ", ".join(f"{k}={v:.4g}" for k, v in self.cost.to_json().items())
+
+
+class Engine:
+    """One engine per process; thread-safe (the proxy calls ``answer`` from worker threads)."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        ledger: Ledger,
+        exact: ExactSource,
+        settings: EngineSettings | None = None,
+        predictions: Callable[[], Prediction] | None = None,
+        rng: np.random.Generator | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.catalog = catalog
+        self.ledger = ledger
+        self.exact = exact
+        self.settings = settings or EngineSettings()
+        self.predictions = predictions or (lambda: Prediction())
+        self.rng = rng if rng is not None else new_rng()
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._cache: dict[str, tuple[float, float]] = {}
+        self._epoch: EpochRecord | None = None
+        self._mm: MMRelease | None = None
+        self._pkeys: frozenset[str] = frozenset()
+        self._load_or_start()
+
+    # ----------------------------------------------------------------------------------- epochs
+
+    def _load_or_start(self) -> None:
+        ep = self.ledger.current_epoch()
+        if ep is None:
+            self.new_epoch(expected_current=None)
+        else:
+            self._adopt(ep)
+
+    def _adopt(self, ep: EpochRecord) -> None:
+        """Make ``ep`` the engine's epoch: its MM release and stored answers, as the ledger has them."""
+        with self._lock:
+            rel = self.ledger.mm_release(ep.id)
+            mm = None
+            pkeys: frozenset[str] = frozenset()
+            if rel is not None and rel.payload is not None:
+                meta = rel.meta if isinstance(rel.meta, dict) else {}
+                mm = MMRelease.from_bytes(meta.get("groups", []), rel.payload, rel.cost)
+                pkeys = frozenset(meta.get("keys", []))
+            self._epoch, self._mm, self._pkeys = ep, mm, pkeys
+            self._cache = {k: (a.value, a.stderr) for k, a in self.ledger.answers(ep.id).items()}
+            self._policy = OnlinePolicy(ep.spec.allocator(), ep.spec.budget, self.settings.free_stderr_ratio,
+                                        self.settings.free_answer_max_stderr or None)
+
+    def new_epoch(self, prediction: Prediction | None = None, expected_current: int | None = -1) -> EpochRecord:
+        """Start a new epoch: new budget, new P, and the MM release drawn before any query is answered."""
+        with self._lock:
+            if expected_current == -1:
+                expected_current = self._epoch.id if self._epoch is not None else None
+            pred = prediction if prediction is not None else self.predictions()
+            st = self.settings
+            s = int(pred.s_estimate or st.stream_length)
+            (eps_q, delta_q), (eps_r, delta_r) = st.stream_budget, st.regression_budget
+            groups_in = self._p_workloads(pred.queries)
+            groups = plan_groups(groups_in, cvx_max_cells=st.cvx_max_cells, rng=self.rng,
+                                 progress=self._progress(sum(len(v[1]) for v in groups_in.values())))
+            from lapras.accounting import Budget
+
+            budget = Budget(st.accounting, eps_q, delta_q)  # type: ignore[arg-type]
+            v_unit = expected_query_variance(groups, budget.cost_of(1.0)) if groups else None
+            rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
+            split = st.resolve_split(s, rho, v_unit, bool(groups))
+            from lapras.allocation import warmup_length
+
+            n_pred = sum(g.n_queries for g in groups)
+            spec = EpochSpec(st.accounting, eps_q, delta_q, st.epsilon, st.delta, eps_r, delta_r,
+                             split.to_json(), st.allocation, s, st.warmup or warmup_length(s), st.min_fraction,
+                             prior_bad=(1 - rho) * s if rho is not None else None, rho_estimate=rho,
+                             predicted_keys=n_pred)
+            mm_rec = None
+            units = split.mm * budget.units
+            if groups and units > 0:
+                cost = budget.cost_of(units)
+                hists = [self.exact.marginal(self.catalog.table(g.table), g.marginal)  # type: ignore[arg-type]
+                         for g in groups]
+                rel = release_mm(groups, hists, cost, self.rng)
+                keys = [q.key for q in pred.queries if self._group_of(q) in groups_in]
+                mm_rec = ReleaseRecord("mm", cost, units, rel.sigma, 1.0, 0, {"mm": units},
+                                       {"groups": rel.meta(), "keys": keys}, rel.to_bytes())
+            ep = self.ledger.begin_epoch(spec, mm_rec, expected_current)
+            self._adopt(ep)
+            return ep
+
+    def _progress(self, total: int) -> Callable[[int], None] | None:
+        if not self.settings.progress or total == 0:
+            return None
+        from tqdm import tqdm
+
+        bar = tqdm(total=total, desc="matrix mechanism", unit="query")
+        return lambda k: (bar.update(k), bar.refresh())  # type: ignore[func-returns-value]
+
+    def _group_of(self, q: LinearQuery) -> tuple[str, tuple[str, ...]]:
+        return (q.table, tuple(q.marginal))
+
+    def _p_workloads(self, queries: Sequence[LinearQuery]) -> dict:  # type: ignore[type-arg]
+        out: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, ...], list]] = defaultdict(lambda: ((), []))  # type: ignore[type-arg]
+        for q in queries:
+            t = self.catalog.table(q.table)
+            if t is None or q.is_zero:
+                continue
+            shape = t.shape(tuple(q.marginal))
+            if math.prod(shape) > self.settings.mm_max_cells:
+                continue  # too large for one release: these predictions are answered online
+            k = self._group_of(q)
+            out[k] = (shape, out[k][1] + [q.factors(t)])
+        return dict(out)
+
+    def _maybe_roll(self) -> None:
+        length = self.settings.epoch_length
+        ep = self._epoch
+        if ep is not None and length is not None and self.clock() - ep.started_at >= length:
+            self.new_epoch(expected_current=ep.id)
+
+    # ----------------------------------------------------------------------------------- answering
+
+    def lookup(self, plan: object) -> Answer | None:
+        """Repeat of already answered queries: the stored answer from memory, no spend (well under 1 ms)."""
+        queries = plan.queries  # type: ignore[attr-defined]
+        vals, errs = [], []
+        cache = self._cache
+        for q in queries:
+            hit = cache.get(q.key)
+            if hit is None:
+                if not q.is_zero:
+                    return None
+                hit = (0.0, 0.0)
+            vals.append(hit[0])
+            errs.append(hit[1])
+        return Answer(np.array(vals), np.array(errs), ("repeat",) * len(vals), "repeat")
+
+    def answer(self, plan: object, user: str = "") -> Answer:
+        """Answer one statement (QueryPlan); raises BudgetExhausted (53400) when it cannot be answered."""
+        self._maybe_roll()
+        hit = self.lookup(plan)
+        if hit is not None:
+            return hit
+        for _ in range(3):
+            try:
+                return self._answer(plan, user)
+            except StaleEpoch:
+                cur = self.ledger.current_epoch()
+                if cur is None:
+                    self.new_epoch(expected_current=None)
+                else:
+                    self._adopt(cur)
+        raise StaleEpoch("the epoch changed three times while answering")
+
+    def _answer(self, plan: object, user: str) -> Answer:
+        table = self.catalog.table(plan.table)  # type: ignore[attr-defined]
+        if table is None:
+            raise UnknownTable(f'relation "{plan.table}" is not a protected table')  # type: ignore[attr-defined]
+        queries: list[LinearQuery] = list(plan.queries)  # type: ignore[attr-defined]
+        ep, mm, policy = self._epoch, self._mm, self._policy
+        assert ep is not None
+        todo = [i for i, q in enumerate(queries) if not q.is_zero and q.key not in self._cache]
+        free, free_var = self._free_estimates(table, [queries[i] for i in todo], mm)
+        predicted = all(queries[i].key in self._pkeys for i in todo)
+        need_exact = not (predicted and np.isfinite(free_var).all())
+        exact = self.exact.answers(table, [queries[i] for i in todo]) if need_exact and todo else None
+        with self.ledger.locked(ep.id) as tx:
+            stored = tx.find([queries[i].key for i in todo])
+            for k, a in stored.items():
+                self._cache[k] = (a.value, a.stderr)
+            keep = [j for j, i in enumerate(todo) if queries[i].key not in stored]
+            if not keep:
+                return self.lookup(plan)  # type: ignore[return-value]
+            sub = [todo[j] for j in keep]
+            fv, fvar = free[keep], free_var[keep]
+            d = policy.decide(tx.epoch.state, predicted=predicted, free_var=fvar,
+                              sensitivity_of=lambda m: self._sensitivity(table, [queries[i] for i, f in zip(sub, m, strict=True) if f]))
+            if d.outcome == "refused":
+                tx.commit_item(d.state, None, [])
+                raise BudgetExhausted(
+                    "privacy budget of the current epoch exhausted",
+                    detail=f"epoch {ep.id}: the stream stopped at statement {d.state.n}; no free estimate covers "
+                           "this query",
+                    hint="repeat a query already answered, or wait for the next epoch")
+            values, var = fv.copy(), fvar.copy()
+            release = None
+            if d.outcome == "bad":
+                assert exact is not None and d.cost is not None
+                ex = exact[keep][d.fresh]
+                noisy = ex + self.rng.normal(0.0, d.sigma, size=ex.shape)
+                v, w = combine(noisy, np.full(ex.shape, d.sigma**2), fv[d.fresh], fvar[d.fresh])
+                values[d.fresh], var[d.fresh] = v, w
+                release = ReleaseRecord("fresh", d.cost, d.grant.total, d.sigma,
+                                        self._sensitivity(table, [queries[sub[j]] for j in np.flatnonzero(d.fresh)]),
+                                        d.state.n, {"pool": d.grant.pool, "reserve": d.grant.reserve},
+                                        {"keys": [queries[sub[j]].key for j in np.flatnonzero(d.fresh)]})
+            outs = ["fresh" if d.outcome == "bad" and d.fresh[j] else "free" for j in range(len(sub))]
+            recs = [StoredAnswer(queries[i].key, float(values[j]), float(math.sqrt(var[j])), outs[j], d.state.n)
+                    for j, i in enumerate(sub)]
+            tx.commit_item(d.state, release, recs, user)
+        for r in recs:
+            self._cache[r.key] = (r.value, r.stderr)
+        base = self.lookup(plan)
+        assert base is not None
+        per = {queries[i].key: o for i, o in zip(sub, outs, strict=True)}
+        outcomes = tuple("zero" if q.is_zero else per.get(q.key, "repeat") for q in queries)
+        return Answer(base.values, base.stderrs, outcomes, d.outcome, d.cost, d.state.n)
+
+    def _free_estimates(self, table: TableSchema, queries: Sequence[LinearQuery],
+                        mm: MMRelease | None) -> tuple[np.ndarray, np.ndarray]:
+        vals = np.full(len(queries), np.nan)
+        var = np.full(len(queries), np.inf)
+        if mm is None:
+            return vals, var
+        sizes = {a.name: a.domain.size for a in table.attributes}
+        for i, q in enumerate(queries):
+            est = mm.estimate(table.name, tuple(q.marginal), q.factors(table), sizes)
+            if est is not None:
+                vals[i], var[i] = est
+        return vals, var
+
+    def _sensitivity(self, table: TableSchema, queries: Sequence[LinearQuery]) -> float:
+        """Largest column L2 norm of the statement's query matrix under add/remove-one-row.
+
+        Computed exactly on the union of the queries' marginals when it is small; otherwise bounded by
+        sqrt(sum of squared per-query sensitivities), never underestimated.
+        """
+        if not queries:
+            return 0.0
+        attrs = tuple(sorted({a for q in queries for a in q.marginal}))
+        shape = table.shape(attrs)
+        if math.prod(shape) > 4_000_000:
+            return math.sqrt(sum(float(np.max(np.abs(q.vector(table)))) ** 2 for q in queries))
+        acc = np.zeros(shape)
+        for q in queries:
+            v = q.vector(table) ** 2
+            acc += v.reshape([shape[k] if a in q.marginal else 1 for k, a in enumerate(attrs)])
+        return float(math.sqrt(acc.max()))
+
+    # ----------------------------------------------------------------------------------- reporting
+
+    def budget_report(self) -> dict[str, object]:
+        from lapras.report import budget_report
+
+        return budget_report(self.ledger)
+
+    def close(self) -> None:
+        self.ledger.close()
+        close = getattr(self.exact, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,42 @@
+"""Exceptions of the LAPRAS engine, each carrying PostgreSQL error fields for the proxy's ErrorResponse."""
+
+from __future__ import annotations
+
+
+class LaprasError(Exception):
+    """Base class: ``sqlstate``, ``message`` and optional ``detail`` / ``hint`` as PostgreSQL reports them."""
+
+    sqlstate = "XX000"
+
+    def __init__(self, message: str, *, detail: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+
+
+class BudgetExhausted(LaprasError):
+    """The epoch's privacy budget is spent (or paced out) and no free estimate answers the statement.
+
+    SQLSTATE 53400 (configuration_limit_exceeded): the proxy never adds fresh noise past the budget.
+    """
+
+    sqlstate = "53400"
+
+
+class UnknownTable(LaprasError):
+    """The plan names a table the engine's catalog does not hold (42P01)."""
+
+    sqlstate = "42P01"
+
+
+class LedgerError(LaprasError):
+    """The ledger could not record a spend; nothing was released (58000, system_error)."""
+
+    sqlstate = "58000"
+
+
+class ConfigError(LaprasError):
+    """Invalid LAPRAS settings (F0000, config_file_error)."""
+
+    sqlstate = "F0000"

@@ -1,0 +1,156 @@
+"""The ledger interface: epochs, budget parts, releases, spends and served answers.
+
+Durability is part of privacy: a spend, its release and the answers computed from it are recorded in one
+atomic step (:meth:`EpochTxn.commit_item`) before any answer leaves the engine, and every spender holds the
+epoch's lock while it decides, so concurrent sessions (and processes) serialise their spends. The
+allocation state (stream position, estimator, pool and reserve spent) lives in the epoch record and is
+updated in the same step, so a restart resumes the epoch exactly.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field
+
+from lapras.accounting import Budget
+from lapras.allocation import Allocator, AllocState, Split
+from lapras.mechanisms import Cost
+
+
+@dataclass(frozen=True)
+class EpochSpec:
+    """Everything fixed when an epoch starts (stored with it, so a restart uses the same rules)."""
+
+    mode: str
+    epsilon: float  # query-stream part
+    delta: float
+    total_epsilon: float
+    total_delta: float
+    regression_epsilon: float
+    regression_delta: float
+    split: Mapping[str, float]
+    policy: str
+    s: int
+    warmup: int
+    min_fraction: float
+    prior_bad: float | None = None
+    rho_estimate: float | None = None
+    predicted_keys: int = 0
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.mode, self.epsilon, self.delta)  # type: ignore[arg-type]
+
+    def allocator(self) -> Allocator:
+        return Allocator(Split(**self.split), self.budget.units, self.s, self.warmup,
+                         self.policy, self.min_fraction, self.prior_bad)  # type: ignore[arg-type]
+
+    def to_json(self) -> dict[str, object]:
+        d = asdict(self)
+        d["split"] = dict(self.split)
+        return d
+
+    @staticmethod
+    def from_json(d: Mapping[str, object]) -> EpochSpec:
+        return EpochSpec(**d)  # type: ignore[arg-type]
+
+
+@dataclass
+class EpochRecord:
+    id: int
+    started_at: float
+    spec: EpochSpec
+    state: AllocState
+    spent_units: float = 0.0
+    regression_epsilon_spent: float = 0.0
+    regression_delta_spent: float = 0.0
+    ended_at: float | None = None
+    answers_served: int = 0
+
+
+@dataclass(frozen=True)
+class ReleaseRecord:
+    """One Gaussian release: its cost, scale and (for the MM release) its stored measurements."""
+
+    kind: str  # "mm" | "fresh"
+    cost: Cost
+    units: float
+    sigma: float
+    sensitivity: float
+    position: int | None = None
+    parts: Mapping[str, float] = field(default_factory=dict)  # units per budget part
+    meta: object = None
+    payload: bytes | None = None
+
+
+@dataclass(frozen=True)
+class StoredAnswer:
+    key: str
+    value: float
+    stderr: float
+    outcome: str
+    position: int | None = None
+
+
+class EpochTxn(ABC):
+    """The epoch under its lock: read the state, then commit one stream item (or nothing)."""
+
+    epoch: EpochRecord
+
+    @abstractmethod
+    def find(self, keys: Sequence[str]) -> dict[str, StoredAnswer]:
+        """Stored answers among ``keys`` (another session or process may have answered them)."""
+
+    @abstractmethod
+    def commit_item(self, state: AllocState, release: ReleaseRecord | None, answers: Sequence[StoredAnswer],
+                    user: str = "") -> int | None:
+        """Record the new state, the release with its spends, and the answers; durable on return."""
+
+
+class Ledger(ABC):
+    @abstractmethod
+    def current_epoch(self) -> EpochRecord | None: ...
+
+    @abstractmethod
+    def begin_epoch(self, spec: EpochSpec, mm: ReleaseRecord | None, expected_current: int | None) -> EpochRecord:
+        """Close the current epoch and open a new one with its MM release, atomically.
+
+        ``expected_current`` is the epoch id the caller saw; when another process already rolled the epoch,
+        nothing is created and the newer epoch is returned.
+        """
+
+    @abstractmethod
+    def mm_release(self, epoch_id: int) -> ReleaseRecord | None: ...
+
+    @abstractmethod
+    def answers(self, epoch_id: int) -> dict[str, StoredAnswer]: ...
+
+    @abstractmethod
+    def locked(self, epoch_id: int) -> AbstractContextManager[EpochTxn]:
+        """Lock the epoch (raises StaleEpoch when it is no longer current)."""
+
+    @abstractmethod
+    def epochs(self) -> list[EpochRecord]: ...
+
+    @abstractmethod
+    def releases(self, epoch_id: int) -> list[ReleaseRecord]: ...
+
+    @abstractmethod
+    def spend_regression(self, epoch_id: int, epsilon: float, delta: float, note: str = "") -> None:
+        """Charge the regression part (basic composition); raises BudgetExhausted when it would overspend."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass
+
+
+class StaleEpoch(Exception):
+    """The epoch was closed by another process: reload and retry."""
+
+
+def iter_parts(spec: EpochSpec) -> Iterator[tuple[str, float, float]]:
+    """(part, fraction, units) for the four stream parts."""
+    units = spec.budget.units
+    for name, frac in spec.split.items():
+        yield name, frac, frac * units

@@ -1,0 +1,103 @@
+"""In-memory ledger: the same contract without durability, for simulations, benchmarks and unit tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+
+from lapras.allocation import AllocState
+from lapras.errors import BudgetExhausted
+from lapras.ledger.base import EpochRecord, EpochSpec, EpochTxn, Ledger, ReleaseRecord, StaleEpoch, StoredAnswer
+
+
+class _MemTxn(EpochTxn):
+    def __init__(self, ledger: MemoryLedger, epoch: EpochRecord) -> None:
+        self.ledger = ledger
+        self.epoch = epoch
+
+    def find(self, keys: Sequence[str]) -> dict[str, StoredAnswer]:
+        store = self.ledger._answers[self.epoch.id]
+        return {k: store[k] for k in keys if k in store}
+
+    def commit_item(self, state: AllocState, release: ReleaseRecord | None, answers: Sequence[StoredAnswer],
+                    user: str = "") -> int | None:
+        rid = None
+        if release is not None:
+            self.ledger._releases[self.epoch.id].append(release)
+            rid = len(self.ledger._releases[self.epoch.id])
+            self.epoch.spent_units += release.units
+        self.epoch.state = state
+        store = self.ledger._answers[self.epoch.id]
+        for a in answers:
+            store.setdefault(a.key, a)
+        self.epoch.answers_served += len(answers)
+        return rid
+
+
+class MemoryLedger(Ledger):
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._epochs: list[EpochRecord] = []
+        self._releases: dict[int, list[ReleaseRecord]] = {}
+        self._answers: dict[int, dict[str, StoredAnswer]] = {}
+
+    def current_epoch(self) -> EpochRecord | None:
+        with self._lock:
+            return replace(self._epochs[-1]) if self._epochs and self._epochs[-1].ended_at is None else None
+
+    def begin_epoch(self, spec: EpochSpec, mm: ReleaseRecord | None, expected_current: int | None) -> EpochRecord:
+        with self._lock:
+            cur = self._epochs[-1] if self._epochs and self._epochs[-1].ended_at is None else None
+            if (cur.id if cur else None) != expected_current and cur is not None:
+                return replace(cur)
+            now = time.time()
+            if cur is not None:
+                cur.ended_at = now
+            ep = EpochRecord(len(self._epochs) + 1, now, spec, AllocState())
+            self._epochs.append(ep)
+            self._releases[ep.id] = []
+            self._answers[ep.id] = {}
+            if mm is not None:
+                self._releases[ep.id].append(mm)
+                ep.spent_units = mm.units
+            return replace(ep)
+
+    def mm_release(self, epoch_id: int) -> ReleaseRecord | None:
+        with self._lock:
+            return next((r for r in self._releases.get(epoch_id, []) if r.kind == "mm"), None)
+
+    def answers(self, epoch_id: int) -> dict[str, StoredAnswer]:
+        with self._lock:
+            return dict(self._answers.get(epoch_id, {}))
+
+    @contextmanager
+    def locked(self, epoch_id: int) -> Iterator[EpochTxn]:
+        with self._lock:
+            ep = self._epochs[epoch_id - 1]
+            if ep.ended_at is not None:
+                raise StaleEpoch(epoch_id)
+            yield _MemTxn(self, ep)
+
+    def epochs(self) -> list[EpochRecord]:
+        with self._lock:
+            return [replace(e) for e in self._epochs]
+
+    def releases(self, epoch_id: int) -> list[ReleaseRecord]:
+        with self._lock:
+            return list(self._releases.get(epoch_id, []))
+
+    def spend_regression(self, epoch_id: int, epsilon: float, delta: float, note: str = "") -> None:
+        with self._lock:
+            ep = self._epochs[epoch_id - 1]
+            if ep.ended_at is not None:
+                raise StaleEpoch(epoch_id)
+            s = ep.spec
+            if (ep.regression_epsilon_spent + epsilon > s.regression_epsilon * (1 + 1e-12)
+                    or ep.regression_delta_spent + delta > s.regression_delta * (1 + 1e-12)):
+                raise BudgetExhausted("the regression budget of this epoch is exhausted",
+                                      hint="wait for the next epoch")
+            ep.regression_epsilon_spent += epsilon
+            ep.regression_delta_spent += delta

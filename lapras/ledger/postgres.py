@@ -1,0 +1,264 @@
+"""PostgreSQL ledger in the upstream database's own schema ``lapras``.
+
+Serialisation: every spender takes ``SELECT ... FOR UPDATE`` on its epoch row, re-reads the allocation
+state and the stored answers under that lock, and commits the new state, the release, its spends and the
+answers in the same transaction (``synchronous_commit = on``). Several proxy processes sharing the database
+therefore share one budget, and a crash leaves either the whole stream item or none of it.
+
+What is stored for a release: its cost, scale, the noisy measurements and the strategy (for the MM
+release). The raw noise vector is deliberately *not* stored: next to the measurements it would reveal the
+exact data to anyone who can read the ledger; the measurements alone are all answers need.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from lapras.allocation import AllocState
+from lapras.errors import BudgetExhausted, LedgerError
+from lapras.ledger.base import (
+    EpochRecord,
+    EpochSpec,
+    EpochTxn,
+    Ledger,
+    ReleaseRecord,
+    StaleEpoch,
+    StoredAnswer,
+    iter_parts,
+)
+from lapras.mechanisms import Cost
+
+SCHEMA_LOCK = 0x1A9A5  # advisory lock id for DDL and epoch roll-over
+
+DDL = """
+CREATE SCHEMA IF NOT EXISTS lapras;
+CREATE TABLE IF NOT EXISTS lapras.epochs (
+    id bigserial PRIMARY KEY,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    ended_at timestamptz,
+    spec jsonb NOT NULL,
+    state jsonb NOT NULL,
+    spent_units double precision NOT NULL DEFAULT 0,
+    regression_epsilon_spent double precision NOT NULL DEFAULT 0,
+    regression_delta_spent double precision NOT NULL DEFAULT 0
+);
+CREATE UNIQUE INDEX IF NOT EXISTS epochs_one_open ON lapras.epochs ((true)) WHERE ended_at IS NULL;
+CREATE TABLE IF NOT EXISTS lapras.parts (
+    epoch_id bigint NOT NULL REFERENCES lapras.epochs(id),
+    part text NOT NULL,
+    fraction double precision NOT NULL,
+    units double precision NOT NULL,
+    PRIMARY KEY (epoch_id, part)
+);
+CREATE TABLE IF NOT EXISTS lapras.releases (
+    id bigserial PRIMARY KEY,
+    epoch_id bigint NOT NULL REFERENCES lapras.epochs(id),
+    position bigint,
+    kind text NOT NULL,
+    units double precision NOT NULL,
+    sigma double precision NOT NULL,
+    sensitivity double precision NOT NULL,
+    cost jsonb NOT NULL,
+    meta jsonb,
+    payload bytea,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE IF NOT EXISTS lapras.spends (
+    id bigserial PRIMARY KEY,
+    epoch_id bigint NOT NULL REFERENCES lapras.epochs(id),
+    release_id bigint REFERENCES lapras.releases(id),
+    position bigint,
+    part text NOT NULL,
+    units double precision NOT NULL,
+    epsilon double precision,
+    delta double precision,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE TABLE IF NOT EXISTS lapras.answers (
+    epoch_id bigint NOT NULL REFERENCES lapras.epochs(id),
+    key text NOT NULL,
+    value double precision NOT NULL,
+    stderr double precision NOT NULL,
+    outcome text NOT NULL,
+    position bigint,
+    release_id bigint REFERENCES lapras.releases(id),
+    username text,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (epoch_id, key)
+);
+"""
+
+_EPOCH_COLS = ("id, extract(epoch from started_at), spec, state, spent_units, regression_epsilon_spent, "
+               "regression_delta_spent, extract(epoch from ended_at), "
+               "(SELECT count(*) FROM lapras.answers a WHERE a.epoch_id = e.id)")
+
+
+def _epoch(row: Sequence[Any]) -> EpochRecord:
+    return EpochRecord(int(row[0]), float(row[1]), EpochSpec.from_json(row[2]), AllocState.from_json(row[3]),
+                       float(row[4]), float(row[5]), float(row[6]), float(row[7]) if row[7] is not None else None,
+                       int(row[8]))
+
+
+class _PgTxn(EpochTxn):
+    def __init__(self, conn: psycopg.Connection[Any], epoch: EpochRecord) -> None:
+        self.conn = conn
+        self.epoch = epoch
+
+    def find(self, keys: Sequence[str]) -> dict[str, StoredAnswer]:
+        if not keys:
+            return {}
+        rows = self.conn.execute(
+            "SELECT key, value, stderr, outcome, position FROM lapras.answers WHERE epoch_id = %s AND key = ANY(%s)",
+            (self.epoch.id, list(keys))).fetchall()
+        return {r[0]: StoredAnswer(r[0], r[1], r[2], r[3], r[4]) for r in rows}
+
+    def commit_item(self, state: AllocState, release: ReleaseRecord | None, answers: Sequence[StoredAnswer],
+                    user: str = "") -> int | None:
+        rid = _insert_release(self.conn, self.epoch, release) if release is not None else None
+        units = release.units if release is not None else 0.0
+        self.conn.execute("UPDATE lapras.epochs SET state = %s, spent_units = spent_units + %s WHERE id = %s",
+                          (json.dumps(state.to_json()), units, self.epoch.id))
+        if answers:
+            with self.conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO lapras.answers (epoch_id, key, value, stderr, outcome, position, release_id, username)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    [(self.epoch.id, a.key, a.value, a.stderr, a.outcome, a.position, rid, user) for a in answers])
+        self.epoch.state = state
+        self.epoch.spent_units += units
+        return rid
+
+
+def _insert_release(conn: psycopg.Connection[Any], epoch: EpochRecord, r: ReleaseRecord) -> int:
+    row = conn.execute(
+        "INSERT INTO lapras.releases (epoch_id, position, kind, units, sigma, sensitivity, cost, meta, payload)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        (epoch.id, r.position, r.kind, r.units, r.sigma, r.sensitivity, json.dumps(r.cost.to_json()),
+         json.dumps(r.meta) if r.meta is not None else None, r.payload)).fetchone()
+    assert row is not None
+    rid = int(row[0])
+    budget = epoch.spec.budget
+    for part, units in r.parts.items():
+        if units > 0:
+            eps, delta = budget.eps_delta(units) if budget.mode == "basic" else (None, None)
+            conn.execute("INSERT INTO lapras.spends (epoch_id, release_id, position, part, units, epsilon, delta)"
+                         " VALUES (%s, %s, %s, %s, %s, %s, %s)", (epoch.id, rid, r.position, part, units, eps, delta))
+    return rid
+
+
+class PostgresLedger(Ledger):
+    """Ledger over one psycopg connection (guarded by a lock: spends serialise anyway)."""
+
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+        self._mutex = threading.RLock()
+        self.conn = psycopg.connect(conninfo, autocommit=False)
+        self.conn.execute("SET synchronous_commit = on")
+        self.conn.commit()
+        with self._tx() as c:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            c.execute(DDL)
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
+        with self._mutex:
+            if self.conn.closed:
+                self.conn = psycopg.connect(self.conninfo, autocommit=False)
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.rollback()
+                raise
+            else:
+                self.conn.commit()
+
+    def close(self) -> None:
+        with self._mutex:
+            self.conn.close()
+
+    def current_epoch(self) -> EpochRecord | None:
+        with self._tx() as c:
+            row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE ended_at IS NULL").fetchone()
+        return _epoch(row) if row else None
+
+    def begin_epoch(self, spec: EpochSpec, mm: ReleaseRecord | None, expected_current: int | None) -> EpochRecord:
+        with self._tx() as c:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            cur = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE ended_at IS NULL FOR UPDATE").fetchone()
+            if cur is not None and int(cur[0]) != expected_current:
+                return _epoch(cur)  # another process rolled the epoch first
+            if cur is not None:
+                c.execute("UPDATE lapras.epochs SET ended_at = clock_timestamp() WHERE id = %s", (cur[0],))
+            row = c.execute(
+                "INSERT INTO lapras.epochs (spec, state) VALUES (%s, %s) RETURNING id",
+                (json.dumps(spec.to_json()), json.dumps(AllocState().to_json()))).fetchone()
+            assert row is not None
+            eid = int(row[0])
+            for part, frac, units in iter_parts(spec):
+                c.execute("INSERT INTO lapras.parts VALUES (%s, %s, %s, %s)", (eid, part, frac, units))
+            ep = _epoch(c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s", (eid,)).fetchone())
+            if mm is not None:
+                _insert_release(c, ep, mm)
+                c.execute("UPDATE lapras.epochs SET spent_units = %s WHERE id = %s", (mm.units, eid))
+                ep.spent_units = mm.units
+        return ep
+
+    def mm_release(self, epoch_id: int) -> ReleaseRecord | None:
+        with self._tx() as c:
+            row = c.execute("SELECT kind, cost, units, sigma, sensitivity, position, meta, payload FROM lapras.releases"
+                            " WHERE epoch_id = %s AND kind = 'mm'", (epoch_id,)).fetchone()
+        if row is None:
+            return None
+        return ReleaseRecord(row[0], Cost.from_json(row[1]), row[2], row[3], row[4], row[5], {}, row[6],
+                             bytes(row[7]) if row[7] is not None else None)
+
+    def answers(self, epoch_id: int) -> dict[str, StoredAnswer]:
+        with self._tx() as c:
+            rows = c.execute("SELECT key, value, stderr, outcome, position FROM lapras.answers WHERE epoch_id = %s",
+                             (epoch_id,)).fetchall()
+        return {r[0]: StoredAnswer(r[0], r[1], r[2], r[3], r[4]) for r in rows}
+
+    @contextmanager
+    def locked(self, epoch_id: int) -> Iterator[EpochTxn]:
+        with self._tx() as c:
+            row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE", (epoch_id,)).fetchone()
+            if row is None:
+                raise LedgerError(f"epoch {epoch_id} is not in the ledger")
+            ep = _epoch(row)
+            if ep.ended_at is not None:
+                raise StaleEpoch(epoch_id)
+            yield _PgTxn(c, ep)
+
+    def epochs(self) -> list[EpochRecord]:
+        with self._tx() as c:
+            rows = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e ORDER BY id").fetchall()
+        return [_epoch(r) for r in rows]
+
+    def releases(self, epoch_id: int) -> list[ReleaseRecord]:
+        with self._tx() as c:
+            rows = c.execute("SELECT kind, cost, units, sigma, sensitivity, position, meta FROM lapras.releases"
+                             " WHERE epoch_id = %s ORDER BY id", (epoch_id,)).fetchall()
+        return [ReleaseRecord(r[0], Cost.from_json(r[1]), r[2], r[3], r[4], r[5], {}, r[6]) for r in rows]
+
+    def spend_regression(self, epoch_id: int, epsilon: float, delta: float, note: str = "") -> None:
+        with self._tx() as c:
+            row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE", (epoch_id,)).fetchone()
+            if row is None:
+                raise LedgerError(f"epoch {epoch_id} is not in the ledger")
+            ep = _epoch(row)
+            if ep.ended_at is not None:
+                raise StaleEpoch(epoch_id)
+            s = ep.spec
+            if (ep.regression_epsilon_spent + epsilon > s.regression_epsilon * (1 + 1e-12)
+                    or ep.regression_delta_spent + delta > s.regression_delta * (1 + 1e-12)):
+                raise BudgetExhausted("the regression budget of this epoch is exhausted", hint="wait for the next epoch")
+            c.execute("UPDATE lapras.epochs SET regression_epsilon_spent = regression_epsilon_spent + %s,"
+                      " regression_delta_spent = regression_delta_spent + %s WHERE id = %s", (epsilon, delta, epoch_id))
+            c.execute("INSERT INTO lapras.spends (epoch_id, part, units, epsilon, delta) VALUES (%s, %s, 0, %s, %s)",
+                      (epoch_id, "regression" + (f":{note}" if note else ""), epsilon, delta))

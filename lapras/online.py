@@ -1,0 +1,92 @@
+"""One stream item at a time: classify a statement, grant its budget, combine noisy and free estimates.
+
+Shared by the engine (live statements) and the benchmarks (simulated streams), so both run the same rule:
+
+- A statement is *good* when every linear query is in P (answered by the MM release) or has a free
+  estimate meeting the accuracy rule; a good statement costs nothing.
+- The accuracy rule: a free estimate is used alone when its standard error is at most
+  ``free_max_stderr`` (absolute, when configured) or else at most ``free_stderr_ratio`` times the standard
+  error a fresh answer would get under the current allocation.
+- Otherwise the statement is *bad*: the allocator grants units, the queries without an acceptable free
+  estimate are released together as one Gaussian release, and each fresh value is combined with its free
+  estimate (when one exists) by inverse-variance weighting.
+- When the allocator refuses (the stream stopped), the statement is answered from free estimates if all
+  its queries have one, else refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from lapras.accounting import Budget
+from lapras.allocation import Allocator, AllocState, Grant
+from lapras.mechanisms import Cost, sigma_for
+
+Outcome = Literal["good", "bad", "free_after_stop", "refused"]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one statement; ``fresh`` marks the queries to release with noise ``sigma``."""
+
+    outcome: Outcome
+    state: AllocState
+    grant: Grant
+    fresh: np.ndarray
+    sigma: float
+    cost: Cost | None
+
+
+def combine(
+    fresh: np.ndarray, fresh_var: np.ndarray, free: np.ndarray, free_var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse-variance combination of independent estimates (an infinite variance means absent)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wf = np.where(np.isfinite(fresh_var), 1.0 / fresh_var, 0.0)
+        wc = np.where(np.isfinite(free_var), 1.0 / free_var, 0.0)
+        tot = wf + wc
+        value = (wf * np.nan_to_num(fresh) + wc * np.nan_to_num(free)) / tot
+        var = 1.0 / tot
+    return value, var
+
+
+@dataclass(frozen=True)
+class OnlinePolicy:
+    allocator: Allocator
+    budget: Budget
+    free_stderr_ratio: float = 1.0
+    free_max_stderr: float | None = None
+
+    def decide(
+        self,
+        state: AllocState,
+        *,
+        predicted: bool,
+        free_var: np.ndarray,
+        sensitivity_of: Callable[[np.ndarray], float],
+    ) -> Decision:
+        """Classify one statement given the variances of its free estimates (inf where none)."""
+        free_var = np.asarray(free_var, dtype=np.float64)
+        has_free = np.isfinite(free_var)
+        none = np.zeros(len(free_var), dtype=bool)
+        if predicted and has_free.all():
+            return Decision("good", self.allocator.good(state), Grant(0.0, 0.0), none, 0.0, None)
+        grant, after_bad = self.allocator.bad(state)
+        if grant.total <= 0:
+            if has_free.all():
+                return Decision("free_after_stop", after_bad, grant, none, 0.0, None)
+            return Decision("refused", after_bad, grant, none, 0.0, None)
+        cost = self.budget.cost_of(grant.total)
+        sigma = sigma_for(cost, sensitivity_of(np.ones(len(free_var), dtype=bool)))
+        limit = self.free_max_stderr**2 if self.free_max_stderr is not None else (self.free_stderr_ratio * sigma) ** 2
+        ok = has_free & (free_var <= limit)
+        if ok.all():
+            return Decision("good", self.allocator.good(state), Grant(0.0, 0.0), none, 0.0, None)
+        fresh = ~ok
+        # The release covers only the queries that still need noise: its own (never larger) sensitivity.
+        sigma = sigma_for(cost, sensitivity_of(fresh))
+        return Decision("bad", after_bad, grant, fresh, sigma, cost)

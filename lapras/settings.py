@@ -1,0 +1,94 @@
+"""Engine settings: what config.toml's [privacy] and [lapras] sections map onto."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from lapras.accounting import split_budget
+from lapras.allocation import Split, auto_split, warmup_length
+from lapras.errors import ConfigError
+
+EPOCH_SECONDS = {"daily": 86400.0, "hourly": 3600.0, "weekly": 7 * 86400.0, "manual": None}
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """All knobs of the engine (defaults are the product's defaults).
+
+    - ``epsilon``, ``delta``: the epoch's whole budget; ``regression_fraction`` of it (both parameters,
+      basic composition) goes to the regression part, the rest to the query stream.
+    - ``accounting``: ``gdp`` (mu^2 composes; default) or ``basic`` (epsilons and deltas add; AGM).
+    - ``split``: ``auto``, a preset (equal, matrix_heavy, query_heavy, reserve_heavy) or ``custom`` with
+      ``fractions`` = {mm, bad_init, reserve[, rem_bad]} (rem_bad defaults to the remainder).
+    - ``allocation``: ``smooth`` or ``static``; ``warmup``: T (0 = ceil(log2(S)^2)).
+    - ``stream_length``: S, the expected number of statements per epoch (the prediction's estimate wins).
+    - ``rho_estimate``: expected overlap for ``auto`` when the prediction carries none.
+    - ``min_fraction``: eps_min as a fraction of the stream budget (in units: eps or mu^2).
+    - ``free_answer_max_stderr``: a free estimate is served alone when its standard error is at most this
+      (0 = relative rule: at most ``free_stderr_ratio`` times the fresh answer's standard error).
+    - ``epoch``: daily | hourly | weekly | manual, or ``epoch_seconds`` directly.
+    - ``cvx_max_cells``: largest strategy block solved exactly (SDP); ``mm_max_cells``: largest marginal
+      the MM release covers (bigger groups of P are answered online).
+    - ``progress``: show a progress bar while the MM strategy is prepared.
+    """
+
+    epsilon: float = 1.0
+    delta: float = 1e-3
+    accounting: str = "gdp"
+    regression_fraction: float = 0.0
+    split: str = "auto"
+    fractions: Mapping[str, float] | None = None
+    allocation: str = "smooth"
+    warmup: int = 0
+    stream_length: int = 200
+    rho_estimate: float | None = None
+    min_fraction: float = 1e-4
+    free_answer_max_stderr: float = 0.0
+    free_stderr_ratio: float = 1.0
+    epoch: str = "daily"
+    epoch_seconds: float | None = None
+    cvx_max_cells: int = 64
+    mm_max_cells: int = 1 << 20
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.accounting not in ("gdp", "basic"):
+            raise ConfigError(f"accounting must be gdp or basic, got {self.accounting!r}")
+        if self.allocation not in ("smooth", "static"):
+            raise ConfigError(f"allocation must be smooth or static, got {self.allocation!r}")
+        if not self.epsilon > 0 or not 0 < self.delta < 1:
+            raise ConfigError("epsilon must be > 0 and delta in (0, 1)")
+        if self.epoch not in EPOCH_SECONDS and self.epoch_seconds is None:
+            raise ConfigError(f"epoch must be one of {sorted(EPOCH_SECONDS)}, got {self.epoch!r}")
+
+    @property
+    def epoch_length(self) -> float | None:
+        return self.epoch_seconds if self.epoch_seconds is not None else EPOCH_SECONDS.get(self.epoch)
+
+    @property
+    def stream_budget(self) -> tuple[float, float]:
+        return split_budget(self.epsilon, self.delta, self.regression_fraction)[0]
+
+    @property
+    def regression_budget(self) -> tuple[float, float]:
+        return split_budget(self.epsilon, self.delta, self.regression_fraction)[1]
+
+    def resolve_split(self, s: int, rho: float | None, mm_query_variance: float | None, has_p: bool) -> Split:
+        """The epoch's fractions: a preset, custom, or auto from the expected overlap."""
+        if self.split == "auto":
+            r = rho if rho is not None else (self.rho_estimate if self.rho_estimate is not None else 0.5)
+            return auto_split(r if has_p else 0.0, s, mm_query_variance, self.accounting,
+                              self.warmup or warmup_length(s))
+        if self.split == "custom":
+            f = dict(self.fractions or {})
+            try:
+                mm, bad_init, reserve = f["mm"], f["bad_init"], f["reserve"]
+            except KeyError as exc:
+                raise ConfigError(f"custom split needs fractions mm, bad_init, reserve: missing {exc}") from None
+            rem = f.get("rem_bad", 1.0 - mm - bad_init - reserve)
+            return Split(mm, bad_init, rem, reserve)
+        try:
+            return Split.preset(self.split)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
