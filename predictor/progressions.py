@@ -85,8 +85,11 @@ class Stream:
             if i in self.wraps:
                 lo, hi = self.wraps[i]
                 nv = shift_value(nv, kind, _wrap(x, lo, hi, width_step) - x)
-            elif dom is not None and not dom[0] <= x <= dom[1]:
-                nv = shift_value(nv, kind, _wrap(x, dom[0], dom[1], 1.0 if kind == "int" else width_step) - x)
+            elif dom is not None:  # a declared domain settles it: no hedging
+                if not dom[0] <= x <= dom[1]:
+                    nv = shift_value(
+                        nv, kind, _wrap(x, dom[0], dom[1], 1.0 if kind == "int" else width_step) - x
+                    )
             else:
                 seen = Counter(numeric(t[i], kind) for t in {t for _, t in self.nodes})
                 rng = column_range(col, Counter({s: c for s, c in seen.items() if s is not None}))

@@ -83,11 +83,15 @@ def make_schedules(
     return out
 
 
-def fit_prior(histories: Sequence[tuple[int, int]], min_concentration: float = 0.1) -> BetaPrior:
+def fit_prior(
+    histories: Sequence[tuple[int, int]], min_concentration: float = 0.1, max_concentration: float = 2.0
+) -> BetaPrior:
     """Maximum marginal likelihood Beta prior from (hits, trials) pairs (beta-binomial).
 
     Parametrised by mean and concentration (a + b): the population of a log is typically very U-shaped,
     and bounding a and b separately would drag the mean towards 1/2; only the concentration is bounded.
+    The upper bound keeps the prior weakly informative (worth at most two epochs of evidence): a log with
+    a single recurring query among hundreds of one-offs must not need weeks to believe in it.
     """
     data = np.array([(h, n) for h, n in histories if n > 0], dtype=float)
     if len(data) < 8:
@@ -96,7 +100,7 @@ def fit_prior(histories: Sequence[tuple[int, int]], min_concentration: float = 0
 
     def ab(x: np.ndarray) -> tuple[float, float]:
         mean = 1.0 / (1.0 + math.exp(-float(np.clip(x[0], -12.0, 12.0))))
-        conc = min_concentration + math.exp(float(np.clip(x[1], -12.0, 6.0)))
+        conc = min(min_concentration + math.exp(float(np.clip(x[1], -12.0, 6.0))), max_concentration)
         return mean * conc, (1.0 - mean) * conc
 
     def nll(x: np.ndarray) -> float:
