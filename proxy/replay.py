@@ -12,7 +12,9 @@ the statement in flight; the client reconnects and goes on.
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
+import json
 import re
 import sys
 import time
@@ -32,6 +34,8 @@ _OUTCOME_WORDS = {
     "answered": "answered", "fresh": "answered", "noised": "answered", "measured": "answered",
     "from_p": "from_p", "p": "from_p", "predicted": "from_p", "mm": "from_p", "matrix": "from_p",
     "free": "free", "cached": "free", "cache": "free", "reused": "free", "stored": "free", "derived": "free",
+    # The engine's statement outcomes: bad = fresh noise, good = P's release or free estimates.
+    "bad": "answered", "good": "from_p", "repeat": "free", "free_after_stop": "free", "zero": "free",
 }
 _OUTCOME_RX = re.compile(r"\b(?:outcome|provenance|source)\s*[=:]\s*\"?([A-Za-z_]+)", re.IGNORECASE)
 _STDERR_RX = re.compile(r"\b(?:stderrs?|standard error|se)\s*[=:]\s*(?:\[([^\]]*)\]|([-+0-9.eE]+|nan|inf))",
@@ -156,18 +160,46 @@ def _number(cell: Any) -> float | None:
     return float(m.group(0)) if m else None
 
 
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    # A nested report may arrive as JSON or as a Python dict's text; flatten it to dotted keys.
+    if isinstance(value, str) and value[:1] in "{[":
+        for decode in (json.loads, ast.literal_eval):
+            try:
+                value = decode(value)
+                break
+            except (ValueError, SyntaxError):
+                continue
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix.lower()] = value
+
+
+def _key_rank(key: str) -> tuple[int, int]:
+    last = key.rsplit(".", 1)[-1]
+    if key == "remaining":
+        return (0, 0)
+    if "epsilon" in key:
+        return (1, len(key))
+    if "mu" in key.split(".") or last == "mu" or "_mu" in key:
+        return (2, len(key))
+    return (3, len(key))
+
+
 def parse_budget(description: Sequence[Any] | None, rows: Sequence[Sequence[Any]] | None) -> float | None:
-    """Remaining budget from `SHOW lapras.budget`: key/value rows (the key naming *remaining*), a column
-    named *remaining*, or else the first number of the first row."""
+    """Remaining budget from `SHOW lapras.budget`: key/value rows (possibly nested reports; the key naming
+    *remaining*, epsilon preferred), a column named *remaining*, or else the first number of the first row."""
     if not rows:
         return None
     names = [getattr(d, "name", str(d)).lower() for d in (description or [])]
     if len(names) == 2 and all(len(r) == 2 for r in rows):
-        pairs = {str(k).lower(): v for k, v in rows}
-        keys = [k for k in pairs if "remaining" in k and "regression" not in k]
-        keys.sort(key=lambda k: (k != "remaining", len(k)))
+        flat: dict[str, Any] = {}
+        for k, v in rows:
+            _flatten(str(k), v, flat)
+        keys = sorted((k for k in flat if "remaining" in k and "regression" not in k), key=_key_rank)
         for k in keys:
-            value = _number(pairs[k])
+            value = _number(flat[k])
             if value is not None:
                 return value
     first = list(rows[0])

@@ -48,6 +48,10 @@ def test_parse_budget_variants() -> None:
     assert parse_budget([D("lapras.budget")], [("0.25",)]) == 0.25
     assert parse_budget([D("total"), D("remaining"), D("x")], [(1.0, 0.4, 2)]) == 0.4
     assert parse_budget([D("x")], []) is None
+    nested = {"epoch": 3, "mu": {"total": 0.39, "remaining": 0.2},
+              "remaining": {"epsilon": 0.61, "delta": 0.0004}}
+    assert parse_budget(kv, [("current", repr(nested)), ("epochs", "3")]) == 0.61
+    assert parse_budget(kv, [("current", json.dumps({"mu": {"remaining": 0.2}}))]) == 0.2
 
 
 def test_load_statements_offsets(tmp_path: Path) -> None:
