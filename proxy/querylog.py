@@ -14,12 +14,18 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .metrics import ProxyMetrics
 
 LOGGER_NAME = "lapras.queries"
 log = logging.getLogger(LOGGER_NAME)
 
 OUTCOMES = ("answered", "from_p", "free", "refused", "error", "metadata", "cancelled")
+# The engine's statement outcomes (lapras.engine.Answer.outcome) in the log's and the metrics' words.
+ENGINE_OUTCOMES = {"bad": "answered", "good": "from_p", "repeat": "free", "free_after_stop": "free",
+                   "zero": "free"}
 _SQLSTATE_CHARS = set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
@@ -78,6 +84,23 @@ def log_query(user: str, outcome: str, latency_ms: float, *, query_ids: Sequence
     record = build_record(user, outcome, latency_ms, query_ids=query_ids, sqlstate=sqlstate, mu=mu,
                           epsilon=epsilon, delta=delta, session=session, kind=kind)
     log.info(json.dumps(record, separators=(",", ":"), sort_keys=True))
+
+
+def finish_statement(metrics: ProxyMetrics | None, user: str, outcome: str, started: float, *,
+                     query_keys: Sequence[str] = (), sqlstate: str | None = None, mu: float | None = None,
+                     epsilon: float | None = None, delta: float | None = None, session: int | None = None,
+                     kind: str | None = None) -> None:
+    """The one call the server makes per finished statement: metrics and the query-log line.
+
+    `started` is the `time.perf_counter()` reading when the statement arrived; `outcome` may be one of
+    OUTCOMES or an engine outcome (bad, good, repeat, ...); `query_keys` are canonical LinearQuery keys.
+    """
+    latency_s = time.perf_counter() - started
+    outcome = ENGINE_OUTCOMES.get(outcome, outcome)
+    if metrics is not None:
+        metrics.observe_query(outcome, latency_s, sqlstate)
+    log_query(user, outcome, latency_s * 1000, query_ids=[query_id(k) for k in query_keys], sqlstate=sqlstate,
+              mu=mu, epsilon=epsilon, delta=delta, session=session, kind=kind)
 
 
 class _MessageOnly(logging.Formatter):

@@ -49,3 +49,24 @@ def test_rejects_anything_that_could_carry_data(kwargs: dict) -> None:
     args = {"user": "u", "outcome": "answered", "latency_ms": 1.0, **kwargs}
     with pytest.raises(ValueError):
         querylog.build_record(**args)
+
+
+def test_finish_statement_feeds_metrics_and_log() -> None:
+    import time
+
+    from proxy.metrics import ProxyMetrics
+
+    stream = io.StringIO()
+    handler = querylog.configure(stream)
+    m = ProxyMetrics()
+    try:
+        querylog.finish_statement(m, "analyst", "bad", time.perf_counter() - 0.01, query_keys=["k1", "k2"],
+                                  mu=0.02, session=3)
+        querylog.finish_statement(m, "analyst", "refused", time.perf_counter(), sqlstate="53400")
+    finally:
+        logging.getLogger(querylog.LOGGER_NAME).removeHandler(handler)
+    first, second = (json.loads(x) for x in stream.getvalue().splitlines())
+    assert first["outcome"] == "answered" and first["latency_ms"] >= 10
+    assert first["query_ids"] == [querylog.query_id("k1"), querylog.query_id("k2")]
+    assert second["sqlstate"] == "53400"
+    assert m.queries.value(outcome="answered") == 1 and m.errors.value(sqlstate="53400") == 1
