@@ -14,7 +14,9 @@ def clip_rows(X: np.ndarray, bound: float) -> np.ndarray:
     if bound <= 0:
         raise ValueError("bound must be positive")
     norms = np.linalg.norm(X, axis=1)
-    scale = np.minimum(1.0, bound / np.maximum(norms, np.finfo(np.float64).tiny))
+    scale = np.ones_like(norms)
+    big = norms > bound
+    scale[big] = bound / norms[big]
     return X * scale[:, None]
 
 

@@ -52,7 +52,8 @@ def fwht_rows(a: np.ndarray, *, compiled: bool | None = None) -> np.ndarray:
     use = HAVE_COMPILED if compiled is None else (compiled and HAVE_COMPILED)
     if use:
         assert _fht_cpu is not None
-        _fht_cpu.fht(a, axis=-1, inplace=True)
+        # OpenMP start-up costs more than it saves on small arrays.
+        _fht_cpu.fht(a, axis=-1, inplace=True, num_threads=1 if a.size < (1 << 16) else -1)
     else:
         _numpy_last_axis(a)
     a *= 1.0 / math.sqrt(n)

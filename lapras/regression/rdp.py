@@ -200,6 +200,11 @@ def _rho(delta: float) -> float:
     return delta / 10.0
 
 
+def _check_budget(eps: float, delta: float) -> None:
+    if not (eps > 0 and math.isfinite(eps)) or not 0 < delta < 1:
+        raise InfeasibleBudget(f"need epsilon > 0 and 0 < delta < 1, got ({eps}, {delta})")
+
+
 def _z(rho: float) -> float:
     from scipy.special import ndtri
 
@@ -208,6 +213,7 @@ def _z(rho: float) -> float:
 
 def calibrate_linmix(eps: float, delta: float, k: int) -> Calibration:
     """LinMix: sketch of [X, y] (row norm^2 <= 2 after scaling) with budget (eps, delta)."""
+    _check_budget(eps, delta)
     d3 = delta / 3.0
     g = calibrate_gamma(eps, k=k, T=1, delta_rdp=d3, b2=2.0, delta_eig=d3)
     s_eig = agm_sigma(eig_eps(g, k=k, delta_eig=d3), d3, 2.0)
@@ -216,6 +222,7 @@ def calibrate_linmix(eps: float, delta: float, k: int) -> Calibration:
 
 def calibrate_ihm(eps: float, delta: float, k: int, T: int) -> Calibration:
     """IHM: T Gaussian Hessian sketches of X (row norm <= 1) and T clipped gradients (sensitivity 1)."""
+    _check_budget(eps, delta)
     d4 = delta / 4.0
     g = calibrate_gamma(eps / 2.0, k=k, T=T, delta_rdp=d4, b2=1.0, delta_eig=d4)
     s_eig = agm_sigma(eig_eps(g, k=k, delta_eig=d4), d4, 1.0)
@@ -224,6 +231,7 @@ def calibrate_ihm(eps: float, delta: float, k: int, T: int) -> Calibration:
 
 def calibrate_fast_ihm(eps: float, delta: float, k: int, T: int) -> Calibration:
     """Fast IHM: T FastMix sketches (eps/3, delta/3), lambda_min (eps/3, delta/3 - rho), gradients."""
+    _check_budget(eps, delta)
     d3 = delta / 3.0
     rho = _rho(delta)
     g = calibrate_gamma(eps / 3.0, k=k, T=T, delta_rdp=d3, b2=1.0, kind="fast")
