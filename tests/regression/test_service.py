@@ -137,7 +137,6 @@ def test_unknown_table() -> None:
 
 def test_end_to_end_on_postgres(adult_db: str, default_config: Any) -> None:
     """Real PostgreSQL, server-side cursors, Adult (or the demo rows): estimates near the exact OLS."""
-    table = default_config.catalog.table("adult")
     xs = ["age", "education_num", "sex"]
     with psycopg.connect(adult_db) as conn:
         data = np.array(conn.execute("SELECT hours_per_week, age, education_num, sex FROM public.adult "
