@@ -220,7 +220,7 @@ def _clipped_grad(src: RowSource, clip: float) -> Callable[[np.ndarray], np.ndar
 
 
 def ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
-        k: int | None = None, T: int = 3, clip: float = 1.0, ridge: bool = False) -> tuple[np.ndarray, Cost]:
+        k: int | None = None, T: int = 5, clip: float = 1.0, ridge: bool = False) -> tuple[np.ndarray, Cost]:
     """Iterative Hessian Mixing with dense Gaussian sketches (T + 1 passes, O(T k d) memory).
 
     ``clip``: residual clipping level in units of c_y (gradient sensitivity = clip after scaling; the
@@ -240,7 +240,7 @@ def ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.ra
 
 
 def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
-             k: int | None = None, T: int = 3, k_in: int | None = None,
+             k: int | None = None, T: int = 5, k_in: int | None = None,
              clip: float = 1.0, ridge: bool = False) -> tuple[np.ndarray, Cost]:
     """IHM with FastMix sketches: per iteration an SRHT down to k_in rows, then a k x k_in Gaussian sketch.
 

@@ -25,8 +25,8 @@ Budget split (reproduces the reference calibrations of DESIGN.md section 5 to 4+
   sqrt(2 log(1.25/(delta/3))) sqrt(k) / gamma at delta/3; failure probability rho <= delta/3.
 - IHM (eps, delta): gradients (eps/2, delta/4) as T Gaussian mechanisms of noise sqrt(T) AGM(eps/2,
   delta/4); sketches + lambda_min share (eps/2, 3 delta/4) split as in LinMix (delta/4 each).
-- fast IHM (eps, delta): sketches (eps/3, delta/3) with the FastMix bound; lambda_min (eps/3, delta/3 -
-  rho) and gradients (eps/3, delta/3).
+- fast IHM (eps, delta): sketches (eps/3, delta/3) with the FastMix bound (the reference); our choice
+  for the rest: lambda_min (eps/6, delta/6), gradients (eps/2, delta/4) as in IHM, rho = delta/10.
 
 Where the reference charges the lambda_min release with the classical Gaussian-mechanism formula (valid
 only for eps < 1), we charge the same eps_eig but draw the noise from the exact analytic Gaussian mechanism
@@ -230,13 +230,14 @@ def calibrate_ihm(eps: float, delta: float, k: int, T: int) -> Calibration:
 
 
 def calibrate_fast_ihm(eps: float, delta: float, k: int, T: int) -> Calibration:
-    """Fast IHM: T FastMix sketches (eps/3, delta/3), lambda_min (eps/3, delta/3 - rho), gradients."""
+    """Fast IHM: T FastMix sketches (eps/3, delta/3) as in the reference; lambda_min (eps/6, delta/6);
+    gradients (eps/2, delta/4) exactly as IHM's; failure probability rho = delta/10 (total 0.85 delta).
+    """
     _check_budget(eps, delta)
-    d3 = delta / 3.0
     rho = _rho(delta)
-    g = calibrate_gamma(eps / 3.0, k=k, T=T, delta_rdp=d3, b2=1.0, kind="fast")
-    s_eig = agm_sigma(eps / 3.0, d3 - rho, 1.0)
-    return Calibration(g, s_eig, _z(rho), ihm_gradient_sigma(eps / 3.0, d3, T), eps, delta)
+    g = calibrate_gamma(eps / 3.0, k=k, T=T, delta_rdp=delta / 3.0, b2=1.0, kind="fast")
+    s_eig = agm_sigma(eps / 6.0, delta / 6.0, 1.0)
+    return Calibration(g, s_eig, _z(rho), ihm_gradient_sigma(eps / 2.0, delta / 4.0, T), eps, delta)
 
 
 def ihm_gradient_sigma(eps: float, delta: float, T: int, sensitivity: float = 1.0) -> float:

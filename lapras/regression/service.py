@@ -55,9 +55,9 @@ def check_feasible(method: str, d: int, eps: float, delta: float, params: dict[s
     if method == "linmix":
         rdp.calibrate_linmix(eps, delta, p.get("k") or max(24 * d, 128))
     elif method == "ihm":
-        rdp.calibrate_ihm(eps, delta, p.get("k") or max(8 * d, 64), p.get("T", 3))
+        rdp.calibrate_ihm(eps, delta, p.get("k") or max(8 * d, 64), p.get("T", 5))
     elif method == "fast_ihm":
-        rdp.calibrate_fast_ihm(eps, delta, p.get("k") or max(6 * d, 48), p.get("T", 3))
+        rdp.calibrate_fast_ihm(eps, delta, p.get("k") or max(6 * d, 48), p.get("T", 5))
 
 
 def _attr(table: TableSchema, name: str) -> Attribute:

@@ -83,6 +83,10 @@ def test_budget_split_never_exceeds_total(eps: float, delta: float) -> None:
     assert d4 + d4 + delta / 10 + d4 <= delta
     c = rdp.calibrate_fast_ihm(eps, delta, k, T)
     assert rdp.sketch_eps(c.gamma, k=k, T=T, delta_rdp=delta / 3, kind="fast") <= eps / 3 * (1 + 1e-12)
+    assert c.sigma_eig >= rdp.agm_sigma(eps / 6, delta / 6, 1.0) * (1 - 1e-12)
+    assert c.sigma_grad == pytest.approx(math.sqrt(T) * rdp.agm_sigma(eps / 2, delta / 4, 1.0))
+    assert eps / 3 + eps / 6 + eps / 2 <= eps * (1 + 1e-12)
+    assert delta / 3 + delta / 6 + delta / 10 + delta / 4 <= delta
     c = rdp.calibrate_linmix(eps, delta, k)
     assert (rdp.sketch_eps(c.gamma, k=k, T=1, delta_rdp=delta / 3, b2=2.0)
             + rdp.eig_eps(c.gamma, k=k, delta_eig=delta / 3)) <= eps * (1 + 1e-12)
