@@ -45,21 +45,35 @@ def _check_tokens(sql: str, tokens: list[Token]) -> None:
         raise Refusal(SYNTAX_ERROR, "syntax error at end of input", position=len(sql.rstrip()) + 1)
 
 
-def _syntax_refusal(sql: str, e: ParseError) -> Refusal:
-    err = e.errors[0] if e.errors else {}
-    highlight = str(err.get("highlight") or "")
+def _error_start(sql: str, err: dict[str, object]) -> int | None:
+    """0-based offset of the token sqlglot blames.
+
+    sqlglot reports the text just before the token (``start_context``, up to 100 characters) and the token
+    itself (``highlight``); locating that text is independent of how line breaks are counted.
+    """
+    before, highlight = str(err.get("start_context") or ""), str(err.get("highlight") or "")
+    idx = sql.find(before + highlight)
+    if idx >= 0:
+        return idx + len(before)
     line, col = err.get("line"), err.get("col")
-    if not isinstance(line, int) or not isinstance(col, int):
+    if isinstance(line, int) and isinstance(col, int):
+        return max(_offset(sql, line, col) - len(highlight) + 1, 0)
+    return None
+
+
+def _syntax_refusal(sql: str, e: ParseError) -> Refusal:
+    err: dict[str, object] = dict(e.errors[0]) if e.errors else {}
+    highlight = str(err.get("highlight") or "")
+    start = _error_start(sql, err)
+    if start is None:
         return Refusal(SYNTAX_ERROR, "syntax error")
-    end = _offset(sql, line, col)
-    start = max(end - len(highlight) + 1, 0)
-    rest = sql[end + 1 :].strip().rstrip(";").strip()
+    start = min(start, len(sql))
+    rest = sql[start + len(highlight) :].strip().rstrip(";").strip()
     desc = str(err.get("description") or "")
     # sqlglot blames the last token when input ends early; PostgreSQL says "at end of input" there.
-    if not rest and ("Required keyword" in desc or "Expecting" in desc or "Expected" in desc):
+    if not highlight or (not rest and ("Required keyword" in desc or "Expecting" in desc or "Expected" in desc)):
         return Refusal(SYNTAX_ERROR, "syntax error at end of input", position=len(sql.rstrip().rstrip(";")) + 1)
-    token = sql[start : end + 1] if highlight else highlight
-    return Refusal(SYNTAX_ERROR, f'syntax error at or near "{token}"', position=start + 1, detail=desc or None)
+    return Refusal(SYNTAX_ERROR, f'syntax error at or near "{highlight}"', position=start + 1, detail=desc or None)
 
 
 def position_of(node: exp.Expr | None) -> int | None:
