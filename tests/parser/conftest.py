@@ -85,6 +85,18 @@ def people_hist(people_conn: psycopg.Connection) -> Histograms:
     return Histograms(people_conn, PEOPLE)
 
 
+def leading_keys(plan: Any) -> int:
+    """How many output columns at the start of each row are GROUP BY keys."""
+    from parser import postprocess as pp
+
+    n = 0
+    for e in plan.template.outputs:
+        if not isinstance(e, pp.Key):
+            break
+        n += 1
+    return n
+
+
 def norm(v: Any) -> Any:
     """PostgreSQL values -> comparable Python values (numeric -> float)."""
     if isinstance(v, Decimal):

@@ -7,13 +7,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import Histograms, rows_match
+from conftest import Histograms, leading_keys, rows_match
 from parser_catalog import ADULT, MIXED, PEOPLE
 from parser_corpus import CORPUS, OK
 from test_parser_differential import exact_values, run_pg
 
 from parser import Refusal, plan_query
-from parser import postprocess as pp
 
 # SQLSTATEs PostgreSQL raises itself for these statements; the others are the proxy's own policy.
 PG_RAISES = {"42601", "42703", "42P01", "42803", "42883", "22P02", "42P10", "2201W"}
@@ -38,11 +37,7 @@ def test_supported(sql: str, expected: str, params: list[Any], adult_conn: psyco
     assert len(set(plan.queries)) == len(plan.queries)
     ours = plan.rows(exact_values(plan, table, hist))
     theirs = run_pg(conn, sql, params)
-    n_keys = 0
-    for e in plan.template.outputs:
-        if not isinstance(e, pp.Key):
-            break
-        n_keys += 1
+    n_keys = leading_keys(plan)
     ordered = "ORDER BY" in sql.upper() and len(ours) == len(theirs)
     problem = rows_match(ours, theirs, n_keys, ordered)
     assert problem is None, problem

@@ -14,7 +14,7 @@ from parser_corpus import CORPUS
 
 from parser import QueryPlan, Refusal, describe, plan_query, references_protected
 
-EXAMPLES = int(os.environ.get("PARSER_FUZZ_EXAMPLES", "1500"))
+EXAMPLES = int(os.environ.get("PARSER_FUZZ_EXAMPLES", "1000"))
 TOKENS = sorted({t for sql, _, _ in CORPUS for t in re.findall(r'"[^"]*"|\'[^\']*\'|\$\d|\w+|[^\s\w]', sql)})
 EXTRA = ["(", ")", ",", "SELECT", "FROM", "WHERE", "GROUP BY", "ORDER BY", "HAVING", "LIMIT", "NULL", "NOT", "AND",
          "OR", "IN", "BETWEEN", "CASE", "WHEN", "THEN", "ELSE", "END", "OVER", "::", "$1", "'x'", "-1", "1.5", ";"]
