@@ -15,6 +15,8 @@ import pytest
 pytest.importorskip("proxy.server")
 pytest.importorskip("proxy.dp_service")
 
+from proxy.replay import parse_budget  # noqa: E402
+
 from .harness import budget_remaining, new_adult_db, start_proxy  # noqa: E402
 
 CLIENTS = 32
@@ -93,6 +95,17 @@ def test_budget_view_agrees_with_ledger_command(two_proxies: tuple[Any, Any], tm
                            "--state-dir", str(a.state_dir)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    numbers = {k: v for k, v in report.items() if isinstance(v, int | float)}
-    remaining = [v for k, v in numbers.items() if "remaining" in k]
-    assert remaining and all(v >= -1e-12 for v in remaining), report
+    rows = [(k, json.dumps(v)) for k, v in report.items()]
+    remaining = parse_budget([_Col("key"), _Col("value")], rows)
+    assert remaining is not None and remaining >= 0, report
+    # The operator's command and the clients' SHOW read the same ledger.
+    assert remaining == pytest.approx(budget_remaining(a), rel=1e-6), report
+    current = report["current"]
+    assert current["spent"]["epsilon"] <= current["stream_budget"]["epsilon"] * (1 + 1e-9), current
+    if "mu" in current:
+        assert current["mu"]["spent"] <= current["mu"]["total"] * (1 + 1e-9), current
+
+
+class _Col:
+    def __init__(self, name: str) -> None:
+        self.name = name

@@ -106,7 +106,7 @@ def test_upstream_restart(own_cluster: EmbeddedPostgres, tmp_path: Path) -> None
         assert any(e[3] == "answer" for e in before)
         assert during and all(e[3] == "error" for e in during), [e for e in during if e[3] != "error"][:3]
         codes = {e[4] for e in during}
-        assert "XX000" not in codes, codes
+        assert codes and None not in codes, codes
         # Every answer any client received, even around the outage, is in the ledger: asked again it comes
         # back identical and spends nothing.
         answered = {e[2]: e[4] for e in logs if e[3] == "answer"}
