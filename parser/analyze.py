@@ -8,7 +8,7 @@ post-processing expressions, LIMIT/OFFSET). ``bind`` turns it into linear querie
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from sqlglot import exp
@@ -218,7 +218,7 @@ class Analyzer:
                     d = Decimal(str(inner))
                     if isinstance(inner, str) and d != d.to_integral_value():
                         raise ValueError
-                    return int(d.to_integral_value())
+                    return int(d.to_integral_value(rounding=ROUND_HALF_UP))  # numeric -> int: half away from 0
                 if to in _FLOAT_TYPES:
                     return Decimal(str(inner))
                 if to in _TEXT_TYPES:
@@ -254,13 +254,13 @@ class Analyzer:
         if type(node) in _CMP_OPS:
             op = _CMP_OPS[type(node)]
             left, right = self.subject(node.this), self.subject(node.expression)
-            if op in ("=", "<>") and isinstance(right, exp.Any) and isinstance(left, exp.Column):
-                # x = ANY(ARRAY[...]) is how JDBC-style tools write IN lists.
-                arr = _strip_paren(right.this)
-                if isinstance(arr, exp.Array):
-                    attr = self.column(left)
-                    ir_in: WhereIR = ("in", attr.name, tuple(self.operand(x, attr) for x in arr.expressions))
-                    return ir_in if op == "=" else ("not", ir_in)
+            quantified = _quantified(right)
+            if quantified is not None and isinstance(left, exp.Column):
+                # x op ANY/ALL(ARRAY[...]) is how JDBC-style tools write IN lists: OR / AND of comparisons.
+                combine, items = quantified
+                attr = self.column(left)
+                return (combine, tuple(("cmp", attr.name, op, self.operand(x, attr)) for x in items))
+            if isinstance(right, exp.Any):
                 raise _unsupported(f"{_sql_of(right)}", right)
             if isinstance(left, exp.Column):
                 attr = self.column(left)
@@ -688,6 +688,17 @@ class Analyzer:
 
 
 _NOT_LITERAL: Any = object()
+
+
+def _quantified(node: exp.Expr) -> tuple[str, list[exp.Expr]] | None:
+    """``ANY(ARRAY[...])`` -> ("or", items); ``ALL(ARRAY[...])`` -> ("and", items); else None."""
+    if isinstance(node, exp.Any):
+        arr = _strip_paren(node.this)
+        return ("or", list(arr.expressions)) if isinstance(arr, exp.Array) else None
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() == "ALL" and len(node.expressions) == 1:
+        arr = _strip_paren(node.expressions[0])
+        return ("and", list(arr.expressions)) if isinstance(arr, exp.Array) else None
+    return None
 
 
 def _strip_numeric_casts(node: Any) -> Any:
