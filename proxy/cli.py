@@ -77,8 +77,10 @@ def _cmd_budget(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=None, sort_keys=True, default=str))
     else:
-        for key, value in report.items():
-            print(f"{key:>24}: {value}")
+        from .dp_service import flatten
+
+        for key, value in flatten(report):
+            print(f"{key:>34}: {value}")
     return 0
 
 
@@ -141,9 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], None]]:
+def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], object]]:
     """Sub-commands that live with their own package (auth, predictor, replay)."""
-    mounts: list[Callable[[argparse._SubParsersAction], None]] = []
+    mounts: list[Callable[[argparse._SubParsersAction], object]] = []
     try:
         from .auth import add_hash_password_parser
         mounts.append(add_hash_password_parser)

@@ -1,0 +1,171 @@
+"""The DP query service behind the protocol: SQL -> parser plan -> LAPRAS engine -> result rows.
+
+It implements `proxy.service_api.QueryService`. It knows nothing of sockets and does no privacy
+arithmetic itself: the parser shapes queries and rows, the engine decides noise and spends budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import parser as sqlparser
+from lapras.errors import LaprasError
+
+from .config import Config
+from .service_api import ColumnDesc, QueryResult
+
+log = logging.getLogger("lapras.service")
+
+TEXT, FLOAT8, INT8 = 25, 701, 20
+_TRUE = {"on", "true", "1", "yes"}
+
+
+class ServiceError(Exception):
+    """A refusal raised by the service itself (unknown lapras.* object and the like)."""
+
+    def __init__(self, sqlstate: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.message = message
+        self.hint = hint
+        self.detail: str | None = None
+
+
+def _show_target(sql: str) -> str | None:
+    words = sql.strip().rstrip(";").split()
+    if len(words) == 2 and words[0].upper() == "SHOW" and words[1].lower().startswith("lapras."):
+        return words[1].lower()
+    return None
+
+
+BUDGET_COLUMNS = [ColumnDesc("key", TEXT), ColumnDesc("value", TEXT)]
+
+
+class DPService:
+    """Answers statements over protected tables through the LAPRAS engine."""
+
+    def __init__(self, config: Config, engine: Any, regression: Any | None = None) -> None:
+        self.config = config
+        self.catalog = config.catalog
+        self.engine = engine
+        self.regression = regression
+
+    @classmethod
+    def open(cls, config: Config, upstream_dsn: str) -> DPService:
+        """Connect the engine (ledger + exact answers) to the upstream database."""
+        from .engine_factory import build_engine, build_regression
+
+        engine = build_engine(config, upstream_dsn)
+        return cls(config, engine, build_regression(config, upstream_dsn, engine))
+
+    def close(self) -> None:
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
+    # ------------------------------------------------------------------------------------- describe
+
+    def describe(self, sql: str, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
+        target = _show_target(sql)
+        if target is not None:
+            return [], self._show_columns(target)
+        if self.regression is not None and self.regression.matches(sql):
+            return self.regression.describe(sql)
+        d = sqlparser.describe(sql, self.catalog)
+        params = list(d.param_types)
+        for i, oid in enumerate(param_oids[: len(params)]):
+            if oid:
+                params[i] = oid
+        return params, [ColumnDesc(c.name, c.type_oid) for c in d.columns]
+
+    # -------------------------------------------------------------------------------------- execute
+
+    async def execute(self, sql: str, params: Sequence[object | None], user: str,
+                      settings: Mapping[str, str]) -> QueryResult:
+        target = _show_target(sql)
+        if target is not None:
+            return await asyncio.to_thread(self._show, target)
+        if self.regression is not None and self.regression.matches(sql):
+            return await asyncio.to_thread(self.regression.execute, sql, user)
+        t0 = time.perf_counter()
+        plan = sqlparser.plan_query(sql, self.catalog, params or None)
+        # Repeats and free answers come from memory without a thread hop: the hot path stays lean.
+        answer = self.engine.lookup(plan)
+        if answer is None:
+            answer = await asyncio.to_thread(self.engine.answer, plan, user)
+        rows = plan.rows(answer.values, answer.stderrs)
+        notices = []
+        if settings.get("lapras.show_stderr", "off").lower() in _TRUE:
+            notices.append(self._notice(answer))
+        log.debug("answered %s in %.2f ms", plan.table, (time.perf_counter() - t0) * 1e3)
+        return QueryResult([ColumnDesc(c.name, c.type_oid) for c in plan.columns], rows,
+                           f"SELECT {len(rows)}", notices)
+
+    @staticmethod
+    def _notice(answer: Any) -> str:
+        errs = [f"{e:.4g}" for e in answer.stderrs]
+        shown = ", ".join(errs[:8]) + (", ..." if len(errs) > 8 else "")
+        return (f"lapras: outcome={answer.outcome} stderr=[{shown}] "
+                f"cost={answer.cost_text}")
+
+    def _show_columns(self, target: str) -> list[ColumnDesc]:
+        if target == "lapras.budget":
+            return list(BUDGET_COLUMNS)
+        raise ServiceError("42704", f'unrecognized configuration parameter "{target}"',
+                           hint="SHOW lapras.budget shows the privacy budget")
+
+    def _show(self, target: str) -> QueryResult:
+        cols = self._show_columns(target)
+        rows = [(k, _fmt(v)) for k, v in flatten(self.engine.budget_report())]
+        return QueryResult(cols, rows, f"SELECT {len(rows)}")
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested report -> (dotted key, value) pairs, in report order."""
+    out: list[tuple[str, Any]] = []
+    for k, v in tree.items():
+        if isinstance(v, Mapping):
+            out.extend(flatten(v, f"{prefix}{k}."))
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
+def open_ledger_report(cfg: Config, upstream_dsn: str) -> dict[str, Any]:
+    """Budget report for the operator CLI, read from the ledger without starting a server."""
+
+    from lapras.ledger.postgres import PostgresLedger
+    from lapras.report import budget_report
+
+    ledger = PostgresLedger(upstream_dsn)
+    try:
+        return budget_report(ledger)
+    finally:
+        ledger.close()
+
+
+def start_new_epoch(cfg: Config, upstream_dsn: str) -> dict[str, Any]:
+    """Close the current epoch and open a new one (admin command)."""
+    from .engine_factory import build_engine
+
+    engine = build_engine(cfg, upstream_dsn)
+    try:
+        ep = engine.new_epoch()
+        from lapras.report import epoch_report
+
+        return epoch_report(ep)
+    finally:
+        engine.close()
+
+
+__all__ = ["DPService", "LaprasError", "ServiceError", "open_ledger_report", "start_new_epoch"]
