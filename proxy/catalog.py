@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import psycopg
 from psycopg import sql
@@ -165,12 +165,23 @@ class CatalogDB:
             raise res.error
         return res
 
-    async def _with_conn(self, fn) -> Relayed:  # type: ignore[no-untyped-def]
-        conn: BackendConnection = await self.pool.acquire()
-        try:
-            return await fn(conn)
-        finally:
-            self.pool.release(conn)
+    async def _with_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]]) -> Relayed:
+        """Run fn on a pooled connection; a connection lost before answering is retried once, fresh.
+
+        After a restart of PostgreSQL every idle pooled connection is dead; catalog statements are
+        read-only, so re-sending one on a new connection is safe.
+        """
+        for attempt in (0, 1):
+            conn = await self.pool.acquire()
+            try:
+                return await fn(conn)
+            except PgError as exc:
+                if exc.sqlstate != "08006" or attempt == 1:
+                    raise
+                self.pool.drop_idle()
+            finally:
+                self.pool.release(conn)
+        raise AssertionError("unreachable")
 
 
 def catalog_error(exc: PgError) -> PgError:

@@ -90,13 +90,17 @@ class BackendConnection:
                       ) -> BackendConnection:
         host = (info.get("host") or "localhost").split(",")[0]
         port = int((info.get("port") or "5432").split(",")[0])
-        if host.startswith("/"):
-            path = f"{host}/.s.PGSQL.{port}"
-            reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(path), timeout)
-            address: tuple = ("unix", path)
-        else:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-            address = ("tcp", host, port)
+        try:
+            if host.startswith("/"):
+                path = f"{host}/.s.PGSQL.{port}"
+                reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(path), timeout)
+                address: tuple = ("unix", path)
+            else:
+                reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+                address = ("tcp", host, port)
+        except (OSError, TimeoutError):
+            raise PgError("08006", "the catalog database is not reachable",
+                          hint="the proxy retries on the next statement") from None
         conn = cls(reader, writer, address)
         try:
             await asyncio.wait_for(conn._startup(info, startup), timeout)
@@ -155,7 +159,10 @@ class BackendConnection:
                     body = bytes(buf[5:length + 1])
                     del buf[:length + 1]
                     return kind, body
-            data = await self.reader.read(65536)
+            try:
+                data = await self.reader.read(65536)
+            except OSError:
+                data = b""
             if not data:
                 self.broken = True
                 raise PgError("08006", "the catalog database closed the connection")
@@ -241,7 +248,10 @@ class BackendConnection:
                         out.tag = ""
                     elif kind == b"Z":
                         return out
-                data = await self.reader.read(65536)
+                try:
+                    data = await self.reader.read(65536)
+                except OSError:
+                    data = b""
                 if not data:
                     self.broken = True
                     raise PgError("08006", "the catalog database closed the connection")
@@ -306,6 +316,12 @@ class BackendPool:
             task.add_done_callback(self._tasks.discard)
         else:
             self._idle.append(conn)
+
+    def drop_idle(self) -> None:
+        """Close every idle connection (after one turned out dead, the others likely are too)."""
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()
 
     async def _discard(self, conn: BackendConnection) -> None:
         await conn.cancel()

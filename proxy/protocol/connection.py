@@ -83,8 +83,8 @@ class ServerConnection:
         while True:
             if self.phase is Phase.CLOSED:
                 if self._pending is not None:
-                    ev, self._pending = self._pending, None
-                    return ev
+                    failure, self._pending = self._pending, None
+                    return failure
                 return NEED_DATA if not self._eof else Terminate()
             if self.phase is Phase.NEGOTIATING:
                 return PAUSED

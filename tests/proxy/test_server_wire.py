@@ -406,3 +406,25 @@ def test_idle_client_does_not_block_others(local_proxy: ServerThread) -> None:
                                  "SET extra_float_digits = 3", "SET SESSION TIME ZONE 'UTC'"])
 def test_harmless_session_commands(raw: RawClient, sql: str) -> None:
     assert sqlstates(q(raw, sql)) == []
+
+
+def test_catalog_pool_survives_lost_backend_connections(embedded_pg: object, shadow_dsn: str) -> None:
+    """Idle catalog connections killed under the proxy (as by a PostgreSQL restart) are replaced."""
+    import psycopg
+
+    srv = start_local(shadow_dsn)
+    try:
+        c = RawClient(srv.host, srv.port)
+        c.login_trust()
+        assert rows(q(c, "SELECT 1")) == [[b"1"]]
+        with psycopg.connect(embedded_pg.dsn(), autocommit=True) as admin:   # type: ignore[attr-defined]
+            from psycopg.conninfo import conninfo_to_dict
+
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE application_name = 'lapras-proxy catalog' AND datname = %s",
+                          (conninfo_to_dict(shadow_dsn)["dbname"],))
+        import time
+        time.sleep(0.2)
+        assert rows(q(c, "SELECT 2")) == [[b"2"]]
+    finally:
+        srv.stop()
