@@ -53,7 +53,28 @@ def value_for(r: Random, attr: str) -> int:
 def atom(r: Random, g: Gen, attrs: list[str]) -> str:
     attr = r.choice(attrs)
     c = g.col(r, attr)
-    kind = r.choice(["cmp", "cmp", "cmp", "between", "notbetween", "in", "notin", "isnull"])
+    kind = r.choice(["cmp", "cmp", "cmp", "between", "notbetween", "in", "notin", "isnull", "rare"])
+    if kind == "rare":
+        # Spellings BI tools and drivers also produce; each must keep PostgreSQL's semantics.
+        v = value_for(r, attr)
+        form = r.randint(0, 7)
+        if form == 0:
+            return f"{c} IS {'NOT ' if r.random() < 0.5 else ''}DISTINCT FROM {g.lit(r, v)}"
+        if form == 1:
+            # Literals only: PostgreSQL cannot type untyped parameters inside ARRAY[...].
+            items = ", ".join(str(value_for(r, attr)) for _ in range(r.randint(1, 3)))
+            return f"{c} {r.choice(['=', '<>', '<', '>='])} {r.choice(['ANY', 'ALL'])}(ARRAY[{items}])"
+        if form == 2:
+            return f"{c}::{r.choice(['int', 'bigint', 'numeric', 'float8'])} {r.choice(CMP_OPS)} {v}"
+        if form == 3:
+            return f"{c} {r.choice(CMP_OPS)} '{v}'"
+        if form == 4:
+            return f"{c} {r.choice(CMP_OPS)} {v}.5"
+        if form == 5:
+            return f"{c} {'NOT ' if r.random() < 0.5 else ''}IN ({v}, NULL)"
+        if form == 6:
+            return r.choice(["1 = 1", "TRUE", "FALSE", "NULL", "2 < 1", "NOT (1 <> 1)"])
+        return f"{c} BETWEEN SYMMETRIC {g.lit(r, v)} AND {g.lit(r, value_for(r, attr))}"
     if kind == "cmp":
         op = r.choice(CMP_OPS)
         v = g.lit(r, value_for(r, attr))
