@@ -77,11 +77,11 @@ def atom(r: Random, g: Gen, attrs: list[str]) -> str:
         return f"{c} BETWEEN SYMMETRIC {g.lit(r, v)} AND {g.lit(r, value_for(r, attr))}"
     if kind == "cmp":
         op = r.choice(CMP_OPS)
-        v = g.lit(r, value_for(r, attr))
+        lit = g.lit(r, value_for(r, attr))
         if r.random() < 0.5:
             flipped = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
-            return f"{v} {flipped} {c}"
-        return f"{c} {op} {v}"
+            return f"{lit} {flipped} {c}"
+        return f"{c} {op} {lit}"
     if kind in ("between", "notbetween"):
         a, b = value_for(r, attr), value_for(r, attr)
         neg = "NOT " if kind == "notbetween" else ""
