@@ -36,6 +36,10 @@ def _parse(sql: str) -> tuple[exp.Expr, ...] | None:
         return None
 
 
+def _is_string(node: exp.Expr) -> bool:
+    return (isinstance(node, exp.Literal) and node.is_string) or isinstance(node, exp.RawString)
+
+
 def references_protected(sql_or_ast: str | exp.Expr, catalog: Catalog) -> bool:
     """True if the statement reads any protected table anywhere (subqueries, CTEs, joins, set operations).
 
@@ -57,10 +61,16 @@ def references_protected(sql_or_ast: str | exp.Expr, catalog: Catalog) -> bool:
         return bool(words & names)
     pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(names)) + r")\b", re.I) if names else None
     for tree in trees:
+        if isinstance(tree, exp.Command) and pattern is not None:
+            # sqlglot kept the statement as text (EXPLAIN ANALYZE, PREPARE, DO, DECLARE CURSOR...): any
+            # mention of a protected name counts, since these can run a query over it.
+            if pattern.search(tree.sql(dialect="postgres")):
+                return True
+            continue
         for node in tree.walk():
             if isinstance(node, exp.Table) and _table_matches(node, catalog):
                 return True
-            if (pattern is not None and isinstance(node, exp.Literal) and node.is_string
-                    and isinstance(node.parent, exp.Func) and pattern.search(str(node.this))):
+            if (pattern is not None and _is_string(node) and node.find_ancestor(exp.Func) is not None
+                    and pattern.search(str(node.this))):
                 return True
     return False

@@ -255,6 +255,12 @@ def test_plan_cache_hits() -> None:
     ("SELECT count(*) FROM hr.people", True),
     ("COPY adult TO STDOUT", True),
     ("SELECT count(*) FROM people", True),
+    ("EXPLAIN ANALYZE SELECT * FROM adult", True),
+    ("PREPARE p AS SELECT * FROM adult", True),
+    ("DO $$BEGIN PERFORM * FROM adult; END$$", True),
+    ("DECLARE c CURSOR FOR SELECT age FROM adult", True),
+    ("EXPLAIN SELECT * FROM other", False),
+    ("SELECT query_to_xml($q$select * from adult$q$, true, true, '')", True),
 ])
 def test_references_protected(sql: str, expected: bool) -> None:
     assert references_protected(sql, MIXED) is expected
