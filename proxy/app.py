@@ -97,6 +97,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn)
     server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port)
     await server.start()
+    sync = asyncio.create_task(service.sync_forever())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -106,6 +107,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     try:
         await stop.wait()
     finally:
+        sync.cancel()
         await server.close()
         await asyncio.to_thread(service.close)
 

@@ -60,6 +60,7 @@ class User:
     name: str
     auth: str
     secret: str = ""
+    admin: bool = False   # may run lapras.new_epoch() through SQL
 
 
 @dataclass(frozen=True)
@@ -231,10 +232,11 @@ def _users(c: _Checker, tree: dict[str, Any]) -> tuple[User, ...]:
         if not isinstance(u, dict):
             c.bad(f"users[{i}]", "must be a table with name, auth and secret")
             continue
-        c.unknown(u, {"name", "auth", "secret"}, p)
+        c.unknown(u, {"name", "auth", "secret", "admin"}, p)
         name = c.get(u, "name", str, "", p)
         auth = c.get(u, "auth", str, "scram-sha-256", p)
         secret = c.get(u, "secret", str, "", p)
+        admin = c.get(u, "admin", bool, False, p)
         if not name:
             c.bad(p + "name", "must be a non-empty login name")
         if auth not in AUTH_METHODS:
@@ -247,7 +249,7 @@ def _users(c: _Checker, tree: dict[str, Any]) -> tuple[User, ...]:
                                 "plain-text passwords are not accepted")
         if any(x.name == name for x in users):
             c.bad(p + "name", f"user {name!r} is declared twice")
-        users.append(User(name=name, auth=auth, secret=secret))
+        users.append(User(name=name, auth=auth, secret=secret, admin=admin))
     if not users:
         c.bad("users", "declare at least one [[users]] entry, or nobody can connect")
     return tuple(users)

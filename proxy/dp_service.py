@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -43,6 +44,8 @@ def _show_target(sql: str) -> str | None:
 
 
 BUDGET_COLUMNS = [ColumnDesc("key", TEXT), ColumnDesc("value", TEXT)]
+EPOCH_COLUMNS = [ColumnDesc("new_epoch", INT8)]
+_NEW_EPOCH = re.compile(r"^\s*select\s+(?:\*\s+from\s+)?lapras\s*\.\s*new_epoch\s*\(\s*\)\s*;?\s*$", re.I)
 
 
 class DPService:
@@ -75,6 +78,8 @@ class DPService:
             return [], self._show_columns(target)
         if self.regression is not None and self.regression.matches(sql):
             return self.regression.describe(sql)
+        if _NEW_EPOCH.match(sql):
+            return [], list(EPOCH_COLUMNS)
         d = sqlparser.describe(sql, self.catalog)
         params = list(d.param_types)
         for i, oid in enumerate(param_oids[: len(params)]):
@@ -91,6 +96,8 @@ class DPService:
             return await asyncio.to_thread(self._show, target)
         if self.regression is not None and self.regression.matches(sql):
             return await asyncio.to_thread(self.regression.execute, sql, user)
+        if _NEW_EPOCH.match(sql):
+            return await asyncio.to_thread(self._new_epoch, user)
         t0 = time.perf_counter()
         plan = sqlparser.plan_query(sql, self.catalog, params or None)
         # Repeats and free answers come from memory without a thread hop: the hot path stays lean.
@@ -104,6 +111,24 @@ class DPService:
         log.debug("answered %s in %.2f ms", plan.table, (time.perf_counter() - t0) * 1e3)
         return QueryResult([ColumnDesc(c.name, c.type_oid) for c in plan.columns], rows,
                            f"SELECT {len(rows)}", notices)
+
+    def _new_epoch(self, user: str) -> QueryResult:
+        u = self.config.user(user)
+        if u is None or not u.admin:
+            raise ServiceError("42501", "permission denied for function lapras.new_epoch",
+                               hint="only users with admin = true in config.toml may start an epoch")
+        ep = self.engine.new_epoch()
+        return QueryResult(list(EPOCH_COLUMNS), [(ep.id,)], "SELECT 1",
+                           [f"lapras: epoch {ep.id} started by {user}"])
+
+    async def sync_forever(self, every: float = 1.0) -> None:
+        """Follow epochs started elsewhere (other workers, the epoch command) and roll timed epochs."""
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await asyncio.to_thread(self.engine.sync_epoch)
+            except Exception as exc:  # the database may be down for a while; keep polling
+                log.warning("epoch sync failed: %s", exc)
 
     @staticmethod
     def _notice(answer: Any) -> str:

@@ -105,19 +105,22 @@ def free_port() -> int:
 
 
 def make_test_config(upstream_dsn: str, port: int, *, epsilon: float = 1.0, delta: float = 1e-3,
-                     extra: str = "", privacy_extra: str = "", lapras_extra: str = "") -> str:
+                     stream_length: int = 200, extra: str = "", privacy_extra: str = "",
+                     lapras_extra: str = "") -> str:
     """config.toml for tests: the shipped default pointed at a test database, plus md5 and trust users."""
     text = (REPO / "config.toml").read_text()
     text = text.replace('listen = "127.0.0.1:6432"', f'listen = "127.0.0.1:{port}"')
     text = text.replace('dsn = ""', f"dsn = {upstream_dsn!r}".replace("'", '"'))
     text = text.replace("epsilon = 1.0\n", f"epsilon = {epsilon!r}\n", 1)
     text = text.replace("delta = 1e-3 ", f"delta = {delta!r} ", 1)
+    text = text.replace("stream_length = 200 ", f"stream_length = {stream_length} ", 1)
     if privacy_extra:
         text = text.replace("[privacy]\n", "[privacy]\n" + privacy_extra + "\n", 1)
     if lapras_extra:
         text = text.replace("[lapras]\n", "[lapras]\n" + lapras_extra + "\n", 1)
     users = (f'\n[[users]]\nname = "md5user"\nauth = "md5"\nsecret = "{_md5_secret("md5user", "md5pass")}"\n'
-             '\n[[users]]\nname = "trustuser"\nauth = "trust"\n')
+             '\n[[users]]\nname = "trustuser"\nauth = "trust"\n'
+             f'\n[[users]]\nname = "dba"\nauth = "md5"\nadmin = true\nsecret = "{_md5_secret("dba", "dbapass")}"\n')
     marker = "\n[privacy]"
     text = text.replace(marker, users + marker, 1)
     return text + "\n" + extra
@@ -185,16 +188,41 @@ class ProxyProcess:
 def proxy(embedded_pg: EmbeddedPostgres, adult_db: str, tmp_path_factory) -> Iterator[ProxyProcess]:
     """The real proxy (one per test session) in front of the session's Adult database.
 
-    Its budget is large (epsilon = 1e4 per epoch) so the many protocol tests never exhaust it; tests of
-    budget behaviour start their own proxy with a small budget.
+    Its budget is large (epsilon = 1e4 per epoch, S = 100,000) so the many protocol tests never exhaust
+    it; tests of budget behaviour start their own with `proxy_factory`.
     """
     root = tmp_path_factory.mktemp("proxy")
     port = free_port()
     cfg = root / "config.toml"
-    cfg.write_text(make_test_config(adult_db, port, epsilon=1e4, delta=1e-3))
+    cfg.write_text(make_test_config(adult_db, port, epsilon=1e4, delta=1e-3, stream_length=100_000))
     p = ProxyProcess(cfg, root / "state", port)
     p.start()
     try:
         yield p
     finally:
+        p.stop()
+
+
+@pytest.fixture
+def proxy_factory(embedded_pg: EmbeddedPostgres, default_config, tmp_path_factory):
+    """Start extra proxies, each on its own database holding the Adult table (so each has its own
+    ledger), with config overrides: ``proxy_factory(epsilon=1.0, stream_length=100, ...)``."""
+    started: list[ProxyProcess] = []
+
+    def make(**overrides: Any) -> ProxyProcess:
+        dsn = create_database(embedded_pg, "px")
+        table = default_config.catalog.table("adult")
+        ensure_table(dsn, table, default_config.loads["adult"], ADULT_CSV if ADULT_CSV.exists() else None)
+        root = tmp_path_factory.mktemp("proxyf")
+        port = free_port()
+        cfg = root / "config.toml"
+        cfg.write_text(make_test_config(dsn, port, **overrides))
+        p = ProxyProcess(cfg, root / "state", port)
+        p.upstream_dsn = dsn  # type: ignore[attr-defined]
+        p.start()
+        started.append(p)
+        return p
+
+    yield make
+    for p in started:
         p.stop()
