@@ -137,12 +137,14 @@ class Allocator:
     s: int
     warmup: int
     policy: Policy = "smooth"
-    min_fraction: float = 1e-4
+    min_fraction: float = 1e-2
     prior_bad: float | None = None
 
     @property
     def min_units(self) -> float:
-        return self.min_fraction * self.units
+        """eps_min: a fraction of an even per-statement share (units / S), so the stop threshold scales
+        with the stream; a fixed fraction of the whole budget would stop long streams at once."""
+        return self.min_fraction * self.units / max(self.s, 1)
 
     @property
     def mm_units(self) -> float:

@@ -315,6 +315,16 @@ class Engine:
             acc += v.reshape([shape[k] if a in q.marginal else 1 for k, a in enumerate(attrs)])
         return float(math.sqrt(acc.max()))
 
+    def sync_epoch(self) -> bool:
+        """Adopt the ledger's current epoch when another process or an admin started a new one, and roll
+        a timed epoch that has ended; True when the epoch changed. Cheap enough to poll every second."""
+        ep = self._epoch
+        self._maybe_roll()
+        cur = self.ledger.current_epoch()
+        if cur is not None and (self._epoch is None or cur.id != self._epoch.id):
+            self._adopt(cur)
+        return self._epoch is not ep
+
     # ----------------------------------------------------------------------------------- reporting
 
     def budget_report(self) -> dict[str, object]:

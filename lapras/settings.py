@@ -24,7 +24,8 @@ class EngineSettings:
     - ``allocation``: ``smooth`` or ``static``; ``warmup``: T (0 = ceil(log2(S)^2)).
     - ``stream_length``: S, the expected number of statements per epoch (the prediction's estimate wins).
     - ``rho_estimate``: expected overlap for ``auto`` when the prediction carries none.
-    - ``min_fraction``: eps_min as a fraction of the stream budget (in units: eps or mu^2).
+    - ``min_fraction``: eps_min as a fraction of an even per-statement share of the stream budget
+      (units / S, in eps or mu^2); the stream stops when a grant would fall below it.
     - ``free_answer_max_stderr``: a free estimate is served alone when its standard error is at most this
       (0 = relative rule: at most ``free_stderr_ratio`` times the fresh answer's standard error).
     - ``epoch``: daily | hourly | weekly | manual, or ``epoch_seconds`` directly.
@@ -43,7 +44,7 @@ class EngineSettings:
     warmup: int = 0
     stream_length: int = 200
     rho_estimate: float | None = None
-    min_fraction: float = 1e-4
+    min_fraction: float = 1e-2
     free_answer_max_stderr: float = 0.0
     free_stderr_ratio: float = 1.0
     epoch: str = "daily"
