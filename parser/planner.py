@@ -22,34 +22,44 @@ DEFAULT_MAX_GROUPS = 10_000
 
 
 class _LRU:
-    """A small thread-safe LRU map (the proxy plans from worker threads)."""
+    """A small thread-safe LRU map (the proxy plans from worker threads), bounded in entries and in total
+    weight (a plan weighs its number of linear queries, so a few huge GROUP BYs cannot hog memory)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, max_weight: int | None = None) -> None:
         self.size = size
-        self.data: OrderedDict[Hashable, Any] = OrderedDict()
+        self.max_weight = max_weight
+        self.weight = 0
+        self.data: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self.lock = Lock()
 
     def get(self, key: Hashable) -> Any:
         with self.lock:
             v = self.data.get(key)
-            if v is not None:
-                self.data.move_to_end(key)
-            return v
-
-    def put(self, key: Hashable, value: Any) -> None:
-        with self.lock:
-            self.data[key] = value
+            if v is None:
+                return None
             self.data.move_to_end(key)
-            while len(self.data) > self.size:
-                self.data.popitem(last=False)
+            return v[0]
+
+    def put(self, key: Hashable, value: Any, weight: int = 1) -> None:
+        with self.lock:
+            old = self.data.pop(key, None)
+            if old is not None:
+                self.weight -= old[1]
+            self.data[key] = (value, weight)
+            self.weight += weight
+            while len(self.data) > self.size or (
+                    self.max_weight is not None and self.weight > self.max_weight and len(self.data) > 1):
+                _, (_, w) = self.data.popitem(last=False)
+                self.weight -= w
 
     def clear(self) -> None:
         with self.lock:
             self.data.clear()
+            self.weight = 0
 
 
 _templates = _LRU(4096)
-_plans = _LRU(4096)
+_plans = _LRU(4096, max_weight=500_000)
 
 _WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Merge, exp.TruncateTable)
 
@@ -134,7 +144,7 @@ def plan_query(sql: str, catalog: Catalog, params: Sequence[object] | None = Non
             return hit[1]  # type: ignore[no-any-return]
     plan = bind(template(sql, catalog, max_groups), ptuple)
     if key is not None:
-        _plans.put(key, (catalog, plan))
+        _plans.put(key, (catalog, plan), weight=len(plan.queries) + 1)
     return plan
 
 

@@ -305,3 +305,15 @@ def test_long_or_chains_and_in_lists() -> None:
     ins = ", ".join(str(i) for i in range(0, 5000, 2))
     (q,) = plan_query(f"SELECT COUNT(*) FROM adult WHERE capital_gain IN ({ins})", CATALOG).queries
     assert q.boxes == ((("capital_gain", tuple((i, i) for i in range(0, 100, 2))),),)
+
+
+def test_plan_cache_is_bounded_by_weight() -> None:
+    from parser.planner import _LRU
+
+    lru = _LRU(10, max_weight=100)
+    for i in range(5):
+        lru.put(i, str(i), weight=40)
+    assert lru.get(0) is None and lru.get(4) == "4" and lru.get(3) == "3" and lru.weight <= 100
+    for i in range(20):
+        lru.put(("k", i), i)
+    assert len(lru.data) == 10
