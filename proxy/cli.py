@@ -27,10 +27,40 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     cfg = _load(args.config)
     tables = ", ".join(f"{t.qualified_name} ({len(t.attributes)} columns)" for t in cfg.catalog.tables)
     where = cfg.upstream_dsn and "upstream PostgreSQL" or "embedded PostgreSQL"
+    problems = _check_prediction_inputs(cfg)
+    if problems:
+        print(f"lapras-proxy: {cfg.path}: " + "; ".join(problems), file=sys.stderr)
+        return 2
     print(f"{args.config}: OK — serves {tables} on {cfg.server.host}:{cfg.server.port} from {where}; "
           f"budget per epoch ({cfg.privacy.epsilon:g}, {cfg.privacy.delta:g}), "
           f"{cfg.privacy.accounting} accounting, {len(cfg.users)} user(s)")
     return 0
+
+
+def _check_prediction_inputs(cfg: Config) -> list[str]:
+    """The prediction file and the declared templates, checked through the parser."""
+    from .engine_factory import prediction_path
+
+    problems = []
+    path = prediction_path(cfg)
+    if path is not None and not path.is_file():
+        problems.append(f"lapras.prediction: {path} does not exist (run lapras-proxy predict --out {path})")
+    specs = cfg.predictor.get("templates", [])
+    if specs:
+        import parser as sqlparser
+        from predictor.declared import expand_templates
+
+        try:
+            sqls = expand_templates(specs)
+        except Exception as exc:  # the expander names the template and parameter at fault
+            return [*problems, f"predictor.templates: {exc}"]
+        for sql in sqls:
+            try:
+                sqlparser.plan_query(sql, cfg.catalog)
+            except sqlparser.Refusal as exc:
+                problems.append(f"predictor.templates: {sql!r} is refused: {exc.message}")
+                break
+    return problems
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import parser as sqlparser
 from lapras.engine import Engine, Prediction, load_prediction
 from lapras.exact import PostgresExactSource
 from lapras.ledger.postgres import PostgresLedger
 from lapras.settings import EngineSettings
+from parser.linear import LinearQuery
 
 from .config import Config
 
@@ -31,16 +34,36 @@ def prediction_path(cfg: Config) -> Path | None:
     return path
 
 
+def declared_queries(cfg: Config) -> list[LinearQuery]:
+    """P's part declared by the DBA in config.toml ([[predictor.templates]]), expanded and parsed."""
+    specs = cfg.predictor.get("templates", [])
+    if not specs:
+        return []
+    from predictor.declared import expand_templates
+
+    out: list[LinearQuery] = []
+    for sql in expand_templates(specs):
+        try:
+            out.extend(q for q in sqlparser.plan_query(sql, cfg.catalog).queries if not q.is_zero)
+        except sqlparser.Refusal:
+            continue  # check-config reports templates the parser refuses
+    return out
+
+
 def _predictions(cfg: Config) -> Any:
     path = prediction_path(cfg)
-    if path is None:
+    declared = declared_queries(cfg)
+    if path is None and not declared:
         return None
 
     def load() -> Prediction:
         # Re-read at each epoch start: the predictor refreshes P.json between epochs.
-        if not path.is_file():
-            return Prediction()
-        return load_prediction(path, cfg.catalog)
+        pred = load_prediction(path, cfg.catalog) if path is not None and path.is_file() else Prediction()
+        if not declared:
+            return pred
+        seen = {q.key for q in pred.queries}
+        extra = tuple(q for q in declared if q.key not in seen)
+        return replace(pred, queries=tuple(pred.queries) + extra)
 
     return load
 
