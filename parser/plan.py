@@ -10,6 +10,7 @@ import numpy as np
 
 from . import postprocess as pp
 from .linear import LinearQuery
+from .schema import TableSchema
 
 if TYPE_CHECKING:
     from .analyze import Template
@@ -50,6 +51,16 @@ class QueryPlan:
     @property
     def n_groups(self) -> int:
         return len(self.group_keys)
+
+    @property
+    def schema(self) -> str:
+        """PostgreSQL schema of ``table``."""
+        return self.template.table.schema
+
+    @property
+    def table_schema(self) -> TableSchema:
+        """The protected table's declared schema (what ``vector``/``factors`` and ``answers_sql`` take)."""
+        return self.template.table
 
     def stderr_columns(self) -> tuple[Column, ...]:
         """Columns ``rows(..., with_stderr=True)`` appends: one float8 ``<name>_stderr`` per output column."""

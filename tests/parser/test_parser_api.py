@@ -295,7 +295,9 @@ def test_clipping_in_exact_answers(people_conn: psycopg.Connection) -> None:
 
 
 def test_plan_is_a_queryplan() -> None:
-    assert isinstance(plan_query("SELECT COUNT(*) FROM adult", CATALOG), QueryPlan)
+    plan = plan_query("SELECT COUNT(*) FROM hr.people", MIXED)
+    assert isinstance(plan, QueryPlan)
+    assert (plan.table, plan.schema, plan.table_schema) == ("people", "hr", PEOPLE)
 
 
 def test_long_or_chains_and_in_lists() -> None:
