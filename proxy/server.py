@@ -184,6 +184,12 @@ class ClientConnection:
         self._task: asyncio.Task[Any] | None = None
         self._running = False
         self._cancel_reason: str | None = None
+        self._loop = asyncio.get_running_loop()
+        self._last_input = 0.0
+        self._waiting_idle = False
+        self._idle_expired = False
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._timeout_cache: tuple[str, float] = ("", 0.0)
 
     # -- I/O helpers ---------------------------------------------------------------------------------
 
@@ -196,17 +202,39 @@ class ClientConnection:
         self.flush()
         await self.writer.drain()
 
-    async def _read_more(self, timeout: float | None) -> None:
+    async def _read_more(self, idle: bool = False) -> None:
+        """Flush replies, then wait for bytes; with `idle`, the idle watchdog may end the wait."""
         await self._drain()
         try:
-            if timeout is None:
-                data = await self.reader.read(1 << 16)
-            else:
-                async with asyncio.timeout(timeout):
+            if idle:
+                self._waiting_idle = True
+                try:
                     data = await self.reader.read(1 << 16)
+                except asyncio.CancelledError:
+                    if not self._idle_expired:
+                        raise
+                    if self._task is not None:
+                        self._task.uncancel()
+                    raise TimeoutError("idle") from None
+                finally:
+                    self._waiting_idle = False
+                self._last_input = self._loop.time()
+            else:
+                data = await self.reader.read(1 << 16)
         except (ConnectionError, OSError):
             data = b""
         self.conn.receive_data(data)
+
+    def _idle_watchdog(self) -> None:
+        """One timer per connection (not one per read): end the session when idle too long."""
+        limit = self.cfg.idle_timeout_s
+        waited = self._loop.time() - self._last_input
+        if self._waiting_idle and waited >= limit and self._task is not None:
+            self._idle_expired = True
+            self._task.cancel()
+            return
+        self._idle_handle = self._loop.call_later(max(limit - waited, 0.05) if self._waiting_idle else limit,
+                                                  self._idle_watchdog)
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -248,7 +276,7 @@ class ClientConnection:
         while True:
             ev = conn.next_event()
             if ev is NEED_DATA:
-                await self._read_more(None)
+                await self._read_more()
                 continue
             if isinstance(ev, SSLRequested):
                 accept = self.server.ssl_context is not None and not self.tls
@@ -292,7 +320,7 @@ class ClientConnection:
             while True:
                 nxt = self.conn.next_event()
                 if nxt is NEED_DATA:
-                    await self._read_more(None)
+                    await self._read_more()
                     continue
                 if isinstance(nxt, PasswordMessage):
                     return nxt.data
@@ -342,9 +370,12 @@ class ClientConnection:
     def _statement_timeout(self) -> float:
         """The tighter of server.statement_timeout_s and the session's statement_timeout (0 = unset)."""
         assert self.session is not None
-        ms = _duration_ms(self.session.settings.get("statement_timeout", "0"))
-        limit = self.cfg.statement_timeout_s
-        return min(limit, ms / 1000.0) if ms > 0 else limit
+        raw = self.session.settings.get("statement_timeout", "0")
+        if raw != self._timeout_cache[0]:
+            ms = _duration_ms(raw)
+            limit = self.cfg.statement_timeout_s
+            self._timeout_cache = (raw, min(limit, ms / 1000.0) if ms > 0 else limit)
+        return self._timeout_cache[1]
 
     async def _guarded(self, coro: Any) -> Any:
         """Await a statement so that CancelRequest and the statement timeout interrupt only it."""
@@ -392,11 +423,18 @@ class ClientConnection:
 
     async def _serve(self) -> None:
         conn = self.conn
-        idle = self.cfg.idle_timeout_s
+        self._last_input = self._loop.time()
+        self._idle_handle = self._loop.call_later(self.cfg.idle_timeout_s, self._idle_watchdog)
+        try:
+            await self._serve_loop(conn)
+        finally:
+            self._idle_handle.cancel()
+
+    async def _serve_loop(self, conn: ServerConnection) -> None:
         while True:
             ev = conn.next_event()
             if ev is NEED_DATA:
-                await self._read_more(idle)
+                await self._read_more(idle=True)
                 continue
             try:
                 if isinstance(ev, Execute):

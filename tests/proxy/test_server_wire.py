@@ -428,3 +428,22 @@ def test_catalog_pool_survives_lost_backend_connections(embedded_pg: object, sha
         assert rows(q(c, "SELECT 2")) == [[b"2"]]
     finally:
         srv.stop()
+
+
+def test_idle_session_timeout(shadow_dsn: str) -> None:
+    srv = start_local(shadow_dsn, idle_timeout_s=0.5)
+    try:
+        c = RawClient(srv.host, srv.port)
+        c.login_trust()
+        assert rows(q(c, "SELECT 1")) == [[b"1"]]
+        k, body = c.recv_message()          # nothing sent: the server ends the session
+        assert k == "E" and wire.error_fields(body)["C"] == "57P05"
+        assert c.closed()
+        busy = RawClient(srv.host, srv.port)
+        busy.login_trust()
+        for _ in range(4):                  # a session that keeps talking is not idle
+            import time
+            time.sleep(0.2)
+            assert rows(q(busy, "SELECT 2")) == [[b"2"]]
+    finally:
+        srv.stop()
