@@ -59,6 +59,10 @@ class _Closed(Exception):
     """The client went away or the connection must end."""
 
 
+class _IdleTimeout(Exception):
+    """The session was idle longer than server.idle_timeout_s (not an OSError, unlike TimeoutError)."""
+
+
 class RateLimiter:
     """Per-user token bucket: `per_minute` statements, refilled continuously."""
 
@@ -215,7 +219,7 @@ class ClientConnection:
                         raise
                     if self._task is not None:
                         self._task.uncancel()
-                    raise TimeoutError("idle") from None
+                    raise _IdleTimeout() from None
                 finally:
                     self._waiting_idle = False
                 self._last_input = self._loop.time()
@@ -253,7 +257,7 @@ class ClientConnection:
             pass
         except (ConnectionError, OSError, ssl.SSLError):
             pass
-        except TimeoutError:
+        except _IdleTimeout:
             with contextlib.suppress(Exception):
                 self.out.append(self.conn.fatal("57P05", "terminating connection due to idle-session timeout"))
         except asyncio.CancelledError:
