@@ -12,7 +12,7 @@ from .protocol.errors import PgError
 from .results import ResultSet, command, encode_rows, format_for
 from .router import Kind, Route, Router
 from .service_api import QueryService
-from .session import PreparedStatement, Session, parse_declare
+from .session import PreparedStatement, Session, parse_declare, parse_execute, parse_prepare
 
 
 def decode_params(oids: Sequence[int], formats: Sequence[int], raw: Sequence[bytes | None]) -> list[Any]:
@@ -59,6 +59,11 @@ class Executor:
                 raise catalog_error(exc) from None
             out = (oids, fields)
         elif route.kind is Kind.SESSION:
+            if route.command == "EXECUTE":
+                target = self.session.statements.get(parse_execute(route.sql)[0])
+                if target is None:
+                    raise PgError("26000", "prepared statement does not exist")
+                return list(stmt.param_oids), (await self.describe_statement(target))[1]
             out = (list(stmt.param_oids), self.session.show_columns(route.sql))
             if route.command == "FETCH":
                 return out   # depends on the cursor, which may change
@@ -98,6 +103,10 @@ class Executor:
         if kind is Kind.SESSION:
             if route.command == "DECLARE":
                 return await self._declare(route)
+            if route.command == "PREPARE":
+                return self._prepare(route)
+            if route.command == "EXECUTE":
+                return await self._execute_prepared(route, result_formats)
             return self.session.execute(route, list(result_formats))
         if kind is Kind.EMPTY:
             return command("")
@@ -111,6 +120,32 @@ class Executor:
         rows = encode_rows(fields, result.rows, result_formats)
         notices = [backend.notice_response(n) for n in result.notices]
         return ResultSet(fields or None, rows, result.command_tag, list(result_formats), notices)
+
+    def _prepare(self, route: Route) -> ResultSet:
+        name, oids, body = parse_prepare(route.sql)
+        if name in self.session.statements:
+            raise PgError("42P05", f"prepared statement \"{name}\" already exists")
+        inner = self.router.route(body)
+        if inner.kind is Kind.REFUSED:
+            assert inner.error is not None
+            raise inner.error
+        if inner.kind is not Kind.DP and inner.kind is not Kind.CATALOG:
+            raise PgError("0A000", "PREPARE supports SELECT statements only")
+        self.session.statements[name] = PreparedStatement(name, body, inner, oids)
+        return command("PREPARE")
+
+    async def _execute_prepared(self, route: Route, result_formats: Sequence[int]) -> ResultSet:
+        name, args = parse_execute(route.sql)
+        stmt = self.session.statements.get(name)
+        if stmt is None:
+            raise PgError("26000", f"prepared statement \"{name}\" does not exist")
+        raw = [None if a is None else a.encode("utf-8") for a in args]
+        decoded = None
+        if stmt.route.kind is Kind.DP:
+            oids = await self.param_oids(stmt, len(raw))
+            decoded = decode_params(oids, [], raw)
+        return await self.run(stmt.route, param_oids=stmt.param_oids, params=raw, decoded=decoded,
+                              result_formats=result_formats)
 
     async def _declare(self, route: Route) -> ResultSet:
         name, binary, hold, query = parse_declare(route.sql)

@@ -130,12 +130,10 @@ class Router:
             return Route(Kind.REFUSED, sql, first, read_only_error(" ".join(words[:2])))
         if first == "COPY":
             return self._copy(sql)
+        if first == "PREPARE" and len(words) > 1 and words[1] == "TRANSACTION":
+            return Route(Kind.REFUSED, sql, first, read_only_error("PREPARE TRANSACTION"))
         if first in ("PREPARE", "EXECUTE"):
-            if first == "PREPARE" and len(words) > 1 and words[1] == "TRANSACTION":
-                return Route(Kind.REFUSED, sql, first, read_only_error("PREPARE TRANSACTION"))
-            return Route(Kind.REFUSED, sql, first, PgError(
-                "0A000", f"SQL-level {first} is not supported",
-                hint="use the extended query protocol (your driver's prepared statements)"))
+            return Route(Kind.SESSION, sql, first)   # SQL-level prepared statements (psql < 16 users)
         m = _DANGEROUS.search(sql)
         if m:
             return Route(Kind.REFUSED, sql, first, statistics_error(m.group(1)))

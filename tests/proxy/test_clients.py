@@ -48,11 +48,13 @@ def test_psql(e2e: Target) -> None:
     if not binaries:
         pytest.skip("psql is not installed (apt-get install -y postgresql-client)")
     psql = binaries[-1]
-    r = _psql(psql, e2e, "SELECT version()", COUNT, GROUP, REFUSED, COUNT)
+    r = _psql(psql, e2e, "SELECT version()", COUNT, GROUP, REFUSED, COUNT,
+              "PREPARE byage (int) AS " + PARAM.format("$1"), "EXECUTE byage(30)")
     lines = r.stdout.splitlines()
     assert lines[0].startswith("PostgreSQL")
     assert lines[1].lstrip("-").replace(".", "").isdigit()
-    assert len(lines) == 5, r.stdout     # version, count, 2 groups, count after the refusal
+    # version, count, 2 groups, count after the refusal, PREPARE, EXECUTE's count
+    assert len(lines) == 7 and lines[5] == "PREPARE", r.stdout
     assert "ERROR" in r.stderr and "42501" not in r.stdout
     # \bind (psql 16+) sends the parameterised query through the extended protocol.
     modern = [b for b in binaries if "pginstall" in b]

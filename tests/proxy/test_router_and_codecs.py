@@ -51,7 +51,8 @@ def router() -> Router:
     ("EXPLAIN SELECT * FROM adult", Kind.REFUSED, "42501"),
     ("EXPLAIN SELECT 1", Kind.CATALOG, None),
     ("SELECT * FROM adult FOR UPDATE", Kind.REFUSED, "25006"),
-    ("PREPARE p AS SELECT 1", Kind.REFUSED, "0A000"),
+    ("PREPARE p AS SELECT 1", Kind.SESSION, None),
+    ("PREPARE TRANSACTION 'x'", Kind.REFUSED, "25006"),
     ("COMMIT PREPARED 'x'", Kind.REFUSED, "25006"),
 ])
 def test_routes(router: Router, sql: str, kind: Kind, state: str | None) -> None:

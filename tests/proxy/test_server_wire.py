@@ -447,3 +447,20 @@ def test_idle_session_timeout(shadow_dsn: str) -> None:
             assert rows(q(busy, "SELECT 2")) == [[b"2"]]
     finally:
         srv.stop()
+
+
+def test_sql_level_prepare_execute(local_proxy: ServerThread, raw: RawClient) -> None:
+    assert tags(q(raw, "PREPARE byage (int) AS SELECT count(*) FROM adult WHERE age > $1")) == ["PREPARE"]
+    m = q(raw, "EXECUTE byage(33)")
+    assert tags(m) == ["SELECT 1"] and rows(m) == [[b"48842"]]
+    assert local_proxy.service.executed[-1][1] == [33]
+    assert tags(q(raw, "PREPARE meta AS SELECT relname FROM pg_class WHERE relname = $1")) == ["PREPARE"]
+    assert rows(q(raw, "EXECUTE meta('adult')")) == [[b"adult"]]
+    raw.send(wire.parse("EXECUTE meta('adult')") + wire.describe("S") + wire.bind() + wire.execute()
+             + wire.SYNC)
+    m = raw.until_ready()
+    assert kinds(m) == "1tT2DCZ"
+    assert sqlstates(q(raw, "PREPARE w AS INSERT INTO adult VALUES (1)")) == ["25006"]
+    assert sqlstates(q(raw, "EXECUTE nosuch(1)")) == ["26000"]
+    assert tags(q(raw, "DEALLOCATE byage")) == ["DEALLOCATE"]
+    q(raw, "DEALLOCATE meta")
