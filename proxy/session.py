@@ -105,7 +105,12 @@ class Session:
             if k in ("user", "database", "replication", "options"):
                 continue
             if k == "client_encoding":
-                value = _client_encoding(value)
+                # Start-up packets name the locale's encoding (psql under LATIN1, ODBC drivers...);
+                # the proxy reports UTF8 and clients follow the reported value.
+                try:
+                    value = _client_encoding(value)
+                except PgError:
+                    value = "UTF8"
             if k not in FIXED:
                 base[k] = value
         for opt_key, opt_value in _parse_options(startup.get("options", "")):

@@ -464,3 +464,12 @@ def test_sql_level_prepare_execute(local_proxy: ServerThread, raw: RawClient) ->
     assert sqlstates(q(raw, "EXECUTE nosuch(1)")) == ["26000"]
     assert tags(q(raw, "DEALLOCATE byage")) == ["DEALLOCATE"]
     q(raw, "DEALLOCATE meta")
+
+
+def test_startup_options_and_foreign_client_encoding(local_proxy: ServerThread) -> None:
+    c = RawClient(local_proxy.host, local_proxy.port)
+    msgs = c.login_trust(client_encoding="LATIN1", options="-c DateStyle=German -c search_path=public",
+                         application_name="bi tool", some_driver_flag="1")
+    assert msgs[-1] == ("Z", b"I")
+    assert c.params["client_encoding"] == "UTF8" and c.params["application_name"] == "bi tool"
+    assert rows(q(c, "SHOW datestyle")) == [[b"German"]]
