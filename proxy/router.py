@@ -62,6 +62,9 @@ _LAPRAS_CALL = re.compile(r"\blapras\s*\.", re.IGNORECASE)
 _DML_IN_QUERY = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
 _INTO = re.compile(r"\bINTO\b", re.IGNORECASE)
 _LOCKING = re.compile(r"\bFOR\s+(NO\s+KEY\s+)?(UPDATE|SHARE|KEY\s+SHARE)\b", re.IGNORECASE)
+_CURRENT_SETTING = re.compile(
+    r"^\s*SELECT\s+(?:pg_catalog\s*\.\s*)?current_setting\s*\(\s*'(?P<name>[\w.]+)'\s*(?:,\s*(?:true|false)\s*)?\)"
+    r"(?:\s+(?:AS\s+)?(?P<alias>\w+|\"[^\"]+\"))?\s*;?\s*$", re.IGNORECASE)
 _STRINGS = re.compile(r"'(?:[^']|'')*'|\$\$.*?\$\$", re.S)
 
 
@@ -144,6 +147,9 @@ class Router:
                 return Route(Kind.REFUSED, sql, first, PgError(
                     "42501", "permission denied: EXPLAIN of a protected table reveals planner statistics"))
             return Route(Kind.CATALOG, sql, first)
+        if first == "SELECT" and _CURRENT_SETTING.match(sql):
+            # Answered from the session (its SET values), like SHOW; other forms reach the catalog DB.
+            return Route(Kind.SESSION, sql, "CURRENT_SETTING")
         if first in QUERY_COMMANDS:
             bare = _STRINGS.sub("''", strip_comments(sql))
             if first == "WITH" and _DML_IN_QUERY.search(bare):

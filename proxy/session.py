@@ -187,6 +187,9 @@ class Session:
 
     def show_columns(self, sql: str) -> list[Field] | None:
         """RowDescription fields of SHOW/FETCH without running them (for Describe)."""
+        m = current_setting_call(sql)
+        if m is not None:
+            return [backend.field(m[1], types.TEXT)]
         words = _words(sql)
         if words and words[0].upper() == "SHOW":
             name = _show_name(words[1:])
@@ -349,6 +352,26 @@ def _show(s: Session, sql: str, formats: list[int]) -> ResultSet:
     if value is None:
         raise PgError("42704", f"unrecognized configuration parameter \"{name}\"")
     return text_result([(name, types.TEXT)], [(value,)], "SHOW", formats)
+
+
+def current_setting_call(sql: str) -> tuple[str, str] | None:
+    """(setting, column name) of `SELECT current_setting('x') [AS alias]`, else None."""
+    from .router import _CURRENT_SETTING
+
+    m = _CURRENT_SETTING.match(sql)
+    if m is None:
+        return None
+    alias = m.group("alias")
+    return m.group("name"), (_ident(alias) if alias else "current_setting")
+
+
+def _current_setting(s: Session, sql: str, formats: list[int]) -> ResultSet:
+    call = current_setting_call(sql)
+    assert call is not None
+    value = s.get(call[0])
+    if value is None:
+        raise PgError("42704", f"unrecognized configuration parameter \"{call[0]}\"")
+    return text_result([(call[1], types.TEXT)], [(value,)], "SELECT 1", formats)
 
 
 def _warning(text: str) -> bytes:
@@ -533,7 +556,7 @@ _HANDLERS = {
     "SET": _set, "RESET": _reset, "SHOW": _show, "BEGIN": _begin, "START": _begin, "COMMIT": _commit,
     "END": _commit, "ROLLBACK": _rollback, "ABORT": _rollback, "SAVEPOINT": _savepoint,
     "RELEASE": _release, "DISCARD": _discard, "DEALLOCATE": _deallocate, "FETCH": _fetch, "MOVE": _fetch,
-    "CLOSE": _close, "LISTEN": _noop("LISTEN"), "UNLISTEN": _noop("UNLISTEN"), "NOTIFY": _noop("NOTIFY"),
+    "CLOSE": _close, "CURRENT_SETTING": _current_setting, "LISTEN": _noop("LISTEN"), "UNLISTEN": _noop("UNLISTEN"), "NOTIFY": _noop("NOTIFY"),
 }
 
 _DECLARE = re.compile(

@@ -473,3 +473,14 @@ def test_startup_options_and_foreign_client_encoding(local_proxy: ServerThread) 
     assert msgs[-1] == ("Z", b"I")
     assert c.params["client_encoding"] == "UTF8" and c.params["application_name"] == "bi tool"
     assert rows(q(c, "SHOW datestyle")) == [[b"German"]]
+
+
+def test_current_setting_answers_from_the_session(raw: RawClient) -> None:
+    q(raw, "SET search_path TO myschema, public")
+    m = q(raw, "SELECT current_setting('search_path')")
+    assert rows(m) == [[b"myschema, public"]] and tags(m) == ["SELECT 1"]
+    assert rows(q(raw, "select pg_catalog.current_setting('server_version_num') AS v"))[0][0].isdigit()
+    assert sqlstates(q(raw, "SELECT current_setting('no.such')")) == ["42704"]
+    m = q(raw, "SELECT current_setting('search_path'), 1")      # another shape: the catalog database
+    assert len(rows(m)[0]) == 2
+    q(raw, "RESET search_path")
