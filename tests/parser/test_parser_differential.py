@@ -18,7 +18,7 @@ from parser import QueryPlan, plan_query
 from parser.schema import TableSchema
 from parser.sql import answers_sql
 
-EXAMPLES = int(os.environ.get("PARSER_DIFF_EXAMPLES", "1500"))
+EXAMPLES = int(os.environ.get("PARSER_DIFF_EXAMPLES", "1200"))
 _INT_OIDS = {20, 21, 23}
 _FLOAT_OIDS = {700, 701, 1700}
 
