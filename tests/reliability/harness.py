@@ -110,3 +110,40 @@ def exact_scalar(upstream_dsn: str, sql: str) -> Any:
     with psycopg.connect(upstream_dsn) as conn:
         row = conn.execute(sql).fetchone()
     return None if row is None else row[0]
+
+
+def ledger_problems(upstream_dsn: str) -> list[str]:
+    """Consistency of the ledger tables (schema `lapras`) as committed; an empty list means consistent.
+
+    Spent units equal the releases' units and the spends' units; nothing is spent beyond the parts'
+    units; every fresh release has its answers committed with it, and every fresh answer its release.
+    """
+    problems: list[str] = []
+    with psycopg.connect(upstream_dsn, autocommit=True) as conn:
+        epochs = conn.execute(
+            "SELECT e.id, e.spent_units,"
+            " (SELECT coalesce(sum(units), 0) FROM lapras.releases r WHERE r.epoch_id = e.id),"
+            " (SELECT coalesce(sum(units), 0) FROM lapras.spends s WHERE s.epoch_id = e.id),"
+            " (SELECT coalesce(sum(units), 0) FROM lapras.parts p WHERE p.epoch_id = e.id)"
+            " FROM lapras.epochs e ORDER BY e.id").fetchall()
+        if sum(1 for _ in conn.execute("SELECT 1 FROM lapras.epochs WHERE ended_at IS NULL")) != 1:
+            problems.append("not exactly one open epoch")
+        for eid, spent, released, spends, total in epochs:
+            tol = 1e-9 * max(1.0, total)
+            if abs(spent - released) > tol:
+                problems.append(f"epoch {eid}: spent_units {spent} but releases add up to {released}")
+            if abs(spent - spends) > tol:
+                problems.append(f"epoch {eid}: spent_units {spent} but spends add up to {spends}")
+            if spent > total + tol:
+                problems.append(f"epoch {eid}: overspent: {spent} units of {total}")
+        orphans = conn.execute(
+            "SELECT r.id, k FROM lapras.releases r, jsonb_array_elements_text(r.meta -> 'keys') k"
+            " WHERE r.kind = 'fresh' AND NOT EXISTS (SELECT 1 FROM lapras.answers a"
+            "  WHERE a.epoch_id = r.epoch_id AND a.key = k)").fetchall()
+        if orphans:
+            problems.append(f"{len(orphans)} released keys without a stored answer, e.g. {orphans[0]}")
+        missing = conn.execute("SELECT count(*) FROM lapras.answers WHERE outcome = 'fresh' AND release_id IS NULL"
+                               ).fetchone()
+        if missing and missing[0]:
+            problems.append(f"{missing[0]} fresh answers without their release")
+    return problems

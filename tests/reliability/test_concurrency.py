@@ -17,7 +17,7 @@ pytest.importorskip("proxy.dp_service")
 
 from proxy.replay import parse_budget  # noqa: E402
 
-from .harness import budget_remaining, new_adult_db, start_proxy  # noqa: E402
+from .harness import budget_remaining, ledger_problems, new_adult_db, start_proxy  # noqa: E402
 
 CLIENTS = 32
 MAX_PER_CLIENT = 400
@@ -25,14 +25,14 @@ MAX_PER_CLIENT = 400
 
 @pytest.fixture(scope="module")
 def two_proxies(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory
-                ) -> Iterator[tuple[Any, Any]]:
+                ) -> Iterator[tuple[Any, Any, str]]:
     dsn = new_adult_db(embedded_pg, default_config, "race")
     root = tmp_path_factory.mktemp("race")
     server = {"queries_per_minute": 1_000_000, "max_connections": 100}
     a = start_proxy(root / "a", dsn, epsilon=0.5, server=server)
     b = start_proxy(root / "b", dsn, epsilon=0.5, server=server)
     try:
-        yield a, b
+        yield a, b, dsn
     finally:
         a.stop()
         b.stop()
@@ -56,8 +56,8 @@ def _client(proc: Any, n: int, out: dict[int, list[tuple[str, str, Any]]]) -> No
                     return
 
 
-def test_two_processes_never_overspend(two_proxies: tuple[Any, Any]) -> None:
-    a, b = two_proxies
+def test_two_processes_never_overspend(two_proxies: tuple[Any, Any, str]) -> None:
+    a, b, dsn = two_proxies
     total = budget_remaining(a)
     assert total > 0 and budget_remaining(b) == pytest.approx(total)
     out: dict[int, list[tuple[str, str, Any]]] = {}
@@ -74,6 +74,8 @@ def test_two_processes_never_overspend(two_proxies: tuple[Any, Any]) -> None:
     remaining_a, remaining_b = budget_remaining(a), budget_remaining(b)
     assert remaining_a == pytest.approx(remaining_b, abs=1e-12)
     assert remaining_a >= -1e-12, f"overspent: remaining {remaining_a}"
+    # The committed spend, read from the ledger tables themselves, is within the budget and consistent.
+    assert not ledger_problems(dsn)
     # Answers released through one process are the ledger's: the other process serves them unchanged.
     answered = [(sql, rows) for log in out.values() for kind, sql, rows in log if kind == "answer"]
     assert answered
@@ -85,12 +87,12 @@ def test_two_processes_never_overspend(two_proxies: tuple[Any, Any]) -> None:
     assert budget_remaining(a) == pytest.approx(remaining_a, abs=1e-12)
 
 
-def test_budget_view_agrees_with_ledger_command(two_proxies: tuple[Any, Any], tmp_path: Path) -> None:
+def test_budget_view_agrees_with_ledger_command(two_proxies: tuple[Any, Any, str], tmp_path: Path) -> None:
     import json
     import subprocess
     import sys
 
-    a, _ = two_proxies
+    a, _, _ = two_proxies
     done = subprocess.run([sys.executable, "-m", "proxy.cli", "budget", "--json", "--config", str(a.config_path),
                            "--state-dir", str(a.state_dir)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

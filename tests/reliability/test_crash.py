@@ -26,7 +26,7 @@ pytest.importorskip("proxy.dp_service")
 
 from proxy.replay import ReplayOptions, Statement, StatementResult, StopReplay, replay  # noqa: E402
 
-from .harness import budget_remaining, kill, new_adult_db, start_proxy  # noqa: E402
+from .harness import budget_remaining, kill, ledger_problems, new_adult_db, start_proxy  # noqa: E402
 
 KILLS_PER_SCENARIO = int(os.environ.get("LAPRAS_CRASH_KILLS", "10"))
 LOG = Path(__file__).resolve().parents[3] / "shared" / "data" / "querylogs" / "adult_bi_21d.log"
@@ -62,9 +62,12 @@ class Killer(threading.Thread):
     """Kills the proxy `kills` times (after a random delay, or when asked), restarting it each time, and
     reads the remaining budget after every restart."""
 
-    def __init__(self, proc: Any, kills: int, rng: random.Random, delay: tuple[float, float] | None) -> None:
+    def __init__(self, proc: Any, dsn: str, kills: int, rng: random.Random,
+                 delay: tuple[float, float] | None) -> None:
         super().__init__(daemon=True)
         self.proc = proc
+        self.dsn = dsn
+        self.problems: list[str] = []
         self.kills = kills
         self.rng = rng
         self.delay = delay
@@ -85,6 +88,8 @@ class Killer(threading.Thread):
                     time.sleep(self.rng.uniform(*self.delay))
                 kill(self.proc)
                 self.count += 1
+                # What the dead process committed is all there is: it must be consistent on its own.
+                self.problems += [f"after kill {self.count}: {p}" for p in ledger_problems(self.dsn)]
                 self.proc.start()
                 self.budgets.append(budget_remaining(self.proc))
         except BaseException as exc:  # surfaced by the test
@@ -104,6 +109,7 @@ def _answers(results: list[StatementResult], statements: list[Statement]) -> dic
 def _check_run(proc: Any, statements: list[Statement], results: list[StatementResult], killer: Killer) -> None:
     assert killer.error is None, f"restart failed: {killer.error!r}"
     assert killer.count == killer.kills
+    assert not killer.problems, killer.problems
     # No answer is re-noised: every answer to the same text is the same, across all kills.
     answers = _answers(results, statements)
     assert answers, "no statement was answered"
@@ -132,7 +138,7 @@ def _scenario(root: Path, dsn: str, statements: list[Statement], *, clients: int
     proc = start_proxy(root, dsn, epsilon=epsilon, privacy_extra=privacy_extra,
                        server={"queries_per_minute": 1_000_000})
     try:
-        killer = Killer(proc, KILLS_PER_SCENARIO, rng, delay)
+        killer = Killer(proc, dsn, KILLS_PER_SCENARIO, rng, delay)
         new_answers = [0]
 
         def on_result(res: StatementResult) -> None:
@@ -152,6 +158,7 @@ def _scenario(root: Path, dsn: str, statements: list[Statement], *, clients: int
         killer.done.wait(120)
         assert result.aborted is None, result.aborted
         _check_run(proc, statements, result.results, killer)
+        assert not ledger_problems(dsn)
     finally:
         proc.stop()
 

@@ -66,7 +66,8 @@ MUST_REFUSE: list[tuple[str, set[str]]] = [
     ("CREATE TEMP TABLE t AS SELECT * FROM adult", WRITE),
     ("SELECT * INTO t2 FROM adult", WRITE),
     ("DO $$ BEGIN PERFORM count(*) FROM adult; END $$", WRITE),
-    ("PREPARE p AS SELECT * FROM adult", RAW_READ),
+    ("PREPARE p AS SELECT * FROM adult; EXECUTE p", RAW_READ),
+    ("PREPARE p2(int) AS SELECT age FROM adult WHERE age > $1; EXECUTE p2(30)", RAW_READ),
     ("SELECT * FROM adult FOR UPDATE", WRITE | RAW_READ),
     ("SELECT count(*) FROM adult; SELECT * FROM adult", RAW_READ),
     ("SELECT count(*) FROM adult /* ; */ ; SELECT * FROM adult -- ;", RAW_READ),
@@ -339,3 +340,16 @@ def test_cursor_over_an_aggregate_goes_through_the_mechanism(setup: Any) -> None
     if via_cursor.error is None:
         # Same canonical query, same released answer: the cursor is not a way around the cache.
         assert fetched.data_rows() == direct.data_rows()
+
+
+def test_sql_level_prepare_goes_through_the_mechanism(setup: Any) -> None:
+    dsn, relay, conn = setup
+    conn.execute("PREPARE byage(int) AS SELECT count(*) FROM adult WHERE age > $1 AND sex = 0")
+    for age in (35, 47):
+        executed = _run(relay, conn, f"EXECUTE byage({age})")
+        plain = _run(relay, conn, f"SELECT count(*) FROM adult WHERE sex = 0 AND age > {age}")
+        assert executed.error is None and plain.error is None, (executed.error, plain.error)
+        # The parameter decides the query; each binding is its own canonical query with its own release,
+        # and the prepared and the plain spelling get the same released answer.
+        assert executed.data_rows() == plain.data_rows()
+    conn.execute("DEALLOCATE byage")
