@@ -1,0 +1,38 @@
+"""Helpers of the engine tests: a small catalog with a known histogram, plans through the real parser."""
+
+from __future__ import annotations
+
+import numpy as np
+import parser as sqlparser
+from lapras.exact import HistogramExactSource
+from parser.schema import Attribute, Catalog, Domain, TableSchema
+
+TABLE = TableSchema("t", (
+    Attribute("a", Domain("int", 0, 9)),
+    Attribute("b", Domain("categorical", values=("x", "y", "z"))),
+    Attribute("c", Domain("int", 0, 39)),
+))
+CATALOG = Catalog((TABLE,))
+
+
+def make_hist(seed: int = 7) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 60, size=(10, 3, 40)).astype(float)
+
+
+def plan(sql: str):  # type: ignore[no-untyped-def]
+    return sqlparser.plan_query(sql, CATALOG)
+
+
+def range_sqls(k: int, seed: int) -> list[str]:
+    """k distinct one-attribute range counts on c (the stream generator of the engine tests)."""
+    rng = np.random.default_rng(seed)
+    seen: set[tuple[int, int]] = set()
+    out = []
+    while len(out) < k:
+        lo, hi = sorted(int(v) for v in rng.integers(0, 40, 2))
+        if (lo, hi) not in seen:
+            seen.add((lo, hi))
+            out.append(f"SELECT count(*) FROM t WHERE c BETWEEN {lo} AND {hi}")
+    return out
+
+

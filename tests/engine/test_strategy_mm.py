@@ -1,0 +1,144 @@
+"""Strategies and the matrix mechanism: Kronecker algebra against dense matrices, optimisers, stated errors."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import chi2
+
+from lapras.mechanisms import Cost, l2_sensitivity
+from lapras.matrix_mechanism import MMRelease, group_weights, joint_sensitivity, plan_groups, release_mm
+from lapras.strategy import KronStrategy, exact_strategy, identity_strategy, kron_strategy, p_identity, workload_error
+from lapras.strategy.optimize import _pidentity_objective
+
+
+def _range(n: int, a: int, b: int) -> np.ndarray:
+    v = np.zeros(n)
+    v[a:b + 1] = 1
+    return v
+
+
+def _ranges(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    w = np.zeros((k, n))
+    for i in range(k):
+        a, b = sorted(rng.integers(0, n, 2))
+        w[i, a:b + 1] = 1
+    return w
+
+
+def test_pidentity_gradient_matches_finite_differences() -> None:
+    rng = np.random.default_rng(3)
+    w = _ranges(rng, 20, 30)
+    g = w.T @ w
+    th = rng.uniform(size=(3, 20))
+    f, grad = _pidentity_objective(th.ravel(), g, 3)
+    a = np.vstack([np.eye(20), th])
+    a /= np.linalg.norm(a, axis=0)
+    assert f == pytest.approx(np.trace(g @ np.linalg.inv(a.T @ a)), rel=1e-10)
+    num = np.zeros(th.size)
+    for k in range(th.size):
+        e = np.zeros(th.size)
+        e[k] = 1e-6
+        num[k] = (_pidentity_objective(th.ravel() + e, g, 3)[0] - _pidentity_objective(th.ravel() - e, g, 3)[0]) / 2e-6
+    assert np.allclose(num, grad, atol=1e-5 * np.abs(grad).max())
+
+
+def test_optimisers_beat_identity_on_ranges() -> None:
+    rng = np.random.default_rng(4)
+    w = _ranges(rng, 32, 40)
+    g = w.T @ w
+    ident = np.trace(g)
+    errs = {}
+    for name, a in (("pid", p_identity(g, p=8, rng=rng)), ("sdp", exact_strategy(g))):
+        assert l2_sensitivity(a) <= 1 + 1e-6
+        errs[name] = np.trace(g @ np.linalg.pinv(a.T @ a))
+        assert errs[name] < 0.8 * ident
+    # The SDP optimum is at least as good as p-Identity (up to solver tolerance).
+    assert errs["sdp"] <= 1.02 * errs["pid"]
+
+
+def test_kron_algebra_matches_dense() -> None:
+    rng = np.random.default_rng(5)
+    a1, a2 = rng.normal(size=(7, 5)), rng.normal(size=(4, 3))
+    s = KronStrategy([a1, a2], [(0,), (1,)])
+    x = rng.normal(size=(5, 3))
+    dense = np.kron(a1, a2)
+    assert np.allclose(s.measure(x), dense @ x.ravel())
+    y = rng.normal(size=28)
+    assert np.allclose(s.least_squares(y).ravel(), np.linalg.pinv(dense) @ y)
+    assert s.sensitivity == pytest.approx(l2_sensitivity(dense))
+    q = [(2.0, [_range(5, 1, 3), _range(3, 0, 1)]), (1.0, [_range(5, 4, 4), _range(3, 2, 2)])]
+    wv = 2 * np.kron(_range(5, 1, 3), _range(3, 0, 1)) + np.kron(_range(5, 4, 4), _range(3, 2, 2))
+    assert s.query_variance(q) == pytest.approx(wv @ np.linalg.pinv(dense.T @ dense) @ wv)
+    assert s.estimate(s.least_squares(y), q) == pytest.approx(wv @ np.linalg.pinv(dense) @ y)
+
+
+def test_gowalla_scale_kron_strategy_is_structured() -> None:
+    """256 x 256 rectangles: per-axis blocks only, never a dense 65536-column matrix."""
+    rng = np.random.default_rng(6)
+    qs = []
+    for _ in range(30):
+        (a, b), (c, d) = sorted(rng.integers(0, 256, 2)), sorted(rng.integers(0, 256, 2))
+        qs.append([(1.0, [_range(256, a, b), _range(256, c, d)])])
+    s = kron_strategy((256, 256), qs, rng=rng, maxiter=10, rounds=1)
+    assert [m.shape[1] for m in s.mats] == [256, 256]
+    assert workload_error(s, qs) < 0.2 * workload_error(identity_strategy((256, 256)), qs)
+
+
+def test_group_weights_minimise_total_error() -> None:
+    c = np.array([1.0, 9.0, 4.0])
+    a = group_weights(c)
+    assert np.sum(a**2) == pytest.approx(1.0)
+    best = np.sum(c / a**2)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        b = rng.uniform(0.05, 1, 3)
+        b /= np.linalg.norm(b)
+        assert np.sum(c / b**2) >= best * (1 - 1e-12)
+
+
+def _mm_fixture(rng: np.random.Generator):  # type: ignore[no-untyped-def]
+    w1 = [[(1.0, [_range(12, a, b)])] for a, b in (sorted(rng.integers(0, 12, 2)) for _ in range(15))]
+    w2 = [[(1.0, [_range(6, a, b), _range(30, c, d)])]
+          for (a, b), (c, d) in ((sorted(rng.integers(0, 6, 2)), sorted(rng.integers(0, 30, 2))) for _ in range(15))]
+    groups = plan_groups({("t", ("b",)): ((12,), w1), ("t", ("a", "c")): ((6, 30), w2)}, rng=rng)
+    return groups, w1, w2
+
+
+def test_mm_release_stated_error_matches_empirical() -> None:
+    """Answers' empirical squared errors over repeated releases match their stated variances.
+
+    Sum over 400 releases of (error / stated stderr)^2 is chi-square with 400 degrees of freedom for each
+    query; we test the pooled statistic of one query per group at false-failure rate 1e-4 (two-sided)."""
+    rng = np.random.default_rng()
+    groups, w1, w2 = _mm_fixture(rng)
+    assert joint_sensitivity(groups) == pytest.approx(1.0)
+    x1, x2 = rng.integers(0, 50, 12).astype(float), rng.integers(0, 50, (6, 30)).astype(float)
+    truth1 = float(w1[0][0][1][0] @ x1)
+    truth2 = float(w2[0][0][1][0] @ x2 @ w2[0][0][1][1])
+    stat, reps = 0.0, 400
+    for _ in range(reps):
+        rel = release_mm(groups, [x1, x2], Cost(mu=0.5), rng)
+        for marg, q, truth in ((("b",), w1[0], truth1), (("a", "c"), w2[0], truth2)):
+            sizes = {"a": 6, "b": 12, "c": 30}
+            est = rel.estimate("t", marg, q, sizes)
+            assert est is not None
+            stat += (est[0] - truth) ** 2 / est[1]
+    df = 2 * reps
+    assert chi2.ppf(0.5e-4, df) < stat < chi2.ppf(1 - 0.5e-4, df)
+
+
+def test_mm_release_roundtrip_and_subquery_estimates() -> None:
+    rng = np.random.default_rng(8)
+    groups, _, _ = _mm_fixture(rng)
+    rel = release_mm(groups, [np.ones(12), np.ones((6, 30))], Cost(eps=0.5, delta=1e-4), rng)
+    back = MMRelease.from_bytes(rel.meta(), rel.to_bytes(), rel.cost)
+    q = [(1.0, [_range(30, 3, 9)])]  # a query on (c) only: in the span of the (a, c) group
+    sizes = {"a": 6, "b": 12, "c": 30, "d": 3}
+    a = rel.estimate("t", ("c",), q, sizes)
+    b = back.estimate("t", ("c",), q, sizes)
+    assert a is not None and b is not None and a == pytest.approx(b)
+    assert rel.estimate("t", ("d",), [(1.0, [np.ones(3)])], sizes) is None
+    assert math.isfinite(a[1])
