@@ -746,16 +746,17 @@ def _function(an: Analyzer, node: exp.Expr, where: str, name: str) -> pp.Expr | 
     if isinstance(node, exp.Round):
         args = [an.expr(node.this, where)] + ([an.expr(node.args["decimals"], where)] if node.args.get("decimals") else [])
 
-        def rnd(vs: list[object]) -> object:
+        oid = args[0].oid if args[0].oid in pp.INTEGER_OIDS and len(args) == 1 else pp.FLOAT8
+
+        def rnd(vs: list[object], integer: bool = oid in pp.INTEGER_OIDS) -> object:
             if any(v is None for v in vs):
                 return None
             digits = int(num(vs[1])) if len(vs) > 1 else 0
             q = 10.0 ** digits
             x = num(vs[0]) * q
             r = math.floor(abs(x) + 0.5) * (1 if x >= 0 else -1)  # half away from zero, as numeric round
-            return r / q
+            return int(r) if integer else r / q
 
-        oid = args[0].oid if args[0].oid in pp.INTEGER_OIDS and len(args) == 1 else pp.FLOAT8
         return pp.Func("round", args, rnd, oid)
     simple: dict[type[exp.Expr], tuple[str, Any]] = {
         exp.Abs: ("abs", abs), exp.Ceil: ("ceil", math.ceil), exp.Floor: ("floor", math.floor),

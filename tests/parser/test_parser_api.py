@@ -319,3 +319,15 @@ def test_plan_cache_is_bounded_by_weight() -> None:
     for i in range(20):
         lru.put(("k", i), i)
     assert len(lru.data) == 10
+
+
+def test_values_match_their_declared_types() -> None:
+    """Every value rows() produces is of the Python type its column's oid promises (the proxy encodes it)."""
+    plan = plan_query("SELECT race, round(count(*)), round(avg(age)), round(avg(age), 1), ceil(sum(age) / 7.0), "
+                      "abs(-count(*)), coalesce(sum(age), 0), greatest(count(*), 5), count(*) % 7, race::text, "
+                      "sum(CASE WHEN sex = 1 THEN 1 ELSE 0 END), avg(CASE WHEN sex = 1 THEN 1.0 ELSE 0.0 END) "
+                      "FROM adult GROUP BY race", CATALOG)
+    expected = {20: int, 23: int, 701: float, 25: str}
+    for row in plan.rows(np.linspace(3.3, 9999.7, len(plan.queries))):
+        for value, col in zip(row, plan.columns, strict=True):
+            assert value is None or isinstance(value, expected[col.type_oid]), (col, value)
