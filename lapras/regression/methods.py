@@ -24,7 +24,7 @@ from scipy.special import ndtri
 from lapras.calibration import agm_sigma
 from lapras.regression import rdp
 from lapras.regression.clip import clip_rows, clip_values
-from lapras.regression.sketches import GaussianSketch, padded_transpose, srht
+from lapras.regression.sketches import GaussianSketch, next_pow2, srht
 
 Block = tuple[np.ndarray, np.ndarray]
 RowSource = Callable[[], Iterable[Block]]
@@ -67,8 +67,16 @@ def _source(data: Data) -> RowSource:
     return array_source(np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64))
 
 
-def _scaled(src: RowSource, c_x: float, c_y: float) -> RowSource:
-    """Scale by the public bounds and clip, so rows have norm <= 1 and |y| <= 1."""
+def _scaled(data: Data, c_x: float, c_y: float) -> RowSource:
+    """Scale by the public bounds and clip, so rows have norm <= 1 and |y| <= 1.
+
+    In-memory arrays are scaled once; a streamed source is scaled block by block on every pass.
+    """
+    if not callable(data):
+        X = clip_rows(np.asarray(data[0], dtype=np.float64) / c_x, 1.0)
+        y = clip_values(np.asarray(data[1], dtype=np.float64).reshape(-1) / c_y, 1.0)
+        return array_source(X, y)
+    src = data
 
     def gen() -> Iterator[Block]:
         for Xb, yb in src():
@@ -134,7 +142,7 @@ def adassp(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np
     failure probability for the ridge choice.
     """
     _check(c_x, c_y, eps, delta)
-    src = _scaled(_source(data), c_x, c_y)
+    src = _scaled(data, c_x, c_y)
     XtX: np.ndarray | None = None
     Xty: np.ndarray | None = None
     for Xb, yb in src():
@@ -176,7 +184,7 @@ def linmix(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np
            k: int | None = None) -> tuple[np.ndarray, Cost]:
     """LinMix (Lev et al. 2025): least squares on a noisy Gaussian sketch of [X, y]; one pass, O(k d)."""
     _check(c_x, c_y, eps, delta)
-    src = _scaled(_source(data), c_x, c_y)
+    src = _scaled(data, c_x, c_y)
     first = next(iter(src()))
     d = first[0].shape[1]
     k = k or max(24 * d, 128)
@@ -229,7 +237,7 @@ def ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.ra
     _check(c_x, c_y, eps, delta)
     if not 0 < clip <= 1.0:
         raise ValueError("clip must be in (0, 1] (units of the |y| bound)")
-    src = _scaled(_source(data), c_x, c_y)
+    src = _scaled(data, c_x, c_y)
     d = next(iter(src()))[0].shape[1]
     k = k or max(8 * d, 64)
     cal = rdp.calibrate_ihm(eps, delta, k, T)
@@ -249,28 +257,37 @@ def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: 
     _check(c_x, c_y, eps, delta)
     if not 0 < clip <= 1.0:
         raise ValueError("clip must be in (0, 1] (units of the |y| bound)")
-    src = _scaled(_source(data), c_x, c_y)
+    src = _scaled(data, c_x, c_y)
+    # Rows kept transposed, (d, n_pad), zero-padded: the WHT then runs along contiguous memory.
     blocks = list(src())
-    X = np.concatenate([b[0] for b in blocks]) if blocks else np.zeros((0, 0))
-    y = np.concatenate([b[1] for b in blocks]) if blocks else np.zeros(0)
-    if X.shape[0] == 0:
+    n = sum(b[0].shape[0] for b in blocks)
+    if n == 0:
         raise ValueError("no rows")
-    n, d = X.shape
+    d = blocks[0][0].shape[1]
+    At = np.zeros((d, next_pow2(n)))
+    y = np.empty(n)
+    i = 0
+    for Xb, yb in blocks:
+        At[:, i:i + len(yb)] = Xb.T
+        y[i:i + len(yb)] = yb
+        i += len(yb)
+    del blocks
+    Xt = At[:, :n]
     k = k or max(6 * d, 48)
     cal = rdp.calibrate_fast_ihm(eps, delta, k, T)
-    At = padded_transpose(X)
     k_in = min(At.shape[1], k_in or 8 * k)
-    lam = _lambda_min_private(X.T @ X, cal.sigma_eig, cal.z_rho, rng)
+    lam = _lambda_min_private(Xt @ Xt.T, cal.sigma_eig, cal.z_rho, rng)
     eta2 = max(cal.gamma - lam, 0.0)
+    work = np.empty_like(At)
     H_list = []
     for _ in range(T):
-        Xs = srht(At, k_in, rng)
+        Xs = srht(At, k_in, rng, work=work)
         S = rng.standard_normal((k, Xs.shape[0]))
-        Xt = S @ Xs + math.sqrt(eta2) * rng.standard_normal((k, d))
-        H_list.append(Xt.T @ Xt / k)
+        Xm = S @ Xs + math.sqrt(eta2) * rng.standard_normal((k, d))
+        H_list.append(Xm.T @ Xm / k)
 
     def grad(theta: np.ndarray) -> np.ndarray:
-        return X.T @ np.clip(y - X @ theta, -clip, clip)
+        return Xt @ np.clip(y - theta @ Xt, -clip, clip)
 
     theta = _ihm_steps(H_list, grad, eta2, cal.sigma_grad, d, rng, ridge)
     return theta * (c_y / c_x), Cost(eps, delta)

@@ -69,17 +69,20 @@ def padded_transpose(A: np.ndarray) -> np.ndarray:
     return At
 
 
-def srht(At_pad: np.ndarray, k_in: int, rng: np.random.Generator) -> np.ndarray:
+def srht(At_pad: np.ndarray, k_in: int, rng: np.random.Generator, work: np.ndarray | None = None) -> np.ndarray:
     """SRHT sketch sqrt(n/k_in) P H D A of a padded transposed matrix; returns (k_in, d).
 
-    ``At_pad`` is (d, n) with n a power of two and is left unchanged.
+    ``At_pad`` is (d, n) with n a power of two and is left unchanged; ``work`` is an optional scratch
+    array of the same shape (reused across iterations to avoid re-allocating n d floats).
     """
     d, n = At_pad.shape
     if n & (n - 1):
         raise ValueError("SRHT needs a power-of-two number of rows; pad with zero rows first")
     k_in = min(k_in, n)
     signs: np.ndarray = np.where(rng.integers(0, 2, size=n) == 1, 1.0, -1.0)
-    work: np.ndarray = np.multiply(At_pad, signs[None, :])
+    if work is None or work.shape != At_pad.shape or work.dtype != np.float64:
+        work = np.empty(At_pad.shape)
+    np.multiply(At_pad, signs[None, :], out=work)
     fwht_rows(work)
-    rows = np.asarray(rng.choice(n, size=k_in, replace=False))
+    rows = np.sort(np.asarray(rng.choice(n, size=k_in, replace=False)))
     return (work[:, rows] * math.sqrt(n / k_in)).T.copy()
