@@ -21,6 +21,7 @@ from parser.sql import answers_sql
 EXAMPLES = int(os.environ.get("PARSER_DIFF_EXAMPLES", "1200"))
 _INT_OIDS = {20, 21, 23}
 _FLOAT_OIDS = {700, 701, 1700}
+_PY_TYPES: dict[int, type] = {20: int, 23: int, 701: float, 25: str, 16: bool}
 
 
 def run_pg(conn: psycopg.Connection, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -54,6 +55,9 @@ def exact_values(plan: QueryPlan, table: TableSchema, hist: Histograms) -> np.nd
 def check(case: Case, conn: psycopg.Connection, hist: Histograms, table: TableSchema, catalog: Any) -> None:
     plan = plan_query(case.sql, catalog, case.params)
     ours = plan.rows(exact_values(plan, table, hist))
+    for row in ours:
+        for value, col in zip(row, plan.columns, strict=True):
+            assert value is None or isinstance(value, _PY_TYPES[col.type_oid]), (case.sql, col, value)
     theirs = run_pg(conn, case.sql, case.params)
     problem = rows_match(ours, theirs, case.n_keys, case.ordered)
     assert problem is None, f"{case.sql} params={case.params}\n{problem}"
