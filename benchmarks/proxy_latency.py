@@ -210,8 +210,9 @@ def main(argv: list[str] | None = None) -> int:
                                  if r["workload"] == "repeated DP query" and r["clients"] == 1),
         "dp_qps_8_clients_at_least_1500": dp8["qps"] >= 1500,
     }
+    load = os.getloadavg()
     result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "platform": platform.platform()},
+                          "platform": platform.platform(), "load_average_1_5_15": load},
               "queries_per_cell": args.queries, "metadata_sql": METADATA_SQL, "dp_sql": DP_SQL,
               "rows": rows, "passthrough_overhead": over, "targets_met": targets,
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -219,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "proxy_latency.json").write_text(json.dumps(result, indent=2) + "\n")
     md = ["# Proxy latency", "", f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"{args.queries} queries per cell, asyncpg clients (prepared statements, binary results).", "",
+          f"{args.queries} queries per cell, asyncpg clients (prepared statements, binary results); "
+          f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.", "",
           _table(rows), "", "| clients | pass-through overhead p50 ms | p99 ms |", "|---:|---:|---:|"]
     md += [f"| {o['clients']} | {o['passthrough_overhead_p50_ms']:.3f} | {o['passthrough_overhead_p99_ms']:.3f} |"
            for o in over]

@@ -51,8 +51,11 @@ NEED_DATA = _Sentinel("NEED_DATA")
 PAUSED = _Sentinel("PAUSED")
 _SKIP = _Sentinel("SKIP")
 
-_EXTENDED = frozenset("PBDECH")
-_READY_KINDS = frozenset("QPBDECHSXFpdcf")
+_EXTENDED_BYTES = frozenset(b"PBDECH")
+_READY_BYTES = frozenset(b"QPBDECHSXFdcf")   # 'p' (password) after authentication is a violation
+_AUTH_BYTES = frozenset(b"pX")
+_COPY_BYTES = frozenset(b"dcf")
+_READY = Phase.READY
 _LEN = struct.Struct("!i")
 
 
@@ -66,6 +69,7 @@ class ServerConnection:
         self.discarding = False      # an error in the extended protocol: skip messages until Sync
         self.in_extended = False     # extended-protocol messages received since the last Sync
         self._buf = bytearray()
+        self._pos = 0                # bytes of _buf already consumed
         self._eof = False
         self._pending: ConnectionFailed | None = None   # a failure detected outside next_event
 
@@ -113,11 +117,15 @@ class ServerConnection:
     def _fail(self, sqlstate: str, message: str) -> ConnectionFailed:
         self.phase = Phase.CLOSED
         self._buf.clear()
+        self._pos = 0
         return ConnectionFailed(sqlstate, message)
 
     def _next_event(self) -> Event | _Sentinel | None:
         buf = self._buf
         if self.phase is Phase.STARTUP:
+            if self._pos:
+                del buf[:self._pos]
+                self._pos = 0
             if len(buf) < 4:
                 return None
             (length,) = _LEN.unpack_from(buf, 0)
@@ -135,34 +143,45 @@ class ServerConnection:
             elif isinstance(ev, StartupReceived):
                 self.phase = Phase.AUTH
             return ev
-        if len(buf) < 5:
+        pos = self._pos
+        avail = len(buf) - pos
+        if avail < 5:
             return None
-        kind = chr(buf[0])
-        (length,) = _LEN.unpack_from(buf, 1)
+        kind_byte = buf[pos]
+        (length,) = _LEN.unpack_from(buf, pos + 1)
         if length < 4:
             raise ProtocolViolation(f"invalid message length {length}")
         if length > self.max_message_bytes:
             raise ProtocolViolation(f"message of {length} bytes exceeds the limit of {self.max_message_bytes} "
                                     f"bytes (server.max_message_bytes)", "54000")
-        if self.phase is Phase.AUTH and kind not in "pX":
-            raise ProtocolViolation(f"expected password response, got message type {ord(kind)}")
-        if self.phase is Phase.READY and kind not in _READY_KINDS:
-            raise ProtocolViolation(f"invalid frontend message type {ord(kind)}")
-        if self.phase is Phase.READY and kind == "p":
-            raise ProtocolViolation("unexpected password message outside authentication")
-        if len(buf) < length + 1:
+        phase = self.phase
+        if phase is _READY:
+            if kind_byte not in _READY_BYTES:
+                raise ProtocolViolation(f"invalid frontend message type {kind_byte}")
+        elif kind_byte not in _AUTH_BYTES:   # phase is AUTH
+            raise ProtocolViolation(f"expected password response, got message type {kind_byte}")
+        if avail < length + 1:
             return None
-        body = bytes(buf[5:length + 1])
-        del buf[:length + 1]
-        if kind in "dcf":
+        end = pos + length + 1
+        body = bytes(memoryview(buf)[pos + 5:end])
+        if end == len(buf):
+            buf.clear()
+            self._pos = 0
+        elif end > 65536:
+            # Compact now and then so that a long pipelined burst does not keep its consumed prefix.
+            del buf[:end]
+            self._pos = 0
+        else:
+            self._pos = end
+        if kind_byte in _COPY_BYTES:
             # CopyData/CopyDone/CopyFail outside COPY are ignored, as PostgreSQL does.
             return _SKIP
-        ev = parse_message(kind, body)
-        if kind in _EXTENDED:
+        ev = parse_message(chr(kind_byte), body)
+        if kind_byte in _EXTENDED_BYTES:
             self.in_extended = True
-        elif kind == "S" or kind == "Q":
+        elif kind_byte == 83 or kind_byte == 81:   # Sync, Query
             self.in_extended = False
-        elif kind == "X":
+        elif kind_byte == 88:                      # Terminate
             self.phase = Phase.CLOSED
         return ev
 
@@ -173,7 +192,7 @@ class ServerConnection:
         if self.phase is not Phase.NEGOTIATING:
             raise RuntimeError("no SSL/GSS request to answer")
         self.phase = Phase.STARTUP
-        if accept and self._buf:
+        if accept and len(self._buf) > self._pos:
             # Bytes sent before the TLS handshake would be read as if protected (CVE-2021-23214).
             self._pending = self._fail("08P01", "received unencrypted data after SSL request")
         return backend.single_byte(accept)

@@ -236,8 +236,107 @@ def _formats(r: _Reader) -> list[int]:
     return out
 
 
+_H = struct.Struct("!h")
+_HH = struct.Struct("!hh")
+_I32 = struct.Struct("!i")
+_SYNC = Sync()
+_FLUSH = Flush()
+
+
+def _fast_bind(body: bytes) -> Bind | None:
+    """Bind parsed with direct struct reads (the hot path); None sends it to the checked parser."""
+    try:
+        a = body.index(b"\0")
+        b = body.index(b"\0", a + 1)
+        portal = body[:a].decode("utf-8")
+        stmt = body[a + 1:b].decode("utf-8")
+        pos = b + 1
+        (nf,) = _H.unpack_from(body, pos)
+        if nf < 0:
+            return None
+        pos += 2
+        pformats = list(struct.unpack_from(f"!{nf}h", body, pos)) if nf else []
+        pos += 2 * nf
+        (n,) = _H.unpack_from(body, pos)
+        if n < 0:
+            return None
+        pos += 2
+        params: list[bytes | None] = []
+        for _ in range(n):
+            (ln,) = _I32.unpack_from(body, pos)
+            pos += 4
+            if ln == -1:
+                params.append(None)
+            elif ln < 0 or pos + ln > len(body):
+                return None
+            else:
+                params.append(body[pos:pos + ln])
+                pos += ln
+        (nr,) = _H.unpack_from(body, pos)
+        if nr < 0:
+            return None
+        pos += 2
+        rformats = list(struct.unpack_from(f"!{nr}h", body, pos)) if nr else []
+        pos += 2 * nr
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return None
+    if pos != len(body) or len(pformats) not in (0, 1, n):
+        return None
+    for f in pformats:
+        if f != 0 and f != 1:
+            return None
+    for f in rformats:
+        if f != 0 and f != 1:
+            return None
+    return Bind(portal, stmt, pformats, params, rformats)
+
+
 def parse_message(kind: str, body: bytes) -> Event:
     """Parse one typed frontend message body; raises ProtocolViolation when it is malformed."""
+    if kind == "B":
+        fast = _fast_bind(body)
+        if fast is not None:
+            return fast
+        return _checked_bind(body)
+    if kind == "E":
+        nul = body.find(b"\0")
+        if nul >= 0 and len(body) == nul + 5:
+            try:
+                portal = body[:nul].decode("utf-8")
+            except UnicodeDecodeError:
+                raise ProtocolViolation("invalid Execute message: string is not valid UTF-8", "22021") from None
+            (max_rows,) = _I32.unpack_from(body, nul + 1)
+            return Execute(portal, max(max_rows, 0))
+    if kind == "S" and not body:
+        return _SYNC
+    return _parse_checked(kind, body)
+
+
+def _checked_bind(body: bytes) -> Bind:
+    r = _Reader(body, "Bind")
+    portal = r.cstring()
+    stmt = r.cstring()
+    pformats = _formats(r)
+    n = r.int16()
+    if n < 0:
+        raise ProtocolViolation("invalid Bind message: negative parameter count")
+    params: list[bytes | None] = []
+    for _ in range(n):
+        length = r.int32()
+        if length == -1:
+            params.append(None)
+        elif length < 0:
+            raise ProtocolViolation("invalid Bind message: negative parameter length")
+        else:
+            params.append(r.take(length))
+    rformats = _formats(r)
+    r.done()
+    if len(pformats) not in (0, 1, n):
+        raise ProtocolViolation(f"bind message has {len(pformats)} parameter formats but {n} parameters")
+    return Bind(portal, stmt, pformats, params, rformats)
+
+
+def _parse_checked(kind: str, body: bytes) -> Event:
     if kind == "Q":
         r = _Reader(body, "Query")
         sql = r.cstring()
@@ -254,27 +353,7 @@ def parse_message(kind: str, body: bytes) -> Event:
         r.done()
         return Parse(name, sql, oids)
     if kind == "B":
-        r = _Reader(body, "Bind")
-        portal = r.cstring()
-        stmt = r.cstring()
-        pformats = _formats(r)
-        n = r.int16()
-        if n < 0:
-            raise ProtocolViolation("invalid Bind message: negative parameter count")
-        params: list[bytes | None] = []
-        for _ in range(n):
-            length = r.int32()
-            if length == -1:
-                params.append(None)
-            elif length < 0:
-                raise ProtocolViolation("invalid Bind message: negative parameter length")
-            else:
-                params.append(r.take(length))
-        rformats = _formats(r)
-        r.done()
-        if len(pformats) not in (0, 1, n):
-            raise ProtocolViolation(f"bind message has {len(pformats)} parameter formats but {n} parameters")
-        return Bind(portal, stmt, pformats, params, rformats)
+        return _checked_bind(body)
     if kind in ("D", "C"):
         r = _Reader(body, "Describe" if kind == "D" else "Close")
         which = r.byte()
@@ -292,7 +371,7 @@ def parse_message(kind: str, body: bytes) -> Event:
     if kind in ("S", "H", "X"):
         if body:
             raise ProtocolViolation(f"invalid message format: '{kind}' carries {len(body)} unexpected bytes")
-        return Sync() if kind == "S" else Flush() if kind == "H" else Terminate()
+        return _SYNC if kind == "S" else _FLUSH if kind == "H" else Terminate()
     if kind == "p":
         return PasswordMessage(bytes(body))
     if kind == "F":
