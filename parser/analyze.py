@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from . import errors as E
 from . import postprocess as pp
+from .buckets import GroupDim, bucket_dim, plain_dim
 from .errors import Refusal
 from .schema import Attribute, Catalog, TableSchema
 from .syntax import position_of
@@ -71,7 +72,7 @@ class Template:
 
     table: TableSchema
     where: WhereIR | None
-    group_attrs: tuple[str, ...]
+    groups: tuple[GroupDim, ...]
     aggs: list[AggSpec]
     outputs: list[pp.Expr]
     having: pp.Expr | None
@@ -81,10 +82,14 @@ class Template:
     param_types: dict[int, int] = field(default_factory=dict)
 
     @property
+    def group_attrs(self) -> tuple[str, ...]:
+        return tuple(d.attr for d in self.groups)
+
+    @property
     def n_groups(self) -> int:
         n = 1
-        for a in self.group_attrs:
-            n *= self.table.shape((a,))[0]
+        for d in self.groups:
+            n *= len(d.keys)
         return n
 
 
@@ -466,16 +471,19 @@ class Analyzer:
             return self.aggregate(agg, self.where(cond), name)
         if isinstance(node, exp.AggFunc):
             return self.aggregate(node, None, name)
+        for i, dim in enumerate(self.groups):
+            if dim.node is not None and node == dim.node:
+                return pp.Key(i, dim.oid, name)
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
                 self.column(node)
             attr = self.column(node)
-            if attr.name not in self.group_attrs:
+            plain = [i for i, d in enumerate(self.groups) if d.node is None and d.attr == attr.name]
+            if not plain:
                 raise Refusal(E.GROUPING_ERROR,
                               f'column "{self.table.name}.{attr.name}" must appear in the GROUP BY clause or be '
                               "used in an aggregate function", position=position_of(node))
-            oid = pp.INT4 if attr.domain.kind == "int" else pp.TEXT
-            return pp.Key(self.group_attrs.index(attr.name), oid, attr.name)
+            return pp.Key(plain[0], self.groups[plain[0]].oid, attr.name)
         if isinstance(node, exp.Parameter | exp.Placeholder):
             n = _param_index(node)
             self.param_types.setdefault(n, pp.FLOAT8)
@@ -564,7 +572,7 @@ class Analyzer:
             if sel.args.get(key):
                 raise _unsupported(key.upper(), sel.args[key] if isinstance(sel.args[key], exp.Expr) else sel)
         where_ir = self.where(sel.args["where"].this) if sel.args.get("where") is not None else None
-        self.group_attrs = self.group_by()
+        self.groups = self.group_by()
         outputs: list[pp.Expr] = []
         self.output_nodes: list[exp.Expr] = []
         for item in sel.expressions:
@@ -576,24 +584,24 @@ class Analyzer:
         having = self.expr(sel.args["having"].this, "HAVING") if sel.args.get("having") is not None else None
         order = self.order_by(outputs)
         limit, offset = self.limit_offset()
-        t = Template(table, where_ir, self.group_attrs, self.aggs, outputs, having, order, limit, offset,
+        t = Template(table, where_ir, self.groups, self.aggs, outputs, having, order, limit, offset,
                      self.param_types)
         if t.n_groups > self.max_groups:
             raise Refusal(E.PROGRAM_LIMIT_EXCEEDED,
-                          f"GROUP BY {', '.join(self.group_attrs)} has {t.n_groups} groups in the public domain, "
+                          f"GROUP BY {', '.join(t.group_attrs)} has {t.n_groups} groups in the public domain, "
                           f"more than the limit of {self.max_groups}",
                           hint="Group by fewer or coarser attributes, or filter with WHERE and group by less.",
                           position=position_of(sel.args.get("group")))
         return t
 
-    def group_by(self) -> tuple[str, ...]:
+    def group_by(self) -> tuple[GroupDim, ...]:
         grp = self.select.args.get("group")
         if grp is None:
             return ()
         for key in ("grouping_sets", "cube", "rollup"):
             if grp.args.get(key):
                 raise _unsupported(key.replace("_", " ").upper(), grp)
-        attrs: list[str] = []
+        dims: list[GroupDim] = []
         for item in grp.expressions:
             node = _strip_paren(item)
             if isinstance(node, exp.Literal) and not node.is_string:
@@ -618,13 +626,26 @@ class Analyzer:
             if isinstance(node, exp.AggFunc) or node.find(exp.AggFunc):
                 raise Refusal(E.GROUPING_ERROR, "aggregate functions are not allowed in GROUP BY",
                               position=position_of(node))
-            if not isinstance(node, exp.Column):
-                raise _unsupported(f"GROUP BY expression {_sql_of(node)!r}", node,
-                                   hint="GROUP BY takes attributes of the protected table (or their positions).")
-            attr = self.column(node)
-            if attr.name not in attrs:
-                attrs.append(attr.name)
-        return tuple(attrs)
+            if isinstance(node, exp.Column):
+                dim = plain_dim(self.column(node))
+            else:
+                dim = self.bucket(node)
+            if all(not (d.attr == dim.attr and d.node == dim.node) for d in dims):
+                dims.append(dim)
+        return tuple(dims)
+
+    def bucket(self, node: exp.Expr) -> GroupDim:
+        """A GROUP BY expression over exactly one attribute, evaluated on its public domain."""
+        if node.find(exp.Window) is not None or node.find(exp.Select) is not None:
+            raise _unsupported(f"GROUP BY expression {_sql_of(node)!r}", node)
+        cols = list(node.find_all(exp.Column))
+        attrs = {self.column(c).name for c in cols}
+        if len(attrs) != 1:
+            raise _unsupported(f"GROUP BY expression {_sql_of(node)!r}", node,
+                               hint="GROUP BY takes attributes, or an expression over exactly one attribute.")
+        attr = self.table.attribute(attrs.pop())
+        assert attr is not None
+        return bucket_dim(attr, node, self.column)
 
     def order_by(self, outputs: list[pp.Expr]) -> list[tuple[pp.Expr, bool, bool]]:
         order = self.select.args.get("order")

@@ -14,7 +14,7 @@ from .analyze import Template, WhereIR
 from .errors import Refusal
 from .linear import LinearQuery, make_linear_query, unit
 from .plan import QueryPlan
-from .predicate import Pred, Space
+from .predicate import Pred, Ranges, Space
 from .schema import Attribute, TableSchema
 
 TF = tuple[Pred, Pred]
@@ -200,8 +200,8 @@ def bind(t: Template, params: Sequence[object]) -> QueryPlan:
     for _, cells in groups:
         row, frow = [], []
         for spec, p in zip(t.aggs, agg_preds, strict=True):
-            for gattr, gi in cells:
-                p = sp.restrict(p, gattr, gi)
+            for gattr, granges in cells:
+                p = sp.restrict(p, gattr, granges)
             q, factor = unit(make_linear_query(t.table, sp, p, spec.attr if spec.kind == "sum" else None))
             if q not in index:
                 index[q] = len(queries)
@@ -224,14 +224,13 @@ def bind(t: Template, params: Sequence[object]) -> QueryPlan:
     )
 
 
-def _groups(t: Template) -> list[tuple[tuple[object, ...], list[tuple[str, int]]]]:
-    """Every group of the product of the GROUP BY domains, in domain order (empty groups included):
-    its key values and its (attribute, cell index) pairs."""
-    out: list[tuple[tuple[object, ...], list[tuple[str, int]]]] = [((), [])]
-    for name in t.group_attrs:
-        attr = t.table.attribute(name)
-        assert attr is not None
-        out = [(k + (attr.domain.value_at(i),), c + [(name, i)]) for k, c in out for i in range(attr.domain.size)]
+def _groups(t: Template) -> list[tuple[tuple[object, ...], list[tuple[str, Ranges]]]]:
+    """Every group of the product of the GROUP BY dimensions, in key order (empty groups included): its key
+    values and, per dimension, the attribute cells it covers."""
+    out: list[tuple[tuple[object, ...], list[tuple[str, Ranges]]]] = [((), [])]
+    for dim in t.groups:
+        out = [(k + (key,), c + [(dim.attr, cells)]) for k, c in out for key, cells in zip(dim.keys, dim.cells,
+                                                                                        strict=True)]
     return out
 
 

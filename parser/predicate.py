@@ -168,8 +168,8 @@ class Space:
             return u
         return self._apply(_diff, u, v, {})
 
-    def restrict(self, p: Pred, attr: str, index: int) -> Pred:
-        """``p AND attr = cell index``; only the nodes above ``attr``'s level are rebuilt (GROUP BY cells)."""
+    def restrict(self, p: Pred, attr: str, ranges: Ranges) -> Pred:
+        """``p AND attr in ranges``; only the nodes above ``attr``'s level are rebuilt (GROUP BY cells)."""
         level = self.level_of[attr]
         memo: dict[int, Pred] = {}
 
@@ -177,17 +177,15 @@ class Space:
             if q is False:
                 return False
             if not isinstance(q, Node) or q.level > level:
-                return self._node(level, [(index, index, q)])
+                return self._node(level, [(lo, hi, q) for lo, hi in ranges])
             if q.level == level:
-                for rs, child in q.edges:
-                    if any(lo <= index <= hi for lo, hi in rs):
-                        return self._node(level, [(index, index, child)])
-                return False
+                segs = [(max(lo, a), min(hi, b), child) for rs, child in q.edges for lo, hi in rs for a, b in ranges
+                        if max(lo, a) <= min(hi, b)]
+                return self._node(level, segs)
             hit = memo.get(id(q))
             if hit is not None:
                 return hit
-            segs = [(lo, hi, go(child)) for rs, child in q.edges for lo, hi in rs]
-            out = self._node(q.level, segs)
+            out = self._node(q.level, [(lo, hi, go(child)) for rs, child in q.edges for lo, hi in rs])
             memo[id(q)] = out
             return out
 

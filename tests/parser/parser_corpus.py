@@ -57,7 +57,12 @@ METABASE: list[Entry] = [
     ('SELECT "source"."sex" AS "sex", count(*) AS "count" FROM (SELECT "public"."adult"."sex" AS "sex" '
      'FROM "public"."adult") AS "source" GROUP BY "source"."sex"', "0A000", []),
     ('SELECT (floor((("public"."adult"."age" - 17.0) / 10.0)) * 10.0) + 17.0 AS "age", count(*) AS "count" '
-     'FROM "public"."adult" GROUP BY (floor((("public"."adult"."age" - 17.0) / 10.0)) * 10.0) + 17.0', "0A000", []),
+     'FROM "public"."adult" GROUP BY (floor((("public"."adult"."age" - 17.0) / 10.0)) * 10.0) + 17.0 '
+     'ORDER BY (floor((("public"."adult"."age" - 17.0) / 10.0)) * 10.0) + 17.0 ASC', OK, []),
+    ('SELECT floor(("public"."adult"."hours_per_week" / 12.5)) * 12.5 AS "hours_per_week", '
+     'avg("public"."adult"."age") AS "avg" FROM "public"."adult" '
+     'GROUP BY floor(("public"."adult"."hours_per_week" / 12.5)) * 12.5 '
+     'ORDER BY floor(("public"."adult"."hours_per_week" / 12.5)) * 12.5 ASC', OK, []),
     ('SELECT "public"."adult"."age" AS "age", "public"."adult"."sex" AS "sex" FROM "public"."adult" LIMIT 2000',
      "42501", []),
     ('SELECT min("public"."adult"."age") AS "min", max("public"."adult"."age") AS "max" FROM "public"."adult"',
@@ -282,7 +287,17 @@ ANALYST: list[Entry] = [
     ("SELECT count(*) FROM adult WHERE age > hours_per_week", "0A000", []),
     ("SELECT count(*) FROM adult WHERE age + 1 > 30", "0A000", []),
     ("SELECT count(*) FROM adult WHERE abs(age - 40) < 5", "0A000", []),
-    ("SELECT age / 10, count(*) FROM adult GROUP BY age / 10", "0A000", []),
+    ("SELECT age / 10, count(*) FROM adult GROUP BY age / 10", OK, []),
+    ("SELECT age / 10 * 10 AS decade, count(*), sum(hours_per_week) FROM adult GROUP BY 1 ORDER BY 1", OK, []),
+    ("SELECT CASE WHEN age < 30 THEN 'young' WHEN age < 60 THEN 'middle' ELSE 'senior' END AS band, count(*) "
+     "FROM adult GROUP BY 1", OK, []),
+    ("SELECT CASE WHEN age < 30 THEN 'young' WHEN age >= 60 THEN 'senior' END AS band, sex, count(*) "
+     "FROM adult WHERE race = 1 GROUP BY 1, 2 HAVING count(*) > 0 ORDER BY 1, 2", OK, []),
+    ("SELECT CASE education_num WHEN 9 THEN 'hs' WHEN 13 THEN 'ba' ELSE 'other' END, avg(age) FROM adult "
+     "GROUP BY CASE education_num WHEN 9 THEN 'hs' WHEN 13 THEN 'ba' ELSE 'other' END", OK, []),
+    ("SELECT round(age / 5.0) * 5 AS a5, count(*) FROM adult WHERE sex = 0 GROUP BY a5", OK, []),
+    ("SELECT age - hours_per_week, count(*) FROM adult GROUP BY 1", "0A000", []),
+    ("SELECT random() > 0.5, count(*) FROM adult GROUP BY 1", "0A000", []),
     ("SELECT race, count(*) FROM adult GROUP BY ROLLUP (race)", "0A000", []),
     ("SELECT count(*) FROM adult TABLESAMPLE SYSTEM (10)", "0A000", []),
     ("SELECT count(*) FROM adult WHERE age LIKE '3%'", "0A000", []),
