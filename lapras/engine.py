@@ -251,7 +251,11 @@ class Engine:
                 return self.lookup(plan)  # type: ignore[return-value]
             sub = [todo[j] for j in keep]
             fv, fvar = free[keep], free_var[keep]
-            d = policy.decide(tx.epoch.state, predicted=predicted, free_var=fvar,
+            # Each row is released as (row / its own sensitivity) + N(0, sigma^2), i.e. with noise
+            # sigma * s_i: a COUNT next to a SUM keeps count-sized noise instead of the SUM's. The policy
+            # works in these normalised units; the sensitivity is that of the normalised matrix.
+            scale = np.array([queries[i].sensitivity for i in sub], dtype=np.float64)
+            d = policy.decide(tx.epoch.state, predicted=predicted, free_var=fvar / scale**2,
                               sensitivity_of=lambda m: self._sensitivity(table, [queries[i] for i, f in zip(sub, m, strict=True) if f]))
             if d.outcome == "refused":
                 tx.commit_item(d.state, None, [])
@@ -265,8 +269,9 @@ class Engine:
             if d.outcome == "bad":
                 assert exact is not None and d.cost is not None
                 ex = exact[keep][d.fresh]
-                noisy = ex + self.rng.normal(0.0, d.sigma, size=ex.shape)
-                v, w = combine(noisy, np.full(ex.shape, d.sigma**2), fv[d.fresh], fvar[d.fresh])
+                sig = d.sigma * scale[d.fresh]
+                noisy = ex + self.rng.normal(0.0, 1.0, size=ex.shape) * sig
+                v, w = combine(noisy, sig**2, fv[d.fresh], fvar[d.fresh])
                 values[d.fresh], var[d.fresh] = v, w
                 release = ReleaseRecord("fresh", d.cost, d.grant.total, d.sigma,
                                         self._sensitivity(table, [queries[sub[j]] for j in np.flatnonzero(d.fresh)]),
@@ -298,20 +303,22 @@ class Engine:
         return vals, var
 
     def _sensitivity(self, table: TableSchema, queries: Sequence[LinearQuery]) -> float:
-        """Largest column L2 norm of the statement's query matrix under add/remove-one-row.
+        """Largest column L2 norm, under add/remove-one-row, of the statement's query matrix with each row
+        divided by its own sensitivity (the release adds noise sigma * s_i to row i).
 
         Computed exactly on the union of the queries' marginals when it is small; otherwise bounded by
-        sqrt(sum of squared per-query sensitivities), never underestimated.
+        sqrt(number of rows), never underestimated.
         """
+        queries = [q for q in queries if q.sensitivity > 0]
         if not queries:
             return 0.0
         attrs = tuple(sorted({a for q in queries for a in q.marginal}))
         shape = table.shape(attrs)
         if math.prod(shape) > 4_000_000:
-            return math.sqrt(sum(float(np.max(np.abs(q.vector(table)))) ** 2 for q in queries))
+            return math.sqrt(len(queries))
         acc = np.zeros(shape)
         for q in queries:
-            v = q.vector(table) ** 2
+            v = (q.vector(table) / q.sensitivity) ** 2
             acc += v.reshape([shape[k] if a in q.marginal else 1 for k, a in enumerate(attrs)])
         return float(math.sqrt(acc.max()))
 

@@ -6,12 +6,11 @@ import time
 
 import numpy as np
 import pytest
+from engine_helpers import CATALOG, plan, range_sqls
 from scipy.stats import chi2
 
 from lapras import BudgetExhausted, Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.report import budget_report
-
-from engine_helpers import CATALOG, plan, range_sqls
 
 
 def _engine(exact, **kw) -> Engine:  # type: ignore[no-untyped-def]
@@ -51,8 +50,12 @@ def test_group_by_is_one_release_with_matrix_sensitivity(exact) -> None:  # type
     assert len(rel) == 1 and rel[0].sensitivity == pytest.approx(1.0)  # disjoint groups: one column norm 1
     a2 = eng.answer(plan("SELECT count(*), sum(c) FROM t WHERE a = 3"), "u")
     rel = [r for r in eng.ledger.releases(eng.ledger.current_epoch().id) if r.kind == "fresh"]  # type: ignore[union-attr]
-    assert rel[-1].sensitivity == pytest.approx(np.sqrt(1 + 39**2))
+    # Rows are released divided by their own sensitivity (1 and 39): the normalised matrix has column
+    # norm sqrt(1 + (c/39)^2) <= sqrt(2), and each row's noise is scaled back by its sensitivity.
+    assert rel[-1].sensitivity == pytest.approx(np.sqrt(2))
     assert len(a2.values) == 2
+    assert a2.stderrs[1] == pytest.approx(39 * a2.stderrs[0])
+    assert a2.stderrs[0] == pytest.approx(rel[-1].sigma)
 
 
 def test_predicted_queries_come_from_the_mm_release(exact) -> None:  # type: ignore[no-untyped-def]
