@@ -16,6 +16,10 @@ from hypothesis import strategies as st
 WHERE_ATTRS = {"age": (17, 90), "sex": (0, 1), "race": (0, 4), "relationship": (0, 5), "education_num": (0, 15),
                "hours_per_week": (0, 98), "income_gt_50k": (0, 1)}
 GROUP_ATTRS = ["sex", "race", "relationship", "income_gt_50k"]
+# GROUP BY expressions over one attribute (buckets), with the attribute they read.
+GROUP_EXPRS = {"age / 10": "age", "floor(hours_per_week / 10.0) * 10": "hours_per_week",
+               "CASE WHEN education_num >= 13 THEN 'degree' WHEN education_num < 9 THEN 'none' END": "education_num",
+               "(age - 17) / 5 * 5 + 17": "age"}
 VALUE_ATTRS = ["age", "hours_per_week", "education_num"]
 CMP_OPS = ["=", "<>", "!=", "<", "<=", ">", ">="]
 
@@ -129,17 +133,21 @@ def adult_query(r: Random) -> Case:
     where_attrs = r.sample(sorted(WHERE_ATTRS), r.randint(1, 3))
     groups = r.sample(GROUP_ATTRS, r.randint(0, 2))
     value = r.choice(VALUE_ATTRS)
-    if len(set(where_attrs) | set(groups) | {value}) > 4:
+    if groups and r.random() < 0.25:
+        groups[0] = r.choice(sorted(GROUP_EXPRS))
+    read = {GROUP_EXPRS.get(a, a) for a in groups}
+    if len(set(where_attrs) | read | {value}) > 4:
         groups = groups[:1]
         where_attrs = where_attrs[:2]
     aggs = [r.choice(AGGS) for _ in range(r.randint(1, 3))]
-    items = [g.col(r, a) for a in groups] + [a.format(v=g.col(r, value)) for a in aggs]
+    items = [a if a in GROUP_EXPRS else g.col(r, a) for a in groups] + [a.format(v=g.col(r, value)) for a in aggs]
     select = r.choice(["SELECT", "select", "Select"])
     sql = f"{select} {', '.join(items)} FROM {table}"
     if r.randint(0, 5) > 0:
         sql += f" WHERE {predicate(r, g, where_attrs)}"
     if groups:
-        by = [str(i + 1) if r.random() < 0.5 else g.col(r, a) for i, a in enumerate(groups)]
+        by = [str(i + 1) if r.random() < 0.5 else (a if a in GROUP_EXPRS else g.col(r, a))
+              for i, a in enumerate(groups)]
         sql += " GROUP BY " + ", ".join(by)
     ordered = False
     if groups and r.randint(0, 3) == 0:
