@@ -49,7 +49,7 @@ READ_ONLY = "25006"
 STATEMENT_TOO_COMPLEX = "54001"
 
 SUPPORTED_HINT = (
-    "Supported: SELECT of COUNT(*), COUNT(col), SUM(col), AVG(col) and arithmetic between them, over one "
-    "protected table, with WHERE comparisons of attributes to literals, GROUP BY attributes, HAVING, "
-    "ORDER BY, LIMIT/OFFSET."
+    "Supported: SELECT of COUNT(*), COUNT(col), SUM(col), AVG(col) (also FILTER and CASE WHEN forms) and "
+    "arithmetic between them, over one protected table, with WHERE comparisons of attributes to literals or "
+    "parameters, GROUP BY attributes or one-attribute buckets, HAVING, ORDER BY, LIMIT/OFFSET."
 )
