@@ -203,8 +203,11 @@ class ClientConnection:
             self.out.clear()
 
     async def _drain(self) -> None:
+        """Send buffered replies; wait for the client to read only when its socket buffer backs up."""
         self.flush()
-        await self.writer.drain()
+        transport = self.writer.transport
+        if transport.is_closing() or transport.get_write_buffer_size() > 1 << 16:
+            await self.writer.drain()
 
     async def _read_more(self, idle: bool = False) -> None:
         """Flush replies, then wait for bytes; with `idle`, the idle watchdog may end the wait."""
