@@ -484,3 +484,14 @@ def test_current_setting_answers_from_the_session(raw: RawClient) -> None:
     m = q(raw, "SELECT current_setting('search_path'), 1")      # another shape: the catalog database
     assert len(rows(m)[0]) == 2
     q(raw, "RESET search_path")
+
+
+def test_tableau_style_cursor_batch(raw: RawClient) -> None:
+    """Tableau sends BEGIN, DECLARE ... WITH HOLD and the first FETCH as one simple query."""
+    m = q(raw, 'BEGIN;declare "SQL_CUR0x7f" cursor with hold for SELECT sex, COUNT(*) FROM adult GROUP BY sex;'
+               'fetch 1 in "SQL_CUR0x7f"')
+    assert tags(m) == ["BEGIN", "DECLARE CURSOR", "FETCH 1"] and m[-1] == ("Z", b"T")
+    m = q(raw, 'fetch 100 in "SQL_CUR0x7f"')
+    assert tags(m) == ["FETCH 1"]
+    m = q(raw, 'close "SQL_CUR0x7f";COMMIT')
+    assert tags(m) == ["CLOSE CURSOR", "COMMIT"] and m[-1] == ("Z", b"I")
