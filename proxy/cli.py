@@ -131,7 +131,10 @@ def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
                        help=f"state directory: embedded database and logs (default: ./{DEFAULT_STATE_DIR})")
 
 
-def build_parser() -> argparse.ArgumentParser:
+CORE_COMMANDS = ("serve", "check-config", "budget", "epoch")
+
+
+def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lapras-proxy",
         description="A PostgreSQL wire-protocol proxy that answers aggregate SQL with differentially "
@@ -168,8 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.set_defaults(func=_cmd_epoch)
 
-    for mount in _optional_mounts():
-        mount(sub)
+    if optional:
+        for mount in _optional_mounts():
+            mount(sub)
     return parser
 
 
@@ -195,7 +199,10 @@ def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], object]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    first = next((w for w in words if not w.startswith("-")), None)
+    # The core commands skip importing the predictor and replay packages: serve starts faster.
+    parser = build_parser(optional=first not in CORE_COMMANDS)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
