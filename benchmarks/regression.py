@@ -217,13 +217,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs for synthetic sets with n >= 2^19 (default: --runs)")
     ap.add_argument("--methods", default=",".join(ALL_METHODS))
     ap.add_argument("--out", type=Path, default=RESULTS, help="directory for regression.{json,md,png}")
+    ap.add_argument("--epsilons", default=",".join(str(e) for e in EPSILONS))
+    ap.add_argument("--no-adult", action="store_true", help="synthetic data sets only")
+    ap.add_argument("--merge", type=Path, nargs="+", default=None,
+                    help="no runs: merge these record files into --json (default regression.json) + md/png")
     a = ap.parse_args(argv)
     methods = tuple(m for m in a.methods.split(",") if m)
     args_out = a.out
     args_out.mkdir(parents=True, exist_ok=True)
     out_json = a.json or (args_out / ("regression_quick.json" if a.quick else "regression.json"))
     stem = out_json.stem
-    if a.quick:
+    if a.merge:
+        recs = [r for path in a.merge for r in json.loads(path.read_text())]
+    elif a.quick:
         # Small grid: accuracy on n = 2^14 and Adult (3 runs), plus the speed cell n = 2^19, d = 32 for
         # dense vs fast IHM only (2 runs).
         ad = adult()
@@ -234,11 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sizes = [int(s) for s in a.sizes.split(",") if s]
         sets = [synthetic(2**s, 32, s) for s in sizes]
-        ad = adult()
+        ad = None if a.no_adult else adult()
         if ad:
             sets.append(ad)
         runs_for = {ds.name: a.large_runs for ds in sets if a.large_runs and ds.n >= 2**19}
-        recs = bench(sets, methods, EPSILONS, a.runs, out_json, runs_for=runs_for)
+        eps_grid = tuple(float(e) for e in a.epsilons.split(",") if e)
+        recs = bench(sets, methods, eps_grid, a.runs, out_json, runs_for=runs_for)
     out_json.write_text(json.dumps(recs, indent=1))
     md = summarize(recs)
     (args_out / f"{stem}.md").write_text("# DP regression benchmark\n\n" + md)
