@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--queries", type=int, default=2000, help="queries per workload and client count")
     ap.add_argument("--out", default=str(REPO / "benchmarks" / "results"))
+    ap.add_argument("--workers", type=int, default=1,
+                    help="proxy processes sharing the port (lapras-proxy serve --workers); default 1")
     args = ap.parse_args(argv)
     try:
         import uvloop
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         port = _free_port()
         (root / "config.toml").write_text(_config_text(pg.dsn("adult"), port))
         proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(root / "config.toml"),
-                                 "--state-dir", str(root / "state")], cwd=REPO, stdout=subprocess.PIPE,
+                                 "--state-dir", str(root / "state"), "--workers", str(args.workers)], cwd=REPO, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
         deadline = time.monotonic() + 120
@@ -213,20 +215,21 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     result = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "platform": platform.platform(), "load_average_1_5_15": load},
-              "queries_per_cell": args.queries, "metadata_sql": METADATA_SQL, "dp_sql": DP_SQL,
+              "queries_per_cell": args.queries, "proxy_workers": args.workers, "metadata_sql": METADATA_SQL, "dp_sql": DP_SQL,
               "rows": rows, "passthrough_overhead": over, "targets_met": targets,
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "proxy_latency.json").write_text(json.dumps(result, indent=2) + "\n")
+    stem = "proxy_latency" if args.workers == 1 else f"proxy_latency_workers{args.workers}"
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
     md = ["# Proxy latency", "", f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
-          f"{args.queries} queries per cell, asyncpg clients (prepared statements, binary results); "
+          f"{args.queries} queries per cell, {args.workers} proxy process(es), asyncpg clients (prepared statements, binary results); "
           f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.", "",
           _table(rows), "", "| clients | pass-through overhead p50 ms | p99 ms |", "|---:|---:|---:|"]
     md += [f"| {o['clients']} | {o['passthrough_overhead_p50_ms']:.3f} | {o['passthrough_overhead_p99_ms']:.3f} |"
            for o in over]
     md += ["", "Targets: " + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in targets.items()), ""]
-    (out / "proxy_latency.md").write_text("\n".join(md))
+    (out / f"{stem}.md").write_text("\n".join(md))
     print()
     print("\n".join(md))
     return 0
