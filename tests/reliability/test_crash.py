@@ -1,5 +1,5 @@
 """Crash safety: SIGKILL the proxy at random moments while a query log is replayed through it (5 scenarios x
-10 kills), restart it at once, and check what clients saw against what the ledger kept.
+10 kills, the scenarios side by side), restart it at once, and check what clients saw against what the ledger kept.
 
 After every run: each statement text got one and the same answer whenever it was answered, before and after
 any number of kills (a released answer is recorded before it is sent and never re-noised); asking all of
@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ from proxy.replay import ReplayOptions, Statement, StatementResult, StopReplay, 
 from .harness import budget_remaining, kill, ledger_problems, new_adult_db, start_proxy  # noqa: E402
 
 KILLS_PER_SCENARIO = int(os.environ.get("LAPRAS_CRASH_KILLS", "10"))
+PARALLEL = int(os.environ.get("LAPRAS_CRASH_PARALLEL", "2"))
+RESTARTS: dict[str, list[float]] = {}
 LOG = Path(__file__).resolve().parents[3] / "shared" / "data" / "querylogs" / "adult_bi_21d.log"
 EXPECTED_REFUSALS = {"53400"}
 
@@ -75,6 +78,7 @@ class Killer(threading.Thread):
         self.done = threading.Event()
         self.count = 0
         self.budgets: list[float] = []
+        self.restart_s: list[float] = []
         self.error: BaseException | None = None
 
     def run(self) -> None:
@@ -90,7 +94,9 @@ class Killer(threading.Thread):
                 self.count += 1
                 # What the dead process committed is all there is: it must be consistent on its own.
                 self.problems += [f"after kill {self.count}: {p}" for p in ledger_problems(self.dsn)]
-                self.proc.start()
+                t0 = time.monotonic()
+                self.proc.start(timeout=180)
+                self.restart_s.append(time.monotonic() - t0)
                 self.budgets.append(budget_remaining(self.proc))
         except BaseException as exc:  # surfaced by the test
             self.error = exc
@@ -152,51 +158,61 @@ def _scenario(root: Path, dsn: str, statements: list[Statement], *, clients: int
                     killer.request.set()
 
         opts = ReplayOptions(host=proc.host, port=proc.port, clients=clients, keep_rows=True,
-                             show_stderr=False, reconnect_timeout_s=60, budget_every=10**9)
+                             show_stderr=False, reconnect_timeout_s=240, budget_every=10**9)
         killer.start()
         result = replay(statements, opts, on_result=on_result)
         killer.done.wait(120)
+        assert killer.error is None, f"restart failed: {killer.error!r}"
         assert result.aborted is None, result.aborted
+        RESTARTS[root.name] = killer.restart_s
         _check_run(proc, statements, result.results, killer)
         assert not ledger_problems(dsn)
     finally:
         proc.stop()
 
 
-@pytest.fixture(scope="module")
-def crash_db(embedded_pg: Any, default_config: Any) -> Any:
-    def make() -> str:
-        return new_adult_db(embedded_pg, default_config, "crash")
-    return make
+def _sequential(root: Path, dsn: str) -> None:
+    _scenario(root, dsn, _log_stream(random.Random(1), 20_000), clients=1, seed=1, delay=(0.05, 0.6))
 
 
-@pytest.mark.slow
-def test_kill_sequential_client(crash_db: Any, tmp_path: Path) -> None:
-    rng = random.Random(1)
-    _scenario(tmp_path, crash_db(), _log_stream(rng, 20_000), clients=1, seed=1, delay=(0.05, 0.6))
+def _concurrent(root: Path, dsn: str) -> None:
+    _scenario(root, dsn, _log_stream(random.Random(2), 20_000), clients=8, seed=2, delay=(0.05, 0.6))
 
 
-@pytest.mark.slow
-def test_kill_concurrent_clients(crash_db: Any, tmp_path: Path) -> None:
-    rng = random.Random(2)
-    _scenario(tmp_path, crash_db(), _log_stream(rng, 20_000), clients=8, seed=2, delay=(0.05, 0.6))
+def _after_answer(root: Path, dsn: str) -> None:
+    _scenario(root, dsn, _repeat_heavy(random.Random(3), 20_000), clients=4, seed=3, delay=None)
 
 
-@pytest.mark.slow
-def test_kill_right_after_an_answer(crash_db: Any, tmp_path: Path) -> None:
-    rng = random.Random(3)
-    _scenario(tmp_path, crash_db(), _repeat_heavy(rng, 20_000), clients=4, seed=3, delay=None)
+def _repeats(root: Path, dsn: str) -> None:
+    _scenario(root, dsn, _repeat_heavy(random.Random(4), 20_000), clients=8, seed=4, delay=(0.0, 0.4))
 
 
-@pytest.mark.slow
-def test_kill_repeat_heavy(crash_db: Any, tmp_path: Path) -> None:
-    rng = random.Random(4)
-    _scenario(tmp_path, crash_db(), _repeat_heavy(rng, 20_000), clients=8, seed=4, delay=(0.0, 0.4))
-
-
-@pytest.mark.slow
-def test_kill_while_exhausting_the_budget(crash_db: Any, tmp_path: Path) -> None:
+def _exhaustion(root: Path, dsn: str) -> None:
     rng = random.Random(5)
     stream = [Statement(0.0, None, _new_query(rng)) for _ in range(20_000)]
-    _scenario(tmp_path, crash_db(), stream, clients=8, seed=5, delay=(0.05, 0.5), epsilon=0.3,
-              privacy_extra="")
+    _scenario(root, dsn, stream, clients=8, seed=5, delay=(0.05, 0.5), epsilon=0.3)
+
+
+SCENARIOS = {"sequential": _sequential, "concurrent": _concurrent, "after_answer": _after_answer,
+             "repeats": _repeats, "exhaustion": _exhaustion}
+
+
+@pytest.mark.slow
+def test_sigkill_scenarios(embedded_pg: Any, default_config: Any, tmp_path: Path) -> None:
+    """The scenarios run side by side (own database, own proxy each): restarts dominate the run time."""
+    chosen = [n for n in os.environ.get("LAPRAS_CRASH_SCENARIOS", ",".join(SCENARIOS)).split(",") if n]
+    dsns = {name: new_adult_db(embedded_pg, default_config, f"crash_{name}") for name in chosen}
+    # Two at a time: restarts are CPU-bound (imports), more in parallel only slows each restart down.
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        futures = {name: pool.submit(SCENARIOS[name], tmp_path / name, dsns[name]) for name in chosen}
+        failures = []
+        for name, fut in futures.items():
+            try:
+                fut.result()
+            except BaseException as exc:
+                failures.append(f"{name}: {type(exc).__name__}: {exc}")
+    kills = sum(len(v) for v in RESTARTS.values())
+    times = sorted(t for v in RESTARTS.values() for t in v)
+    if times:
+        print(f"\n{kills} kills; restart to ready: median {times[len(times) // 2]:.1f} s, max {times[-1]:.1f} s")
+    assert not failures, "\n".join(failures)
