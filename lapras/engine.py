@@ -172,7 +172,10 @@ class Engine:
         from tqdm import tqdm
 
         bar = tqdm(total=total, desc="matrix mechanism", unit="query")
-        return lambda k: (bar.update(k), bar.refresh())  # type: ignore[func-returns-value]
+        def step(k: int) -> None:
+            bar.update(k)
+
+        return step
 
     def _group_of(self, q: LinearQuery) -> tuple[str, tuple[str, ...]]:
         return (q.table, tuple(q.marginal))

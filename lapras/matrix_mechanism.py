@@ -152,7 +152,7 @@ class MMRelease:
             strat = KronStrategy.from_arrays(arrs, str(m["strategy"]))
             groups.append(MMGroup(str(m["table"]), tuple(m["marginal"]),  # type: ignore[arg-type]
                                   tuple(m["shape"]), strat, float(m["unit_error"]),  # type: ignore[arg-type]
-                                  int(m["n_queries"]), float(m["weight"])))  # type: ignore[call-overload]
+                                  int(m["n_queries"]), float(m["weight"])))  # type: ignore[call-overload,arg-type]
             ys.append(d[f"y{i}"])
         return MMRelease(groups, ys, float(d["sigma"][0]), cost)
 

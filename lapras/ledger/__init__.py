@@ -1,6 +1,14 @@
 """Ledger of epochs, budget parts, releases, spends and answers: PostgreSQL-backed or in memory."""
 
-from lapras.ledger.base import EpochRecord, EpochSpec, EpochTxn, Ledger, ReleaseRecord, StaleEpoch, StoredAnswer
+from lapras.ledger.base import (
+    EpochRecord,
+    EpochSpec,
+    EpochTxn,
+    Ledger,
+    ReleaseRecord,
+    StaleEpoch,
+    StoredAnswer,
+)
 from lapras.ledger.memory import MemoryLedger
 
 

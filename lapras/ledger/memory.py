@@ -10,7 +10,15 @@ from dataclasses import replace
 
 from lapras.allocation import AllocState
 from lapras.errors import BudgetExhausted
-from lapras.ledger.base import EpochRecord, EpochSpec, EpochTxn, Ledger, ReleaseRecord, StaleEpoch, StoredAnswer
+from lapras.ledger.base import (
+    EpochRecord,
+    EpochSpec,
+    EpochTxn,
+    Ledger,
+    ReleaseRecord,
+    StaleEpoch,
+    StoredAnswer,
+)
 
 
 class _MemTxn(EpochTxn):

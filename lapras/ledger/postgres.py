@@ -202,7 +202,9 @@ class PostgresLedger(Ledger):
             eid = int(row[0])
             for part, frac, units in iter_parts(spec):
                 c.execute("INSERT INTO lapras.parts VALUES (%s, %s, %s, %s)", (eid, part, frac, units))
-            ep = _epoch(c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s", (eid,)).fetchone())
+            new = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s", (eid,)).fetchone()
+            assert new is not None
+            ep = _epoch(new)
             if mm is not None:
                 _insert_release(c, ep, mm)
                 c.execute("UPDATE lapras.epochs SET spent_units = %s WHERE id = %s", (mm.units, eid))

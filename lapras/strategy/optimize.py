@@ -107,20 +107,20 @@ def kron_strategy(
 ) -> KronStrategy:
     """Optimised strategy for the queries of one marginal (one block if small, else one per axis).
 
-    Blocks of at most ``cvx_max_cells`` cells get the exact SDP optimum; larger ones p-Identity with
-    p = ``p_fraction`` n. Unions of boxes are optimised as if each box were its own query (separable
+    A marginal of at most ``cvx_max_cells`` cells is one block with the exact SDP optimum; otherwise every
+    attribute is a block optimised by p-Identity with p = ``p_fraction`` n. Unions of boxes are optimised as if each box were its own query (separable
     surrogate); the variances reported later are exact.
     """
     cells = math.prod(shape)
     if single_block is None:
         single_block = cells <= cvx_max_cells
-    groups = [tuple(range(len(shape)))] if single_block else [(i,) for i in range(len(shape))]
+    groups: list[tuple[int, ...]] = [tuple(range(len(shape)))] if single_block else [(i,) for i in range(len(shape))]
     sizes = [math.prod(shape[a] for a in g) for g in groups]
     # Terms as rows: per block a (T x n_j) matrix of block vectors, and the squared term weights.
     terms = [(w, vs) for q in queries for w, vs in q]
     w2 = np.array([w * w for w, _ in terms])
     vmats = [np.stack([block_vector([vs[a] for a in g]) for _, vs in terms]) for g in groups]
-    mats = [np.eye(n) for n in sizes]
+    mats: list[np.ndarray] = [np.eye(n) for n in sizes]
     covs = [np.eye(n) for n in sizes]
     n_rounds = 1 if len(groups) == 1 else rounds
     for _ in range(n_rounds):
@@ -132,8 +132,8 @@ def kron_strategy(
             g = (vmats[j] * weights[:, None]).T @ vmats[j]
             if np.count_nonzero(g - np.diag(np.diag(g))) == 0:
                 mats[j] = np.eye(n)  # only point queries on this block: the identity is optimal
-            elif n <= cvx_max_cells:
-                mats[j] = exact_strategy(g)
+            elif single_block and n <= cvx_max_cells:
+                mats[j] = exact_strategy(g)  # the exact optimum for a small marginal
             else:
                 mats[j] = p_identity(g, p=max(1, round(p_fraction * n)), rng=rng, maxiter=maxiter)
             covs[j] = np.linalg.pinv(mats[j].T @ mats[j], hermitian=True)

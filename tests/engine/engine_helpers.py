@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+
 import parser as sqlparser
-from lapras.exact import HistogramExactSource
 from parser.schema import Attribute, Catalog, Domain, TableSchema
 
 TABLE = TableSchema("t", (

@@ -11,7 +11,6 @@ import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import psycopg
 import pytest
 from engine_helpers import CATALOG, plan, range_sqls

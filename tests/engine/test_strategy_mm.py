@@ -8,9 +8,16 @@ import numpy as np
 import pytest
 from scipy.stats import chi2
 
-from lapras.mechanisms import Cost, l2_sensitivity
 from lapras.matrix_mechanism import MMRelease, group_weights, joint_sensitivity, plan_groups, release_mm
-from lapras.strategy import KronStrategy, exact_strategy, identity_strategy, kron_strategy, p_identity, workload_error
+from lapras.mechanisms import Cost, l2_sensitivity
+from lapras.strategy import (
+    KronStrategy,
+    exact_strategy,
+    identity_strategy,
+    kron_strategy,
+    p_identity,
+    workload_error,
+)
 from lapras.strategy.optimize import _pidentity_objective
 
 
