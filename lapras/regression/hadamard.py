@@ -25,17 +25,30 @@ def _check_pow2(n: int) -> None:
         raise ValueError(f"length {n} is not a power of two")
 
 
+def _sylvester(bits: int) -> np.ndarray:
+    h = np.ones((1, 1))
+    for _ in range(bits):
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
 def _numpy_last_axis(a: np.ndarray) -> None:
-    """In-place unnormalised WHT along the last axis of a C-contiguous 2-D float array."""
+    """In-place unnormalised WHT along the last axis of a C-contiguous 2-D float array.
+
+    H_{2^L} = H_{2^c1} (x) H_{2^c2} (x) ... (Sylvester order: the sign of entry (i, j) is the parity of
+    popcount(i & j), which splits over bit chunks), so the transform is a few small dense matmuls along
+    the axes of a (m, 2^c1, 2^c2, ...) view: BLAS does the work, with chunks of at most 5 bits.
+    """
     m, n = a.shape
-    h = 1
-    while h < n:
-        # View each row as (n / 2h, 2, h): index 1 selects the two halves of every butterfly block.
-        v = a.reshape(m, n // (2 * h), 2, h)
-        x = v[:, :, 0, :].copy()
-        v[:, :, 0, :] += v[:, :, 1, :]
-        v[:, :, 1, :] = x - v[:, :, 1, :]
-        h *= 2
+    L = n.bit_length() - 1
+    if L == 0:
+        return
+    chunks = [5] * (L // 5) + ([L % 5] if L % 5 else [])
+    x = a.reshape(m, *[1 << c for c in chunks])
+    for ax, c in enumerate(chunks, start=1):
+        h = _sylvester(c).astype(a.dtype)
+        x = np.moveaxis(np.moveaxis(x, ax, -1) @ h, -1, ax)  # h is symmetric
+    a[...] = x.reshape(m, n)
 
 
 def fwht_rows(a: np.ndarray, *, compiled: bool | None = None) -> np.ndarray:
