@@ -218,6 +218,7 @@ class WorkloadModel:
                 present[d] = True
             rec = score(present, stream.epochs[0], target, tables, self.prior)
             for values, share in stream.predict(target, self.domain_of, self.column_range):
+                share *= stream.credibility
                 sql = render(stream.template, values, stream.kinds)
                 pkey = canonical_key(sql, self.catalog)
                 shape = analyse(sql)

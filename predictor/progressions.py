@@ -48,6 +48,13 @@ class Stream:
     # A cyclic stream (values rotating over a set, text or numbers): epoch index modulo period -> values.
     period: int = 0
     cycle: dict[int, Tuple] = field(default_factory=dict)
+    # Expected number of chains at least this long that chance alone makes in this template.
+    chance: float = 0.0
+
+    @property
+    def credibility(self) -> float:
+        """Probability that the stream is real rather than a coincidence of ad hoc instances."""
+        return 1.0 / (1.0 + self.chance)
 
     @property
     def epochs(self) -> list[int]:
@@ -152,7 +159,7 @@ def find_streams(
     by_epoch: Mapping[int, set[Tuple]],
     max_gap: int = 7,
     min_nodes: int = 3,
-    max_instances: int = 80,
+    max_instances: int = 200,
 ) -> list[Stream]:
     """Streams of one template (see the module docstring)."""
     if not any(numeric_kind(k) for k in kinds):
@@ -160,7 +167,22 @@ def find_streams(
     epochs = sorted(d for d, ts in by_epoch.items() if ts)
     if len(epochs) < min_nodes or any(len(by_epoch[d]) > max_instances for d in epochs):
         return []
-    rates: dict[tuple[float, ...], int] = defaultdict(int)
+    # How easily chance makes a chain: with N instances an epoch drawn from D distinct tuples, a given
+    # tuple turns up in an epoch with probability q ~ N / D, so about epochs * N^2 * q^(L-2) chains of L
+    # nodes arise by chance. Busy ad hoc templates need long chains before one is believed.
+    n_mean = sum(len(by_epoch[d]) for d in epochs) / len(epochs)
+    distinct = len(set().union(*(by_epoch[d] for d in epochs)))
+    # A few epochs show few distinct tuples, which says little about how many the template can take:
+    # assume at least ten times what one epoch uses.
+    q = min(1.0, n_mean / max(distinct, 10.0 * n_mean, 1.0))
+
+    def chance(length: int) -> float:
+        return len(epochs) * n_mean * n_mean * q ** max(length - 2, 0)
+
+    need = min_nodes
+    while need < 30 and chance(need) > 1.0:
+        need += 1
+    links: dict[tuple[float, ...], list[tuple[Node, Node]]] = defaultdict(list)
     for j, d2 in enumerate(epochs):
         for d1 in epochs[max(0, j - max_gap) : j]:
             g = d2 - d1
@@ -170,15 +192,15 @@ def find_streams(
                 for b in by_epoch[d2]:
                     r = _rate(a, b, kinds, g)
                     if r is not None:
-                        rates[r] += 1
+                        links[r].append(((d1, a), (d2, b)))
     found: list[Stream] = []
-    for rate, count in rates.items():
-        if count < min_nodes - 1:
+    for rate, pairs in links.items():
+        if len({b for _, b in pairs}) < min(need, 6) - 1:
             continue
-        merged = _merge_wraps(_chains(rate, kinds, by_epoch, epochs, max_gap), rate, kinds)
+        merged = _merge_wraps(_chains(pairs), rate, kinds, by_epoch)
         for nodes, wraps in merged:
             if len(nodes) >= min_nodes:
-                found.append(Stream(template, kinds, columns, rate, nodes, wraps))
+                found.append(Stream(template, kinds, columns, rate, nodes, wraps, chance=chance(len(nodes))))
     # Each instance belongs to one stream: the longest chains claim their nodes first, so a cycle's
     # instances do not also make up a dozen shorter chains at other rates.
     found.sort(key=lambda s: (-len(s.nodes), bool(s.wraps), sum(abs(r) for r in s.rate)))
@@ -233,74 +255,75 @@ def numeric_kind(kind: str) -> bool:
     return kind in ("int", "float", "date", "timestamp")
 
 
-def _chains(
-    rate: tuple[float, ...],
-    kinds: tuple[str, ...],
-    by_epoch: Mapping[int, set[Tuple]],
-    epochs: list[int],
-    max_gap: int,
-) -> list[list[Node]]:
+def _chains(pairs: list[tuple[Node, Node]]) -> list[list[Node]]:
+    """Chains of one rate: each node linked to its nearest linked successor."""
     succ: dict[Node, Node] = {}
-    has_pred: set[Node] = set()
-    for d1 in epochs:
-        for a in by_epoch[d1]:
-            for g in range(1, max_gap + 1):
-                b = _advance(a, rate, kinds, g)
-                if b is not None and b in by_epoch.get(d1 + g, ()) and (d1 + g, b) not in has_pred:
-                    succ[(d1, a)] = (d1 + g, b)
-                    has_pred.add((d1 + g, b))
-                    break
+    for a, b in sorted(pairs, key=lambda ab: (ab[0][0], ab[1][0] - ab[0][0], repr(ab))):
+        old = succ.get(a)
+        if old is None or b[0] < old[0]:
+            succ[a] = b
+    has_pred: dict[Node, Node] = {}
+    for a, b in sorted(succ.items(), key=lambda ab: (ab[1][0] - ab[0][0], repr(ab))):
+        if b not in has_pred:
+            has_pred[b] = a
+    succ = {a: b for b, a in has_pred.items()}
     chains: list[list[Node]] = []
-    for d in epochs:
-        for a in sorted(by_epoch[d], key=repr):
-            node = (d, a)
-            if node in has_pred:
-                continue
-            # Singletons are kept: a reset to the bottom of a cycle is a one-node chain at first.
-            chain = [node]
-            while chain[-1] in succ:
-                chain.append(succ[chain[-1]])
-            chains.append(chain)
+    for node in sorted(succ, key=lambda n: (n[0], repr(n[1]))):
+        if node in has_pred:
+            continue
+        chain = [node]
+        while chain[-1] in succ:
+            chain.append(succ[chain[-1]])
+        chains.append(chain)
     return chains
 
 
 def _merge_wraps(
-    chains: list[list[Node]], rate: tuple[float, ...], kinds: tuple[str, ...]
+    chains: list[list[Node]],
+    rate: tuple[float, ...],
+    kinds: tuple[str, ...],
+    by_epoch: Mapping[int, set[Tuple]],
 ) -> list[tuple[list[Node], dict[int, tuple[float, float]]]]:
-    """Join chain A to chain B when B starts one gap after A ends with the moving slots reset."""
-    chains = sorted(chains, key=lambda c: c[0][0])
+    """Join chain A to what follows it one gap after its end when the moving slots reset there: another
+    chain, or (after a chain of three or more) a single instance, which is how a cycle's restart looks."""
+    chains = sorted(chains, key=lambda c: (c[0][0], repr(c[0][1])))
+    starts: dict[Node, int] = {c[0]: i for i, c in enumerate(chains)}
+    in_chain = {n for c in chains for n in c}
     out: list[tuple[list[Node], dict[int, tuple[float, float]]]] = []
     used: set[int] = set()
     for i, chain in enumerate(chains):
         if i in used:
             continue
+        used.add(i)
         nodes = list(chain)
         wraps: dict[int, tuple[float, float]] = {}
         while True:
             end_d, end_v = nodes[-1]
-            gaps = [b[0] - a[0] for a, b in zip(nodes, nodes[1:], strict=False)]
-            gap = sorted(gaps)[len(gaps) // 2] if gaps else 1
-            found = None
-            for j in range(len(chains)):
-                if j in used or j == i or chains[j][0][0] != end_d + gap:
+            gaps = sorted(b[0] - a[0] for a, b in zip(nodes, nodes[1:], strict=False))
+            gap = gaps[len(gaps) // 2] if gaps else 1
+            nxt = end_d + gap
+            found: tuple[list[Node], dict[int, tuple[float, float]]] | None = None
+            before = [v for _, v in nodes]
+            for start_v in sorted(by_epoch.get(nxt, ()), key=repr):
+                node = (nxt, start_v)
+                j = starts.get(node)
+                if j is None and (node in in_chain or len(nodes) < 3):
+                    continue  # a single instance is only believable as a restart after a real chain
+                if j is not None and j in used:
                     continue
-                # A one-node continuation is only believable after a real chain (a cycle's reset).
-                if len(chains[j]) < 2 and len(nodes) < 3:
-                    continue
-                start_v = chains[j][0][1]
-                w = _reset(end_v, start_v, rate, kinds, [v for _, v in nodes])
+                w = _reset(end_v, start_v, rate, kinds, before)
                 if w is not None:
-                    found = (j, w)
+                    if j is not None:
+                        used.add(j)
+                    found = (chains[j] if j is not None else [node], w)
                     break
             if found is None:
                 break
-            j, w = found
-            used.add(j)
+            more, w = found
             for slot, (lo, hi) in w.items():
                 old = wraps.get(slot)
                 wraps[slot] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
-            nodes.extend(chains[j])
-        used.add(i)
+            nodes.extend(more)
         out.append((nodes, wraps))
     return out
 

@@ -125,12 +125,12 @@ def _sort_text(text: str) -> tuple[int, float, str]:
         return (1, 0.0, text)
 
 
+_LITERAL_TEXT = re.compile(r"'(?:[^']|'')*'|(?<![\w.$])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
 def _template_text(node: exp.Expr) -> str:
-    copy = node.copy()
-    for lit in list(copy.find_all(exp.Literal)):
-        if not isinstance(lit.parent, exp.Parameter):
-            lit.replace(exp.Placeholder())
-    return copy.sql("postgres")
+    """The conjunct's text with its literals blanked (a sort key that ignores the values; no AST copy)."""
+    return _LITERAL_TEXT.sub("?", node.sql("postgres"))
 
 
 def _canonical_where(cond: exp.Expr) -> exp.Expr:
@@ -238,16 +238,14 @@ def analyse(sql: str) -> Shape | None:
         columns.append(_column_of(node))
         slots.append(node)
     key = tree.sql("postgres")
-    template_tree = tree.copy()
-    # Same traversal on the copy: replace the i-th slot node by $i.
-    copy_slots = _slot_nodes(template_tree)
-    for i, node in enumerate(copy_slots, start=1):
-        node.replace(exp.Parameter(this=exp.Literal.number(i)))
     is_query, tables = _is_query(tree)
     concrete = tree.find(exp.Parameter) is None
+    # The tree is ours (parsed above): turn it into the template in place rather than copying it.
+    for i, node in enumerate(slots, start=1):
+        node.replace(exp.Parameter(this=exp.Literal.number(i)))
     return Shape(
         key,
-        template_tree.sql("postgres"),
+        tree.sql("postgres"),
         tuple(values),
         tuple(kinds),
         tuple(columns),
@@ -255,21 +253,6 @@ def analyse(sql: str) -> Shape | None:
         is_query,
         concrete,
     )
-
-
-def _slot_nodes(tree: exp.Expr) -> list[exp.Expr]:
-    out: list[exp.Expr] = []
-    for lit in list(tree.find_all(exp.Literal, bfs=False)):
-        if isinstance(lit.parent, exp.Parameter):
-            continue
-        node: exp.Expr = lit.parent if isinstance(lit.parent, exp.Neg) and not lit.is_string else lit
-        if not lit.is_string:
-            try:
-                float(str(lit.this))
-            except ValueError:
-                continue
-        out.append(node)
-    return out
 
 
 @lru_cache(maxsize=20_000)
