@@ -14,6 +14,10 @@ Renyi divergences of the two zero-mean Gaussians (k independent rows) are
 (derived from log det(a Sigma_1 + (1-a) Sigma_2) for a rank-one difference; both increase with beta, so
 beta = b2/gamma is the worst case). The fast mixing mechanism (seed 002: SRHT to k_in rows, then a k x k_in
 Gaussian sketch) has the weaker bound with ``f(c) = log(1 - c - c^2/4)`` in place of ``log(1 - c)``.
+Caveat: that form is the one that reproduces DESIGN.md's fast-IHM reference; the seed's text (002) stops
+before the theorem, so its exact conditions were not re-derived here. We apply it with the same floor as
+the Gaussian sketch (lambda_min(X^T X) + eta^2 >= gamma); the SRHT's own contribution to the guarantee is
+taken on the paper's word until the proof is checked.
 
 RDP composes by addition over the T sketches of IHM; the total is converted to (eps, delta) with Canonne,
 Kamath & Steinke (2020) Prop. 12:  eps = r(a) + log(1 - 1/a) - (log delta + log a) / (a - 1),
