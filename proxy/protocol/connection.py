@@ -56,6 +56,9 @@ _READY_BYTES = frozenset(b"QPBDECHSXFdcf")   # 'p' (password) after authenticati
 _AUTH_BYTES = frozenset(b"pX")
 _COPY_BYTES = frozenset(b"dcf")
 _READY = Phase.READY
+_STARTUP = Phase.STARTUP
+_CLOSED = Phase.CLOSED
+_NEGOTIATING = Phase.NEGOTIATING
 _LEN = struct.Struct("!i")
 
 
@@ -85,12 +88,13 @@ class ServerConnection:
     def next_event(self) -> Event | _Sentinel:
         """The next complete event, NEED_DATA, or PAUSED while the server must answer an SSL request."""
         while True:
-            if self.phase is Phase.CLOSED:
+            phase = self.phase
+            if phase is _CLOSED:
                 if self._pending is not None:
                     failure, self._pending = self._pending, None
                     return failure
                 return NEED_DATA if not self._eof else Terminate()
-            if self.phase is Phase.NEGOTIATING:
+            if phase is _NEGOTIATING:
                 return PAUSED
             try:
                 ev = self._next_event()
@@ -122,7 +126,7 @@ class ServerConnection:
 
     def _next_event(self) -> Event | _Sentinel | None:
         buf = self._buf
-        if self.phase is Phase.STARTUP:
+        if self.phase is _STARTUP:
             if self._pos:
                 del buf[:self._pos]
                 self._pos = 0
