@@ -186,8 +186,8 @@ def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], object]]:
     except ImportError:
         pass
     try:
-        from predictor.cli import add_parser as add_predict_parser
-        mounts.append(add_predict_parser)
+        import predictor.cli  # noqa: F401
+        mounts.append(_mount_predict)
     except ImportError:
         pass
     try:
@@ -196,6 +196,21 @@ def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], object]]:
     except ImportError:
         pass
     return mounts
+
+
+def _mount_predict(sub: argparse._SubParsersAction) -> None:
+    from predictor.cli import add_parser, run
+
+    def cmd(args: argparse.Namespace) -> int:
+        # The configured catalog gives the parser's canonical keys and the declared domains.
+        path = args.config if args.config is not None else Path(DEFAULT_CONFIG)
+        catalog = None
+        if Path(path).is_file():
+            args.config = Path(path)
+            catalog = _load(str(path)).catalog
+        return run(args, catalog)
+
+    add_parser(sub).set_defaults(func=cmd)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
