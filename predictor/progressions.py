@@ -168,39 +168,48 @@ def find_streams(
     if len(epochs) < min_nodes or any(len(by_epoch[d]) > max_instances for d in epochs):
         return []
     # How easily chance makes a chain: with N instances an epoch drawn from D distinct tuples, a given
-    # tuple turns up in an epoch with probability q ~ N / D, so about epochs * N^2 * q^(L-2) chains of L
-    # nodes arise by chance. Busy ad hoc templates need long chains before one is believed.
+    # tuple turns up in an epoch with probability q ~ N / D. A chain of L nodes is L - 2 such hits after
+    # its first pair, each with as many chances as the chain uses distinct gaps; so about
+    # pairs * (k q)^(L-2) chains of L nodes arise by chance (pairs = instance pairs compared below).
+    # Busy ad hoc templates need long, regular chains before one is believed.
     n_mean = sum(len(by_epoch[d]) for d in epochs) / len(epochs)
     distinct = len(set().union(*(by_epoch[d] for d in epochs)))
     # A few epochs show few distinct tuples, which says little about how many the template can take:
     # assume at least ten times what one epoch uses.
     q = min(1.0, n_mean / max(distinct, 10.0 * n_mean, 1.0))
-
-    def chance(length: int) -> float:
-        return len(epochs) * n_mean * n_mean * q ** max(length - 2, 0)
-
-    need = min_nodes
-    while need < 30 and chance(need) > 1.0:
-        need += 1
     links: dict[tuple[float, ...], list[tuple[Node, Node]]] = defaultdict(list)
+    pairs_compared = 0
     for j, d2 in enumerate(epochs):
         for d1 in epochs[max(0, j - max_gap) : j]:
             g = d2 - d1
             if g > max_gap:
                 continue
+            pairs_compared += len(by_epoch[d1]) * len(by_epoch[d2])
             for a in by_epoch[d1]:
                 for b in by_epoch[d2]:
                     r = _rate(a, b, kinds, g)
                     if r is not None:
                         links[r].append(((d1, a), (d2, b)))
+
+    def chance(nodes: list[Node], merges: int) -> float:
+        kinds_of_gap = len({b[0] - a[0] for a, b in zip(nodes, nodes[1:], strict=False)}) or 1
+        # A restart is a jump chance could make too: it confirms nothing.
+        confirmations = max(len(nodes) - 2 - merges, 0)
+        return pairs_compared * min(1.0, kinds_of_gap * q) ** confirmations
+
+    need = min_nodes
+    while need < 30 and pairs_compared * q ** (need - 2) > 1.0:
+        need += 1
     found: list[Stream] = []
     for rate, pairs in links.items():
         if len({b for _, b in pairs}) < min(need, 6) - 1:
             continue
         merged = _merge_wraps(_chains(pairs), rate, kinds, by_epoch)
-        for nodes, wraps in merged:
+        for nodes, wraps, merges in merged:
             if len(nodes) >= min_nodes:
-                found.append(Stream(template, kinds, columns, rate, nodes, wraps, chance=chance(len(nodes))))
+                found.append(
+                    Stream(template, kinds, columns, rate, nodes, wraps, chance=chance(nodes, merges))
+                )
     # Each instance belongs to one stream: the longest chains claim their nodes first, so a cycle's
     # instances do not also make up a dozen shorter chains at other rates.
     found.sort(key=lambda s: (-len(s.nodes), bool(s.wraps), sum(abs(r) for r in s.rate)))
@@ -283,13 +292,13 @@ def _merge_wraps(
     rate: tuple[float, ...],
     kinds: tuple[str, ...],
     by_epoch: Mapping[int, set[Tuple]],
-) -> list[tuple[list[Node], dict[int, tuple[float, float]]]]:
+) -> list[tuple[list[Node], dict[int, tuple[float, float]], int]]:
     """Join chain A to what follows it one gap after its end when the moving slots reset there: another
     chain, or (after a chain of three or more) a single instance, which is how a cycle's restart looks."""
     chains = sorted(chains, key=lambda c: (c[0][0], repr(c[0][1])))
     starts: dict[Node, int] = {c[0]: i for i, c in enumerate(chains)}
     in_chain = {n for c in chains for n in c}
-    out: list[tuple[list[Node], dict[int, tuple[float, float]]]] = []
+    out: list[tuple[list[Node], dict[int, tuple[float, float]], int]] = []
     used: set[int] = set()
     for i, chain in enumerate(chains):
         if i in used:
@@ -297,6 +306,7 @@ def _merge_wraps(
         used.add(i)
         nodes = list(chain)
         wraps: dict[int, tuple[float, float]] = {}
+        merges = 0
         while True:
             end_d, end_v = nodes[-1]
             gaps = sorted(b[0] - a[0] for a, b in zip(nodes, nodes[1:], strict=False))
@@ -307,8 +317,8 @@ def _merge_wraps(
             for start_v in sorted(by_epoch.get(nxt, ()), key=repr):
                 node = (nxt, start_v)
                 j = starts.get(node)
-                if j is None and (node in in_chain or len(nodes) < 3):
-                    continue  # a single instance is only believable as a restart after a real chain
+                if len(nodes) < 3 or (j is None and node in in_chain):
+                    continue  # a restart is only believable after a real chain
                 if j is not None and j in used:
                     continue
                 w = _reset(end_v, start_v, rate, kinds, before)
@@ -320,11 +330,12 @@ def _merge_wraps(
             if found is None:
                 break
             more, w = found
+            merges += 1
             for slot, (lo, hi) in w.items():
                 old = wraps.get(slot)
                 wraps[slot] = (min(lo, old[0]), max(hi, old[1])) if old else (lo, hi)
             nodes.extend(more)
-        out.append((nodes, wraps))
+        out.append((nodes, wraps, merges))
     return out
 
 

@@ -15,6 +15,7 @@ from predictor_synth import Recurring, business, const, daily, every, weekly
 
 from predictor.backtest import backtest, load_truth
 from predictor.logs import read_log
+from predictor.predict import bucket, train
 
 
 def _run(
@@ -126,3 +127,24 @@ def test_flaky_panels_still_predicted(tmp_path: Path, q: float) -> None:
 
 def test_start_date_is_monday() -> None:
     assert synth.START == date(2026, 3, 2) and synth.START.weekday() == 0
+
+
+def test_busy_ad_hoc_templates_make_no_chance_progressions(tmp_path: Path) -> None:
+    """Dozens of ad hoc instances a day per template: some pairs and triples line up by chance; only
+    the real counters may come out as progressions."""
+    items = [Recurring(const(s), daily) for s in _panels(5)]
+    items += [
+        Recurring(
+            lambda d, k=k: f"SELECT SUM(amount) FROM sales WHERE batch = {k * 1000 + d}", daily, kind="report"
+        )
+        for k in range(2)
+    ]
+    rows = synth.generate(items, 14, adhoc_per_day=80, seed=11)
+    log = tmp_path / "busy.log"
+    log.write_text(synth.to_stderr(rows))
+    statements, _ = read_log(log)
+    epochs, _, _ = bucket(statements)
+    sqls = sorted(q.sql for q in train(epochs).queries)
+    assert sqls == sorted(
+        _panels(5) + [f"SELECT SUM(amount) FROM sales WHERE batch = {k * 1000 + 14}" for k in range(2)]
+    )
