@@ -172,6 +172,19 @@ def synthetic() -> tuple[list[dict[str, Any]], list[str]]:
             24,
             14,
         ),
+        "busy ad hoc templates (80 a day) + 2 counters": (
+            [R(const(f"SELECT COUNT(*) FROM o WHERE s = {i}"), synth.daily) for i in range(5)]
+            + [
+                R(
+                    lambda d, k=k: f"SELECT SUM(amount) FROM sales WHERE batch = {k * 1000 + d}",
+                    synth.daily,
+                    kind="report",
+                )
+                for k in range(2)
+            ],
+            18,
+            14,
+        ),
         "flaky panels (q = 0.8) and heavy noise": (
             [R(const(f"SELECT COUNT(*) FROM o WHERE s = {i}"), synth.daily, q=0.8) for i in range(10)],
             21,
@@ -188,7 +201,8 @@ def synthetic() -> tuple[list[dict[str, Any]], list[str]]:
     import tempfile
 
     for name, (items, days, min_train) in scenarios.items():
-        rows_ = synth.generate(items, days, adhoc_per_day=25 if "noise" in name else 10, seed=7)
+        adhoc = 80 if "busy" in name else 25 if "noise" in name else 10
+        rows_ = synth.generate(items, days, adhoc_per_day=adhoc, seed=7)
         with tempfile.TemporaryDirectory() as tmp:
             log = Path(tmp) / "pg.log"
             log.write_text(synth.to_stderr(rows_))
