@@ -79,7 +79,7 @@ def format_table(summary: dict[str, Any]) -> str:
                  f"{_ms(lat['p90']):>9} {_ms(lat['p99']):>9}")
     if summary["query_outcomes"]:
         parts = ", ".join(f"{k} {v}" for k, v in summary["query_outcomes"].items())
-        lines.append(f"\nlinear queries by outcome: {parts}")
+        lines.append(f"\nprovenance reported by the proxy: {parts}")
     if summary["refused_by_sqlstate"]:
         parts = ", ".join(f"{k} x{v}" for k, v in summary["refused_by_sqlstate"].items())
         lines.append(f"refused by SQLSTATE: {parts}")
