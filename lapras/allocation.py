@@ -87,6 +87,11 @@ def auto_split(
         w_mm, w_pool = math.sqrt(g * v), b
     else:
         w_mm, w_pool = (g * v) ** (1 / 3), b
+    # Answering the G good statements online instead would cost them like bad ones: total error
+    # (G + B)^2 (gdp) or (G + B)^3 (basic) against (w_mm + B)^k with the MM. When the MM's own error
+    # is not smaller (v >= G, resp. v >= G^2) the release is worse than no prediction: skip it.
+    if g > 0 and w_mm >= g:
+        w_mm = 0.0
     free = 1.0 - AUTO_RESERVE
     if w_mm + w_pool == 0:
         return Split(free, 0.0, 0.0, AUTO_RESERVE)

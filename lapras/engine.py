@@ -166,13 +166,13 @@ class Engine:
             self._adopt(ep)
             return ep
 
-    def _progress(self, total: int) -> Callable[[int], None] | None:
+    def _progress(self, total: int) -> Callable[[float], None] | None:
         if not self.settings.progress or total == 0:
             return None
         from tqdm import tqdm
 
         bar = tqdm(total=total, desc="matrix mechanism", unit="query")
-        def step(k: int) -> None:
+        def step(k: float) -> None:
             bar.update(k)
 
         return step
@@ -190,7 +190,10 @@ class Engine:
             if math.prod(shape) > self.settings.mm_max_cells:
                 continue  # too large for one release: these predictions are answered online
             k = self._group_of(q)
-            out[k] = (shape, out[k][1] + [q.factors(t)])
+            # Each query enters the strategy objective divided by its sensitivity: a SUM over values up
+            # to 90 must not buy its accuracy with the counts' (answers still use the true factors).
+            unit = [(w / q.sensitivity, vecs) for w, vecs in q.factors(t)]
+            out[k] = (shape, out[k][1] + [unit])
         return dict(out)
 
     def _maybe_roll(self) -> None:
