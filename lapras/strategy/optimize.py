@@ -14,7 +14,7 @@ Derived from the matrix-mechanism papers (Li et al. 2010; McKenna et al. 2018, H
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import minimize
@@ -103,12 +103,13 @@ def workload_error(strategy: KronStrategy, queries: Sequence[ProductQuery]) -> f
 def kron_strategy(
     shape: Sequence[int], queries: Sequence[ProductQuery], *, cvx_max_cells: int = 64, rounds: int = 3,
     rng: np.random.Generator | None = None, maxiter: int = 200, single_block: bool | None = None,
-    p_fraction: float = 0.25,
+    p_fraction: float = 0.25, on_block: Callable[[float], None] | None = None,
 ) -> KronStrategy:
     """Optimised strategy for the queries of one marginal (one block if small, else one per axis).
 
     A marginal of at most ``cvx_max_cells`` cells is one block with the exact SDP optimum; otherwise every
-    attribute is a block optimised by p-Identity with p = ``p_fraction`` n. Unions of boxes are optimised as if each box were its own query (separable
+    attribute is a block optimised by p-Identity with p = ``p_fraction`` n (``on_block(fraction done)`` runs
+    after each block, for progress bars). Unions of boxes are optimised as if each box were its own query (separable
     surrogate); the variances reported later are exact.
     """
     cells = math.prod(shape)
@@ -137,6 +138,8 @@ def kron_strategy(
             else:
                 mats[j] = p_identity(g, p=max(1, round(p_fraction * n)), rng=rng, maxiter=maxiter)
             covs[j] = np.linalg.pinv(mats[j].T @ mats[j], hermitian=True)
+            if on_block is not None:
+                on_block(1.0 / (n_rounds * len(groups)))
     strat = KronStrategy(list(mats), groups, "optimised")
     ident = KronStrategy([np.eye(n) for n in sizes], groups, "identity")
     return strat if workload_error(strat, queries) <= workload_error(ident, queries) else ident
