@@ -190,13 +190,19 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
 
     names = sorted({r["dataset"] for r in records})
     fig, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.8), squeeze=False)
+    colors = dict(zip(ALL_METHODS, plt.rcParams["axes.prop_cycle"].by_key()["color"], strict=False))
     for ax, ds in zip(axes[0], names, strict=True):
+        ours = [r["excess_risk"] for r in records if r["dataset"] == ds and r["method"] != "diffprivlib"]
+        top = 10 * max(ours) if ours else None
         for m in ALL_METHODS:
             rs = sorted((r for r in records if r["dataset"] == ds and r["method"] == m), key=lambda r: r["epsilon"])
             if rs:
-                ax.plot([r["epsilon"] for r in rs], [max(r["excess_risk"], 1e-12) for r in rs], "o-", label=m)
+                ax.plot([r["epsilon"] for r in rs], [max(r["excess_risk"], 1e-12) for r in rs], "o-", label=m,
+                        color=colors[m])
         ax.set_xscale("log")
         ax.set_yscale("log")
+        if top:
+            ax.set_ylim(top=top)  # diffprivlib is orders of magnitude off-scale: see the table
         ax.set_title(ds)
         ax.set_xlabel("epsilon")
         ax.set_ylabel("excess empirical risk (median)")
