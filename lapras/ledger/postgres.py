@@ -170,6 +170,9 @@ class PostgresLedger(Ledger):
         with self._mutex:
             if self.conn.closed:
                 self.conn = psycopg.connect(self.conninfo, autocommit=False)
+                # A reconnect must keep durable commits: a spend is on disk before its answer leaves.
+                self.conn.execute("SET synchronous_commit = on")
+                self.conn.commit()
             try:
                 yield self.conn
             except BaseException:
