@@ -142,18 +142,27 @@ class MemorySampler(threading.Thread):
             self.stop.wait(self.interval)
 
 
-def memory_growth(samples: list[tuple[float, float]]) -> dict[str, float | None]:
-    """RSS after warm-up (first 20% of the run skipped) and the least-squares slope in MB per minute."""
+def _slope(t: np.ndarray, m: np.ndarray) -> float | None:
+    return float(np.polyfit(t / 60, m, 1)[0]) if len(t) >= 3 else None
+
+
+def memory_growth(samples: list[tuple[float, float]]) -> dict[str, Any]:
+    """RSS after warm-up (first 20% of the run skipped), least-squares slopes in MB per minute over the run
+    after warm-up and over its second half (bounded caches fill early; a leak keeps the late slope up),
+    and the samples themselves."""
     if len(samples) < 4:
         return {"rss_start_mb": None, "rss_end_mb": None, "rss_max_mb": None, "growth_mb": None,
-                "slope_mb_per_min": None}
+                "slope_mb_per_min": None, "late_slope_mb_per_min": None, "samples": []}
     t = np.array([s[0] for s in samples])
     m = np.array([s[1] for s in samples])
     keep = t >= 0.2 * t[-1]
-    slope = float(np.polyfit(t[keep] / 60, m[keep], 1)[0]) if keep.sum() >= 3 else None
+    late = t >= 0.5 * t[-1]
+    slope, late_slope = _slope(t[keep], m[keep]), _slope(t[late], m[late])
     return {"rss_start_mb": round(float(m[keep][0]), 1), "rss_end_mb": round(float(m[-1]), 1),
             "rss_max_mb": round(float(m.max()), 1), "growth_mb": round(float(m[-1] - m[keep][0]), 1),
-            "slope_mb_per_min": None if slope is None else round(slope, 2)}
+            "slope_mb_per_min": None if slope is None else round(slope, 2),
+            "late_slope_mb_per_min": None if late_slope is None else round(late_slope, 2),
+            "samples": [[round(a, 1), round(b, 1)] for a, b in samples]}
 
 
 def _config_text(port: int) -> str:
@@ -212,7 +221,7 @@ async def run_load(conninfo: str, clients: int, seconds: float, mix: tuple[float
     return tally
 
 
-def report(tally: Tally, seconds: float, clients: int, memory: dict[str, float | None]) -> dict[str, Any]:
+def report(tally: Tally, seconds: float, clients: int, memory: dict[str, Any]) -> dict[str, Any]:
     """Everything measured, as plain data."""
     everything = [x for v in tally.latencies.values() for x in v]
     return {
@@ -222,7 +231,8 @@ def report(tally: Tally, seconds: float, clients: int, memory: dict[str, float |
         "latency_ms_by_kind": {k: {"n": len(v), **_pct(v)} for k, v in tally.latencies.items()},
         "outcomes": dict(tally.outcomes), "errors": dict(tally.errors),
         "connections_opened": tally.reconnects, "memory": memory,
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                    "loadavg": [round(x, 1) for x in os.getloadavg()]},
     }
 
 
@@ -234,7 +244,9 @@ def markdown(doc: dict[str, Any]) -> str:
              f"- errors: {sum(doc['errors'].values())} {doc['errors'] or ''}",
              f"- outcomes: {doc['outcomes']}",
              f"- proxy RSS after warm-up {mem['rss_start_mb']} MB, at the end {mem['rss_end_mb']} MB, "
-             f"max {mem['rss_max_mb']} MB; slope {mem['slope_mb_per_min']} MB/min", "",
+             f"max {mem['rss_max_mb']} MB; slope {mem['slope_mb_per_min']} MB/min after warm-up, "
+             f"{mem['late_slope_mb_per_min']} MB/min over the second half",
+             f"- machine load average at the end: {doc['machine'].get('loadavg')}", "",
              "| kind | n | p50 ms | p90 ms | p99 ms |", "|---|---:|---:|---:|---:|"]
     for kind, v in [*doc["latency_ms_by_kind"].items(), ("all", {"n": doc["statements"], **doc["latency_ms"]})]:
         lines.append(f"| {kind} | {v['n']} | {v['p50']} | {v['p90']} | {v['p99']} |")

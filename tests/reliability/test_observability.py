@@ -36,7 +36,14 @@ def observed(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.Tem
     root = tmp_path_factory.mktemp("obs")
     proc = start_proxy(root, dsn, epsilon=1.0, start=False)
     metrics_port = None
-    if "metrics_listen" in ServerSettings.__dataclass_fields__:
+    fields = ServerSettings.__dataclass_fields__
+    if "query_log" in fields:
+        # Query lines on stderr, which the harness captures with the rest of the proxy's output.
+        text = proc.config_path.read_text()
+        text = (set_server_keys(text, query_log="stderr") if "query_log" in text
+                else text.replace("[server]\n", '[server]\nquery_log = "stderr"\n', 1))
+        proc.config_path.write_text(text)
+    if "metrics_listen" in fields:
         metrics_port = free_port()
         text = proc.config_path.read_text()
         if "metrics_listen" in text:
