@@ -275,7 +275,7 @@ def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: 
     Xt = At[:, :n]
     k = k or max(6 * d, 48)
     cal = rdp.calibrate_fast_ihm(eps, delta, k, T)
-    k_in = min(At.shape[1], k_in or 8 * k)
+    k_in = min(At.shape[1], k_in or 32 * k)
     lam = _lambda_min_private(Xt @ Xt.T, cal.sigma_eig, cal.z_rho, rng)
     eta2 = max(cal.gamma - lam, 0.0)
     work = np.empty_like(At)
