@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .config import Config
+from .config import Config, parse_listen
 from .demo_data import ensure_table, table_exists
 from .embedded import EmbeddedPostgres
 
@@ -86,8 +86,24 @@ def _psql_line(cfg: Config, host: str, port: int) -> str:
     return f'psql "host={host} port={port} user={user} dbname={cfg.server.database}"'
 
 
+async def _start_observability(cfg: Config, service: Any, worker: int) -> Any:
+    """Query log and Prometheus endpoint, as configured; returns the metrics (None when off)."""
+    from . import querylog
+    from .metrics import ProxyMetrics, start_metrics_server
+
+    if cfg.server.query_log:
+        querylog.configure(None if cfg.server.query_log == "stderr" else cfg.server.query_log)
+    if not cfg.server.metrics_listen:
+        return None
+    metrics = ProxyMetrics()
+    host, port = parse_listen(cfg.server.metrics_listen)
+    # Each worker serves its own figures: a shared port would scatter scrapes across processes.
+    await start_metrics_server(metrics.registry, host, port + worker)
+    return metrics
+
+
 async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
-                      reuse_port: bool) -> None:
+                      reuse_port: bool, worker: int = 0) -> None:
     from .catalog import ensure_shadow
     from .dp_service import DPService
     from .server import ProxyServer
@@ -95,9 +111,10 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     catalog_dsn = await ensure_shadow(upstream.admin_dsn, cfg.server.database + CATALOG_DB_SUFFIX,
                                       cfg.catalog)
     service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn)
-    server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port)
+    metrics = await _start_observability(cfg, service, worker)
+    server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port, metrics=metrics)
     await server.start()
-    sync = asyncio.create_task(service.sync_forever())
+    sync = asyncio.create_task(service.sync_forever(metrics=metrics))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -164,7 +181,7 @@ def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int) -> N
         if pid == 0:
             code = 0
             try:
-                asyncio.run(_run_server(cfg, upstream, ready if i == 0 else None, reuse_port=True))
+                asyncio.run(_run_server(cfg, upstream, ready if i == 0 else None, reuse_port=True, worker=i))
             except BaseException:
                 log.exception("worker %d failed", i)
                 code = 1

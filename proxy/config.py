@@ -43,6 +43,8 @@ class ServerSettings:
     auth_timeout_s: float = 10.0
     queries_per_minute: int = 6000
     allow_cleartext_without_tls: bool = False
+    metrics_listen: str = ""       # HOST:PORT of the Prometheus endpoint; empty = off
+    query_log: str = ""            # "" off, "stderr", or a file path: one JSON line per statement
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ def _server(c: _Checker, tree: dict[str, Any]) -> ServerSettings:
     p = "server."
     c.unknown(s, {"listen", "database", "max_connections", "max_message_bytes", "statement_timeout_s",
                   "idle_timeout_s", "auth_timeout_s", "queries_per_minute",
-                  "allow_cleartext_without_tls"}, p)
+                  "allow_cleartext_without_tls", "metrics_listen", "query_log"}, p)
     host, port = d.host, d.port
     listen = c.get(s, "listen", str, f"{d.host}:{d.port}", p)
     try:
@@ -188,7 +190,14 @@ def _server(c: _Checker, tree: dict[str, Any]) -> ServerSettings:
         queries_per_minute=c.get(s, "queries_per_minute", int, d.queries_per_minute, p),
         allow_cleartext_without_tls=c.get(s, "allow_cleartext_without_tls", bool,
                                           d.allow_cleartext_without_tls, p),
+        metrics_listen=c.get(s, "metrics_listen", str, "", p),
+        query_log=c.get(s, "query_log", str, "", p),
     )
+    if out.metrics_listen:
+        try:
+            parse_listen(out.metrics_listen)
+        except ValueError as exc:
+            c.bad(p + "metrics_listen", f"{exc} (write it like \"127.0.0.1:9187\", or leave it empty)")
     for key in ("max_connections", "max_message_bytes", "queries_per_minute"):
         if getattr(out, key) <= 0:
             c.bad(p + key, "must be a positive integer")

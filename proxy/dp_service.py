@@ -13,6 +13,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import psycopg
+
 import parser as sqlparser
 from lapras.errors import LaprasError
 
@@ -91,6 +93,19 @@ class DPService:
 
     async def execute(self, sql: str, params: Sequence[object | None], user: str,
                       settings: Mapping[str, str]) -> QueryResult:
+        try:
+            return await self._execute(sql, params, user, settings)
+        except psycopg.OperationalError:
+            # The upstream is down or restarting: nothing was answered; the client may retry.
+            raise ServiceError("57P03", "the upstream database is not available; nothing was answered",
+                               hint="retry when the database is back") from None
+        except psycopg.Error as exc:
+            # Never relay the upstream's message: it could quote data. Log it for the operator.
+            log.error("upstream error while answering: %s", exc)
+            raise ServiceError("XX000", "the upstream database failed to answer; nothing was released") from None
+
+    async def _execute(self, sql: str, params: Sequence[object | None], user: str,
+                       settings: Mapping[str, str]) -> QueryResult:
         target = _show_target(sql)
         if target is not None:
             return await asyncio.to_thread(self._show, target)
@@ -110,7 +125,9 @@ class DPService:
             notices.append(self._notice(answer))
         log.debug("answered %s in %.2f ms", plan.table, (time.perf_counter() - t0) * 1e3)
         return QueryResult([ColumnDesc(c.name, c.type_oid) for c in plan.columns], rows,
-                           f"SELECT {len(rows)}", notices)
+                           f"SELECT {len(rows)}", notices, outcome=answer.outcome,
+                           query_keys=tuple(q.key for q in plan.queries),
+                           cost=answer.cost.to_json() if answer.cost is not None else None)
 
     def _new_epoch(self, user: str) -> QueryResult:
         u = self.config.user(user)
@@ -121,14 +138,21 @@ class DPService:
         return QueryResult(list(EPOCH_COLUMNS), [(ep.id,)], "SELECT 1",
                            [f"lapras: epoch {ep.id} started by {user}"])
 
-    async def sync_forever(self, every: float = 1.0) -> None:
-        """Follow epochs started elsewhere (other workers, the epoch command) and roll timed epochs."""
+    async def sync_forever(self, every: float = 1.0, metrics: Any = None) -> None:
+        """Follow epochs started elsewhere (other workers, the epoch command), roll timed epochs, and
+        publish the remaining budget to the metrics."""
         while True:
-            await asyncio.sleep(every)
             try:
                 await asyncio.to_thread(self.engine.sync_epoch)
+                if metrics is not None:
+                    report = await asyncio.to_thread(self.engine.budget_report)
+                    cur = report.get("current") or {}
+                    metrics.budget_remaining.set(float(cur.get("remaining", {}).get("epsilon", 0.0)),
+                                                 unit="epsilon")
+                    metrics.budget_total.set(float(cur.get("budget", {}).get("epsilon", 0.0)), unit="epsilon")
             except Exception as exc:  # the database may be down for a while; keep polling
                 log.warning("epoch sync failed: %s", exc)
+            await asyncio.sleep(every)
 
     @staticmethod
     def _notice(answer: Any) -> str:

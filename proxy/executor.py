@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from .catalog import CatalogDB, catalog_error
+from .metrics import ProxyMetrics
 from .protocol import backend, types
 from .protocol.backend import Field
 from .protocol.errors import PgError
+from .querylog import finish_statement
 from .results import ResultSet, command, encode_rows, format_for
 from .router import Kind, Route, Router
-from .service_api import QueryService
+from .service_api import QueryResult, QueryService
 from .session import PreparedStatement, Session, parse_declare, parse_execute, parse_prepare
 
 
@@ -33,11 +37,14 @@ def decode_params(oids: Sequence[int], formats: Sequence[int], raw: Sequence[byt
 class Executor:
     """Statement execution for one session: session state, DP service, or the catalog database."""
 
-    def __init__(self, session: Session, router: Router, service: QueryService, catalog: CatalogDB) -> None:
+    def __init__(self, session: Session, router: Router, service: QueryService, catalog: CatalogDB,
+                 metrics: ProxyMetrics | None = None) -> None:
         self.session = session
         self.router = router
         self.service = service
         self.catalog = catalog
+        self.metrics = metrics
+        self._last_dp: QueryResult | None = None
 
     # -- describe (never runs a DP query, never spends budget) ---------------------------------------
 
@@ -87,7 +94,38 @@ class Executor:
     async def run(self, route: Route, *, param_oids: Sequence[int] = (), param_formats: Sequence[int] = (),
                   params: Sequence[bytes | None] = (), result_formats: Sequence[int] = (),
                   decoded: Sequence[Any] | None = None, with_description: bool = True) -> ResultSet:
-        """Execute one statement; `with_description` asks the catalog for the RowDescription too."""
+        """Execute one statement; `with_description` asks the catalog for the RowDescription too.
+
+        Every statement ends in exactly one query-log line and one metrics observation."""
+        started = time.perf_counter()
+        self._last_dp = None
+        try:
+            res = await self._run(route, param_oids=param_oids, param_formats=param_formats, params=params,
+                                  result_formats=result_formats, decoded=decoded,
+                                  with_description=with_description)
+        except asyncio.CancelledError:
+            self._finish(route, started, "cancelled", "57014")
+            raise
+        except Exception as exc:
+            state = getattr(exc, "sqlstate", None) or "XX000"
+            self._finish(route, started, "error" if state == "XX000" else "refused", state)
+            raise
+        self._finish(route, started, None, None)
+        return res
+
+    def _finish(self, route: Route, started: float, outcome: str | None, sqlstate: str | None) -> None:
+        dp = self._last_dp
+        cost = (dp.cost if dp is not None else None) or {}
+        if outcome is None:
+            outcome = (dp.outcome or "answered") if dp is not None else "metadata"
+        finish_statement(self.metrics, self.session.user or "", outcome, started,
+                         query_keys=dp.query_keys if dp is not None else (), sqlstate=sqlstate,
+                         mu=cost.get("mu"), epsilon=cost.get("eps"), delta=cost.get("delta"),
+                         kind=route.kind.value)
+
+    async def _run(self, route: Route, *, param_oids: Sequence[int] = (), param_formats: Sequence[int] = (),
+                   params: Sequence[bytes | None] = (), result_formats: Sequence[int] = (),
+                   decoded: Sequence[Any] | None = None, with_description: bool = True) -> ResultSet:
         self.session.check_aborted(route)
         kind = route.kind
         if kind is Kind.DP:
@@ -116,6 +154,7 @@ class Executor:
     async def _dp(self, sql: str, values: Sequence[Any], result_formats: Sequence[int]) -> ResultSet:
         s = self.session
         result = await self.service.execute(sql, values, s.user, s.settings)
+        self._last_dp = result
         fields = [backend.field(c.name, c.type_oid) for c in result.columns]
         rows = encode_rows(fields, result.rows, result_formats)
         notices = [backend.notice_response(n) for n in result.notices]
@@ -144,8 +183,8 @@ class Executor:
         if stmt.route.kind is Kind.DP:
             oids = await self.param_oids(stmt, len(raw))
             decoded = decode_params(oids, [], raw)
-        return await self.run(stmt.route, param_oids=stmt.param_oids, params=raw, decoded=decoded,
-                              result_formats=result_formats)
+        return await self._run(stmt.route, param_oids=stmt.param_oids, params=raw, decoded=decoded,
+                               result_formats=result_formats)
 
     async def _declare(self, route: Route) -> ResultSet:
         name, binary, hold, query = parse_declare(route.sql)
@@ -156,6 +195,6 @@ class Executor:
             raise PgError("42P03", f"cursor \"{name}\" already exists")
         if not hold and self.session.tx == "I":
             raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
-        result = await self.run(inner, result_formats=[1] if binary else [])
+        result = await self._run(inner, result_formats=[1] if binary else [])
         self.session.add_cursor(name, result, hold)
         return command("DECLARE CURSOR")

@@ -25,6 +25,7 @@ from .auth import AuthFailed, authenticate
 from .catalog import CatalogDB
 from .config import Config
 from .executor import Executor, decode_params
+from .metrics import ProxyMetrics
 from .protocol import backend
 from .protocol.connection import NEED_DATA, ServerConnection
 from .protocol.errors import PgError, error_fields
@@ -86,9 +87,10 @@ class ProxyServer:
     """Accepts PostgreSQL clients and serves them from the DP service and the catalog database."""
 
     def __init__(self, config: Config, service: QueryService, catalog_dsn: str, *, reuse_port: bool = False,
-                 catalog_pool_size: int = 8) -> None:
+                 catalog_pool_size: int = 8, metrics: ProxyMetrics | None = None) -> None:
         self.config = config
         self.service = service
+        self.metrics = metrics
         self.catalog = CatalogDB(catalog_dsn, catalog_pool_size)
         self.router = Router(config.catalog)
         self.reuse_port = reuse_port
@@ -137,10 +139,15 @@ class ProxyServer:
         assert task is not None
         self._tasks.add(task)
         client = ClientConnection(self, reader, writer)
+        if self.metrics is not None:
+            self.metrics.connections.inc()
+            self.metrics.connections_total.inc()
         try:
             await client.run()
         finally:
             self._tasks.discard(task)
+            if self.metrics is not None:
+                self.metrics.connections.dec()
 
     def cancel(self, pid: int, secret: int) -> None:
         """Cancel the running statement of the session that owns this key; anything else is ignored."""
@@ -359,7 +366,7 @@ class ClientConnection:
         srv.sessions[pid] = self
         session = Session.start(self.conn, name, database, ev.params, _server_version(srv.catalog), self.tls)
         self.session = session
-        self.executor = Executor(session, srv.router, srv.service, srv.catalog)
+        self.executor = Executor(session, srv.router, srv.service, srv.catalog, srv.metrics)
         self.out.append(backend.AUTH_OK)
         self.out.extend(session.startup_status())
         self.out.append(backend.backend_key_data(pid, self.secret))

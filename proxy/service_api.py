@@ -19,6 +19,10 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
     command_tag: str
     notices: list[str] = field(default_factory=list)
+    # Provenance for the query log and metrics (never a value): engine outcome, canonical keys, spend.
+    outcome: str | None = None
+    query_keys: tuple[str, ...] = ()
+    cost: dict[str, float] | None = None
 
 
 class QueryService(Protocol):
