@@ -81,6 +81,20 @@ def _no_load() -> Any:
     return LoadSettings()
 
 
+def shadow_name(upstream_dsn: str) -> str:
+    """The catalog database's name, one per upstream database (proxies of other databases on the same
+    cluster keep their own); short enough for its reader role name to fit PostgreSQL's 63 bytes."""
+    import hashlib
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    db = str(conninfo_to_dict(upstream_dsn).get("dbname") or "postgres")
+    name = db + CATALOG_DB_SUFFIX
+    if len(name) > 50:
+        name = db[:30] + "_" + hashlib.sha256(db.encode()).hexdigest()[:8] + CATALOG_DB_SUFFIX
+    return name
+
+
 def _psql_line(cfg: Config, host: str, port: int) -> str:
     user = cfg.users[0].name if cfg.users else "analyst"
     return f'psql "host={host} port={port} user={user} dbname={cfg.server.database}"'
@@ -108,8 +122,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     from .dp_service import DPService
     from .server import ProxyServer
 
-    catalog_dsn = await ensure_shadow(upstream.admin_dsn, cfg.server.database + CATALOG_DB_SUFFIX,
-                                      cfg.catalog)
+    catalog_dsn = await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), cfg.catalog)
     service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn)
     metrics = await _start_observability(cfg, service, worker)
     server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port, metrics=metrics)
@@ -166,6 +179,9 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     except OSError as exc:
         print(f"lapras-proxy: cannot listen on {cfg.server.host}:{cfg.server.port}: {exc.strerror or exc}",
               file=sys.stderr)
+        return 1
+    except psycopg.Error as exc:
+        print(f"lapras-proxy: database error during start-up: {exc}", file=sys.stderr)
         return 1
     finally:
         if upstream.embedded is not None and upstream.embedded.started_here:

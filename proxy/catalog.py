@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -57,6 +58,27 @@ def _table_ddl(t: TableSchema) -> list[sql.Composed]:
     return stmts
 
 
+async def _ensure_database_and_role(conn: psycopg.AsyncConnection[Any], shadow_dbname: str, role: str,
+                                   password: str) -> None:
+    cur = await conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (shadow_dbname,))
+    if await cur.fetchone() is None:
+        try:
+            await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(shadow_dbname)))
+        except psycopg.errors.DuplicateDatabase:
+            pass
+    cur = await conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
+    if await cur.fetchone() is None:
+        try:
+            await conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+        except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
+            pass
+    await conn.execute(sql.SQL(
+        "ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD {}").format(
+            sql.Identifier(role), sql.Literal(password)))
+    await conn.execute(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(
+        sql.Identifier(role)))
+
+
 async def ensure_shadow(admin_dsn: str, shadow_dbname: str, catalog: Catalog,
                         descriptions: dict[str, str] | None = None) -> str:
     """Create (or refresh) the schema-only shadow database and its read-only role; returns its DSN.
@@ -68,23 +90,13 @@ async def ensure_shadow(admin_dsn: str, shadow_dbname: str, catalog: Catalog,
     # Deterministic so that concurrent workers agree; it only opens an empty, read-only schema.
     password = hashlib.sha256(f"lapras-shadow:{admin_dsn}:{shadow_dbname}".encode()).hexdigest()[:32]
     async with await psycopg.AsyncConnection.connect(admin_dsn, autocommit=True) as conn:
-        cur = await conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (shadow_dbname,))
-        if await cur.fetchone() is None:
-            try:
-                await conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(shadow_dbname)))
-            except psycopg.errors.DuplicateDatabase:
-                pass
-        cur = await conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
-        if await cur.fetchone() is None:
-            try:
-                await conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-            except (psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
-                pass
-        await conn.execute(sql.SQL(
-            "ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD {}").format(
-                sql.Identifier(role), sql.Literal(password)))
-        await conn.execute(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(
-            sql.Identifier(role)))
+        # Workers and proxies starting together would race on CREATE/ALTER ROLE ("tuple concurrently
+        # updated"): one at a time, cluster-wide.
+        await conn.execute("SELECT pg_advisory_lock(74737300)")
+        try:
+            await _ensure_database_and_role(conn, shadow_dbname, role, password)
+        finally:
+            await conn.execute("SELECT pg_advisory_unlock(74737300)")
     shadow_admin = make_conninfo(admin_dsn, dbname=shadow_dbname)
     async with await psycopg.AsyncConnection.connect(shadow_admin, autocommit=True) as conn:
         await conn.execute("SELECT pg_advisory_lock(74737301)")

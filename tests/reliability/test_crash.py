@@ -75,6 +75,7 @@ class Killer(threading.Thread):
         self.rng = rng
         self.delay = delay
         self.request = threading.Event()
+        self.first = threading.Event()  # the replay's clients are connected and answered once
         self.done = threading.Event()
         self.count = 0
         self.budgets: list[float] = []
@@ -84,6 +85,8 @@ class Killer(threading.Thread):
     def run(self) -> None:
         try:
             self.budgets.append(budget_remaining(self.proc))
+            # The replay fails fast when it cannot connect at all: kill only once it is under way.
+            self.first.wait(120)
             for _ in range(self.kills):
                 if self.delay is None:
                     self.request.wait(5)
@@ -98,7 +101,8 @@ class Killer(threading.Thread):
                 self.proc.start(timeout=180)
                 self.restart_s.append(time.monotonic() - t0)
                 self.budgets.append(budget_remaining(self.proc))
-        except BaseException as exc:  # surfaced by the test
+        except BaseException as exc:  # surfaced by the test, with what the proxy printed
+            exc.add_note("proxy output:\n" + "".join(self.proc.output[-40:]))
             self.error = exc
         finally:
             self.done.set()
@@ -128,7 +132,11 @@ def _check_run(proc: Any, statements: list[Statement], results: list[StatementRe
     assert all(later <= earlier + 1e-12 for earlier, later in zip(killer.budgets, killer.budgets[1:],
                                                                    strict=False)), killer.budgets
     # Every answer a client received is recorded: asking again returns it and spends nothing.
-    before = budget_remaining(proc)
+    try:
+        before = budget_remaining(proc)
+    except Exception as exc:
+        exc.add_note(f"proxy exit code {proc.proc.poll()}; output:\n" + "".join(proc.output[-40:]))
+        raise
     with psycopg.connect(proc.dsn(), autocommit=True) as conn:
         for sql, got in answers.items():
             rows = conn.execute(sql.encode()).fetchall()
@@ -148,6 +156,7 @@ def _scenario(root: Path, dsn: str, statements: list[Statement], *, clients: int
         new_answers = [0]
 
         def on_result(res: StatementResult) -> None:
+            killer.first.set()
             if killer.done.is_set():
                 raise StopReplay()
             if delay is None and res.outcome == "answered":
@@ -162,7 +171,7 @@ def _scenario(root: Path, dsn: str, statements: list[Statement], *, clients: int
         killer.start()
         result = replay(statements, opts, on_result=on_result)
         killer.done.wait(120)
-        assert killer.error is None, f"restart failed: {killer.error!r}"
+        assert killer.error is None, f"restart failed: {killer.error!r} {getattr(killer.error, '__notes__', '')}"
         assert result.aborted is None, result.aborted
         RESTARTS[root.name] = killer.restart_s
         _check_run(proc, statements, result.results, killer)
@@ -210,7 +219,8 @@ def test_sigkill_scenarios(embedded_pg: Any, default_config: Any, tmp_path: Path
             try:
                 fut.result()
             except BaseException as exc:
-                failures.append(f"{name}: {type(exc).__name__}: {exc}")
+                import traceback
+                failures.append(f"{name}: " + "".join(traceback.format_exception(exc))[-3000:])
     kills = sum(len(v) for v in RESTARTS.values())
     times = sorted(t for v in RESTARTS.values() for t in v)
     if times:
