@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -217,28 +219,33 @@ def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int) -> N
         os.waitpid(child, 0)
 
 
+@contextmanager
+def _operator_upstream(cfg: Config, state_dir: Path) -> Iterator[Upstream]:
+    """The upstream for an operator command: reuses a running embedded cluster, or starts one just for
+    the command and stops it afterwards."""
+    running = bool(cfg.upstream_dsn) or _embedded_running(state_dir)
+    upstream = open_upstream(cfg, state_dir, start=not running)
+    try:
+        yield upstream
+    finally:
+        if upstream.embedded is not None and upstream.embedded.started_here:
+            upstream.embedded.stop()
+
+
 def budget_report(cfg: Config, state_dir: Path) -> dict[str, Any]:
     """The ledger's view of the current epoch, for `lapras-proxy budget`."""
     from .dp_service import open_ledger_report
 
-    upstream = open_upstream(cfg, state_dir, start=not cfg.upstream_dsn and not _embedded_running(state_dir))
-    try:
+    with _operator_upstream(cfg, state_dir) as upstream:
         return open_ledger_report(cfg, upstream.dsn)
-    finally:
-        if upstream.embedded is not None and upstream.embedded.started_here:
-            upstream.embedded.stop()
 
 
 def new_epoch(cfg: Config, state_dir: Path) -> dict[str, Any]:
     """Close the current epoch and open a new one, for `lapras-proxy epoch`."""
     from .dp_service import start_new_epoch
 
-    upstream = open_upstream(cfg, state_dir, start=not cfg.upstream_dsn and not _embedded_running(state_dir))
-    try:
+    with _operator_upstream(cfg, state_dir) as upstream:
         return start_new_epoch(cfg, upstream.dsn)
-    finally:
-        if upstream.embedded is not None and upstream.embedded.started_here:
-            upstream.embedded.stop()
 
 
 def _embedded_running(state_dir: Path) -> bool:
