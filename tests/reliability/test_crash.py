@@ -76,6 +76,7 @@ class Killer(threading.Thread):
         self.delay = delay
         self.request = threading.Event()
         self.first = threading.Event()  # the replay's clients are connected and answered once
+        self.waiting = threading.Event()  # between restarts: a client may trigger the next kill
         self.done = threading.Event()
         self.count = 0
         self.budgets: list[float] = []
@@ -89,7 +90,9 @@ class Killer(threading.Thread):
             self.first.wait(120)
             for _ in range(self.kills):
                 if self.delay is None:
+                    self.waiting.set()
                     self.request.wait(5)
+                    self.waiting.clear()
                     self.request.clear()
                 else:
                     time.sleep(self.rng.uniform(*self.delay))
@@ -162,7 +165,8 @@ def _scenario(root: Path, dsn: str, statements: list[Statement], *, clients: int
             if delay is None and res.outcome == "answered":
                 # Kill the moment a client holds a fresh answer: its spend must already be committed.
                 new_answers[0] += 1
-                if new_answers[0] % 3 == 0 and proc.proc.poll() is None:
+                # Only while the killer waits: never during its restart and post-restart checks.
+                if new_answers[0] % 3 == 0 and killer.waiting.is_set() and proc.proc.poll() is None:
                     proc.proc.send_signal(signal.SIGKILL)
                     killer.request.set()
 
