@@ -159,14 +159,18 @@ class BackendConnection:
                     body = bytes(buf[5:length + 1])
                     del buf[:length + 1]
                     return kind, body
-            try:
-                data = await self.reader.read(65536)
-            except OSError:
-                data = b""
-            if not data:
-                self.broken = True
-                raise PgError("08006", "the catalog database closed the connection")
-            buf += data
+            await self._read_more(buf)
+
+    async def _read_more(self, buf: bytearray) -> None:
+        """Append what the socket has to ``buf``; a closed or failed socket breaks this connection."""
+        try:
+            data = await self.reader.read(65536)
+        except OSError:
+            data = b""
+        if not data:
+            self.broken = True
+            raise PgError("08006", "the catalog database closed the connection")
+        buf += data
 
     async def relay(self, sql: str, param_oids: Sequence[int], param_formats: Sequence[int],
                     params: Sequence[bytes | None], result_formats: Sequence[int], describe: bool) -> Relayed:
@@ -248,14 +252,7 @@ class BackendConnection:
                         out.tag = ""
                     elif kind == b"Z":
                         return out
-                try:
-                    data = await self.reader.read(65536)
-                except OSError:
-                    data = b""
-                if not data:
-                    self.broken = True
-                    raise PgError("08006", "the catalog database closed the connection")
-                buf += data
+                await self._read_more(buf)
         except BaseException:
             # Interrupted mid-answer (cancel, timeout): this connection's stream position is unknown.
             self.broken = True
