@@ -18,7 +18,7 @@ from . import postprocess as pp
 from .buckets import GroupDim, bucket_dim, plain_dim
 from .errors import Refusal
 from .schema import Attribute, Catalog, TableSchema
-from .syntax import position_of
+from .syntax import literal_value, position_of
 
 # WHERE IR: tuples, cheap to build and to walk.
 #   ("and", (ir, ...)) ("or", (ir, ...))  -- tuples throughout: filters are hashable cache keys ("not", ir) ("const", True|False|None)
@@ -202,13 +202,7 @@ class Analyzer:
         if isinstance(node, exp.Boolean):
             return bool(node.this)
         if isinstance(node, exp.Literal):
-            if node.is_string:
-                return str(node.this)
-            text = str(node.this)
-            try:
-                return int(text)
-            except ValueError:
-                return Decimal(text)
+            return literal_value(node)
         if isinstance(node, exp.Neg):
             inner = self.literal(node.this)
             if isinstance(inner, int | Decimal) and not isinstance(inner, bool):

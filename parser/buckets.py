@@ -20,7 +20,7 @@ from . import postprocess as pp
 from .errors import Refusal
 from .predicate import Ranges, merge_ranges
 from .schema import Attribute
-from .syntax import position_of
+from .syntax import literal_value, position_of
 
 
 @dataclass(frozen=True)
@@ -95,13 +95,7 @@ def _ev(node: Any, v: Any, column_of: Any) -> Any:
     if isinstance(node, exp.Null):
         return None
     if isinstance(node, exp.Literal):
-        if node.is_string:
-            return str(node.this)
-        text = str(node.this)
-        try:
-            return int(text)
-        except ValueError:
-            return Decimal(text)
+        return literal_value(node)
     if isinstance(node, exp.Neg):
         x = _ev(node.this, v, column_of)
         return None if x is None else -x

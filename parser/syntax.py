@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
@@ -88,3 +90,14 @@ def position_of(node: exp.Expr | None) -> int | None:
             if best is None or start < best:
                 best = start
     return None if best is None else best + 1
+
+
+def literal_value(node: exp.Literal) -> str | int | Decimal:
+    """A SQL literal as PostgreSQL types it: text, integer, or exact numeric."""
+    if node.is_string:
+        return str(node.this)
+    text = str(node.this)
+    try:
+        return int(text)
+    except ValueError:
+        return Decimal(text)
