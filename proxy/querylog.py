@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 LOGGER_NAME = "lapras.queries"
 log = logging.getLogger(LOGGER_NAME)
+# Off until configure() ([server] query_log): otherwise every statement would reach the application log.
+log.propagate = False
+log.setLevel(logging.WARNING)
 
 OUTCOMES = ("answered", "from_p", "free", "refused", "error", "metadata", "cancelled")
 # The engine's statement outcomes (lapras.engine.Answer.outcome) in the log's and the metrics' words.
@@ -99,8 +102,9 @@ def finish_statement(metrics: ProxyMetrics | None, user: str, outcome: str, star
     outcome = ENGINE_OUTCOMES.get(outcome, outcome)
     if metrics is not None:
         metrics.observe_query(outcome, latency_s, sqlstate)
-    log_query(user, outcome, latency_s * 1000, query_ids=[query_id(k) for k in query_keys], sqlstate=sqlstate,
-              mu=mu, epsilon=epsilon, delta=delta, session=session, kind=kind)
+    if log.isEnabledFor(logging.INFO):  # the per-statement path stays lean when the log is off
+        log_query(user, outcome, latency_s * 1000, query_ids=[query_id(k) for k in query_keys],
+                  sqlstate=sqlstate, mu=mu, epsilon=epsilon, delta=delta, session=session, kind=kind)
 
 
 class _MessageOnly(logging.Formatter):
