@@ -1,12 +1,12 @@
-"""Parser test fixtures: the session's Adult database (from tests/conftest.py), marginal histograms cached
-per marginal, and a small table with nullable and text domains."""
+"""Parser test fixtures: an Adult-shaped database filled by the product's own demo generator (so the tests
+run from the repository alone), marginal histograms cached per marginal, and a small table with nullable
+and text domains."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,13 +17,6 @@ from parser_catalog import ADULT, PEOPLE
 from parser.histogram import to_dense
 from parser.schema import TableSchema
 from parser.sql import marginal_sql
-
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-
-
-def need_shared_data() -> None:
-    if not (SHARED_DATA / "adult.csv").exists():
-        pytest.skip("../shared/data is not present")
 
 
 class Histograms:
@@ -40,10 +33,22 @@ class Histograms:
         return self.cache[attrs]
 
 
+def _new_database(embedded_pg: Any, name: str) -> str:
+    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return str(embedded_pg.dsn(name))
+
+
 @pytest.fixture(scope="session")
-def adult_conn(adult_db: str) -> Iterator[psycopg.Connection]:
-    need_shared_data()
-    with psycopg.connect(adult_db, autocommit=True) as conn:
+def adult_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
+    """public.adult with the demo generator's seeded rows (never ../shared: these tests stand alone)."""
+    from proxy.config import LoadSettings
+    from proxy.demo_data import ensure_table
+
+    dsn = _new_database(embedded_pg, "parser_adult")
+    ensure_table(dsn, ADULT, LoadSettings(), None)
+    with psycopg.connect(dsn, autocommit=True) as conn:
         yield conn
 
 
@@ -67,11 +72,7 @@ def people_rows(n: int = 3000, seed: int = 7) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="session")
 def people_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    name = "parser_people"
-    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        admin.execute(f'CREATE DATABASE "{name}"')
-    with psycopg.connect(embedded_pg.dsn(name), autocommit=True) as conn:
+    with psycopg.connect(_new_database(embedded_pg, "parser_people"), autocommit=True) as conn:
         conn.execute("CREATE SCHEMA hr")
         conn.execute("CREATE TABLE hr.people (city text, dept text, score integer, level integer)")
         with conn.cursor().copy("COPY hr.people (city, dept, score, level) FROM STDIN") as copy:
