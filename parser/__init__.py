@@ -1,9 +1,10 @@
 """SQL over protected tables -> linear queries over the tables' public domain histograms."""
 
 from .errors import Refusal
+from .limits import DEFAULT_MAX_GROUPS, Limits
 from .linear import LinearQuery
 from .plan import Column, QueryPlan
-from .planner import DEFAULT_MAX_GROUPS, Description, clear_caches, describe, parse_params_shape, plan_query
+from .planner import Description, Planner, describe, parse_params_shape, plan_query
 from .routing import references_protected
 from .schema import Attribute, Catalog, Domain, TableSchema
 
@@ -14,11 +15,12 @@ __all__ = [
     "Column",
     "Description",
     "Domain",
+    "Limits",
     "LinearQuery",
+    "Planner",
     "QueryPlan",
     "Refusal",
     "TableSchema",
-    "clear_caches",
     "describe",
     "parse_params_shape",
     "plan_query",

@@ -1,4 +1,4 @@
-"""Bind parameter values into a Template: WHERE IR -> cell sets (SQL three-valued logic) -> linear queries."""
+"""Bind parameter values into a Template: WHERE form -> cell sets (SQL three-valued logic) -> linear queries."""
 
 from __future__ import annotations
 
@@ -9,13 +9,16 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from . import condition as C
 from . import errors as E
-from .analyze import Template, WhereIR
 from .errors import Refusal
+from .limits import Budget, Limits
 from .linear import LinearQuery, make_linear_query, unit
-from .plan import QueryPlan
-from .predicate import Pred, Ranges, Space
+from .plan import Column, QueryPlan
+from .predicate import Pred, Ranges, Space, merge_ranges
+from .scalar import coerce_param
 from .schema import Attribute, TableSchema
+from .template import Template
 
 TF = tuple[Pred, Pred]
 """(cells where the condition is TRUE, cells where it is FALSE); the rest are NULL (unknown)."""
@@ -28,15 +31,18 @@ def space_of(table: TableSchema) -> Space:
     return Space(names, [table.shape((n,))[0] for n in names])
 
 
-def _value(operand: tuple[str, Any], attr: Attribute, params: Sequence[object]) -> Any:
+def _missing(params: Sequence[object], needed: int, at_least: bool = True) -> Refusal:
+    return Refusal(E.PROTOCOL_VIOLATION, f"bind message supplies {len(params)} parameters, but prepared "
+                   f"statement requires {'at least ' if at_least else ''}{needed}")
+
+
+def _value(operand: C.Operand, attr: Attribute, params: Sequence[object]) -> Any:
     """The operand's value coerced to the attribute's type (parameters arrive as text or Python values)."""
-    kind, v = operand
-    if kind == "lit":
-        return v
-    if v > len(params):
-        raise Refusal(E.PROTOCOL_VIOLATION, f"bind message supplies {len(params)} parameters, but prepared "
-                      f"statement requires at least {v}")
-    p = params[v - 1]
+    if isinstance(operand, C.Lit):
+        return operand.value
+    if operand.index > len(params):
+        raise _missing(params, operand.index)
+    p = params[operand.index - 1]
     if p is None:
         return None
     if isinstance(p, bytes):
@@ -51,9 +57,8 @@ def _value(operand: tuple[str, Any], attr: Attribute, params: Sequence[object]) 
         return Decimal(repr(p))
     if isinstance(p, Decimal):
         return p
-    text = str(p).strip()
     try:
-        return int(text)
+        return int(str(p).strip())
     except ValueError:
         raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type integer: "{p}"') from None
 
@@ -89,85 +94,101 @@ def _int_ranges(attr: Attribute, op: str, x: Any) -> list[tuple[int, int]]:
 
 
 class Binder:
-    """Evaluates a Template's WHERE IR over one table's predicate space with given parameter values."""
+    """Evaluates the WHERE form over one table's predicate space with given parameter values."""
 
-    def __init__(self, table: TableSchema, params: Sequence[object]) -> None:
+    def __init__(self, table: TableSchema, params: Sequence[object], budget: Budget) -> None:
         self.table = table
-        self.space = space_of(table)
+        self.space = space_of(table).with_budget(budget)
         self.params = params
+        self.budget = budget
 
-    def _base(self, attr: Attribute) -> Pred:
+    def base(self, attr: Attribute) -> Pred:
         """Cells where the attribute is not NULL."""
         return self.space.cells(attr.name, [(0, attr.domain.base_size - 1)])
+
+    def _equal(self, attr: Attribute, x: Any) -> list[tuple[int, int]]:
+        if attr.domain.kind == "int":
+            return _int_ranges(attr, "=", x)
+        idx = attr.domain.index_of(str(x))
+        return [] if idx is None or idx == attr.domain.null_index else [(idx, idx)]
 
     def _cmp(self, attr: Attribute, op: str, x: Any) -> TF:
         if x is None:
             return False, False
-        base = self._base(attr)
+        base = self.base(attr)
         if attr.domain.kind == "int":
             t = self.space.cells(attr.name, _int_ranges(attr, op, x))
         else:
             if op not in ("=", "<>"):
                 raise Refusal(E.FEATURE_NOT_SUPPORTED, f"ordering comparison {op} on text attribute {attr.name} is "
                               "not supported", hint="Use = , <>, IN or NOT IN on text attributes.")
-            idx = attr.domain.index_of(str(x))
-            eq = self.space.cells(attr.name, [] if idx is None or idx == attr.domain.null_index else [(idx, idx)])
+            eq = self.space.cells(attr.name, self._equal(attr, x))
             t = eq if op == "=" else self.space.diff(base, eq)
         return t, self.space.diff(base, t)
 
-    def tf(self, ir: WhereIR) -> TF:
-        tag = ir[0]
+    def _in(self, attr: Attribute, operands: tuple[C.Operand, ...]) -> TF:
+        """``attr IN (...)``: the union of the equal cells; FALSE elsewhere unless a NULL is listed."""
+        values = [_value(o, attr, self.params) for o in operands]
+        self.budget.tick(len(values))
+        hits = merge_ranges([r for v in values if v is not None for r in self._equal(attr, v)])
+        t = self.space.cells(attr.name, hits)
+        return t, (False if any(v is None for v in values) else self.space.diff(self.base(attr), t))
+
+    def tf(self, cond: C.Cond) -> TF:
         sp = self.space
-        if tag == "and":
-            parts = [self.tf(x) for x in ir[1]]
-            return sp.all_of([p[0] for p in parts]), sp.any_of([p[1] for p in parts])
-        if tag == "or":
-            parts = [self.tf(x) for x in ir[1]]
-            return sp.any_of([p[0] for p in parts]), sp.all_of([p[1] for p in parts])
-        if tag == "not":
-            t, f = self.tf(ir[1])
-            return f, t
-        if tag == "const":
-            return (True, False) if ir[1] is True else ((False, True) if ir[1] is False else (False, False))
-        if tag == "istrue":
-            # CASE WHEN takes a branch only where the condition is TRUE (unknown falls through).
-            t = self.tf(ir[1])[0]
-            return t, sp.not_(t)
-        attr = self.table.attribute(ir[1])
+        match cond:
+            case C.And(parts):
+                both = [self.tf(x) for x in parts]
+                return sp.all_of([p[0] for p in both]), sp.any_of([p[1] for p in both])
+            case C.Or(parts):
+                both = [self.tf(x) for x in parts]
+                return sp.any_of([p[0] for p in both]), sp.all_of([p[1] for p in both])
+            case C.Not(part):
+                t, f = self.tf(part)
+                return f, t
+            case C.Const(value):
+                return (True, False) if value is True else ((False, True) if value is False else (False, False))
+            case C.IsTrue(part):
+                # CASE WHEN takes a branch only where the condition is TRUE (unknown falls through).
+                t = self.tf(part)[0]
+                return t, sp.not_(t)
+            case C.Compare(name, op, operand):
+                attr = self._attr(name)
+                return self._cmp(attr, op, _value(operand, attr, self.params))
+            case C.In(name, operands):
+                return self._in(self._attr(name), operands)
+            case C.NotDistinct(name, operand):
+                # IS NOT DISTINCT FROM: equality where NULL equals NULL; never unknown.
+                attr = self._attr(name)
+                x = _value(operand, attr, self.params)
+                t = sp.not_(self.base(attr)) if x is None else self._cmp(attr, "=", x)[0]
+                return t, sp.not_(t)
+            case C.IsNull(name):
+                base = self.base(self._attr(name))
+                return sp.not_(base), base
+        raise AssertionError(cond)
+
+    def _attr(self, name: str) -> Attribute:
+        attr = self.table.attribute(name)
         assert attr is not None
-        if tag == "cmp":
-            return self._cmp(attr, ir[2], _value(ir[3], attr, self.params))
-        if tag == "in":
-            parts = [self._cmp(attr, "=", _value(o, attr, self.params)) for o in ir[2]]
-            return sp.any_of([p[0] for p in parts]), sp.all_of([p[1] for p in parts])
-        if tag == "notdistinct":
-            # IS NOT DISTINCT FROM: equality where NULL equals NULL; never unknown.
-            x = _value(ir[2], attr, self.params)
-            t = sp.not_(self._base(attr)) if x is None else self._cmp(attr, "=", x)[0]
-            return t, sp.not_(t)
-        if tag == "isnull":
-            base = self._base(attr)
-            return sp.not_(base), base
-        raise AssertionError(tag)
+        return attr
 
-    def where(self, ir: WhereIR | None) -> Pred:
-        return True if ir is None else self.tf(ir)[0]
+    def where(self, cond: C.Cond | None) -> Pred:
+        return True if cond is None else self.tf(cond)[0]
 
 
-def _limit(spec: tuple[str, Any] | None, params: Sequence[object], what: str) -> int | None:
+def _count(spec: C.Operand | None, params: Sequence[object], what: str) -> int | None:
     if spec is None:
         return None
-    kind, v = spec
-    if kind == "lit":
-        return int(v)
-    if v > len(params):
-        raise Refusal(E.PROTOCOL_VIOLATION, f"bind message supplies {len(params)} parameters, but prepared "
-                      f"statement requires at least {v}")
-    p = params[v - 1]
+    if isinstance(spec, C.Lit):
+        return int(spec.value)  # type: ignore[call-overload]
+    if spec.index > len(params):
+        raise _missing(params, spec.index)
+    p = params[spec.index - 1]
     if p is None:
         return None
     try:
-        n = int(p.decode() if isinstance(p, bytes) else p)  # type: ignore[arg-type]
+        n = int(p.decode() if isinstance(p, bytes) else p)  # type: ignore[call-overload]
     except (TypeError, ValueError):
         raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type bigint: "{p}"') from None
     if n < 0:
@@ -175,22 +196,23 @@ def _limit(spec: tuple[str, Any] | None, params: Sequence[object], what: str) ->
     return n
 
 
-def bind(t: Template, params: Sequence[object]) -> QueryPlan:
+def bind(t: Template, params: Sequence[object], budget: Budget | None = None) -> QueryPlan:
     """Build the QueryPlan: one linear query per (group of the public domain, aggregate)."""
+    budget = budget if budget is not None else Budget(Limits())
     needed = max(t.param_types, default=0)
     if needed > len(params):
-        raise Refusal(E.PROTOCOL_VIOLATION, f"bind message supplies {len(params)} parameters, but prepared "
-                      f"statement requires {needed}")
-    b = Binder(t.table, params)
+        raise _missing(params, needed, at_least=False)
+    for param in t.post_params():
+        if param.index <= len(params):
+            coerce_param(params[param.index - 1], param.oid)  # a bad HAVING value fails now, before a release
+    b = Binder(t.table, params, budget)
     sp = b.space
     base = b.where(t.where)
-    filters = [base if a.filter is None else sp.and_(base, b.where(a.filter)) for a in t.aggs]
     agg_preds = []
-    for spec, p in zip(t.aggs, filters, strict=True):
+    for spec in t.aggs:
+        p = base if spec.filter is None else sp.and_(base, b.where(spec.filter))
         if spec.kind == "count" and spec.attr is not None:
-            attr = t.table.attribute(spec.attr)
-            assert attr is not None
-            p = sp.and_(p, b._base(attr))  # COUNT(col) skips NULL cells
+            p = sp.and_(p, b.base(b._attr(spec.attr)))  # COUNT(col) skips NULL cells
         agg_preds.append(p)
     groups = _groups(t)
     queries: list[LinearQuery] = []
@@ -202,6 +224,7 @@ def bind(t: Template, params: Sequence[object]) -> QueryPlan:
         for spec, p in zip(t.aggs, agg_preds, strict=True):
             for gattr, granges in cells:
                 p = sp.restrict(p, gattr, granges)
+            budget.add_boxes(sp.count_boxes(p))
             q, factor = unit(make_linear_query(t.table, sp, p, spec.attr if spec.kind == "sum" else None))
             if q not in index:
                 index[q] = len(queries)
@@ -213,14 +236,14 @@ def bind(t: Template, params: Sequence[object]) -> QueryPlan:
     return QueryPlan(
         table=t.table.name,
         queries=tuple(queries),
-        columns=tuple(_columns(t)),
+        columns=tuple(Column(e.name, e.oid) for e in t.outputs),
         template=t,
         group_keys=tuple(k for k, _ in groups),
         slots=tuple(tuple(r) for r in slots),
         factors=tuple(tuple(f) for f in factors),
         params=tuple(params),
-        limit=_limit(t.limit, params, "LIMIT"),
-        offset=_limit(t.offset, params, "OFFSET"),
+        limit=_count(t.limit, params, "LIMIT"),
+        offset=_count(t.offset, params, "OFFSET"),
     )
 
 
@@ -232,9 +255,3 @@ def _groups(t: Template) -> list[tuple[tuple[object, ...], list[tuple[str, Range
         out = [(k + (key,), c + [(dim.attr, cells)]) for k, c in out for key, cells in zip(dim.keys, dim.cells,
                                                                                         strict=True)]
     return out
-
-
-def _columns(t: Template) -> list[Any]:
-    from .plan import Column
-
-    return [Column(e.name, e.oid) for e in t.outputs]

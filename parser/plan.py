@@ -10,10 +10,11 @@ import numpy as np
 
 from . import postprocess as pp
 from .linear import LinearQuery
+from .scalar import FLOAT8, Expr
 from .schema import TableSchema
 
 if TYPE_CHECKING:
-    from .analyze import Template
+    from .template import Template
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class QueryPlan:
 
     def stderr_columns(self) -> tuple[Column, ...]:
         """Columns ``rows(..., with_stderr=True)`` appends: one float8 ``<name>_stderr`` per output column."""
-        return tuple(Column(f"{c.name}_stderr", pp.FLOAT8) for c in self.columns)
+        return tuple(Column(f"{c.name}_stderr", FLOAT8) for c in self.columns)
 
     def rows(
         self, values: Sequence[float] | np.ndarray, stderrs: Sequence[float] | np.ndarray | None = None,
@@ -83,38 +84,19 @@ class QueryPlan:
         for i, q in enumerate(self.queries):
             if q.is_zero:
                 vals[i] = 0.0  # exactly zero whatever the data: no noise needed, none shown
+        n_slots = len(self.template.aggs)
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.group_keys), n_slots)
+        aggs = vals[slots] * np.asarray(self.factors, dtype=np.float64).reshape(slots.shape)
+        rows, groups = pp.result_rows(self.template, self.group_keys, aggs, self.params, self.limit, self.offset)
+        if not with_stderr:
+            return rows
         errs = None if stderrs is None else np.asarray(stderrs, dtype=np.float64).reshape(-1)
-        t = self.template
-        out: list[tuple[tuple[Any, ...], list[Any]]] = []
-        for key, slot, fac in zip(self.group_keys, self.slots, self.factors, strict=True):
-            ctx = pp.Ctx(key, [vals[i] * f for i, f in zip(slot, fac, strict=True)], self.params)
-            if t.having is not None and t.having.ev(ctx) is not True:
-                continue
-            row = tuple(e.ev(ctx) for e in t.outputs)
-            if with_stderr:
-                row = row + tuple(_stderr(e, slot, fac, errs, self.queries) for e in t.outputs)
-            sort_keys = [e.ev(ctx) for e, _, _ in t.order]
-            out.append((row, sort_keys))
-        # Stable multi-key sort, last key first.
-        for i in reversed(range(len(t.order))):
-            _, desc, nulls_first = t.order[i]
-
-            def k(item: tuple[tuple[Any, ...], list[Any]], i: int = i, desc: bool = desc,
-                  nulls_first: bool = nulls_first) -> tuple[int, Any]:
-                v = item[1][i]
-                if v is None:
-                    # Rank so NULLs land first or last after the (possibly reversed) sort.
-                    return ((2 if nulls_first else 0) if desc else (0 if nulls_first else 2), 0)
-                return (1, v)
-
-            out.sort(key=k, reverse=desc)
-        rows = [r for r, _ in out]
-        start = self.offset or 0
-        end = None if self.limit is None else start + self.limit
-        return rows[start:end]
+        outputs = self.template.outputs
+        return [row + tuple(_stderr(e, self.slots[g], self.factors[g], errs, self.queries) for e in outputs)
+                for row, g in zip(rows, groups, strict=True)]
 
 
-def _stderr(e: pp.Expr, slot: tuple[int, ...], fac: tuple[float, ...], errs: np.ndarray | None,
+def _stderr(e: Expr, slot: tuple[int, ...], fac: tuple[float, ...], errs: np.ndarray | None,
             queries: Sequence[LinearQuery]) -> Any:
     """Standard error of an output that is one (scaled) linear query; NULL for derived outputs."""
     if errs is None or not isinstance(e, pp.Agg | pp.Scaled):

@@ -1,151 +1,31 @@
-"""plan_query and describe: statement -> checked Template (LRU-cached by SQL text) -> bound QueryPlan."""
+"""Planner: statement text -> checked Template (cached) -> bound QueryPlan (cached), under work limits.
+
+A Planner serves one catalog and owns its caches, keyed by digests of the text (and parameter values)
+and bounded in bytes, so neither long texts nor many distinct probes make them grow without bound.
+Planning runs under a ``Budget``: the statement's size, IN lists, nesting and decision-diagram work are
+bounded (54000 / 54001) and a deadline (the session's statement timeout) is checked inside every pass
+(57014). Refusals that do not depend on time are cached like templates.
+"""
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from threading import Lock
-from typing import Any
 
 from sqlglot import exp
 
 from . import errors as E
-from .analyze import Analyzer, Template
+from .analysis import analyze
 from .bind import bind
+from .cache import DigestLRU, approx_size, digest
 from .errors import Refusal
+from .limits import DEFAULT_MAX_GROUPS, Budget, Limits, too_complex
 from .plan import Column, QueryPlan
 from .schema import Catalog
-from .syntax import parse_statements, position_of
+from .syntax import parse_statements
+from .template import Template
 
-DEFAULT_MAX_GROUPS = 10_000
-
-
-class _LRU:
-    """A small thread-safe LRU map (the proxy plans from worker threads), bounded in entries and in total
-    weight (a plan weighs its number of linear queries, so a few huge GROUP BYs cannot hog memory)."""
-
-    def __init__(self, size: int, max_weight: int | None = None) -> None:
-        self.size = size
-        self.max_weight = max_weight
-        self.weight = 0
-        self.data: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
-        self.lock = Lock()
-
-    def get(self, key: Hashable) -> Any:
-        with self.lock:
-            v = self.data.get(key)
-            if v is None:
-                return None
-            self.data.move_to_end(key)
-            return v[0]
-
-    def put(self, key: Hashable, value: Any, weight: int = 1) -> None:
-        with self.lock:
-            old = self.data.pop(key, None)
-            if old is not None:
-                self.weight -= old[1]
-            self.data[key] = (value, weight)
-            self.weight += weight
-            while len(self.data) > self.size or (
-                    self.max_weight is not None and self.weight > self.max_weight and len(self.data) > 1):
-                _, (_, w) = self.data.popitem(last=False)
-                self.weight -= w
-
-    def clear(self) -> None:
-        with self.lock:
-            self.data.clear()
-            self.weight = 0
-
-
-_templates = _LRU(4096)
-_plans = _LRU(4096, max_weight=500_000)
-
-_WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Merge, exp.TruncateTable)
-
-
-def clear_caches() -> None:
-    _templates.clear()
-    _plans.clear()
-
-
-def _statement(sql: str) -> exp.Expr:
-    trees = parse_statements(sql)
-    if not trees:
-        raise Refusal(E.SYNTAX_ERROR, "empty statement")
-    if len(trees) > 1:
-        raise Refusal(E.FEATURE_NOT_SUPPORTED, "several statements in one query over a protected table are not "
-                      "supported", hint="Send one statement at a time.")
-    return trees[0]
-
-
-def _check_shape(tree: exp.Expr) -> exp.Select:
-    """Refuse every statement shape other than one flat SELECT, naming the construct."""
-    while isinstance(tree, exp.Subquery) and not tree.args.get("alias"):
-        tree = tree.this
-    if isinstance(tree, _WRITES):
-        verb = type(tree).__name__.upper().replace("TRUNCATETABLE", "TRUNCATE")
-        raise Refusal(E.READ_ONLY, f"cannot execute {verb} in a read-only transaction",
-                      hint="The proxy serves read-only aggregate queries.")
-    if isinstance(tree, exp.SetOperation):
-        op = type(tree).__name__.upper()
-        raise Refusal(E.FEATURE_NOT_SUPPORTED, f"{op} is not supported on protected tables",
-                      hint="Send each SELECT separately. " + E.SUPPORTED_HINT, position=position_of(tree.right))
-    if not isinstance(tree, exp.Select):
-        raise Refusal(E.FEATURE_NOT_SUPPORTED, f"{type(tree).__name__.upper()} statements are not supported on "
-                      "protected tables", hint=E.SUPPORTED_HINT)
-    if tree.args.get("with_") is not None or tree.args.get("with") is not None:
-        w = tree.args.get("with_") or tree.args.get("with")
-        raise Refusal(E.FEATURE_NOT_SUPPORTED, "WITH (common table expressions) is not supported on protected "
-                      "tables", hint=E.SUPPORTED_HINT, position=position_of(w))
-    for node in tree.walk():
-        if node is tree:
-            continue
-        if isinstance(node, exp.Select | exp.Subquery | exp.SetOperation):
-            where = "in FROM" if isinstance(node.parent, exp.From | exp.Join) else ""
-            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"subquery {where} is not supported on protected tables".replace(
-                "  ", " "), hint=E.SUPPORTED_HINT, position=position_of(node))
-    return tree
-
-
-def template(sql: str, catalog: Catalog, max_groups: int = DEFAULT_MAX_GROUPS) -> Template:
-    """The checked, parameter-free form of ``sql`` (cached by text; refusals are cached too)."""
-    key = (id(catalog), sql, max_groups)
-    hit = _templates.get(key)
-    if hit is not None and hit[0] is catalog:
-        if isinstance(hit[1], Refusal):
-            r = hit[1]
-            raise Refusal(r.sqlstate, r.message, detail=r.detail, hint=r.hint, position=r.position)
-        return hit[1]  # type: ignore[no-any-return]
-    try:
-        t: Template | Refusal = Analyzer(_check_shape(_statement(sql)), catalog, max_groups).run()
-    except Refusal as r:
-        t = r
-    except RecursionError:
-        t = Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
-    _templates.put(key, (catalog, t))
-    if isinstance(t, Refusal):
-        raise t
-    return t
-
-
-def plan_query(sql: str, catalog: Catalog, params: Sequence[object] | None = None, *,
-               max_groups: int = DEFAULT_MAX_GROUPS) -> QueryPlan:
-    """Turn an aggregate SELECT over a protected table into linear queries, or raise Refusal."""
-    ptuple = tuple(params) if params is not None else ()
-    try:
-        key: Hashable | None = (id(catalog), sql, ptuple, max_groups)
-        hash(key)
-    except TypeError:
-        key = None  # unhashable parameter values: plan without the cache
-    if key is not None:
-        hit = _plans.get(key)
-        if hit is not None and hit[0] is catalog:
-            return hit[1]  # type: ignore[no-any-return]
-    plan = bind(template(sql, catalog, max_groups), ptuple)
-    if key is not None:
-        _plans.put(key, (catalog, plan), weight=len(plan.queries) + 1)
-    return plan
+DEFAULT_CACHE_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -156,12 +36,104 @@ class Description:
     columns: tuple[Column, ...]
 
 
+def _statement(sql: str, limits: Limits) -> exp.Expr:
+    size = len(sql.encode("utf-8", "surrogatepass"))
+    if size > limits.max_sql_bytes:
+        raise too_complex(f"{size} bytes of SQL over a protected table, more than {limits.max_sql_bytes}",
+                          "Send a shorter statement: split long IN lists, or filter on ranges.")
+    trees = parse_statements(sql)
+    if not trees:
+        raise Refusal(E.SYNTAX_ERROR, "empty statement")
+    if len(trees) > 1:
+        raise Refusal(E.FEATURE_NOT_SUPPORTED, "several statements in one query over a protected table are not "
+                      "supported", hint="Send one statement at a time.")
+    return trees[0]
+
+
+def _copy(r: Refusal) -> Refusal:
+    return Refusal(r.sqlstate, r.message, detail=r.detail, hint=r.hint, position=r.position)
+
+
+def _params_key(params: tuple[object, ...]) -> str:
+    """Parameter values as text that tells types apart (``1``, ``'1'``, ``1.0`` and ``True`` differ)."""
+    return repr(tuple((type(p).__qualname__, p) for p in params))
+
+
+class Planner:
+    """Plans statements over one catalog; owns the template and plan caches."""
+
+    def __init__(self, catalog: Catalog, *, limits: Limits | None = None,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        self.catalog = catalog
+        self.limits = limits if limits is not None else Limits()
+        self.templates = DigestLRU(4096, cache_bytes // 2)
+        self.plans = DigestLRU(4096, cache_bytes // 2)
+
+    def template(self, sql: str, *, deadline: float | None = None) -> Template:
+        """The checked, parameter-free form of ``sql`` (cached, refusals too, unless they were timeouts)."""
+        key = digest(sql)
+        hit = self.templates.get(key)
+        if hit is not None:
+            if isinstance(hit, Refusal):
+                raise _copy(hit)
+            return hit
+        budget = Budget(self.limits, deadline)
+        try:
+            t: Template | Refusal = analyze(_statement(sql, self.limits), self.catalog, budget)
+        except Refusal as r:
+            if r.sqlstate == E.QUERY_CANCELED:
+                raise
+            t = r
+        except RecursionError:
+            t = Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
+        # A template holds the lowered WHERE form and the groups: roughly proportional to the text.
+        self.templates.put(key, t, 512 if isinstance(t, Refusal) else 8 * len(sql) + 64 * t.n_groups)
+        if isinstance(t, Refusal):
+            raise _copy(t)
+        return t
+
+    def cached_plan(self, sql: str, params: Sequence[object] | None = None) -> QueryPlan | None:
+        """The plan of ``sql`` with ``params`` if it is cached (no work otherwise)."""
+        ptuple = tuple(params) if params is not None else ()
+        return self.plans.get(digest(sql, _params_key(ptuple)))
+
+    def plan(self, sql: str, params: Sequence[object] | None = None, *,
+             deadline: float | None = None) -> QueryPlan:
+        """Turn an aggregate SELECT over a protected table into linear queries, or raise Refusal."""
+        ptuple = tuple(params) if params is not None else ()
+        pkey = _params_key(ptuple)
+        key = digest(sql, pkey)
+        hit = self.plans.get(key)
+        if hit is not None:
+            return hit
+        t = self.template(sql, deadline=deadline)
+        plan = bind(t, ptuple, Budget(self.limits, deadline))
+        size = sum(len(q.key) + 96 * len(q.boxes) + 200 for q in plan.queries) + 64 * len(plan.group_keys)
+        self.plans.put(key, plan, size + approx_size(ptuple) + len(pkey))
+        return plan
+
+    def describe(self, sql: str, *, deadline: float | None = None) -> Description:
+        """Parameter type oids ($1.. in order; 25 text when unconstrained) and result columns of ``sql``."""
+        t = self.template(sql, deadline=deadline)
+        n = max(t.param_types, default=0)
+        return Description(tuple(t.param_types.get(i, 25) for i in range(1, n + 1)),
+                           tuple(Column(e.name, e.oid) for e in t.outputs))
+
+    def clear(self) -> None:
+        self.templates.clear()
+        self.plans.clear()
+
+
+def plan_query(sql: str, catalog: Catalog, params: Sequence[object] | None = None, *,
+               max_groups: int = DEFAULT_MAX_GROUPS, deadline: float | None = None) -> QueryPlan:
+    """Plan one statement with a fresh Planner (no cache shared between calls: long-lived callers, such
+    as the proxy, keep their own Planner)."""
+    return Planner(catalog, limits=Limits(max_groups=max_groups), cache_bytes=0).plan(sql, params, deadline=deadline)
+
+
 def describe(sql: str, catalog: Catalog, *, max_groups: int = DEFAULT_MAX_GROUPS) -> Description:
-    """Parameter type oids ($1.. in order; 25 text when unconstrained) and result columns of ``sql``."""
-    t = template(sql, catalog, max_groups)
-    n = max(t.param_types, default=0)
-    return Description(tuple(t.param_types.get(i, 25) for i in range(1, n + 1)),
-                       tuple(Column(e.name, e.oid) for e in t.outputs))
+    """``Planner.describe`` with a fresh Planner."""
+    return Planner(catalog, limits=Limits(max_groups=max_groups), cache_bytes=0).describe(sql)
 
 
 def parse_params_shape(sql: str, catalog: Catalog) -> tuple[tuple[int, ...], tuple[Column, ...]]:

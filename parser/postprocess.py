@@ -1,49 +1,32 @@
-"""Typed expression trees evaluated on noisy aggregates: output columns, HAVING, ORDER BY keys.
+"""Noisy aggregates -> result rows: the aggregate readers of the scalar evaluator, and HAVING, ORDER BY,
+OFFSET/LIMIT over the groups.
 
 Everything here is post-processing of released values (and public group keys), so it costs no privacy.
 Typing follows PostgreSQL where it matters to clients: COUNT and SUM of an integer attribute are int8
 (noisy values rounded), integer arithmetic stays integer (``/`` truncates); AVG and anything involving a
-decimal literal is float8 (PostgreSQL says numeric; float8 avoids implying precision noise does not have). Deviations, chosen so a
-noisy value never raises mid-result: division by zero yields NULL (PostgreSQL raises 22012).
+decimal literal is float8 (PostgreSQL says numeric; float8 avoids implying precision noise does not have).
+Deviation, chosen so a noisy value never raises mid-result: division by zero yields NULL (PostgreSQL
+raises 22012).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-INT4, INT8, FLOAT8, NUMERIC, TEXT, BOOL, UNKNOWN = 23, 20, 701, 1700, 25, 16, 705
-INTEGER_OIDS = frozenset({INT4, INT8})
-NUMBER_OIDS = frozenset({INT4, INT8, FLOAT8, NUMERIC})
+import numpy as np
 
+from .scalar import FLOAT8, INT8, Env, Expr, Vector, round_count
 
-@dataclass
-class Ctx:
-    """One output group: its public key values, its noisy aggregate slots and the bound parameters."""
-
-    key: tuple[object, ...]
-    aggs: Sequence[float]
-    params: Sequence[object]
+if TYPE_CHECKING:
+    from .template import Template
 
 
-class Expr:
-    """A typed post-processing expression."""
-
-    oid: int = FLOAT8
-    name: str = "?column?"
-
-    def ev(self, ctx: Ctx) -> object:
-        raise NotImplementedError
-
-
-def round_half_even(x: float) -> int:
-    return int(round(x))
-
-
-def round_count(x: float) -> int:
-    """Noisy count -> integer (post-processing; may be negative: clamping would bias sums of counts)."""
-    return int(math.floor(x + 0.5))
+def _weighted(aggs: np.ndarray, terms: Sequence[tuple[int, float]]) -> np.ndarray:
+    total = np.zeros(aggs.shape[0])
+    for slot, factor in terms:  # in order, as the scalar sum it replaces
+        total = total + factor * aggs[:, slot]
+    return total
 
 
 class Agg(Expr):
@@ -58,8 +41,9 @@ class Agg(Expr):
     def __init__(self, slot: int, is_count: bool, name: str) -> None:
         self.slot, self.is_count, self.name = slot, is_count, name
 
-    def ev(self, ctx: Ctx) -> object:
-        return round_count(float(ctx.aggs[self.slot]))
+    def ev(self, env: Env) -> Vector:
+        assert env.aggs is not None
+        return [round_count(x) for x in env.aggs[:, self.slot].tolist()]
 
 
 class Scaled(Expr):
@@ -69,9 +53,9 @@ class Scaled(Expr):
         self.slot, self.factor, self.name = slot, factor, name
         self.oid = INT8 if isinstance(factor, int) else FLOAT8
 
-    def ev(self, ctx: Ctx) -> object:
-        n = round_count(float(ctx.aggs[self.slot]))
-        return n * self.factor
+    def ev(self, env: Env) -> Vector:
+        assert env.aggs is not None
+        return [round_count(x) * self.factor for x in env.aggs[:, self.slot].tolist()]
 
 
 class Lin(Expr):
@@ -81,9 +65,10 @@ class Lin(Expr):
         self.terms, self.integer, self.name = list(terms), integer, name
         self.oid = INT8 if integer else FLOAT8
 
-    def ev(self, ctx: Ctx) -> object:
-        v = sum(f * float(ctx.aggs[s]) for s, f in self.terms)
-        return round_count(v) if self.integer else float(v)
+    def ev(self, env: Env) -> Vector:
+        assert env.aggs is not None
+        v = _weighted(env.aggs, self.terms).tolist()
+        return [round_count(x) for x in v] if self.integer else v
 
 
 class Ratio(Expr):
@@ -95,12 +80,13 @@ class Ratio(Expr):
                  name: str) -> None:
         self.num, self.den, self.lo, self.hi, self.name = list(num), list(den), lo, hi, name
 
-    def ev(self, ctx: Ctx) -> object:
-        c = sum(f * float(ctx.aggs[s]) for s, f in self.den)
-        if c <= 0:
-            return None
-        v = sum(f * float(ctx.aggs[s]) for s, f in self.num) / c
-        return min(max(v, self.lo), self.hi) if self.lo <= self.hi else v
+    def ev(self, env: Env) -> Vector:
+        assert env.aggs is not None
+        out: Vector = []
+        for s, c in zip(_weighted(env.aggs, self.num).tolist(), _weighted(env.aggs, self.den).tolist(), strict=True):
+            v = s / c if c > 0 else None
+            out.append(v if v is None or self.lo > self.hi else min(max(v, self.lo), self.hi))
+        return out
 
 
 class Avg(Expr):
@@ -113,183 +99,44 @@ class Avg(Expr):
         self.sum_slot, self.count_slot, self.lo, self.hi, self.name = sum_slot, count_slot, lo, hi, name
         self.const = const
 
-    def ev(self, ctx: Ctx) -> object:
-        c = float(ctx.aggs[self.count_slot])
-        if c <= 0:
-            return None
+    def ev(self, env: Env) -> Vector:
+        assert env.aggs is not None
+        counts = env.aggs[:, self.count_slot].tolist()
         if self.const is not None:
-            return float(self.const)
+            return [float(self.const) if c > 0 else None for c in counts]
         assert self.sum_slot is not None
-        return min(max(float(ctx.aggs[self.sum_slot]) / c, self.lo), self.hi)
+        sums = env.aggs[:, self.sum_slot].tolist()
+        return [min(max(s / c, self.lo), self.hi) if c > 0 else None for s, c in zip(sums, counts, strict=True)]
 
 
-class Key(Expr):
-    """The group's value of a GROUP BY attribute (public)."""
-
-    def __init__(self, index: int, oid: int, name: str) -> None:
-        self.index, self.oid, self.name = index, oid, name
-
-    def ev(self, ctx: Ctx) -> object:
-        return ctx.key[self.index]
+def _sort_key(col: Vector, null_rank: int) -> Callable[[int], tuple[int, Any]]:
+    return lambda i: (null_rank, 0) if col[i] is None else (1, col[i])
 
 
-class Const(Expr):
-    def __init__(self, value: object, oid: int) -> None:
-        self.value, self.oid = value, oid
+def result_rows(t: Template, group_keys: Sequence[tuple[object, ...]], aggs: np.ndarray, params: Sequence[object],
+                limit: int | None, offset: int | None) -> tuple[list[tuple[Any, ...]], list[int]]:
+    """Rows of the result (HAVING, ORDER BY, OFFSET/LIMIT applied) and, per row, the index of its group.
 
-    def ev(self, ctx: Ctx) -> object:
-        return self.value
-
-
-class Param(Expr):
-    """A bound parameter ($n) used in HAVING; coerced to the type of what it is compared with."""
-
-    def __init__(self, index: int, oid: int = FLOAT8) -> None:
-        self.index, self.oid = index, oid
-
-    def ev(self, ctx: Ctx) -> object:
-        v = ctx.params[self.index - 1]
-        if v is None or self.oid == TEXT:
-            return v
-        return coerce_number(v, self.oid)
-
-
-def coerce_number(v: object, oid: int) -> object:
-    if isinstance(v, bytes):
-        v = v.decode()
-    if isinstance(v, str):
-        v = float(v.strip()) if any(ch in v for ch in ".eE") else int(v.strip())
-    if oid in INTEGER_OIDS and isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
-
-
-def _arith(op: str, a: object, b: object, integer: bool) -> object:
-    if a is None or b is None:
-        return None
-    x, y = a, b
-    assert isinstance(x, int | float) and isinstance(y, int | float)
-    if op == "+":
-        return x + y
-    if op == "-":
-        return x - y
-    if op == "*":
-        return x * y
-    if op in ("/", "%"):
-        if y == 0:
-            return None
-        if integer:
-            q = abs(int(x)) // abs(int(y))
-            q = q if (x >= 0) == (y >= 0) else -q
-            return q if op == "/" else int(x) - q * int(y)
-        return x / y if op == "/" else math.fmod(x, y)
-    raise AssertionError(op)
-
-
-class Bin(Expr):
-    def __init__(self, op: str, a: Expr, b: Expr) -> None:
-        self.op, self.a, self.b = op, a, b
-        if a.oid in INTEGER_OIDS and b.oid in INTEGER_OIDS:
-            self.oid = INT4 if a.oid == b.oid == INT4 else INT8
-        else:
-            self.oid = FLOAT8
-
-    def ev(self, ctx: Ctx) -> object:
-        a, b = self.a.ev(ctx), self.b.ev(ctx)
-        return _arith(self.op, a, b, self.oid in INTEGER_OIDS)
-
-
-class Neg(Expr):
-    def __init__(self, a: Expr) -> None:
-        self.a, self.oid, self.name = a, a.oid, a.name
-
-    def ev(self, ctx: Ctx) -> object:
-        v = self.a.ev(ctx)
-        return None if v is None else -v  # type: ignore[operator]
-
-
-class Cast(Expr):
-    def __init__(self, a: Expr, oid: int) -> None:
-        self.a, self.oid, self.name = a, oid, a.name
-
-    def ev(self, ctx: Ctx) -> object:
-        v = self.a.ev(ctx)
-        if v is None:
-            return None
-        if self.oid == TEXT:
-            return str(v)
-        if self.oid in INTEGER_OIDS:
-            return round_half_even(float(v))  # type: ignore[arg-type]
-        if self.oid == BOOL:
-            return bool(v)
-        return float(v)  # type: ignore[arg-type]
-
-
-class Func(Expr):
-    """round, abs, ceil, floor, coalesce, nullif, greatest, least over numbers."""
-
-    def __init__(self, name: str, args: Sequence[Expr], fn: Callable[[list[object]], object], oid: int) -> None:
-        self.name, self.args, self.fn, self.oid = name, list(args), fn, oid
-
-    def ev(self, ctx: Ctx) -> object:
-        return self.fn([a.ev(ctx) for a in self.args])
-
-
-class Cmp(Expr):
-    oid = BOOL
-
-    def __init__(self, op: str, a: Expr, b: Expr) -> None:
-        self.op, self.a, self.b = op, a, b
-
-    def ev(self, ctx: Ctx) -> object:
-        return compare(self.op, self.a.ev(ctx), self.b.ev(ctx))
-
-
-def compare(op: str, a: object, b: object) -> bool | None:
-    if a is None or b is None:
-        return None
-    x, y = a, b
-    if op == "=":
-        return bool(x == y)
-    if op == "<>":
-        return bool(x != y)
-    if op == "<":
-        return bool(x < y)  # type: ignore[operator]
-    if op == "<=":
-        return bool(x <= y)  # type: ignore[operator]
-    if op == ">":
-        return bool(x > y)  # type: ignore[operator]
-    if op == ">=":
-        return bool(x >= y)  # type: ignore[operator]
-    raise AssertionError(op)
-
-
-class Logic(Expr):
-    """AND / OR / NOT with SQL three-valued logic."""
-
-    oid = BOOL
-
-    def __init__(self, op: str, args: Sequence[Expr]) -> None:
-        self.op, self.args = op, list(args)
-
-    def ev(self, ctx: Ctx) -> object:
-        vals = [a.ev(ctx) for a in self.args]
-        if self.op == "not":
-            return None if vals[0] is None else not vals[0]
-        if self.op == "and":
-            if any(v is False for v in vals):
-                return False
-            return None if any(v is None for v in vals) else True
-        if any(v is True for v in vals):
-            return True
-        return None if any(v is None for v in vals) else False
-
-
-class IsNull(Expr):
-    oid = BOOL
-
-    def __init__(self, a: Expr, negate: bool) -> None:
-        self.a, self.negate = a, negate
-
-    def ev(self, ctx: Ctx) -> object:
-        return (self.a.ev(ctx) is None) != self.negate
+    ``aggs`` holds one row per group of the public domain (in domain order) and one column per aggregate
+    slot: the noisy values, already scaled.
+    """
+    n = len(group_keys)
+    keys = [list(col) for col in zip(*group_keys, strict=True)] if group_keys and group_keys[0] else []
+    env = Env(n, keys=keys, aggs=aggs, params=params, strict=False)
+    keep = list(range(n))
+    if t.having is not None:
+        keep = [i for i, v in enumerate(t.having.ev(env)) if v is True]
+        env = env.take(keep)
+    columns = [e.ev(env) for e in t.outputs]
+    rows = list(zip(*columns, strict=True)) if columns else [() for _ in keep]
+    order = list(range(len(keep)))
+    sort_cols = [e.ev(env) for e, _, _ in t.order]
+    # Stable multi-key sort, last key first.
+    for (_, desc, nulls_first), col in reversed(list(zip(t.order, sort_cols, strict=True))):
+        # Rank so NULLs land first or last after the (possibly reversed) sort.
+        null_rank = (2 if nulls_first else 0) if desc else (0 if nulls_first else 2)
+        order.sort(key=_sort_key(col, null_rank), reverse=desc)
+    start = offset or 0
+    end = None if limit is None else start + limit
+    chosen = order[start:end]
+    return [rows[i] for i in chosen], [keep[i] for i in chosen]

@@ -13,6 +13,10 @@ boxes the linear queries expose. Nothing here ever enumerates the full product d
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .limits import Budget
 
 Ranges = tuple[tuple[int, int], ...]
 """Sorted, disjoint, non-adjacent inclusive index ranges."""
@@ -66,12 +70,23 @@ def merge_ranges(indices: Sequence[tuple[int, int]]) -> Ranges:
 
 
 class Space:
-    """The ordered attributes of one table and their domain sizes; builds and combines predicates."""
+    """The ordered attributes of one table and their domain sizes; builds and combines predicates.
 
-    def __init__(self, attrs: Sequence[str], sizes: Sequence[int]) -> None:
+    With a ``budget`` (``with_budget``) every node merge counts against one statement's planning work,
+    so a condition whose diagram explodes is refused instead of holding a worker.
+    """
+
+    def __init__(self, attrs: Sequence[str], sizes: Sequence[int], budget: Budget | None = None) -> None:
         self.attrs = tuple(attrs)
         self.sizes = tuple(sizes)
         self.level_of = {a: i for i, a in enumerate(self.attrs)}
+        self.budget = budget
+
+    def with_budget(self, budget: Budget | None) -> Space:
+        """The same space, counting its work against ``budget``."""
+        out = Space.__new__(Space)
+        out.attrs, out.sizes, out.level_of, out.budget = self.attrs, self.sizes, self.level_of, budget
+        return out
 
     # -- construction -------------------------------------------------------------------------------
 
@@ -124,6 +139,11 @@ class Space:
         hit = memo.get(key)
         if hit is not None:
             return hit
+        b = self.budget
+        if b is not None:  # Budget.tick, inlined: this is the hottest loop of planning
+            b.steps += 1
+            if b.steps >= b.next_check:
+                b.checkpoint()
         level = min(_level(u), _level(v))
         su, sv = self._segments(u, level), self._segments(v, level)
         # Sweep the two segmentations together; both cover 0..n-1.
@@ -185,6 +205,8 @@ class Space:
             hit = memo.get(id(q))
             if hit is not None:
                 return hit
+            if self.budget is not None:
+                self.budget.tick()
             out = self._node(q.level, [(lo, hi, go(child)) for rs, child in q.edges for lo, hi in rs])
             memo[id(q)] = out
             return out
@@ -226,18 +248,40 @@ class Space:
             stack.extend(child for _, child in q.edges)
         return tuple(self.attrs[i] for i in sorted(levels))
 
+    def count_boxes(self, p: Pred) -> int:
+        """How many disjoint boxes ``boxes(p)`` yields (root-to-TRUE paths), counted without listing them."""
+        memo: dict[int, int] = {}
+
+        def paths(q: Pred) -> int:
+            if not isinstance(q, Node):
+                return 1 if q else 0
+            hit = memo.get(id(q))
+            if hit is None:
+                hit = memo[id(q)] = sum(paths(child) for _, child in q.edges)
+            return hit
+
+        return paths(p)
+
     def boxes(self, p: Pred) -> Iterator[dict[int, Ranges]]:
         """The root-to-TRUE paths as disjoint boxes: level -> index ranges (absent levels are free)."""
-        if p is False:
-            return
-        if p is True:
-            yield {}
-            return
-        for rs, child in p.edges:
-            for rest in self.boxes(child):
-                box = {p.level: rs}
-                box.update(rest)
-                yield box
+        b = self.budget
+        for box in _paths(p):
+            if b is not None:
+                b.tick()
+            yield box
+
+
+def _paths(p: Pred) -> Iterator[dict[int, Ranges]]:
+    if p is False:
+        return
+    if p is True:
+        yield {}
+        return
+    for rs, child in p.edges:
+        for rest in _paths(child):
+            box = {p.level: rs}
+            box.update(rest)
+            yield box
 
 
 def _and(a: bool, b: bool) -> bool:

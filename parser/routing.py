@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
@@ -28,7 +27,6 @@ def _table_matches(node: exp.Table, catalog: Catalog) -> bool:
     return catalog.table(name, schema) is not None if name == name.lower() else False
 
 
-@lru_cache(maxsize=4096)
 def _parse(sql: str) -> tuple[exp.Expr, ...] | None:
     try:
         return tuple(t for t in sqlglot.parse(sql, read="postgres") if t is not None)
@@ -46,7 +44,8 @@ def references_protected(sql_or_ast: str | exp.Expr, catalog: Catalog) -> bool:
     Conservative by design: when the text cannot be parsed, any word equal to a protected table's name
     counts, and so does a protected name inside a string argument of a function call (functions such as
     ``query_to_xml('select * from t', ...)`` run SQL text). A false positive only means the parser, not
-    the upstream, answers (or refuses) the statement.
+    the upstream, answers (or refuses) the statement. Nothing is cached here: a parse tree is many times
+    the size of its text (the proxy's router caches its decisions by digest instead).
     """
     names = _names(catalog)
     trees: tuple[exp.Expr, ...] | None

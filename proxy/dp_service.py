@@ -56,6 +56,7 @@ class DPService:
     def __init__(self, config: Config, engine: Any, regression: Any | None = None) -> None:
         self.config = config
         self.catalog = config.catalog
+        self.planner = sqlparser.Planner(config.catalog)  # owns the parse and plan caches
         self.engine = engine
         self.regression = regression
 
@@ -82,7 +83,7 @@ class DPService:
             return self.regression.describe(sql)
         if _NEW_EPOCH.match(sql):
             return [], list(EPOCH_COLUMNS)
-        d = sqlparser.describe(sql, self.catalog)
+        d = self.planner.describe(sql)
         params = list(d.param_types)
         for i, oid in enumerate(param_oids[: len(params)]):
             if oid:
@@ -114,7 +115,7 @@ class DPService:
         if _NEW_EPOCH.match(sql):
             return await asyncio.to_thread(self._new_epoch, user)
         t0 = time.perf_counter()
-        plan = sqlparser.plan_query(sql, self.catalog, params or None)
+        plan = self.planner.plan(sql, params or None)
         # Repeats and free answers come from memory without a thread hop: the hot path stays lean.
         answer = self.engine.lookup(plan)
         if answer is None:

@@ -88,11 +88,11 @@ def people_hist(people_conn: psycopg.Connection) -> Histograms:
 
 def leading_keys(plan: Any) -> int:
     """How many output columns at the start of each row are GROUP BY keys."""
-    from parser import postprocess as pp
+    from parser.scalar import Key
 
     n = 0
     for e in plan.template.outputs:
-        if not isinstance(e, pp.Key):
+        if not isinstance(e, Key):
             break
         n += 1
     return n

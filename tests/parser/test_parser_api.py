@@ -14,9 +14,9 @@ from parser_catalog import ADULT, CATALOG, MIXED, PEOPLE
 from parser import (
     Column,
     LinearQuery,
+    Planner,
     QueryPlan,
     Refusal,
-    clear_caches,
     describe,
     parse_params_shape,
     plan_query,
@@ -218,19 +218,36 @@ def test_group_limit() -> None:
 
 
 def test_refusals_are_cached_but_fresh() -> None:
-    a = refusal("SELECT * FROM adult")
-    b = refusal("SELECT * FROM adult")
+    planner = Planner(CATALOG)
+    errors = []
+    for _ in range(2):
+        with pytest.raises(Refusal) as info:
+            planner.plan("SELECT * FROM adult")
+        errors.append(info.value)
+    a, b = errors
     assert a is not b and (a.sqlstate, a.message) == (b.sqlstate, b.message)
+    assert len(planner.templates) == 1
 
 
 def test_plan_cache_hits() -> None:
-    clear_caches()
-    sql = "SELECT race, COUNT(*) FROM adult WHERE age BETWEEN 30 AND 39 GROUP BY race"
-    p1 = plan_query(sql, CATALOG)
-    assert plan_query(sql, CATALOG) is p1
-    assert plan_query(sql, CATALOG, [[1]]) is not p1  # unhashable params: planned uncached
-    other = Catalog((ADULT,))
-    assert plan_query(sql, other) is not p1
+    planner = Planner(CATALOG)
+    sql = "SELECT race, COUNT(*) FROM adult WHERE age BETWEEN $1 AND 39 GROUP BY race"
+    p1 = planner.plan(sql, [30])
+    assert planner.plan(sql, [30]) is p1 and planner.cached_plan(sql, [30]) is p1
+    assert planner.plan(sql, ["30"]) is not p1  # a text parameter is another binding (same answer)
+    fixed = "SELECT COUNT(*) FROM adult"
+    assert planner.plan(fixed, [[1]]) is planner.plan(fixed, [[1]])  # unhashable values are keyed by their text
+    assert Planner(CATALOG).plan(sql, [30]) is not p1  # caches belong to their planner
+    assert plan_query(sql, CATALOG, [30]) is not plan_query(sql, CATALOG, [30])  # the one-off helper keeps none
+    assert len(planner.templates) == 2
+
+
+def test_planner_caches_are_keyed_by_digest_and_bounded_in_bytes() -> None:
+    planner = Planner(CATALOG, cache_bytes=1 << 20)
+    for i in range(200):
+        planner.plan(f"SELECT COUNT(*) FROM adult WHERE age > {i % 70} /* {'x' * 5000} {i} */")
+    assert planner.templates.bytes <= 1 << 19 and planner.plans.bytes <= 1 << 19
+    assert all(isinstance(k, bytes) and len(k) == 16 for k in planner.templates.keys())
 
 
 # -- routing --------------------------------------------------------------------------------------------
@@ -309,16 +326,19 @@ def test_long_or_chains_and_in_lists() -> None:
     assert q.boxes == ((("capital_gain", tuple((i, i) for i in range(0, 100, 2))),),)
 
 
-def test_plan_cache_is_bounded_by_weight() -> None:
-    from parser.planner import _LRU
+def test_digest_lru_is_bounded_in_entries_and_bytes() -> None:
+    from parser.cache import DigestLRU, digest
 
-    lru = _LRU(10, max_weight=100)
-    for i in range(5):
-        lru.put(i, str(i), weight=40)
-    assert lru.get(0) is None and lru.get(4) == "4" and lru.get(3) == "3" and lru.weight <= 100
+    lru = DigestLRU(10, max_bytes=8000)
+    for i in range(10):
+        lru.put(digest(str(i)), str(i), 700)  # 900 bytes with the slot: 8 fit
+    assert lru.get(digest("1")) is None and lru.get(digest("2")) == "2" and 7000 < lru.bytes <= 8000
+    lru.put(digest("huge"), "x", 5000)  # more than an eighth of the budget: not kept
+    assert lru.get(digest("huge")) is None
     for i in range(20):
-        lru.put(("k", i), i)
-    assert len(lru.data) == 10
+        lru.put(digest("k", str(i)), i, 10)
+    assert len(lru) == 10
+    assert digest("ab", "c") != digest("a", "bc")
 
 
 def test_values_match_their_declared_types() -> None:
@@ -331,3 +351,43 @@ def test_values_match_their_declared_types() -> None:
     for row in plan.rows(np.linspace(3.3, 9999.7, len(plan.queries))):
         for value, col in zip(row, plan.columns, strict=True):
             assert value is None or isinstance(value, expected[col.type_oid]), (col, value)
+
+
+def test_conditional_sum_measures_only_its_condition() -> None:
+    """SUM(CASE WHEN p THEN 1 ELSE 0 END) releases (and pays for) p's count only, never its complement."""
+    (q,) = plan_query("SELECT sum(CASE WHEN sex = 1 THEN 1 ELSE 0 END) FROM adult", CATALOG).queries
+    assert q.key == "public.adult|count|sex={1}"
+    (q,) = plan_query("SELECT sum(CASE WHEN sex = 1 THEN hours_per_week ELSE 0 END) FROM adult", CATALOG).queries
+    assert q.key == "public.adult|sum(hours_per_week)|hours_per_week={1..98}&sex={1}"
+    keys = {q.key for q in plan_query("SELECT count(CASE WHEN sex = 1 THEN 1 END), "
+                                      "avg(CASE WHEN sex = 1 THEN 1.0 ELSE 0.0 END) FROM adult", CATALOG).queries}
+    assert keys == {"public.adult|count|sex={1}", "public.adult|count|sex={0}"}  # AVG's denominator needs both
+
+
+def test_where_form_is_frozen_and_hashable() -> None:
+    from parser import condition as C
+
+    t = Planner(CATALOG).template("SELECT count(*) FROM adult WHERE age BETWEEN $1 AND 39 AND sex IN (0, 1)")
+    assert t.where == C.And((C.And((C.Compare("age", ">=", C.Param(1)), C.Compare("age", "<=", C.Lit(39)))),
+                             C.In("sex", (C.Lit(0), C.Lit(1)))))
+    assert hash(t.where) == hash(Planner(CATALOG).template(
+        "SELECT count(*) FROM adult WHERE age BETWEEN $1 AND 39 AND sex IN (0, 1)").where)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        t.where.parts = ()  # type: ignore[attr-defined,misc]
+
+
+def test_one_scalar_evaluator_over_cells_and_groups() -> None:
+    """The same compiled expression kinds evaluate over domain cells (buckets, strict) and groups (noisy)."""
+    from decimal import Decimal
+
+    from parser.scalar import Arith, Call, Cell, Const, Env
+
+    e = Call("floor", [Arith("/", Arith("-", Cell("age", 23), Const(Decimal("17.0"), 1700)),
+                             Const(Decimal("10.0"), 1700))], 1700)
+    assert e.ev(Env(3, {"age": [17, 26, 27]})) == [Decimal(0), Decimal(0), Decimal(1)]
+    div = Arith("/", Cell("x", 20), Const(0, 23))
+    assert div.ev(Env(1, {"x": [5]}, strict=False)) == [None]  # noisy values: NULL, never an error
+    with pytest.raises(Refusal) as info:
+        div.ev(Env(1, {"x": [5]}))  # public values: 22012, as PostgreSQL
+    assert info.value.sqlstate == "22012"
+    assert refusal("SELECT age / 0, count(*) FROM adult GROUP BY 1").sqlstate == "22012"

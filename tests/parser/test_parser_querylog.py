@@ -4,6 +4,7 @@ with PostgreSQL on the data."""
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 from random import Random
 
@@ -16,7 +17,7 @@ from test_parser_differential import exact_values, run_pg
 from parser import plan_query
 
 # The log is project data beside the repository (not shipped with it): without it these tests skip.
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("LAPRAS_SHARED_DATA", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
 CSVLOG = SHARED_DATA / "querylogs" / "adult_bi_21d.csv"
 
 

@@ -1,0 +1,56 @@
+"""The analysis passes: a parsed statement -> a checked, parameter-free Template.
+
+Each pass is a module with one entry function, run in this order (PostgreSQL's order of checks, so that
+a statement with several faults gets the error PostgreSQL would give first):
+
+    check_shape      one flat SELECT (no writes, set operations, CTEs, subqueries)
+    resolve_names    FROM names one protected table; columns resolve to its declared attributes
+    check_select     aggregates only, no *, no windows, no DISTINCT rows, no unsupported clauses
+    lower_where      WHERE -> the WHERE form (parser.condition)
+    lower_group_by   GROUP BY -> dimensions over the public domain (buckets via the scalar evaluator)
+    lower_outputs    target list -> post-processing expressions over aggregate slots and group keys
+    lower_clauses    HAVING, ORDER BY, LIMIT / OFFSET
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .. import errors as E
+from ..errors import Refusal
+from ..limits import Budget
+from ..schema import Catalog
+from ..syntax import position_of
+from ..template import Template
+from .clauses import lower_clauses
+from .context import Context
+from .groups import lower_group_by
+from .names import resolve_names
+from .outputs import lower_outputs
+from .select import check_select
+from .shape import check_shape
+from .where import lower_where
+
+__all__ = ["analyze"]
+
+
+def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
+    """Run the passes over one parsed statement."""
+    select = check_shape(tree)
+    ctx = Context(select, resolve_names(select, catalog), budget)
+    check_select(ctx)
+    where = lower_where(select.args["where"].this, ctx) if select.args.get("where") is not None else None
+    budget.check_deadline()
+    ctx.groups = lower_group_by(ctx)
+    outputs = lower_outputs(ctx)
+    clauses = lower_clauses(ctx, outputs)
+    t = Template(ctx.table, where, ctx.groups, ctx.aggs, outputs, clauses.having, clauses.order, clauses.limit,
+                 clauses.offset, ctx.param_types)
+    limit = budget.limits.max_groups
+    if t.n_groups > limit:
+        raise Refusal(E.PROGRAM_LIMIT_EXCEEDED,
+                      f"GROUP BY {', '.join(t.group_attrs)} has {t.n_groups} groups in the public domain, "
+                      f"more than the limit of {limit}",
+                      hint="Group by fewer or coarser attributes, or filter with WHERE and group by less.",
+                      position=position_of(select.args.get("group")))
+    return t

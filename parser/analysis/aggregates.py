@@ -1,0 +1,164 @@
+"""Pass: lower one aggregate call (COUNT, SUM, AVG, with FILTER or over CASE branches) to aggregate slots
+and the post-processing expression that reads them.
+
+Only the slots a result needs are allocated: each slot becomes a linear query the engine measures and
+charges, so a slot no output reads would release (and pay for) a count nobody asked for.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from sqlglot import exp
+
+from .. import condition as C
+from .. import errors as E
+from .. import postprocess as pp
+from .. import scalar as S
+from ..errors import Refusal
+from ..syntax import position_of
+from ..template import AggSpec
+from .context import Context
+from .nodes import sql_of, strip_numeric_casts, strip_paren, unsupported
+from .scalars import NOT_CONSTANT, fold
+from .where import lower_where, operand
+from .where import subject as strip_identity_casts
+
+UNSUPPORTED_AGGREGATES = {
+    "min": "MIN", "max": "MAX", "median": "MEDIAN", "percentilecont": "percentile_cont",
+    "percentiledisc": "percentile_disc", "stddev": "STDDEV", "stddevpop": "STDDEV_POP",
+    "stddevsamp": "STDDEV_SAMP", "variance": "VARIANCE", "variancepop": "VAR_POP", "arrayagg": "ARRAY_AGG",
+    "groupconcat": "STRING_AGG", "stringagg": "STRING_AGG", "logicaland": "BOOL_AND", "logicalor": "BOOL_OR",
+    "approxdistinct": "APPROX_COUNT_DISTINCT", "anyvalue": "ANY_VALUE", "mode": "MODE", "corr": "CORR",
+    "covarpop": "COVAR_POP", "covarsamp": "COVAR_SAMP", "first": "FIRST", "last": "LAST",
+    "quantile": "QUANTILE", "countif": "COUNT_IF", "jsonagg": "JSON_AGG", "jsonbagg": "JSONB_AGG",
+    "bitwiseandagg": "BIT_AND", "bitwiseoragg": "BIT_OR", "regrslope": "REGR_SLOPE", "regrcount": "REGR_COUNT",
+}
+
+
+def lower_aggregate(node: exp.AggFunc, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
+    """The expression computing ``node`` per group, restricted by a FILTER condition ``filt``."""
+    kind = type(node).__name__.lower()
+    if kind not in ("count", "sum", "avg"):
+        label = UNSUPPORTED_AGGREGATES.get(kind, kind.upper())
+        raise unsupported(f"aggregate {label}", node,
+                          hint="Only COUNT, SUM and AVG have bounded sensitivity here; " + E.SUPPORTED_HINT)
+    arg = node.this
+    if isinstance(arg, exp.Distinct):
+        raise unsupported(f"{kind.upper()}(DISTINCT ...)", node)
+    if len(node.expressions) > 0 and not isinstance(node, exp.Count):
+        raise unsupported(f"{kind.upper()} with several arguments", node)
+    arg = strip_paren(arg) if arg is not None else None
+    if arg is not None and arg.find(exp.AggFunc):
+        raise Refusal(E.GROUPING_ERROR, "aggregate function calls cannot be nested",
+                      position=position_of(arg.find(exp.AggFunc)))
+    if arg is not None and arg.find(exp.Window):
+        raise Refusal(E.GROUPING_ERROR, "aggregate function calls cannot contain window function calls",
+                      position=position_of(arg.find(exp.Window)))
+    arg = strip_numeric_casts(arg)
+    if isinstance(arg, exp.Case):
+        return _case_aggregate(kind, arg, filt, name, ctx)
+    if kind == "count":
+        return _count(arg, filt, name, ctx)
+    if isinstance(arg, exp.Column):
+        attr = ctx.column(arg)
+        if attr.domain.kind != "int":
+            raise Refusal(E.UNDEFINED_FUNCTION, f"function {kind}(text) does not exist", position=position_of(node),
+                          hint="SUM and AVG need an integer attribute.")
+        s = ctx.slot(AggSpec("sum", attr.name, filt))
+        if kind == "sum":
+            return pp.Agg(s, False, name)
+        c = ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, filt))
+        return pp.Avg(s, c, float(attr.domain.lo), float(attr.domain.hi), name)
+    lit = fold(arg, ctx.budget) if arg is not None else NOT_CONSTANT
+    if isinstance(lit, int | Decimal) and not isinstance(lit, bool):
+        c = ctx.slot(AggSpec("count", None, filt))
+        if kind == "sum":
+            return pp.Scaled(c, lit if isinstance(lit, int) else float(lit), name)
+        return pp.Avg(None, c, float(lit), float(lit), name, const=float(lit))
+    raise unsupported(f"expression inside {kind.upper()} ({sql_of(arg) if arg is not None else ''})",
+                      arg if arg is not None else node, hint=f"{kind.upper()} takes one attribute; WHERE restricts rows.")
+
+
+def _count(arg: exp.Expr | None, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
+    if arg is None or isinstance(arg, exp.Star):
+        return pp.Agg(ctx.slot(AggSpec("count", None, filt)), True, name)
+    if isinstance(arg, exp.Column):
+        attr = ctx.column(arg)
+        return pp.Agg(ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, filt)), True, name)
+    lit = fold(arg, ctx.budget)
+    if lit is NOT_CONSTANT:
+        raise unsupported(f"expression inside COUNT ({sql_of(arg)})", arg,
+                          hint="Use COUNT(*), COUNT(col) or COUNT(1); WHERE restricts rows.")
+    if lit is None:
+        return S.Const(0, S.INT8)  # COUNT(NULL) counts nothing, whatever the data
+    return pp.Agg(ctx.slot(AggSpec("count", None, filt)), True, name)
+
+
+def _case_aggregate(kind: str, case: exp.Case, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
+    """``SUM/COUNT/AVG(CASE WHEN p THEN x ... ELSE y END)``: one filtered aggregate per branch.
+
+    BI tools write conditional counts and sums this way (Metabase's count-where and sum-where,
+    ``SUM(CASE WHEN p THEN 1 ELSE 0 END)``). Branch k takes the rows where its condition is TRUE and no
+    earlier one is; each branch value must be an attribute, a numeric literal or NULL. A SUM reads no
+    count, and no branch whose value is 0: ``SUM(CASE WHEN p THEN 1 ELSE 0 END)`` measures p's rows only.
+    """
+    subject = case.this
+    attr_subject = None
+    if subject is not None:
+        subject = strip_identity_casts(subject, ctx)
+        if not isinstance(subject, exp.Column):
+            raise unsupported(f"CASE {sql_of(subject)} inside {kind.upper()}", subject)
+        attr_subject = ctx.column(subject)
+    prior: list[C.Cond] = []
+    branches: list[tuple[C.Cond, exp.Expr | None]] = []
+    for branch in case.args.get("ifs") or []:
+        if attr_subject is not None:
+            cond: C.Cond = C.Compare(attr_subject.name, "=", operand(branch.this, attr_subject, ctx))
+        else:
+            cond = lower_where(branch.this, ctx)
+        taken = (C.IsTrue(cond), *(C.Not(C.IsTrue(c)) for c in prior))
+        branches.append((C.And(taken), branch.args.get("true")))
+        prior.append(cond)
+    rest: C.Cond = C.And(tuple(C.Not(C.IsTrue(c)) for c in prior)) if prior else C.Const(True)
+    branches.append((rest, case.args.get("default")))
+    total: list[tuple[int, float]] = []  # (slot, factor): SUM of the branch values
+    counted: list[tuple[int, float]] = []  # rows whose value is not NULL (COUNT, AVG's denominator)
+    counts = kind != "sum"
+    integer = True
+    lo, hi = float("inf"), float("-inf")
+    for bfilter, value in branches:
+        f = bfilter if filt is None else C.And((filt, bfilter))
+        value = strip_numeric_casts(strip_paren(value)) if value is not None else None
+        if value is None or isinstance(value, exp.Null):
+            continue
+        if isinstance(value, exp.Column):
+            attr = ctx.column(value)
+            if kind != "count" and attr.domain.kind != "int":
+                raise Refusal(E.UNDEFINED_FUNCTION, f"function {kind}(text) does not exist",
+                              position=position_of(value))
+            if counts:
+                counted.append((ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, f)), 1.0))
+            if kind != "count":
+                total.append((ctx.slot(AggSpec("sum", attr.name, f)), 1.0))
+                lo, hi = min(lo, attr.domain.lo), max(hi, attr.domain.hi)
+            continue
+        lit = fold(value, ctx.budget)
+        if isinstance(lit, bool) or not isinstance(lit, int | Decimal):
+            if kind == "count" and lit is not NOT_CONSTANT:
+                counted.append((ctx.slot(AggSpec("count", None, f)), 1.0))
+                continue
+            raise unsupported(f"CASE branch {sql_of(value)} inside {kind.upper()}", value,
+                              hint="Each CASE branch may be an attribute, a numeric literal or NULL.")
+        integer = integer and isinstance(lit, int)
+        if counts:
+            counted.append((ctx.slot(AggSpec("count", None, f)), 1.0))
+        if lit != 0 and kind != "count":
+            c = ctx.slot(AggSpec("count", None, f))
+            total.append((c, float(lit)))
+        lo, hi = min(lo, float(lit)), max(hi, float(lit))
+    if kind == "count":
+        return pp.Lin(counted, True, name)
+    if kind == "sum":
+        return pp.Lin(total, integer, name)
+    return pp.Ratio(total, counted, lo, hi, name)

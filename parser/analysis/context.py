@@ -1,0 +1,38 @@
+"""What the analysis passes share while lowering one SELECT: the resolved scope, the work budget, the
+aggregate slots allocated so far, the GROUP BY dimensions and the parameter types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from ..limits import Budget
+from ..schema import Attribute, TableSchema
+from ..template import AggSpec, GroupDim
+from .names import Scope
+
+
+@dataclass
+class Context:
+    select: exp.Select
+    scope: Scope
+    budget: Budget
+    param_types: dict[int, int] = field(default_factory=dict)
+    aggs: list[AggSpec] = field(default_factory=list)
+    agg_index: dict[AggSpec, int] = field(default_factory=dict)
+    groups: tuple[GroupDim, ...] = ()
+
+    @property
+    def table(self) -> TableSchema:
+        return self.scope.table
+
+    def column(self, col: exp.Column) -> Attribute:
+        return self.scope.column(col)
+
+    def slot(self, spec: AggSpec) -> int:
+        """The aggregate slot computing ``spec`` (one per distinct aggregate of the statement)."""
+        if spec not in self.agg_index:
+            self.agg_index[spec] = len(self.aggs)
+            self.aggs.append(spec)
+        return self.agg_index[spec]

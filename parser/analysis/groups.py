@@ -1,0 +1,132 @@
+"""Pass: lower GROUP BY to dimensions over the public domain.
+
+A plain attribute groups by its declared values. An expression over one attribute (Metabase binning such
+as ``floor((age - 17.0) / 10.0) * 10.0 + 17.0``, CASE buckets) is evaluated on every value of the
+attribute's declared domain by the scalar evaluator; the groups are the distinct results, each the set
+of cells that map to it. Only public information is used, so empty groups exist as with a plain attribute.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from sqlglot import exp
+
+from .. import errors as E
+from .. import scalar as S
+from ..errors import Refusal
+from ..predicate import merge_ranges
+from ..schema import Attribute
+from ..syntax import position_of
+from ..template import GroupDim
+from .context import Context
+from .nodes import ident, sql_of, strip_paren, unsupported
+from .scalars import NotScalar, compile_scalar
+
+_BUCKET_HINT = "GROUP BY takes attributes, or arithmetic / floor / round / CASE over one attribute."
+
+
+def plain_dim(attr: Attribute) -> GroupDim:
+    d = attr.domain
+    return GroupDim(attr.name, tuple(d), tuple(((i, i),) for i in range(d.size)),
+                    S.INT4 if d.kind == "int" else S.TEXT)
+
+
+def lower_group_by(ctx: Context) -> tuple[GroupDim, ...]:
+    sel = ctx.select
+    grp = sel.args.get("group")
+    if grp is None:
+        return ()
+    for key in ("grouping_sets", "cube", "rollup"):
+        if grp.args.get(key):
+            raise unsupported(key.replace("_", " ").upper(), grp)
+    dims: list[GroupDim] = []
+    for item in grp.expressions:
+        node = _target(strip_paren(item), item, ctx)
+        if isinstance(node, exp.AggFunc) or node.find(exp.AggFunc):
+            raise Refusal(E.GROUPING_ERROR, "aggregate functions are not allowed in GROUP BY",
+                          position=position_of(node))
+        dim = plain_dim(ctx.column(node)) if isinstance(node, exp.Column) else _bucket(node, ctx)
+        if all(not (d.attr == dim.attr and d.node == dim.node) for d in dims):
+            dims.append(dim)
+    return tuple(dims)
+
+
+def _target(node: exp.Expr, item: exp.Expr, ctx: Context) -> exp.Expr:
+    """What a GROUP BY item denotes: a select-list position, an output name, or itself."""
+    items = ctx.select.expressions
+    if isinstance(node, exp.Literal) and not node.is_string:
+        pos = int(str(node.this))
+        if not 1 <= pos <= len(items):
+            raise Refusal(E.INVALID_COLUMN_REFERENCE, f"GROUP BY position {pos} is not in select list",
+                          position=position_of(node))
+        target = items[pos - 1]
+        node = strip_paren(target.this if isinstance(target, exp.Alias) else target)
+        if isinstance(node, exp.AggFunc) or node.find(exp.AggFunc):
+            raise Refusal(E.GROUPING_ERROR, "aggregate functions are not allowed in GROUP BY",
+                          position=position_of(item))
+    elif isinstance(node, exp.Column) and not node.args.get("table"):
+        name = ident(node.this)
+        if ctx.table.attribute(name) is None or name != name.lower():
+            # PostgreSQL falls back to an output column name when no input column matches.
+            for target in items:
+                if isinstance(target, exp.Alias) and ident(target.args["alias"]) == name:
+                    return strip_paren(target.this)
+    return node
+
+
+def _bucket(node: exp.Expr, ctx: Context) -> GroupDim:
+    """A GROUP BY expression over exactly one attribute, evaluated on its public domain."""
+    if node.find(exp.Window) is not None or node.find(exp.Select) is not None:
+        raise unsupported(f"GROUP BY expression {sql_of(node)!r}", node)
+    attrs = {ctx.column(c).name for c in node.find_all(exp.Column)}
+    if len(attrs) != 1:
+        raise unsupported(f"GROUP BY expression {sql_of(node)!r}", node, hint=_BUCKET_HINT)
+    attr = ctx.table.attribute(attrs.pop())
+    assert attr is not None
+
+    def leaf(n: exp.Expr) -> S.Expr | None:
+        if isinstance(n, exp.Column):
+            a = ctx.column(n)
+            return S.Cell(a.name, S.INT4 if a.domain.kind == "int" else S.TEXT)
+        if isinstance(n, exp.Parameter | exp.Placeholder):
+            raise NotScalar(n)
+        return None
+
+    try:
+        e = compile_scalar(node, leaf, ctx.budget, exact=True)
+    except NotScalar as u:
+        raise unsupported(f"GROUP BY expression part {sql_of(u.node)!r}", u.node, hint=_BUCKET_HINT) from None
+    except Refusal as r:
+        r.position = r.position or position_of(node)
+        raise
+    values = list(attr.domain)
+    ctx.budget.tick(len(values))
+    by_key: dict[object, list[tuple[int, int]]] = {}
+    try:
+        results = e.ev(S.Env(len(values), {attr.name: values}, strict=True))
+    except Refusal as r:
+        r.position = position_of(node)
+        raise
+    for i, key in enumerate(results):
+        by_key.setdefault(_hashable(key), []).append((i, i))
+    oid = _key_type(e.oid)
+    keys = sorted(by_key, key=lambda k: (1, 0) if k is None else (0, k))  # PostgreSQL sorts NULL last
+    out_keys = tuple(None if k is None else (float(k) if oid == S.FLOAT8 else k) for k in keys)  # type: ignore[arg-type]
+    return GroupDim(attr.name, out_keys, tuple(merge_ranges(by_key[k]) for k in keys), oid, node)
+
+
+def _key_type(oid: int) -> int:
+    """Bucket keys go out as int8, float8 (exact numerics: the keys of a binning), text or boolean."""
+    if oid in S.INTEGER_OIDS:
+        return S.INT8
+    if oid == S.NUMERIC:
+        return S.FLOAT8
+    return S.TEXT if oid == S.UNKNOWN else oid
+
+
+def _hashable(v: Any) -> object:
+    if isinstance(v, Decimal):
+        return v.normalize() if v == v.to_integral_value() else v
+    return v

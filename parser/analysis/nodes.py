@@ -1,0 +1,102 @@
+"""Helpers over sqlglot trees shared by the analysis passes: names as PostgreSQL folds them, parentheses,
+parameters, operator tables, and the refusals that name a construct."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from .. import errors as E
+from ..errors import Refusal
+from ..schema import TableSchema
+from ..syntax import position_of
+
+CMP_OPS: dict[type[exp.Expr], str] = {
+    exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
+}
+FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+ARITH: dict[type[exp.Expr], str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%"}
+INT_TYPES = {exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT}
+FLOAT_TYPES = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL,
+               exp.DataType.Type.BIGDECIMAL}
+TEXT_TYPES = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR}
+
+
+def unsupported(what: str, node: exp.Expr | None, hint: str = E.SUPPORTED_HINT) -> Refusal:
+    return Refusal(E.FEATURE_NOT_SUPPORTED, f"{what} is not supported on protected tables", hint=hint,
+                   position=position_of(node))
+
+
+def sql_of(node: exp.Expr) -> str:
+    try:
+        return node.sql(dialect="postgres")
+    except Exception:  # noqa: BLE001 - only used for messages
+        return type(node).__name__
+
+
+def ident(node: Any) -> str:
+    """Identifier text as PostgreSQL folds it: unquoted names are lower-cased."""
+    if isinstance(node, exp.Identifier):
+        return str(node.this) if node.quoted else str(node.this).lower()
+    if isinstance(node, exp.Expr):
+        return ident(node.this) if node.this is not None else node.name
+    return str(node).lower()
+
+
+def strip_paren(node: Any) -> Any:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def strip_numeric_casts(node: Any) -> Any:
+    """Casts to a numeric type do not change an integer attribute's value (Tableau wraps columns so)."""
+    node = strip_paren(node)
+    while isinstance(node, exp.Cast) and node.args["to"].this in (INT_TYPES | FLOAT_TYPES):
+        node = strip_paren(node.this)
+    return node
+
+
+def flatten(node: exp.Expr, cls: type[exp.Expr]) -> list[exp.Expr]:
+    """Operands of a left-deep chain ``a OR b OR c ...`` without recursing once per operand."""
+    out: list[exp.Expr] = []
+    stack = [node]
+    while stack:
+        n = strip_paren(stack.pop())
+        if type(n) is cls:
+            stack.append(n.expression)
+            stack.append(n.this)
+        else:
+            out.append(n)
+    return out
+
+
+def param_index(node: exp.Expr) -> int:
+    text = node.name if isinstance(node, exp.Placeholder) else str(node.this.this if isinstance(
+        node.this, exp.Expr) else node.this)
+    try:
+        n = int(text)
+    except ValueError:
+        raise unsupported(f"parameter {sql_of(node)}", node) from None
+    if n < 1:
+        raise Refusal(E.UNDEFINED_PARAMETER, f"there is no parameter ${n}", position=position_of(node))
+    return n
+
+
+def is_param(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Parameter | exp.Placeholder)
+
+
+def non_aggregate(table: TableSchema, sel: exp.Select) -> Refusal:
+    return Refusal(E.INSUFFICIENT_PRIVILEGE,
+                   f"permission denied: non-aggregate read of protected table {table.name}",
+                   hint="Only aggregates (COUNT, SUM, AVG) may be read from a protected table, e.g. "
+                   f"SELECT count(*) FROM {table.name} WHERE ...",
+                   position=position_of(sel.expressions[0]) if sel.expressions else None)
+
+
+def star_refusal(table: TableSchema, node: exp.Expr) -> Refusal:
+    return Refusal(E.INSUFFICIENT_PRIVILEGE, f"permission denied: SELECT * on protected table {table.name}",
+                   hint="Only aggregates (COUNT, SUM, AVG) may be read from a protected table.",
+                   position=position_of(node))

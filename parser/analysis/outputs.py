@@ -1,0 +1,104 @@
+"""Pass: lower the target list (and, for the clauses pass, HAVING and ORDER BY expressions) to typed
+post-processing expressions over the groups: aggregates, group keys, parameters and constants combined
+by the scalar evaluator's operators; output columns named as PostgreSQL names them."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .. import errors as E
+from .. import scalar as S
+from ..errors import Refusal
+from ..syntax import position_of
+from .aggregates import lower_aggregate
+from .context import Context
+from .nodes import ident, param_index, sql_of, strip_paren, unsupported
+from .scalars import NotScalar, compile_scalar
+from .where import lower_where
+
+
+def lower_outputs(ctx: Context) -> list[S.Expr]:
+    """One expression per target-list item, named by its alias or as PostgreSQL would name it."""
+    outputs = []
+    for item in ctx.select.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        e = lower_expr(node, ctx, "SELECT")
+        e.name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(node)
+        if e.oid == S.UNKNOWN:
+            e.oid = S.TEXT  # an untyped NULL goes out as text, as PostgreSQL resolves it
+        outputs.append(e)
+    return outputs
+
+
+def lower_expr(node: exp.Expr, ctx: Context, where: str) -> S.Expr:
+    """An output / HAVING / ORDER BY expression over aggregates and group keys."""
+
+    def leaf(n: exp.Expr) -> S.Expr | None:
+        return _leaf(n, ctx)
+
+    try:
+        return compile_scalar(node, leaf, ctx.budget, exact=False)
+    except NotScalar as u:
+        n = u.node
+        if isinstance(n, exp.Cast):
+            raise unsupported(f"CAST to {n.args['to'].this.value}", n) from None
+        if n.find(exp.Select):
+            raise unsupported("subquery", n.find(exp.Select)) from None
+        raise unsupported(f"expression {sql_of(n)!r} in {where}", n) from None
+
+
+def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
+    if isinstance(node, exp.Window):
+        raise unsupported("window function", node)
+    if isinstance(node, exp.Filter):
+        agg = node.this
+        cond = node.expression.this if isinstance(node.expression, exp.Where) else node.expression
+        if not isinstance(agg, exp.AggFunc):
+            raise unsupported("FILTER on a non-aggregate", node)
+        return lower_aggregate(agg, lower_where(cond, ctx), figure_name(node), ctx)
+    if isinstance(node, exp.AggFunc):
+        return lower_aggregate(node, None, figure_name(node), ctx)
+    for i, dim in enumerate(ctx.groups):
+        if dim.node is not None and node == dim.node:
+            return S.Key(i, dim.oid, figure_name(node))
+    if isinstance(node, exp.Column):
+        attr = ctx.column(node)
+        plain = [i for i, d in enumerate(ctx.groups) if d.node is None and d.attr == attr.name]
+        if not plain:
+            raise Refusal(E.GROUPING_ERROR, f'column "{ctx.table.name}.{attr.name}" must appear in the GROUP BY '
+                          "clause or be used in an aggregate function", position=position_of(node))
+        return S.Key(plain[0], ctx.groups[plain[0]].oid, attr.name)
+    if isinstance(node, exp.Parameter | exp.Placeholder):
+        n = param_index(node)
+        ctx.param_types.setdefault(n, S.FLOAT8)
+        return S.Param(n, ctx.param_types[n])
+    if isinstance(node, exp.Select | exp.Subquery):
+        raise unsupported("subquery", node)
+    return None
+
+
+_FUNCTION_NAMES: dict[type[exp.Expr], str] = {
+    exp.Coalesce: "coalesce", exp.Nullif: "nullif", exp.Round: "round", exp.Abs: "abs", exp.Ceil: "ceil",
+    exp.Floor: "floor", exp.Greatest: "greatest", exp.Least: "least",
+}
+_CAST_NAMES = {exp.DataType.Type.BIGINT: "int8", exp.DataType.Type.INT: "int4", exp.DataType.Type.DOUBLE: "float8",
+               exp.DataType.Type.DECIMAL: "numeric", exp.DataType.Type.TEXT: "text"}
+
+
+def figure_name(node: exp.Expr) -> str:
+    """The output column name PostgreSQL gives an unaliased expression (FigureColname)."""
+    node = strip_paren(node)
+    if isinstance(node, exp.Column):
+        return ident(node.this)
+    if isinstance(node, exp.Cast):
+        inner = figure_name(node.this)
+        return inner if inner != "?column?" else _CAST_NAMES.get(node.args["to"].this, "?column?")
+    if isinstance(node, exp.Filter):
+        return figure_name(node.this)
+    if isinstance(node, exp.AggFunc):
+        return type(node).__name__.lower()
+    if isinstance(node, exp.Case):
+        return "case"
+    if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
+        return _FUNCTION_NAMES.get(type(node), "?column?")
+    return "?column?"

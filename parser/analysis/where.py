@@ -1,0 +1,219 @@
+"""Pass: lower a WHERE clause (and FILTER / CASE WHEN conditions) to the WHERE form (parser.condition).
+
+Comparisons of an attribute with a constant or a parameter, IN lists, ANY/ALL(ARRAY[...]), BETWEEN,
+IS [NOT] NULL, IS [NOT] DISTINCT FROM, combined with AND, OR, NOT; comparisons between constants fold.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from sqlglot import exp
+
+from .. import condition as C
+from .. import errors as E
+from .. import scalar as S
+from ..errors import Refusal
+from ..schema import Attribute
+from ..syntax import position_of
+from .context import Context
+from .nodes import (
+    CMP_OPS,
+    FLIP,
+    FLOAT_TYPES,
+    INT_TYPES,
+    TEXT_TYPES,
+    flatten,
+    is_param,
+    param_index,
+    sql_of,
+    strip_paren,
+    unsupported,
+)
+from .scalars import NOT_CONSTANT, fold
+
+_WHERE_HINT = ("WHERE supports =, <>, <, <=, >, >=, BETWEEN, IN, IS [NOT] NULL on attributes compared with "
+               "literals or parameters, combined with AND, OR, NOT.")
+
+
+def lower_where(node: exp.Expr, ctx: Context) -> C.Cond:
+    """The condition ``node`` over ``ctx``'s table."""
+    return _Lowering(ctx).cond(node, 0)
+
+
+def operand(node: exp.Expr, attr: Attribute | None, ctx: Context) -> C.Operand:
+    """A constant or a parameter compared with ``attr`` (None: a constant-only comparison)."""
+    node = strip_paren(node)
+    while isinstance(node, exp.Cast) and is_param(strip_paren(node.this)):
+        node = strip_paren(node.this)  # $1::int4: the value is coerced to the attribute's type anyway
+    if is_param(node):
+        n = param_index(node)
+        ctx.param_types[n] = S.TEXT if attr is not None and attr.domain.kind != "int" else S.INT4
+        return C.Param(n)
+    value = fold(node, ctx.budget)
+    if value is NOT_CONSTANT:
+        if isinstance(node, exp.Column):
+            raise unsupported("comparing two columns", node, hint="Compare an attribute with a literal or a parameter.")
+        if node.find(exp.AggFunc):
+            raise Refusal(E.GROUPING_ERROR, "aggregate functions are not allowed in WHERE", position=position_of(node))
+        if node.find(exp.Select):
+            raise unsupported("subquery", node)
+        raise unsupported(f"expression {sql_of(node)!r} in WHERE", node,
+                          hint="Compare an attribute with a literal or a parameter.")
+    if attr is not None:
+        _check_literal_type(attr, value, node)
+    return C.Lit(value)
+
+
+def subject(node: exp.Expr, ctx: Context) -> exp.Expr:
+    """The compared side with identity casts removed (``age::int``, ``city::text``)."""
+    node = strip_paren(node)
+    while isinstance(node, exp.Cast) and isinstance(strip_paren(node.this), exp.Column):
+        attr = ctx.column(strip_paren(node.this))
+        to = node.args["to"].this
+        numeric = attr.domain.kind == "int" and to in (INT_TYPES | FLOAT_TYPES)
+        if not (numeric or (attr.domain.kind != "int" and to in TEXT_TYPES)):
+            break
+        node = strip_paren(node.this)
+    return node
+
+
+class _Lowering:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def subject(self, node: exp.Expr) -> exp.Expr:
+        return subject(node, self.ctx)
+
+    def column_subject(self, node: exp.Expr) -> Attribute:
+        subject = self.subject(node)
+        if not isinstance(subject, exp.Column):
+            raise unsupported(f"expression {sql_of(subject)!r} in WHERE", subject)
+        return self.ctx.column(subject)
+
+    def cond(self, node: exp.Expr, depth: int) -> C.Cond:
+        ctx = self.ctx
+        ctx.budget.depth(depth)
+        ctx.budget.tick()
+        node = strip_paren(node)
+        if isinstance(node, exp.And | exp.Or):
+            parts = tuple(self.cond(x, depth + 1) for x in flatten(node, type(node)))
+            return C.And(parts) if isinstance(node, exp.And) else C.Or(parts)
+        if isinstance(node, exp.Not):
+            return C.Not(self.cond(node.this, depth + 1))
+        if isinstance(node, exp.Boolean):
+            return C.Const(bool(node.this))
+        if isinstance(node, exp.Null):
+            return C.Const(None)
+        if type(node) in CMP_OPS:
+            return self.comparison(CMP_OPS[type(node)], node)
+        if isinstance(node, exp.NullSafeEQ | exp.NullSafeNEQ):
+            left, right = self.subject(node.this), self.subject(node.expression)
+            if not isinstance(left, exp.Column):
+                left, right = right, left
+            if not isinstance(left, exp.Column):
+                raise unsupported(f"predicate {sql_of(node)!r}", node)
+            attr = ctx.column(left)
+            same = C.NotDistinct(attr.name, operand(right, attr, ctx))
+            return same if isinstance(node, exp.NullSafeEQ) else C.Not(same)
+        if isinstance(node, exp.Between):
+            attr = self.column_subject(node.this)
+            lo, hi = operand(node.args["low"], attr, ctx), operand(node.args["high"], attr, ctx)
+            inside = C.And((C.Compare(attr.name, ">=", lo), C.Compare(attr.name, "<=", hi)))
+            if node.args.get("symmetric"):
+                # BETWEEN SYMMETRIC: either order of the bounds.
+                return C.Or((inside, C.And((C.Compare(attr.name, ">=", hi), C.Compare(attr.name, "<=", lo)))))
+            return inside
+        if isinstance(node, exp.In):
+            subject = self.subject(node.this)
+            if node.args.get("query") is not None:
+                raise unsupported("subquery", node.args["query"])
+            if not isinstance(subject, exp.Column):
+                raise unsupported(f"expression {sql_of(subject)!r} in WHERE", subject)
+            attr = ctx.column(subject)
+            ctx.budget.in_list(len(node.expressions))
+            return C.In(attr.name, tuple(operand(x, attr, ctx) for x in node.expressions))
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise unsupported(f"IS {sql_of(node.expression)}", node)
+            null = C.IsNull(self.column_subject(node.this).name)
+            return C.Not(null) if node.args.get("negate") else null
+        if isinstance(node, exp.Column):
+            raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean, not type integer",
+                          position=position_of(node))
+        if node.find(exp.Select):
+            raise unsupported("subquery", node.find(exp.Select))
+        if node.find(exp.AggFunc):
+            raise Refusal(E.GROUPING_ERROR, "aggregate functions are not allowed in WHERE",
+                          position=position_of(node.find(exp.AggFunc)))
+        raise unsupported(f"predicate {sql_of(node)!r}", node, hint=_WHERE_HINT)
+
+    def comparison(self, op: str, node: exp.Expr) -> C.Cond:
+        ctx = self.ctx
+        left, right = self.subject(node.this), self.subject(node.expression)
+        quantified = _quantified(right)
+        if quantified is not None and isinstance(left, exp.Column):
+            # x op ANY/ALL(ARRAY[...]) is how JDBC-style tools write IN lists: OR / AND of comparisons.
+            every, items = quantified
+            attr = ctx.column(left)
+            ctx.budget.in_list(len(items))
+            parts = tuple(C.Compare(attr.name, op, operand(x, attr, ctx)) for x in items)
+            return C.And(parts) if every else C.Or(parts)
+        if isinstance(right, exp.Any):
+            raise unsupported(f"{sql_of(right)}", right)
+        if isinstance(left, exp.Column):
+            attr = ctx.column(left)
+            return C.Compare(attr.name, op, operand(right, attr, ctx))
+        if isinstance(right, exp.Column):
+            attr = ctx.column(right)
+            return C.Compare(attr.name, FLIP[op], operand(left, attr, ctx))
+        a, b = operand(left, None, ctx), operand(right, None, ctx)
+        if not isinstance(a, C.Lit) or not isinstance(b, C.Lit):
+            raise unsupported("a parameter compared with a literal", node)
+        return C.Const(_const_compare(op, a.value, b.value, node))
+
+
+def _quantified(node: exp.Expr) -> tuple[bool, list[exp.Expr]] | None:
+    """``ANY(ARRAY[...])`` -> (False, items); ``ALL(ARRAY[...])`` -> (True, items); else None."""
+    if isinstance(node, exp.Any):
+        arr = strip_paren(node.this)
+        return (False, list(arr.expressions)) if isinstance(arr, exp.Array) else None
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() == "ALL" and len(node.expressions) == 1:
+        arr = strip_paren(node.expressions[0])
+        return (True, list(arr.expressions)) if isinstance(arr, exp.Array) else None
+    return None
+
+
+def _check_literal_type(attr: Attribute, value: Any, node: exp.Expr) -> None:
+    """Reject literals PostgreSQL would not compare with the attribute's type."""
+    if value is None:
+        return
+    pos = position_of(node)
+    if attr.domain.kind == "int":
+        if isinstance(value, bool):
+            raise Refusal(E.UNDEFINED_FUNCTION, "operator does not exist: integer = boolean", position=pos,
+                          hint="No operator matches the given name and argument types.")
+        if isinstance(value, str):
+            try:
+                int(value.strip())
+            except ValueError:
+                raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type integer: "{value}"',
+                              position=pos) from None
+    elif not isinstance(value, str):
+        kind = "boolean" if isinstance(value, bool) else ("integer" if isinstance(value, int) else "numeric")
+        raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: text = {kind}", position=pos,
+                      hint="Compare a text attribute with a quoted string.")
+
+
+def _const_compare(op: str, a: Any, b: Any, node: exp.Expr) -> bool | None:
+    """Literal-to-literal comparisons (``WHERE 1 = 1`` from BI tools) fold to constants."""
+    if a is None or b is None:
+        return None
+    if isinstance(a, str) != isinstance(b, str):
+        try:
+            a, b = (Decimal(a) if isinstance(a, str) else a), (Decimal(b) if isinstance(b, str) else b)
+        except ArithmeticError:
+            raise Refusal(E.INVALID_TEXT_REPRESENTATION, "invalid input syntax for a literal comparison",
+                          position=position_of(node)) from None
+    return S.compare(op, a, b)

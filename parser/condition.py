@@ -1,0 +1,96 @@
+"""The WHERE form: a condition over one table's attributes, as frozen (hashable) dataclasses.
+
+The analyzer lowers a WHERE clause, a FILTER clause or a CASE branch condition to a ``Cond``; the binder
+turns it, with parameter values, into the sets of cells where it is TRUE and where it is FALSE (SQL's
+three-valued logic: the other cells are NULL). Being hashable, conditions serve as cache and slot keys.
+Operands are literals or ``$n`` parameters; literal values are int, Decimal, str, bool or None.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Lit:
+    """A literal operand (None is NULL)."""
+
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """The ``$index`` parameter, bound at Bind time."""
+
+    index: int
+
+
+Operand = Lit | Param
+
+
+class Cond:
+    """Base of the WHERE form."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class And(Cond):
+    parts: tuple[Cond, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Or(Cond):
+    parts: tuple[Cond, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Not(Cond):
+    part: Cond
+
+
+@dataclass(frozen=True, slots=True)
+class Const(Cond):
+    """TRUE, FALSE or NULL whatever the row (``WHERE 1 = 1``)."""
+
+    value: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class IsTrue(Cond):
+    """TRUE where ``part`` is TRUE, FALSE elsewhere (NULL included): how CASE WHEN takes a branch."""
+
+    part: Cond
+
+
+@dataclass(frozen=True, slots=True)
+class Compare(Cond):
+    """``attr op operand`` with op one of = <> < <= > >=."""
+
+    attr: str
+    op: str
+    operand: Operand
+
+
+@dataclass(frozen=True, slots=True)
+class In(Cond):
+    """``attr IN (operands...)``."""
+
+    attr: str
+    operands: tuple[Operand, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IsNull(Cond):
+    attr: str
+
+
+@dataclass(frozen=True, slots=True)
+class NotDistinct(Cond):
+    """``attr IS NOT DISTINCT FROM operand``: equality where NULL equals NULL; never NULL itself."""
+
+    attr: str
+    operand: Operand
+
+
+TRUE = Const(True)

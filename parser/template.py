@@ -1,0 +1,69 @@
+"""Template: a checked statement, independent of bound parameter values (what the parse cache stores).
+
+The analysis passes build it: the WHERE form, the aggregates per group, the GROUP BY dimensions over the
+public domain, the typed post-processing expressions, LIMIT/OFFSET. ``bind`` turns it into linear queries
+once parameter values are known.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from .condition import Cond, Operand
+from .predicate import Ranges
+from .scalar import Expr, Param
+from .schema import TableSchema
+
+
+@dataclass(frozen=True)
+class AggSpec:
+    """One aggregate computed per group: COUNT over cells (non-NULL ``attr`` if given) or SUM of ``attr``."""
+
+    kind: str  # "count" | "sum"
+    attr: str | None
+    filter: Cond | None = None
+
+
+@dataclass(frozen=True)
+class GroupDim:
+    """One GROUP BY dimension: its attribute, its group keys and, per key, the attribute's cell ranges."""
+
+    attr: str
+    keys: tuple[object, ...]
+    cells: tuple[Ranges, ...]
+    oid: int
+    node: exp.Expr | None = None  # the grouping expression (None: the plain attribute)
+
+
+@dataclass
+class Template:
+    """A checked statement, independent of bound parameter values."""
+
+    table: TableSchema
+    where: Cond | None
+    groups: tuple[GroupDim, ...]
+    aggs: list[AggSpec]
+    outputs: list[Expr]
+    having: Expr | None
+    order: list[tuple[Expr, bool, bool]]  # (expr, descending, nulls_first)
+    limit: Operand | None
+    offset: Operand | None
+    param_types: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def group_attrs(self) -> tuple[str, ...]:
+        return tuple(d.attr for d in self.groups)
+
+    @property
+    def n_groups(self) -> int:
+        n = 1
+        for d in self.groups:
+            n *= len(d.keys)
+        return n
+
+    def post_params(self) -> list[Param]:
+        """The ``$n`` parameters read after the release (HAVING, outputs, ORDER BY)."""
+        roots = [*self.outputs, *([self.having] if self.having is not None else []), *(e for e, _, _ in self.order)]
+        return [e for r in roots for e in r.walk() if isinstance(e, Param)]

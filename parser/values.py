@@ -1,0 +1,188 @@
+"""SQL values by type, as PostgreSQL computes them: comparison, casts, the common type of CASE branches,
+the result types of arithmetic and functions, and the functions themselves (round, floor, ceil, abs,
+coalesce, nullif, greatest, least). The scalar evaluator (``parser.scalar``) applies these per row.
+
+Python carries the values: int (int4/int8), Decimal (numeric: exact), float (float8), str (text), bool;
+None is NULL.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
+from typing import Any
+
+from . import errors as E
+from .errors import Refusal
+
+INT4, INT8, FLOAT8, NUMERIC, TEXT, BOOL, UNKNOWN = 23, 20, 701, 1700, 25, 16, 705
+INTEGER_OIDS = frozenset({INT4, INT8})
+NUMBER_OIDS = frozenset({INT4, INT8, FLOAT8, NUMERIC})
+
+
+def compare(op: str, a: object, b: object) -> bool | None:
+    if a is None or b is None:
+        return None
+    x: Any = a
+    if op == "=":
+        return bool(x == b)
+    if op == "<>":
+        return bool(x != b)
+    if op == "<":
+        return bool(x < b)
+    if op == "<=":
+        return bool(x <= b)
+    if op == ">":
+        return bool(x > b)
+    if op == ">=":
+        return bool(x >= b)
+    raise AssertionError(op)
+
+
+def round_count(x: float) -> int:
+    """Noisy count -> integer (post-processing; may be negative: clamping would bias sums of counts)."""
+    return int(math.floor(x + 0.5))
+
+
+def dec(v: Any) -> Decimal:
+    return v if isinstance(v, Decimal) else Decimal(repr(v) if isinstance(v, float) else v)
+
+
+def conform(v: Any, oid: int) -> Any:
+    """A number as the Python type its column's type promises (int into float8 or numeric)."""
+    if v is None or isinstance(v, bool) or not isinstance(v, int | float | Decimal):
+        return v
+    if oid == FLOAT8:
+        return float(v)
+    if oid == NUMERIC:
+        return dec(v)
+    return v
+
+
+def common_type(oids: Sequence[int], what: str) -> int:
+    """The type CASE / COALESCE / GREATEST branches resolve to (NULLs take the others' type)."""
+    known = {o for o in oids if o != UNKNOWN}
+    if not known:
+        return UNKNOWN
+    if known <= INTEGER_OIDS:
+        return INT8 if INT8 in known else INT4
+    if known <= NUMBER_OIDS:
+        return FLOAT8 if FLOAT8 in known else NUMERIC
+    if len(known) == 1:
+        return known.pop()
+    raise Refusal(E.DATATYPE_MISMATCH, f"{what} types text and numeric cannot be matched")
+
+
+def arith_type(a: int, b: int) -> int:
+    known = {a, b} - {UNKNOWN}
+    if FLOAT8 in known:
+        return FLOAT8
+    if NUMERIC in known:
+        return NUMERIC
+    return INT4 if known == {INT4} else INT8
+
+
+def cast_value(v: Any, src: int, to: int, type_name: str) -> Any:
+    """``v::to`` as PostgreSQL casts it; a text that does not read as ``to`` raises 22P02."""
+    if to == TEXT:
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+    if to == BOOL:
+        return bool(v)
+    try:
+        if to in INTEGER_OIDS:
+            if isinstance(v, float) or src == FLOAT8:
+                return int(round(float(v)))  # float8 -> int rounds half to even (rint)
+            if isinstance(v, str):
+                d = Decimal(v)
+                if d != d.to_integral_value():
+                    raise ValueError(v)
+                return int(d)
+            return int(dec(v).to_integral_value(rounding=ROUND_HALF_UP))  # numeric -> int: half away from 0
+        if to == NUMERIC:
+            return Decimal(str(v))
+        if to == FLOAT8:
+            return float(v)
+    except (ValueError, ArithmeticError):
+        raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type {type_name}: "{v}"') from None
+    raise AssertionError(to)
+
+
+def coerce_param(v: object, oid: int) -> object:
+    """A bound parameter read as a number of the type it is compared with (text params arrive as text)."""
+    if v is None or oid == TEXT:
+        return v
+    if isinstance(v, bytes):
+        v = v.decode()
+    if isinstance(v, str):
+        text = v.strip()
+        try:
+            v = float(text) if any(ch in text for ch in ".eEnN") else int(text)
+        except ValueError:
+            raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type numeric: "{v}"') from None
+    if oid in INTEGER_OIDS and isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def int_div(op: str, x: Any, y: Any) -> Any:
+    q = abs(int(x)) // abs(int(y))
+    q = q if (x >= 0) == (y >= 0) else -q  # truncation toward zero, as integer division in SQL
+    return q if op == "/" else int(x) - q * int(y)
+
+
+def _round(vs: list[Any], oid: int) -> Any:
+    if any(v is None for v in vs):
+        return None
+    x, digits = vs[0], int(vs[1]) if len(vs) > 1 else 0
+    if oid == NUMERIC:
+        return dec(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    q = 10.0 ** digits
+    y = float(x) * q
+    r = math.floor(abs(y) + 0.5) * (1 if y >= 0 else -1)  # half away from zero, as numeric round
+    return int(r) if oid in INTEGER_OIDS else r / q
+
+
+def _floor_ceil(mode: str) -> Callable[[list[Any], int], Any]:
+    def f(vs: list[Any], oid: int) -> Any:
+        x = vs[0]
+        if x is None:
+            return None
+        if oid == NUMERIC:
+            return dec(x).to_integral_value(rounding=ROUND_FLOOR if mode == "floor" else ROUND_CEILING)
+        r = math.floor(x) if mode == "floor" else math.ceil(x)
+        return r if oid in INTEGER_OIDS else float(r)
+    return f
+
+
+def _pick(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any], int], Any]:
+    def f(vs: list[Any], oid: int) -> Any:
+        vals = [v for v in vs if v is not None]
+        return conform(fn(vals), oid) if vals else None
+    return f
+
+
+FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
+    "round": _round,
+    "floor": _floor_ceil("floor"),
+    "ceil": _floor_ceil("ceil"),
+    "abs": lambda vs, oid: None if vs[0] is None else abs(vs[0]),
+    "coalesce": lambda vs, oid: conform(next((v for v in vs if v is not None), None), oid),
+    "nullif": lambda vs, oid: None if vs[0] == vs[1] else vs[0],
+    "greatest": _pick(max),
+    "least": _pick(min),
+}
+
+
+def call_type(fn: str, oids: Sequence[int]) -> int:
+    """Result type of ``fn`` over arguments of types ``oids`` (NUMERIC where PostgreSQL computes exactly)."""
+    first = oids[0]
+    if fn == "round":
+        if first == FLOAT8:
+            return FLOAT8
+        return first if first in INTEGER_OIDS and len(oids) == 1 else NUMERIC
+    if fn in ("floor", "ceil"):
+        return FLOAT8 if first == FLOAT8 else NUMERIC
+    if fn in ("abs", "nullif"):
+        return first
+    return common_type(oids, fn.upper())
