@@ -26,11 +26,11 @@ class Limits:
     """Items of one IN list (or ANY(ARRAY[...]))."""
     max_depth: int = 200
     """Nesting of conditions and expressions."""
-    max_steps: int = 2_000_000
+    max_steps: int = 1_000_000
     """Decision-diagram operations (node merges) of one statement."""
     max_boxes: int = 4_096
     """Disjoint boxes of one linear query (the canonical form the engine and the generated SQL read)."""
-    max_total_boxes: int = 500_000
+    max_total_boxes: int = 200_000
     """Boxes of all the linear queries of one statement."""
     max_groups: int = DEFAULT_MAX_GROUPS
     """Groups of a GROUP BY over the public domain."""

@@ -83,7 +83,7 @@ class Planner:
         except Refusal as r:
             if r.sqlstate == E.QUERY_CANCELED:
                 raise
-            t = r
+            t = _copy(r)  # without its traceback, whose frames hold the statement's text
         except RecursionError:
             t = Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
         # A template holds the lowered WHERE form and the groups: roughly proportional to the text.

@@ -9,7 +9,6 @@ unprivileged read-only role.
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from parser.cache import DigestLRU, digest
 from parser.schema import Attribute, Catalog, TableSchema
 
 from .pgclient import BackendConnection, BackendPool, Relayed
@@ -140,7 +140,8 @@ class CatalogDB:
                    "DateStyle": "ISO, MDY", "TimeZone": "UTC",
                    "options": "-c default_transaction_read_only=on"}
         self.pool = BackendPool(info, startup, pool_size)
-        self._describe_cache: OrderedDict[tuple[str, tuple[int, ...]], DescribeResult] = OrderedDict()
+        # Keyed by a digest of the text (not the text: statements reach 1 MB), bounded in bytes.
+        self._describe_cache = DigestLRU(2048, 8 << 20)
         self.server_version = ""
 
     async def open(self) -> None:
@@ -155,17 +156,15 @@ class CatalogDB:
         await self.pool.close()
 
     async def describe(self, sql_text: str, param_oids: Sequence[int]) -> DescribeResult:
-        key = (sql_text, tuple(param_oids))
-        hit = self._describe_cache.get(key)
+        key = digest(sql_text, ",".join(map(str, param_oids)))
+        hit: DescribeResult | None = self._describe_cache.get(key)
         if hit is not None:
             return hit
         res = await self._with_conn(lambda c: c.describe(sql_text, param_oids))
         if res.error is not None:
             raise res.error
         out: DescribeResult = (res.param_oids, res.fields)
-        self._describe_cache[key] = out
-        if len(self._describe_cache) > 2048:
-            self._describe_cache.popitem(last=False)
+        self._describe_cache.put(key, out, 8 * len(out[0]) + sum(len(f[0]) + 120 for f in out[1] or ()))
         return out
 
     async def execute(self, sql_text: str, param_oids: Sequence[int], param_formats: Sequence[int],

@@ -20,6 +20,7 @@ from lapras.errors import LaprasError
 
 from .config import Config
 from .service_api import ColumnDesc, QueryResult
+from .sqltext import duration_ms
 
 log = logging.getLogger("lapras.service")
 
@@ -83,7 +84,8 @@ class DPService:
             return self.regression.describe(sql)
         if _NEW_EPOCH.match(sql):
             return [], list(EPOCH_COLUMNS)
-        d = self.planner.describe(sql)
+        # Describe has no session settings: the server's statement timeout bounds its planning.
+        d = self.planner.describe(sql, deadline=time.monotonic() + self.config.server.statement_timeout_s)
         params = list(d.param_types)
         for i, oid in enumerate(param_oids[: len(params)]):
             if oid:
@@ -115,7 +117,12 @@ class DPService:
         if _NEW_EPOCH.match(sql):
             return await asyncio.to_thread(self._new_epoch, user)
         t0 = time.perf_counter()
-        plan = self.planner.plan(sql, params or None)
+        plan = self.planner.cached_plan(sql, params or None)
+        if plan is None:
+            # Planning a new text is bounded by the statement's deadline and work limits, and runs off the
+            # event loop so a hard statement never stalls other clients while it is planned or refused.
+            plan = await asyncio.to_thread(self.planner.plan, sql, params or None,
+                                           deadline=self._deadline(settings))
         # Repeats and free answers come from memory without a thread hop: the hot path stays lean.
         answer = self.engine.lookup(plan)
         if answer is None:
@@ -129,6 +136,12 @@ class DPService:
                            f"SELECT {len(rows)}", notices, outcome=answer.outcome,
                            query_keys=tuple(q.key for q in plan.queries),
                            cost=answer.cost.to_json() if answer.cost is not None else None)
+
+    def _deadline(self, settings: Mapping[str, str]) -> float:
+        """When planning must stop: the session's statement_timeout, capped by server.statement_timeout_s."""
+        limit = self.config.server.statement_timeout_s
+        ms = duration_ms(settings.get("statement_timeout", "0"))
+        return time.monotonic() + (min(limit, ms / 1000.0) if ms > 0 else limit)
 
     def _new_epoch(self, user: str) -> QueryResult:
         u = self.config.user(user)

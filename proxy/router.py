@@ -1,16 +1,16 @@
-"""Classify each statement: session command, DP query, catalog pass-through, or refusal (cached by text)."""
+"""Classify each statement: session command, DP query, catalog pass-through, or refusal (cached by digest)."""
 
 from __future__ import annotations
 
 import enum
 import re
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
 
+from parser.cache import DigestLRU, digest
 from parser.schema import Catalog
 
 from .protocol.errors import PgError
@@ -67,6 +67,10 @@ _CURRENT_SETTING = re.compile(
     r"(?:\s+(?:AS\s+)?(?P<alias>\w+|\"[^\"]+\"))?\s*;?\s*$", re.IGNORECASE)
 _STRINGS = re.compile(r"'(?:[^']|'')*'|\$\$.*?\$\$", re.S)
 
+PARSE_LIMIT = 65_536
+"""Longer statements naming a protected table go to the DP service unparsed: parsing them here would hold
+the event loop, and the DP planner parses under the statement's deadline and work limits anyway."""
+
 
 def read_only_error(what: str) -> PgError:
     return PgError("25006", f"cannot execute {what} in a read-only transaction",
@@ -80,12 +84,11 @@ def statistics_error(name: str) -> PgError:
 
 
 class Router:
-    """Statement classifier with a bounded cache by SQL text."""
+    """Statement classifier with a cache keyed by the digest of the text, bounded in entries and bytes."""
 
-    def __init__(self, catalog: Catalog, cache_size: int = 4096) -> None:
+    def __init__(self, catalog: Catalog, cache_size: int = 4096, cache_bytes: int = 16 << 20) -> None:
         self.catalog = catalog
-        self._cache: OrderedDict[str, Route] = OrderedDict()
-        self._cache_size = cache_size
+        self._cache = DigestLRU(cache_size, cache_bytes)
         names = sorted({t.name for t in catalog.tables})
         self._mentions = (re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b", re.IGNORECASE)
                           if names else None)
@@ -93,14 +96,12 @@ class Router:
 
     def route(self, sql: str) -> Route:
         """Classify one statement (never several: split simple-query strings first)."""
-        hit = self._cache.get(sql)
+        key = digest(sql)
+        hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(sql)
             return hit
         route = self._classify(sql)
-        self._cache[sql] = route
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        self._cache.put(key, route, 2 * len(sql))  # the Route holds the text
         return route
 
     def mentions_protected(self, sql: str) -> bool:
@@ -116,6 +117,8 @@ class Router:
             return False
         if not self.mentions_protected(_STRINGS.sub("''", strip_comments(sql))):
             return False
+        if len(sql) > PARSE_LIMIT:
+            return True  # conservative: the DP service answers or refuses it, under its limits
         return self._references(sql)
 
     def _classify(self, sql: str) -> Route:
@@ -178,6 +181,8 @@ class Router:
 
 
 def _select_into(sql: str) -> bool:
+    if len(sql) > PARSE_LIMIT:
+        return True  # too long to parse on the event loop; INTO appears outside strings: refuse
     try:
         tree = sqlglot.parse_one(sql, read="postgres")
     except Exception:

@@ -51,7 +51,7 @@ from .results import ResultSet
 from .router import Kind, Router
 from .service_api import QueryService
 from .session import Portal, PreparedStatement, Session
-from .sqltext import split_statements
+from .sqltext import duration_ms, split_statements
 
 log = logging.getLogger("lapras.server")
 
@@ -155,20 +155,6 @@ class ProxyServer:
         if target is not None and secrets.compare_digest(target.secret.to_bytes(4, "big"),
                                                          (secret & 0xFFFFFFFF).to_bytes(4, "big")):
             target.cancel_statement("user")
-
-
-_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60000.0, "h": 3600000.0, "d": 86400000.0}
-
-
-def _duration_ms(text: str) -> float:
-    """A PostgreSQL time setting ('5000', '5s', '100ms', '1min') in milliseconds; 0 when unreadable."""
-    t = text.strip().strip("'").lower()
-    num = t.rstrip("abcdefghijklmnopqrstuvwxyz ")
-    unit = t[len(num):].strip() or "ms"
-    try:
-        return float(num) * _UNITS_MS[unit]
-    except (ValueError, KeyError):
-        return 0.0
 
 
 def _server_version(catalog: CatalogDB) -> str:
@@ -386,7 +372,7 @@ class ClientConnection:
         assert self.session is not None
         raw = self.session.settings.get("statement_timeout", "0")
         if raw != self._timeout_cache[0]:
-            ms = _duration_ms(raw)
+            ms = duration_ms(raw)
             limit = self.cfg.statement_timeout_s
             self._timeout_cache = (raw, min(limit, ms / 1000.0) if ms > 0 else limit)
         return self._timeout_cache[1]

@@ -12,21 +12,35 @@ import re
 _DOLLAR_TAG = re.compile(r"\$([A-Za-z_\x80-\uffff][A-Za-z_0-9\x80-\uffff]*)?\$")
 
 
+# Scanning jumps from one character that may matter to the next with compiled patterns: a statement of a
+# megabyte is lexed in milliseconds, not character by character on the event loop.
+_QUOTE_OR_BACKSLASH = re.compile(r"['\\]")
+_COMMENT_MARK = re.compile(r"/\*|\*/")
+_SPECIAL = re.compile(r"['\"$]|--|/\*")
+_SPECIAL_OR_SEMICOLON = re.compile(r"['\"$;]|--|/\*")
+
+
 def _skip_quoted(sql: str, i: int, quote: str, backslash: bool) -> int:
     """Index just past the closing quote of a literal starting at sql[i] (the opening quote)."""
     n = len(sql)
     i += 1
     while i < n:
-        c = sql[i]
-        if backslash and c == "\\":
-            i += 2
-            continue
-        if c == quote:
-            if i + 1 < n and sql[i + 1] == quote:
-                i += 2
+        if backslash:
+            m = _QUOTE_OR_BACKSLASH.search(sql, i)
+            if m is None:
+                return n
+            j = m.start()
+            if sql[j] == "\\":
+                i = j + 2
                 continue
-            return i + 1
-        i += 1
+        else:
+            j = sql.find(quote, i)
+            if j < 0:
+                return n
+        if j + 1 < n and sql[j + 1] == quote:
+            i = j + 2
+            continue
+        return j + 1
     return n
 
 
@@ -34,16 +48,13 @@ def _skip_block_comment(sql: str, i: int) -> int:
     depth = 0
     n = len(sql)
     while i < n:
-        if sql.startswith("/*", i):
-            depth += 1
-            i += 2
-        elif sql.startswith("*/", i):
-            depth -= 1
-            i += 2
-            if depth == 0:
-                return i
-        else:
-            i += 1
+        m = _COMMENT_MARK.search(sql, i)
+        if m is None:
+            return n
+        depth += 1 if m.group(0) == "/*" else -1
+        i = m.end()
+        if depth == 0:
+            return i
     return n
 
 
@@ -75,18 +86,18 @@ def split_statements(sql: str) -> list[str]:
     out: list[str] = []
     start = 0
     i = 0
-    n = len(sql)
-    while i < n:
-        c = sql[i]
-        if c in "'\"-/$":
-            j = _skip_token(sql, i)
-            if j is not None:
-                i = j
-                continue
-        if c == ";":
+    while True:
+        m = _SPECIAL_OR_SEMICOLON.search(sql, i)
+        if m is None:
+            break
+        i = m.start()
+        if sql[i] == ";":
             out.append(sql[start:i])
             start = i + 1
-        i += 1
+            i += 1
+            continue
+        j = _skip_token(sql, i)
+        i = i + 1 if j is None else j
     out.append(sql[start:])
     return [s.strip() for s in out if not is_blank(s)]
 
@@ -95,20 +106,21 @@ def strip_comments(sql: str) -> str:
     """The SQL with comments replaced by spaces (string literals kept)."""
     parts: list[str] = []
     i = 0
-    n = len(sql)
     last = 0
-    while i < n:
-        c = sql[i]
-        if c in "'\"-/$":
-            j = _skip_token(sql, i)
-            if j is not None:
-                if c in "-/":
-                    parts.append(sql[last:i])
-                    parts.append(" ")
-                    last = j
-                i = j
-                continue
-        i += 1
+    while True:
+        m = _SPECIAL.search(sql, i)
+        if m is None:
+            break
+        i = m.start()
+        j = _skip_token(sql, i)
+        if j is None:
+            i += 1
+            continue
+        if sql[i] in "-/":
+            parts.append(sql[last:i])
+            parts.append(" ")
+            last = j
+        i = j
     parts.append(sql[last:])
     return "".join(parts)
 
@@ -130,3 +142,17 @@ def leading_words(sql: str, count: int = 3) -> list[str]:
         if len(out) == count:
             break
     return out
+
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60000.0, "h": 3600000.0, "d": 86400000.0}
+
+
+def duration_ms(text: str) -> float:
+    """A PostgreSQL time setting ('5000', '5s', '100ms', '1min') in milliseconds; 0 when unreadable."""
+    t = text.strip().strip("'").lower()
+    num = t.rstrip("abcdefghijklmnopqrstuvwxyz ")
+    unit = t[len(num):].strip() or "ms"
+    try:
+        return float(num) * _UNITS_MS[unit]
+    except (ValueError, KeyError):
+        return 0.0

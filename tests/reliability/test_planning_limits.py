@@ -1,0 +1,108 @@
+"""Statement timeouts bound planning, and planning is bounded whatever the text (issue 13, finding 6).
+
+Through the real proxy: a WHERE clause of tens of kilobytes whose decision diagram would list ~1e9 boxes
+is refused with 54000 at once; a statement within the work limits whose planning outlasts the session's
+statement_timeout is cancelled with 57014 at the timeout, while another client keeps being answered; the
+connection stays usable after both, and nothing is spent on them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+pytest.importorskip("proxy.dp_service")
+
+from .harness import budget_remaining, new_adult_db, start_proxy  # noqa: E402
+
+SIZES = {"age": (17, 90), "capital_gain": (0, 99), "capital_loss": (0, 99), "education_num": (0, 15),
+         "fnlwgt": (0, 99), "hours_per_week": (0, 98), "marital_status": (0, 6), "native_country": (0, 41),
+         "occupation": (0, 14), "race": (0, 4), "relationship": (0, 5), "workclass": (0, 8)}
+
+
+def exploding_where(kilobytes: int) -> str:
+    """Staircases ``(a < x OR b < y)`` linking consecutive attributes, repeated with shifted steps until
+    the text is ``kilobytes`` long: a small decision diagram whose disjoint boxes number ~1e9."""
+    names = sorted(SIZES)
+    clauses: list[str] = []
+    shift = 0
+    while sum(len(c) + 5 for c in clauses) < kilobytes * 1024:
+        for a, b in zip(names, names[1:], strict=False):
+            (lo_a, hi_a), (lo_b, hi_b) = SIZES[a], SIZES[b]
+            steps = min(hi_a - lo_a, hi_b - lo_b, 16)
+            clauses += [f"({a} < {lo_a + 1 + (i + shift) % steps} OR {b} < {lo_b + steps - (i + shift) % steps})"
+                        for i in range(steps)]
+        shift += 1
+    return " AND ".join(clauses)
+
+
+# Within every work limit (10,000 groups, four aggregates, 30,000 linear queries) but seconds to plan.
+SLOW = ("SELECT fnlwgt, capital_gain, count(*), sum(age), avg(hours_per_week), sum(education_num) FROM adult "
+        "WHERE age BETWEEN 30 AND 60 AND sex = 1 AND race IN ({}) GROUP BY 1, 2")
+
+
+@pytest.fixture(scope="module")
+def proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    dsn = new_adult_db(embedded_pg, default_config, "planlimits")
+    proc = start_proxy(tmp_path_factory.mktemp("planlimits"), dsn, epsilon=1e4,
+                       server={"statement_timeout_s": 30.0, "max_message_bytes": 1 << 20})
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def _connect(proc: Any) -> psycopg.Connection:
+    return psycopg.connect(proc.dsn(), autocommit=True, connect_timeout=10)
+
+
+def _fails(conn: psycopg.Connection, sql: str, params: Any = None) -> tuple[str | None, float]:
+    t = time.monotonic()
+    with pytest.raises(psycopg.Error) as info:
+        conn.execute(sql, params)
+    return info.value.sqlstate, time.monotonic() - t
+
+
+def test_exploding_where_is_refused_at_once_and_the_session_goes_on(proxy: Any) -> None:
+    where = exploding_where(80)
+    assert len(where) > 80_000
+    before = budget_remaining(proxy)
+    with _connect(proxy) as conn:
+        conn.execute("SET statement_timeout = '5s'")
+        state, took = _fails(conn, f"SELECT count(*) FROM adult WHERE {where}")
+        assert state == "54000" and took < 5.0, (state, took)
+        # The extended protocol (Parse, Describe, Bind, Execute) is bounded the same way.
+        state, took = _fails(conn, f"SELECT count(*) FROM adult WHERE age > %s AND {where}", (30,))
+        assert state == "54000" and took < 5.0, (state, took)
+        assert conn.execute("SELECT count(*) FROM adult WHERE sex = 1").fetchone() is not None
+    assert budget_remaining(proxy) < before  # the last statement was answered and charged ...
+    with _connect(proxy) as conn:  # ... and a repeat of it is free: the refusals spent nothing
+        mid = budget_remaining(proxy)
+        conn.execute("SELECT count(*) FROM adult WHERE sex = 1").fetchone()
+    assert budget_remaining(proxy) == mid
+
+
+def test_planning_past_the_statement_timeout_is_cancelled_while_others_are_served(proxy: Any) -> None:
+    sql = SLOW.format(", ".join(str(i % 5) for i in range(15_00)))
+    with _connect(proxy) as slow, _connect(proxy) as other:
+        slow.execute("SET statement_timeout = '2s'")
+        seen: dict[str, Any] = {}
+
+        def run() -> None:
+            seen["state"], seen["took"] = _fails(slow, sql)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        time.sleep(0.3)
+        for i in range(3):  # answered while the other statement is being planned
+            t = time.monotonic()
+            assert other.execute(f"SELECT count(*) FROM adult WHERE age > {40 + i}").fetchone() is not None
+            assert time.monotonic() - t < 1.5
+        thread.join(15)
+        assert seen.get("state") == "57014" and seen["took"] < 4.0, seen
+        assert slow.execute("SELECT count(*) FROM adult WHERE sex = 0").fetchone() is not None  # still usable
