@@ -184,7 +184,7 @@ def start_proxy(workdir: Path) -> tuple[subprocess.Popen[str], int]:
         port = int(s.getsockname()[1])
     cfg = workdir / "config.toml"
     cfg.write_text(_config_text(port))
-    cmd = [sys.executable, "-m", "proxy.cli", "serve", "--config", str(cfg), "--state-dir", str(workdir / "state")]
+    cmd = [sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(cfg), "--state-dir", str(workdir / "state")]
     if ADULT_CSV.exists():
         cmd += ["--data", str(ADULT_CSV)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)

@@ -155,9 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         pass
 
-    from proxy.config import load_config
-    from proxy.demo_data import ensure_table
-    from proxy.embedded import EmbeddedPostgres
+    from proxy.ops.config import load_config
+    from proxy.ops.demo_data import ensure_table
+    from proxy.ops.embedded import EmbeddedPostgres
 
     root = Path(tempfile.mkdtemp(prefix="lapras-bench-"))
     pg = EmbeddedPostgres(root / "pg")
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         ensure_table(pg.dsn("adult"), table, cfg.loads["adult"], csv if csv.exists() else None)
         port = _free_port()
         (root / "config.toml").write_text(_config_text(pg.dsn("adult"), port))
-        proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "serve", "--config", str(root / "config.toml"),
+        proc = subprocess.Popen([sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(root / "config.toml"),
                                  "--state-dir", str(root / "state"), "--workers", str(args.workers)], cwd=REPO, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
@@ -187,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError("the proxy did not start")
         else:
             raise RuntimeError("the proxy exited during start-up")
-        from proxy.app import CATALOG_DB_SUFFIX
-        from proxy.catalog import ensure_shadow
+        from proxy.catalog.relay import ensure_shadow
+        from proxy.ops.app import CATALOG_DB_SUFFIX
 
         catalog_dsn = asyncio.run(ensure_shadow(pg.dsn(), cfg.server.database + CATALOG_DB_SUFFIX, cfg.catalog))
         print(f"proxy on 127.0.0.1:{port}, PostgreSQL {pg.dsn()}; {args.queries} queries per cell")

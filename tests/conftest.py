@@ -16,9 +16,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from proxy.config import load_config
-from proxy.demo_data import ensure_table
-from proxy.embedded import EmbeddedPostgres
+from proxy.ops.config import load_config
+from proxy.ops.demo_data import ensure_table
+from proxy.ops.embedded import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -149,7 +149,7 @@ class ProxyProcess:
 
         self.output = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", "serve", "--config", str(self.config_path),
+            [sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(self.config_path),
              "--state-dir", str(self.state_dir)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
         ready = threading.Event()

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import build_parser
-from proxy.config import ConfigError, load_config, parse_config
+from proxy.ops.cli import build_parser
+from proxy.ops.config import ConfigError, load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proxy.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "proxy.ops.cli", *args], capture_output=True, text=True,
                           cwd=REPO, timeout=timeout)
 
 

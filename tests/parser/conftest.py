@@ -43,8 +43,8 @@ def _new_database(embedded_pg: Any, name: str) -> str:
 @pytest.fixture(scope="session")
 def adult_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
     """public.adult with the demo generator's seeded rows (never ../shared: these tests stand alone)."""
-    from proxy.config import LoadSettings
-    from proxy.demo_data import ensure_table
+    from proxy.ops.config import LoadSettings
+    from proxy.ops.demo_data import ensure_table
 
     dsn = _new_database(embedded_pg, "parser_adult")
     ensure_table(dsn, ADULT, LoadSettings(), None)

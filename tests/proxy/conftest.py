@@ -2,7 +2,7 @@
 
 `local_proxy` runs the real server code (protocol, auth, router, catalog relay to a real schema-only
 shadow database in the session's embedded PostgreSQL) with a small in-test QueryService, in a thread of
-its own. `e2e` is the lead's real `lapras-proxy serve` process (real DP service) when proxy.dp_service
+its own. `e2e` is the lead's real `lapras-proxy serve` process (real DP service) when proxy.dp.service
 exists, otherwise `local_proxy`.
 """
 
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pgwire_frames as wire  # noqa: E402
 from proxy_stub_service import StubService  # noqa: E402
 
-from proxy.auth import md5_secret, scram_verifier  # noqa: E402
-from proxy.config import Config, parse_config  # noqa: E402
+from proxy.ops.config import Config, parse_config  # noqa: E402
+from proxy.server.auth import md5_secret, scram_verifier  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 _shadow_counter = itertools.count()
@@ -56,7 +56,7 @@ class ServerThread:
     """A ProxyServer on its own event loop in a background thread."""
 
     def __init__(self, config: Config, service: Any, catalog_dsn: str) -> None:
-        from proxy.server import ProxyServer
+        from proxy.server.listener import ProxyServer
 
         self.loop = asyncio.new_event_loop()
         self.server = ProxyServer(config, service, catalog_dsn)
@@ -84,7 +84,7 @@ class ServerThread:
 
 @pytest.fixture(scope="session")
 def shadow_dsn(embedded_pg: Any) -> str:
-    from proxy.catalog import ensure_shadow
+    from proxy.catalog.relay import ensure_shadow
 
     name = f"proxytest_catalog_{next(_shadow_counter)}"
     cfg = proxy_test_config()
@@ -122,7 +122,7 @@ class Target:
 @pytest.fixture(scope="session")
 def e2e(request: pytest.FixtureRequest) -> Target:
     """The real proxy process with the real DP service when it exists, else the in-process stub server."""
-    if importlib.util.find_spec("proxy.dp_service") is not None:
+    if importlib.util.find_spec("proxy.dp.service") is not None:
         p = request.getfixturevalue("proxy")
         return Target(p.host, p.port, True)
     srv = request.getfixturevalue("local_proxy")

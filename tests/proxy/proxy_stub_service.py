@@ -6,8 +6,8 @@ import asyncio
 import re
 from collections.abc import Mapping, Sequence
 
+from proxy.dp.service_api import ColumnDesc, QueryResult
 from proxy.protocol.errors import PgError
-from proxy.service_api import ColumnDesc, QueryResult
 
 INT8, FLOAT8, TEXT = 20, 701, 25
 

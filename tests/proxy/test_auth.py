@@ -11,7 +11,13 @@ import psycopg
 import pytest
 from conftest import ServerThread, start_local
 
-from proxy.auth import hash_password, md5_secret, parse_scram_verifier, run_hash_password, scram_verifier
+from proxy.server.auth import (
+    hash_password,
+    md5_secret,
+    parse_scram_verifier,
+    run_hash_password,
+    scram_verifier,
+)
 
 
 def connect(srv: ServerThread, user: str, password: str | None, **kw: str) -> psycopg.Connection:

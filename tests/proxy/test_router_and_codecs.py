@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.config import load_config
+from proxy.ops.config import load_config
 from proxy.protocol import types
 from proxy.protocol.errors import PgError
-from proxy.router import Kind, Router
-from proxy.sqltext import is_blank, leading_words, split_statements
+from proxy.statements.router import Kind, Router
+from proxy.statements.sqltext import is_blank, leading_words, split_statements
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,9 @@ from typing import Any
 from conftest import REPO
 
 from parser import Planner, Refusal
-from proxy.catalog import CatalogDB
-from proxy.config import load_config
-from proxy.router import Kind, Router
+from proxy.catalog.relay import CatalogDB
+from proxy.ops.config import load_config
+from proxy.statements.router import Kind, Router
 
 PROBES = 24
 MB = 1 << 20

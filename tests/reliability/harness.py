@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from proxy.replay import parse_budget
+from proxy.replay.runner import parse_budget
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def set_server_keys(text: str, **values: object) -> str:
 
 def new_adult_db(embedded_pg: Any, default_config: Any, prefix: str = "rel") -> str:
     """A database of its own with public.adult, so a test's ledger starts empty."""
-    from proxy.demo_data import ensure_table
+    from proxy.ops.demo_data import ensure_table
 
     dsn = create_database(embedded_pg, prefix)
     table = default_config.catalog.table("adult")

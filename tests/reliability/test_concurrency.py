@@ -12,10 +12,10 @@ from typing import Any
 import psycopg
 import pytest
 
-pytest.importorskip("proxy.server")
-pytest.importorskip("proxy.dp_service")
+pytest.importorskip("proxy.server.listener")
+pytest.importorskip("proxy.dp.service")
 
-from proxy.replay import parse_budget  # noqa: E402
+from proxy.replay.runner import parse_budget  # noqa: E402
 
 from .harness import budget_remaining, ledger_problems, new_adult_db, start_proxy  # noqa: E402
 
@@ -93,7 +93,7 @@ def test_budget_view_agrees_with_ledger_command(two_proxies: tuple[Any, Any, str
     import sys
 
     a, _, _ = two_proxies
-    done = subprocess.run([sys.executable, "-m", "proxy.cli", "budget", "--json", "--config", str(a.config_path),
+    done = subprocess.run([sys.executable, "-m", "proxy.ops.cli", "budget", "--json", "--config", str(a.config_path),
                            "--state-dir", str(a.state_dir)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

@@ -22,10 +22,10 @@ from typing import Any
 import psycopg
 import pytest
 
-pytest.importorskip("proxy.server")
-pytest.importorskip("proxy.dp_service")
+pytest.importorskip("proxy.server.listener")
+pytest.importorskip("proxy.dp.service")
 
-from proxy.replay import ReplayOptions, Statement, StatementResult, StopReplay, replay  # noqa: E402
+from proxy.replay.runner import ReplayOptions, Statement, StatementResult, StopReplay, replay  # noqa: E402
 
 from .harness import budget_remaining, kill, ledger_problems, new_adult_db, start_proxy  # noqa: E402
 
@@ -39,7 +39,7 @@ EXPECTED_REFUSALS = {"53400"}
 def _log_stream(rng: random.Random, n: int) -> list[Statement]:
     """Statements of the BI log (recurring dashboards and ad-hoc queries), or generated ones without it."""
     if LOG.exists():
-        from proxy.replay import load_statements
+        from proxy.replay.runner import load_statements
 
         base = [s.sql for s in load_statements(LOG)]
     else:

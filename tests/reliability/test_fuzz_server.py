@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-pytest.importorskip("proxy.server")
+pytest.importorskip("proxy.server.listener")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -17,8 +17,8 @@ from typing import Any
 import psycopg
 import pytest
 
-pytest.importorskip("proxy.server")
-pytest.importorskip("proxy.dp_service")
+pytest.importorskip("proxy.server.listener")
+pytest.importorskip("proxy.dp.service")
 
 from . import wire  # noqa: E402
 from .harness import new_adult_db, start_proxy  # noqa: E402

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from proxy.metrics import ProxyMetrics, Registry, start_metrics_server
+from proxy.observability.metrics import ProxyMetrics, Registry, start_metrics_server
 
 # One sample line of the text format: name, optional labels, value.
 SAMPLE = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\.)*",?)*\})? '

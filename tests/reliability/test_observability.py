@@ -13,10 +13,10 @@ from typing import Any
 import psycopg
 import pytest
 
-pytest.importorskip("proxy.server")
-pytest.importorskip("proxy.dp_service")
+pytest.importorskip("proxy.server.listener")
+pytest.importorskip("proxy.dp.service")
 
-from proxy.config import ServerSettings  # noqa: E402
+from proxy.ops.config import ServerSettings  # noqa: E402
 
 from .harness import free_port, new_adult_db, set_server_keys, start_proxy  # noqa: E402
 

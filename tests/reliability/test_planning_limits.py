@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-pytest.importorskip("proxy.dp_service")
+pytest.importorskip("proxy.dp.service")
 
 from .harness import budget_remaining, new_adult_db, start_proxy  # noqa: E402
 

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from proxy import querylog
+from proxy.observability import querylog
 
 
 def test_line_is_json_with_expected_fields() -> None:
@@ -54,7 +54,7 @@ def test_rejects_anything_that_could_carry_data(kwargs: dict) -> None:
 def test_finish_statement_feeds_metrics_and_log() -> None:
     import time
 
-    from proxy.metrics import ProxyMetrics
+    from proxy.observability.metrics import ProxyMetrics
 
     stream = io.StringIO()
     handler = querylog.configure(stream)

@@ -8,7 +8,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from proxy.replay import (
+from proxy.replay.report import format_table, summarize, write_chart, write_json
+from proxy.replay.runner import (
     ReplayOptions,
     Statement,
     load_statements,
@@ -17,7 +18,6 @@ from proxy.replay import (
     replay,
     statement_outcome,
 )
-from proxy.replay_report import format_table, summarize, write_chart, write_json
 
 
 def _opts_for(dsn: str, **kw) -> ReplayOptions:

@@ -15,11 +15,11 @@ from typing import Any
 import psycopg
 import pytest
 
-pytest.importorskip("proxy.server")
-pytest.importorskip("proxy.dp_service")
+pytest.importorskip("proxy.server.listener")
+pytest.importorskip("proxy.dp.service")
 
-from proxy.demo_data import ensure_table  # noqa: E402
-from proxy.embedded import EmbeddedPostgres  # noqa: E402
+from proxy.ops.demo_data import ensure_table  # noqa: E402
+from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
 
 from .harness import ADULT_CSV, budget_remaining, ledger_problems, start_proxy  # noqa: E402
 

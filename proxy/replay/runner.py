@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from .config import parse_listen
+from ..ops.config import parse_listen
 
 # Statement-level outcomes, cheapest last; a statement whose queries mix outcomes gets the costliest one.
 OUTCOMES = ("answered", "from_p", "free", "refused", "error")
@@ -384,7 +384,7 @@ def replay(statements: Sequence[Statement], opts: ReplayOptions, progress: bool 
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
-    from .replay_report import format_table, summarize, write_chart, write_json
+    from .report import format_table, summarize, write_chart, write_json
 
     try:
         host, port = parse_listen(args.target)

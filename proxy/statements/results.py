@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .protocol import backend
-from .protocol.backend import Field
-from .protocol.types import encoder
+from ..protocol import backend
+from ..protocol.backend import Field
+from ..protocol.types import encoder
 
 
 @dataclass(slots=True)

@@ -19,9 +19,9 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from parser.cache import DigestLRU, digest
 from parser.schema import Attribute, Catalog, TableSchema
 
+from ..protocol.backend import Field
+from ..protocol.errors import PgError
 from .pgclient import BackendConnection, BackendPool, Relayed
-from .protocol.backend import Field
-from .protocol.errors import PgError
 
 
 def reader_role(shadow_dbname: str) -> str:

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 from scramp import ScramException, ScramMechanism
 
-from .config import User
-from .protocol import backend
-from .protocol.errors import PgError
+from ..ops.config import User
+from ..protocol import backend
+from ..protocol.errors import PgError
 
 log = logging.getLogger("lapras.auth")
 

@@ -13,7 +13,7 @@ from sqlglot import exp
 from parser.cache import DigestLRU, digest
 from parser.schema import Catalog
 
-from .protocol.errors import PgError
+from ..protocol.errors import PgError
 from .sqltext import leading_words, strip_comments
 
 

@@ -21,15 +21,14 @@ import ssl
 import time
 from typing import Any
 
-from .auth import AuthFailed, authenticate
-from .catalog import CatalogDB
-from .config import Config
-from .executor import Executor, decode_params
-from .metrics import ProxyMetrics
-from .protocol import backend
-from .protocol.connection import NEED_DATA, ServerConnection
-from .protocol.errors import PgError, error_fields
-from .protocol.frontend import (
+from ..catalog.relay import CatalogDB
+from ..dp.service_api import QueryService
+from ..observability.metrics import ProxyMetrics
+from ..ops.config import Config
+from ..protocol import backend
+from ..protocol.connection import NEED_DATA, ServerConnection
+from ..protocol.errors import PgError, error_fields
+from ..protocol.frontend import (
     Bind,
     CancelRequested,
     Close,
@@ -47,11 +46,12 @@ from .protocol.frontend import (
     Sync,
     Terminate,
 )
-from .results import ResultSet
-from .router import Kind, Router
-from .service_api import QueryService
-from .session import Portal, PreparedStatement, Session
-from .sqltext import duration_ms, split_statements
+from ..statements.executor import Executor, decode_params
+from ..statements.results import ResultSet
+from ..statements.router import Kind, Router
+from ..statements.session import Portal, PreparedStatement, Session
+from ..statements.sqltext import duration_ms, split_statements
+from .auth import AuthFailed, authenticate
 
 log = logging.getLogger("lapras.server")
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .replay import OUTCOMES, ReplayResult
+from .runner import OUTCOMES, ReplayResult
 
 
 def _percentiles(values: list[float]) -> dict[str, float | None]:

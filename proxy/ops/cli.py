@@ -39,7 +39,7 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 
 def _check_prediction_inputs(cfg: Config) -> list[str]:
     """The prediction file and the declared templates, checked through the parser."""
-    from .engine_factory import prediction_path
+    from ..dp.engine_factory import prediction_path
 
     problems = []
     path = prediction_path(cfg)
@@ -107,7 +107,7 @@ def _cmd_budget(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=None, sort_keys=True, default=str))
     else:
-        from .dp_service import flatten
+        from ..dp.service import flatten
 
         for key, value in flatten(report):
             print(f"{key:>34}: {value}")
@@ -181,7 +181,7 @@ def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], object]]:
     """Sub-commands that live with their own package (auth, predictor, replay)."""
     mounts: list[Callable[[argparse._SubParsersAction], object]] = []
     try:
-        from .auth import add_hash_password_parser
+        from ..server.auth import add_hash_password_parser
         mounts.append(add_hash_password_parser)
     except ImportError:
         pass
@@ -191,7 +191,7 @@ def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], object]]:
     except ImportError:
         pass
     try:
-        from .replay import add_parser as add_replay_parser
+        from ..replay.runner import add_parser as add_replay_parser
         mounts.append(add_replay_parser)
     except ImportError:
         pass

@@ -1,6 +1,6 @@
 """The DP query service behind the protocol: SQL -> parser plan -> LAPRAS engine -> result rows.
 
-It implements `proxy.service_api.QueryService`. It knows nothing of sockets and does no privacy
+It implements `proxy.dp.service_api.QueryService`. It knows nothing of sockets and does no privacy
 arithmetic itself: the parser shapes queries and rows, the engine decides noise and spends budget.
 """
 
@@ -18,9 +18,9 @@ import psycopg
 import parser as sqlparser
 from lapras.errors import LaprasError
 
-from .config import Config
+from ..ops.config import Config
+from ..statements.sqltext import duration_ms
 from .service_api import ColumnDesc, QueryResult
-from .sqltext import duration_ms
 
 log = logging.getLogger("lapras.service")
 

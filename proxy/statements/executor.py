@@ -7,15 +7,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .catalog import CatalogDB, catalog_error
-from .metrics import ProxyMetrics
-from .protocol import backend, types
-from .protocol.backend import Field
-from .protocol.errors import PgError
-from .querylog import finish_statement
+from ..catalog.relay import CatalogDB, catalog_error
+from ..dp.service_api import QueryResult, QueryService
+from ..observability.metrics import ProxyMetrics
+from ..observability.querylog import finish_statement
+from ..protocol import backend, types
+from ..protocol.backend import Field
+from ..protocol.errors import PgError
 from .results import ResultSet, command, encode_rows, format_for
 from .router import Kind, Route, Router
-from .service_api import QueryResult, QueryService
 from .session import PreparedStatement, Session, parse_declare, parse_execute, parse_prepare
 
 

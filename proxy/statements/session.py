@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .protocol import backend, types
-from .protocol.backend import Field
-from .protocol.connection import ServerConnection
-from .protocol.errors import PgError
+from ..protocol import backend, types
+from ..protocol.backend import Field
+from ..protocol.connection import ServerConnection
+from ..protocol.errors import PgError
 from .results import ResultSet, command, text_result
 from .router import Route
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from scramp import ScramClient
 
-from .protocol.backend import Field
-from .protocol.errors import PgError
+from ..protocol.backend import Field
+from ..protocol.errors import PgError
 
 _HDR = struct.Struct("!ci")
 _MAX_PREPARED = 256

@@ -104,8 +104,8 @@ def _psql_line(cfg: Config, host: str, port: int) -> str:
 
 async def _start_observability(cfg: Config, service: Any, worker: int) -> Any:
     """Query log and Prometheus endpoint, as configured; returns the metrics (None when off)."""
-    from . import querylog
-    from .metrics import ProxyMetrics, start_metrics_server
+    from ..observability import querylog
+    from ..observability.metrics import ProxyMetrics, start_metrics_server
 
     if cfg.server.query_log:
         querylog.configure(None if cfg.server.query_log == "stderr" else cfg.server.query_log)
@@ -120,9 +120,9 @@ async def _start_observability(cfg: Config, service: Any, worker: int) -> Any:
 
 async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
                       reuse_port: bool, worker: int = 0) -> None:
-    from .catalog import ensure_shadow
-    from .dp_service import DPService
-    from .server import ProxyServer
+    from ..catalog.relay import ensure_shadow
+    from ..dp.service import DPService
+    from ..server.listener import ProxyServer
 
     catalog_dsn = await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), cfg.catalog)
     service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn)
@@ -234,7 +234,7 @@ def _operator_upstream(cfg: Config, state_dir: Path) -> Iterator[Upstream]:
 
 def budget_report(cfg: Config, state_dir: Path) -> dict[str, Any]:
     """The ledger's view of the current epoch, for `lapras-proxy budget`."""
-    from .dp_service import open_ledger_report
+    from ..dp.service import open_ledger_report
 
     with _operator_upstream(cfg, state_dir) as upstream:
         return open_ledger_report(cfg, upstream.dsn)
@@ -242,7 +242,7 @@ def budget_report(cfg: Config, state_dir: Path) -> dict[str, Any]:
 
 def new_epoch(cfg: Config, state_dir: Path) -> dict[str, Any]:
     """Close the current epoch and open a new one, for `lapras-proxy epoch`."""
-    from .dp_service import start_new_epoch
+    from ..dp.service import start_new_epoch
 
     with _operator_upstream(cfg, state_dir) as upstream:
         return start_new_epoch(cfg, upstream.dsn)

@@ -17,7 +17,7 @@ from lapras.engine import Engine
 from lapras.regression.service import COLUMNS, run_regression_call
 from lapras.regression.sqlcall import RegressionCall, parse_regression_call
 
-from .config import Config
+from ..ops.config import Config
 from .service_api import ColumnDesc, QueryResult
 
 # Share of the epoch's regression budget one call takes when it names no epsilon/delta.

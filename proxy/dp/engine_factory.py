@@ -13,7 +13,7 @@ from lapras.ledger.postgres import PostgresLedger
 from lapras.settings import EngineSettings
 from parser.linear import LinearQuery
 
-from .config import Config
+from ..ops.config import Config
 
 
 def engine_settings(cfg: Config, progress: bool = True) -> EngineSettings:

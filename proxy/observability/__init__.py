@@ -1,0 +1,1 @@
+"""Observability: the per-statement query log and the Prometheus metrics endpoint."""

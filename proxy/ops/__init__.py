@@ -1,0 +1,1 @@
+"""Operations: the command line, config.toml, process wiring, the embedded PostgreSQL and the demo table."""
