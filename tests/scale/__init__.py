@@ -1,0 +1,1 @@
+"""Scale: the events generator, the sharded dev cluster, worker supervision."""
