@@ -14,7 +14,7 @@ import hmac
 import logging
 import secrets
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Generator
 from dataclasses import dataclass
 
 from scramp import ScramException, ScramMechanism
@@ -90,41 +90,40 @@ def _mock_verifier(user: str) -> ScramVerifier:
     return ScramVerifier(SCRAM_ITERATIONS, digest[:16], secrets.token_bytes(32), secrets.token_bytes(32))
 
 
-Send = Callable[[bytes], Awaitable[None]]
-Receive = Callable[[], Awaitable[bytes]]
+Exchange = Generator[bytes, bytes, bytes]
 
 
-async def authenticate(name: str, user: User | None, *, tls: bool, allow_cleartext: bool,
-                       send: Send, receive: Receive) -> None:
-    """Run the exchange configured for `user` (SCRAM with a fake verifier when unknown); raises AuthFailed.
+def authenticate(name: str, user: User | None, *, tls: bool, allow_cleartext: bool) -> Exchange:
+    """The exchange configured for `user` (SCRAM with a fake verifier when unknown), free of I/O.
 
-    `send` writes bytes to the client; `receive` returns the body of the next PasswordMessage.
-    On success nothing is sent: the caller sends AuthenticationOk.
+    A generator driven by the connection, as psycopg 3 drives its protocol: each value it yields is a
+    request the client must answer; the driver sends it and resumes the generator with the body of the
+    client's next PasswordMessage. It returns the bytes to send before AuthenticationOk (the SASL final
+    message, or b"") and raises AuthFailed, or a FATAL PgError for a malformed answer.
     """
     if user is None:
-        await _scram(name, _mock_verifier(name), send, receive)
+        yield from _scram(name, _mock_verifier(name))
         raise AuthFailed(name)
     if user.auth == "trust":
-        return
+        return b""
     if user.auth == "scram-sha-256":
         try:
             verifier = parse_scram_verifier(user.secret)
         except ValueError:
             log.error("user %r has an invalid SCRAM verifier in the configuration", name)
-            verifier = _mock_verifier(name)
-            await _scram(name, verifier, send, receive)
+            yield from _scram(name, _mock_verifier(name))
             raise AuthFailed(name) from None
-        if not await _scram(name, verifier, send, receive):
+        final = yield from _scram(name, verifier)
+        if final is None:
             raise AuthFailed(name)
-        return
+        return final
     if user.auth == "md5":
         salt = secrets.token_bytes(4)
-        await send(backend.auth_md5(salt))
-        data = _cstring(await receive())
+        data = _cstring((yield backend.auth_md5(salt)))
         expected = "md5" + hashlib.md5(user.secret[3:].encode() + salt).hexdigest()
         if not hmac.compare_digest(data.encode("utf-8", "replace"), expected.encode()):
             raise AuthFailed(name)
-        return
+        return b""
     if user.auth == "password":
         if not tls and not allow_cleartext:
             # Refuse before the password crosses the wire in clear; the log says why, the client
@@ -132,11 +131,10 @@ async def authenticate(name: str, user: User | None, *, tls: bool, allow_clearte
             log.warning("user %r uses cleartext passwords but the connection has no TLS "
                         "(configure [tls] or server.allow_cleartext_without_tls)", name)
             raise AuthFailed(name)
-        await send(backend.AUTH_CLEARTEXT)
-        password = _cstring(await receive())
+        password = _cstring((yield backend.AUTH_CLEARTEXT))
         if not hmac.compare_digest(md5_secret(name, password).encode(), user.secret.encode()):
             raise AuthFailed(name)
-        return
+        return b""
     raise AuthFailed(name)
 
 
@@ -146,11 +144,10 @@ def _cstring(data: bytes) -> str:
     return data[:-1].decode("utf-8", "replace")
 
 
-async def _scram(name: str, v: ScramVerifier, send: Send, receive: Receive) -> bool:
-    """The SCRAM-SHA-256 exchange; True when the client proved knowledge of the password."""
+def _scram(name: str, v: ScramVerifier) -> Generator[bytes, bytes, bytes | None]:
+    """The SCRAM-SHA-256 exchange; returns the SASL final message when the client proved the password."""
     server = _MECH.make_server(lambda _username: (v.salt, v.stored_key, v.server_key, v.iterations))
-    await send(backend.auth_sasl(["SCRAM-SHA-256"]))
-    data = await receive()
+    data = yield backend.auth_sasl(["SCRAM-SHA-256"])
     # SASLInitialResponse: mechanism name, int32 length, client-first-message.
     nul = data.find(b"\0")
     if nul < 0 or len(data) < nul + 5:
@@ -174,15 +171,13 @@ async def _scram(name: str, v: ScramVerifier, send: Send, receive: Receive) -> b
             server.client_first_bare = bare
         else:
             server.set_client_first(client_first)
-        await send(backend.auth_sasl_continue(server.get_server_first().encode()))
-        final = await receive()
+        final = yield backend.auth_sasl_continue(server.get_server_first().encode())
         server.set_client_final(final.decode("utf-8"))
         server_final = server.get_server_final()
     except (ScramException, UnicodeDecodeError) as exc:
         log.debug("SCRAM exchange for %r failed: %s", name, exc)
-        return False
-    await send(backend.auth_sasl_final(server_final.encode()))
-    return True
+        return None
+    return backend.auth_sasl_final(server_final.encode())
 
 
 # -------------------------------------------------------------------------------- CLI sub-command

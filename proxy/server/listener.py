@@ -1,4 +1,8 @@
-"""The asyncio server: drives the protocol state machine over sockets, with TLS, cancel and limits.
+"""The asyncio server: the listener and the connection driver, with TLS, cancel, timeouts and limits.
+
+The driver moves bytes between the socket and the I/O-free parts: the protocol state machine
+(`proxy.protocol`), the authentication exchange (`proxy.server.auth`, a generator) and, once the client is
+authenticated, the message conversation (`proxy.conversation`).
 
 Surface used by the application:
 
@@ -22,35 +26,27 @@ import time
 from typing import Any
 
 from ..catalog.relay import CatalogDB
+from ..conversation.core import Conversation
 from ..dp.service_api import QueryService
 from ..observability.metrics import ProxyMetrics
 from ..ops.config import Config
 from ..protocol import backend
 from ..protocol.connection import NEED_DATA, ServerConnection
-from ..protocol.errors import PgError, error_fields
+from ..protocol.errors import PgError
 from ..protocol.frontend import (
-    Bind,
     CancelRequested,
-    Close,
     ConnectionFailed,
-    Describe,
-    Execute,
     Flush,
-    FunctionCall,
     GSSENCRequested,
-    Parse,
     PasswordMessage,
     Query,
     SSLRequested,
     StartupReceived,
-    Sync,
-    Terminate,
 )
-from ..statements.executor import Executor, decode_params
-from ..statements.results import ResultSet
-from ..statements.router import Kind, Router
-from ..statements.session import Portal, PreparedStatement, Session
-from ..statements.sqltext import duration_ms, split_statements
+from ..statements.executor import Executor
+from ..statements.router import Router
+from ..statements.session import Session
+from ..statements.sqltext import duration_ms
 from .auth import AuthFailed, authenticate
 
 log = logging.getLogger("lapras.server")
@@ -162,7 +158,7 @@ def _server_version(catalog: CatalogDB) -> str:
 
 
 class ClientConnection:
-    """One client: start-up, authentication, then the query loop."""
+    """One client: start-up and authentication, then the conversation, fed from the socket."""
 
     def __init__(self, server: ProxyServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.server = server
@@ -176,7 +172,7 @@ class ClientConnection:
         self.secret = 0
         self.counted = False
         self.session: Session | None = None
-        self.executor: Executor | None = None
+        self.conversation: Conversation | None = None
         self.user = ""
         self._task: asyncio.Task[Any] | None = None
         self._running = False
@@ -312,10 +308,6 @@ class ClientConnection:
         name = ev.params["user"]
         user = srv.config.user(name)
 
-        async def send(data: bytes) -> None:
-            self.out.append(data)
-            await self._drain()
-
         async def receive() -> bytes:
             while True:
                 nxt = self.conn.next_event()
@@ -328,9 +320,16 @@ class ClientConnection:
                     raise PgError(nxt.sqlstate, nxt.message, severity="FATAL")
                 raise _Closed()
 
+        exchange = authenticate(name, user, tls=self.tls, allow_cleartext=self.cfg.allow_cleartext_without_tls)
         try:
-            await authenticate(name, user, tls=self.tls, allow_cleartext=self.cfg.allow_cleartext_without_tls,
-                               send=send, receive=receive)
+            request = next(exchange)
+            while True:
+                self.out.append(request)
+                await self._drain()
+                request = exchange.send(await receive())
+        except StopIteration as done:
+            if done.value:
+                self.out.append(done.value)
         except AuthFailed as exc:
             log.info("authentication failed for user %r", name)
             self.out.append(self.conn.error(exc))
@@ -352,7 +351,9 @@ class ClientConnection:
         srv.sessions[pid] = self
         session = Session.start(self.conn, name, database, ev.params, _server_version(srv.catalog), self.tls)
         self.session = session
-        self.executor = Executor(session, srv.router, srv.service, srv.catalog, srv.metrics)
+        executor = Executor(session, srv.router, srv.service, srv.catalog, srv.metrics)
+        self.conversation = Conversation(self.conn, session, executor, srv.router, out=self.out,
+                                         guard=self._guarded, admit=self._check_rate)
         self.out.append(backend.AUTH_OK)
         self.out.extend(session.startup_status())
         self.out.append(backend.backend_key_data(pid, self.secret))
@@ -405,22 +406,6 @@ class ClientConnection:
                                    f"{self.cfg.queries_per_minute} statements per minute",
                           hint="wait a moment and retry, or raise server.queries_per_minute")
 
-    def _send_result(self, res: ResultSet, with_description: bool) -> None:
-        out = self.out
-        if res.notices:
-            out.extend(res.notices)
-        if with_description and res.fields is not None:
-            out.append(res.row_description())
-        if res.rows:
-            out.extend(res.rows)
-        out.append(backend.command_complete(res.tag))
-
-    def _report(self) -> None:
-        s = self.session
-        if s is not None and s.reported:
-            self.out.extend(s.reported)
-            s.reported.clear()
-
     async def _serve(self) -> None:
         conn = self.conn
         self._last_input = self._loop.time()
@@ -431,184 +416,15 @@ class ClientConnection:
             self._idle_handle.cancel()
 
     async def _serve_loop(self, conn: ServerConnection) -> None:
+        conversation = self.conversation
+        assert conversation is not None
         while True:
             ev = conn.next_event()
             if ev is NEED_DATA:
                 await self._read_more(idle=True)
                 continue
-            try:
-                if isinstance(ev, Execute):
-                    await self._execute(ev)
-                elif isinstance(ev, Bind):
-                    await self._bind(ev)
-                elif isinstance(ev, Sync):
-                    self._sync()
-                elif isinstance(ev, Parse):
-                    self._parse(ev)
-                elif isinstance(ev, Describe):
-                    await self._describe(ev)
-                elif isinstance(ev, Query):
-                    await self._simple_query(ev.sql)
-                elif isinstance(ev, Close):
-                    self._close(ev)
-                elif isinstance(ev, Flush):
-                    await self._drain()
-                elif isinstance(ev, FunctionCall):
-                    self.out.append(conn.error(PgError(
-                        "0A000", "the fast-path function call interface is not supported")))
-                    self.out.append(conn.ready_for_query())
-                elif isinstance(ev, ConnectionFailed):
-                    self.out.append(conn.fatal(ev.sqlstate, ev.message))
-                    return
-                elif isinstance(ev, Terminate):
-                    return
-                else:
-                    self.out.append(conn.fatal("08P01", "unexpected message"))
-                    return
-            except PgError as exc:
-                self._report()
-                self.out.append(conn.error(exc))
-                if conn.closed:
-                    return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                err = error_fields(exc)
-                if err.sqlstate == "XX000":
-                    log.exception("statement failed")
-                self.out.append(conn.error(err))
-
-    async def _simple_query(self, sql: str) -> None:
-        assert self.executor is not None and self.session is not None
-        router = self.server.router
-        try:
-            statements = split_statements(sql)
-            if not statements:
-                self.out.append(backend.EMPTY_QUERY)
-            for text in statements:
-                route = router.route(text)
-                if route.kind is not Kind.SESSION:
-                    self._check_rate()
-                res = await self._guarded(self.executor.run(route))
-                self._report()
-                self._send_result(res, True)
-                self.session.implicit_commit()
-        except PgError as exc:
-            self._report()
-            self.out.append(self.conn.error(exc))
-        except Exception as exc:
-            err = error_fields(exc)
-            if err.sqlstate == "XX000":
-                log.exception("statement failed")
-            self.out.append(self.conn.error(err))
-        self.out.append(self.conn.ready_for_query())
-        await self._drain()
-
-    def _parse(self, ev: Parse) -> None:
-        s = self.session
-        assert s is not None
-        if ev.name and ev.name in s.statements:
-            raise PgError("42P05", f"prepared statement \"{ev.name}\" already exists")
-        parts = split_statements(ev.sql)
-        if len(parts) > 1:
-            raise PgError("42601", "cannot insert multiple commands into a prepared statement")
-        route = self.server.router.route(parts[0] if parts else "")
-        if route.kind is Kind.REFUSED:
-            assert route.error is not None
-            raise route.error
-        s.check_aborted(route)
-        s.statements[ev.name] = PreparedStatement(ev.name, ev.sql, route, list(ev.param_oids))
-        self.out.append(backend.PARSE_COMPLETE)
-
-    async def _bind(self, ev: Bind) -> None:
-        s = self.session
-        assert s is not None and self.executor is not None
-        stmt = s.statements.get(ev.statement)
-        if stmt is None:
-            raise PgError("26000", f"prepared statement \"{ev.statement}\" does not exist")
-        if ev.portal and ev.portal in s.portals:
-            raise PgError("42P03", f"cursor \"{ev.portal}\" already exists")
-        s.check_aborted(stmt.route)
-        portal = Portal(ev.portal, stmt, ev.params, ev.param_formats, ev.result_formats)
-        if stmt.route.kind is Kind.DP:
-            # Decode now so that a bad parameter fails at Bind, as PostgreSQL does.
-            oids = await self.executor.param_oids(stmt, len(ev.params))
-            portal.decoded = decode_params(oids, ev.param_formats, ev.params)
-        s.portals[ev.portal] = portal
-        self.out.append(backend.BIND_COMPLETE)
-
-    async def _describe(self, ev: Describe) -> None:
-        s = self.session
-        assert s is not None and self.executor is not None
-        if ev.kind == "S":
-            stmt = s.statements.get(ev.name)
-            if stmt is None:
-                raise PgError("26000", f"prepared statement \"{ev.name}\" does not exist")
-            oids, fields = await self.executor.describe_statement(stmt)
-            self.out.append(backend.parameter_description(oids))
-            self.out.append(backend.NO_DATA if fields is None else backend.row_description(fields))
-            return
-        portal = s.portals.get(ev.name)
-        if portal is None:
-            raise PgError("34000", f"portal \"{ev.name}\" does not exist")
-        if portal.result is not None:
-            fields = portal.result.fields
-        else:
-            _, fields = await self.executor.describe_statement(portal.statement)
-        self.out.append(backend.NO_DATA if fields is None
-                        else backend.row_description(fields, portal.result_formats))
-
-    async def _execute(self, ev: Execute) -> None:
-        s = self.session
-        assert s is not None and self.executor is not None
-        portal = s.portals.get(ev.portal)
-        if portal is None:
-            raise PgError("34000", f"portal \"{ev.portal}\" does not exist")
-        if portal.result is None:
-            stmt = portal.statement
-            route = stmt.route
-            if route.kind is Kind.EMPTY:
-                self.out.append(backend.EMPTY_QUERY)
+            if not await conversation.handle(ev):
                 return
-            if route.kind is not Kind.SESSION:
-                self._check_rate()
-            portal.result = await self._guarded(self.executor.run(
-                route, param_oids=stmt.param_oids, param_formats=portal.param_formats, params=portal.params,
-                result_formats=portal.result_formats, decoded=portal.decoded, with_description=False))
-            self._report()
-        res = portal.result
-        rows = res.rows
-        start = portal.position
-        if res.notices and start == 0:
-            self.out.extend(res.notices)
-        if ev.max_rows and start + ev.max_rows < len(rows):
-            self.out.extend(rows[start:start + ev.max_rows])
-            portal.position = start + ev.max_rows
-            self.out.append(backend.PORTAL_SUSPENDED)
-            return
-        self.out.extend(rows[start:] if start else rows)
-        portal.position = len(rows)
-        tag = res.tag
-        if start and tag.startswith("SELECT "):
-            tag = f"SELECT {len(rows) - start}"
-        self.out.append(backend.command_complete(tag))
-
-    def _close(self, ev: Close) -> None:
-        s = self.session
-        assert s is not None
-        if ev.kind == "S":
-            s.statements.pop(ev.name, None)
-        else:
-            s.portals.pop(ev.name, None)
-        self.out.append(backend.CLOSE_COMPLETE)
-
-    def _sync(self) -> None:
-        s = self.session
-        assert s is not None
-        if s.tx == "I":
-            # Outside a transaction block, Sync ends the implicit transaction: portals go away.
-            if s.portals:
-                s.portals.clear()
-            s.implicit_commit()
-        self._report()
-        self.out.append(self.conn.ready_for_query())
+            if isinstance(ev, Query | Flush):
+                # Send a simple query's answer (and what a Flush asks for) before reading on.
+                await self._drain()
