@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 proc.wait(20)
             except subprocess.TimeoutExpired:
                 proc.kill()
-        pg.stop(mode="immediate")
+        pg.destroy()
         shutil.rmtree(root, ignore_errors=True)
 
     over = _overheads(rows)

@@ -50,7 +50,7 @@ def embedded_pg() -> Iterator[EmbeddedPostgres]:
     try:
         yield pg
     finally:
-        pg.stop(mode="immediate")
+        pg.destroy()
         shutil.rmtree(root, ignore_errors=True)
 
 

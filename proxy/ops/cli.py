@@ -1,4 +1,4 @@
-"""The `lapras-proxy` command: serve, check-config, hash-password, budget, epoch, predict, replay."""
+"""The `lapras-proxy` command: serve, check-config, hash-password, budget, epoch, psql, predict, replay."""
 
 from __future__ import annotations
 
@@ -123,6 +123,35 @@ def _cmd_epoch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_psql(args: argparse.Namespace) -> int:
+    """The operator's way into the embedded database: psql over its private socket, as the service account
+    (peer authentication), or the connection string with --print-dsn."""
+    import os
+
+    cfg = _load(args.config)
+    if cfg.upstream_dsn:
+        print("lapras-proxy: upstream.dsn is set; connect to that database with its own credentials",
+              file=sys.stderr)
+        return 2
+    from .embedded import EmbeddedPostgres, bin_dir
+
+    pg = EmbeddedPostgres(Path(args.state_dir))
+    if not pg.is_running():
+        print(f"lapras-proxy: no embedded PostgreSQL is running for {args.state_dir} "
+              "(start `lapras-proxy serve` first)", file=sys.stderr)
+        return 1
+    dsn = pg.dsn(args.database or cfg.server.database)
+    if args.print_dsn:
+        print(dsn)
+        return 0
+    psql = str(bin_dir() / "psql")
+    extra = list(args.psql_args)
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    os.execv(psql, [psql, dsn, *extra])
+    return 0  # not reached
+
+
 def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
     p.add_argument("--config", default=DEFAULT_CONFIG, metavar="PATH",
                    help=f"configuration file (default: ./{DEFAULT_CONFIG})")
@@ -131,7 +160,7 @@ def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
                        help=f"state directory: embedded database and logs (default: ./{DEFAULT_STATE_DIR})")
 
 
-CORE_COMMANDS = ("serve", "check-config", "budget", "epoch")
+CORE_COMMANDS = ("serve", "check-config", "budget", "epoch", "psql")
 
 
 def build_parser(optional: bool = True) -> argparse.ArgumentParser:
@@ -170,6 +199,15 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
                        description="Close the current epoch and start a new one (new budget, new release of P).")
     _common(p)
     p.set_defaults(func=_cmd_epoch)
+
+    p = sub.add_parser("psql", help="open psql on the embedded database (operator only)", description=(
+        "Run psql on the embedded PostgreSQL as its superuser, through its private socket. Only the OS "
+        "account that runs the proxy (and root) may connect: peer authentication, no password."))
+    _common(p)
+    p.add_argument("--database", metavar="NAME", help="database (default: the served one)")
+    p.add_argument("--print-dsn", action="store_true", help="print the connection string instead")
+    p.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments passed on to psql")
+    p.set_defaults(func=_cmd_psql)
 
     if optional:
         for mount in _optional_mounts():

