@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from proxy.embedded import EmbeddedPostgres, bin_dir
+from proxy.ops.embedded import EmbeddedPostgres, bin_dir
 
 from .harness import REPO, ProxyProcess, free_port, make_test_config
 
@@ -170,7 +170,7 @@ def test_no_directory_outside_the_product_was_opened_up(embedded_proxy: Attack
 
 def test_operator_gets_in_with_lapras_proxy_psql(embedded_proxy: Attack) -> None:
     proc, pg, _, python = embedded_proxy
-    done = subprocess.run([sys.executable, "-m", "proxy.cli", "psql", "--config", str(proc.config_path),
+    done = subprocess.run([sys.executable, "-m", "proxy.ops.cli", "psql", "--config", str(proc.config_path),
                            "--state-dir", str(pg.state_dir), "--", "-XAtc", "SELECT count(*) > 0 FROM adult"],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0 and done.stdout.strip() == "t", done.stderr
