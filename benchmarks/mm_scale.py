@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lapras.accounting import Budget  # noqa: E402
+from lapras.accounting import Accountant, Budget  # noqa: E402
 from lapras.matrix_mechanism import plan_groups, release_mm  # noqa: E402
 
 DATA = Path(os.environ.get("LAPRAS_DATA", "/work/shared/data"))
@@ -78,7 +78,7 @@ def gowalla_workload(rng: np.random.Generator, k: int):  # type: ignore[no-untyp
     return {("gowalla", ("x", "y")): ((256, 256), qs)}
 
 
-def run(name: str, workloads, hist_of, budget: Budget, sizes: dict[str, int]) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def run(name: str, workloads, hist_of, budget: Accountant, sizes: dict[str, int]) -> dict[str, object]:  # type: ignore[no-untyped-def]
     from tqdm import tqdm
 
     total = sum(len(v[1]) for v in workloads.values())

@@ -32,10 +32,10 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lapras.accounting import Budget  # noqa: E402
+from lapras.accounting import Accountant, Budget  # noqa: E402
 from lapras.allocation import PRESETS, Allocator, AllocState, Split, auto_split, warmup_length  # noqa: E402
 from lapras.matrix_mechanism import MMRelease, expected_query_variance, plan_groups, release_mm  # noqa: E402
-from lapras.mechanisms import gaussian_release  # noqa: E402
+from lapras.mechanisms import Gaussian  # noqa: E402
 from lapras.online import OnlinePolicy, combine  # noqa: E402
 from lapras.strategy import ProductQuery  # noqa: E402
 
@@ -143,7 +143,7 @@ def workloads(ds: Dataset, qs: Sequence[Q]) -> dict[tuple[str, tuple[str, ...]],
     return out
 
 
-def mm_release(ds: Dataset, groups, budget: Budget, units: float, rng: np.random.Generator) -> MMRelease | None:  # type: ignore[no-untyped-def]
+def mm_release(ds: Dataset, groups, budget: Accountant, units: float, rng: np.random.Generator) -> MMRelease | None:  # type: ignore[no-untyped-def]
     if units <= 0 or not groups:
         return None
     return release_mm(groups, [ds.marginal(g.marginal) for g in groups], budget.cost_of(units), rng)
@@ -157,7 +157,7 @@ def answer_from(rel: MMRelease | None, ds: Dataset, q: Q) -> tuple[float, float]
 
 
 def run_lapras(ds: Dataset, order: Sequence[Q], truths: dict[str, float], pkeys: set[str], rel: MMRelease | None,
-               budget: Budget, split: Split, policy: str, rng: np.random.Generator) -> tuple[float, float, float]:
+               budget: Accountant, split: Split, policy: str, rng: np.random.Generator) -> tuple[float, float, float]:
     alloc = Allocator(split, budget.units, S, warmup_length(S), policy)  # type: ignore[arg-type]
     pol = OnlinePolicy(alloc, budget)
     st = AllocState()
@@ -171,8 +171,10 @@ def run_lapras(ds: Dataset, order: Sequence[Q], truths: dict[str, float], pkeys:
             value = free
         elif d.outcome == "bad":
             spent += d.grant.total
-            noisy = gaussian_release(np.array([truths[q.key]]), 1.0, d.cost, rng).values  # type: ignore[arg-type]
-            value = float(combine(noisy, np.array([d.sigma**2]), np.array([free]), np.array([free_var]))[0][0])
+            assert d.cost is not None
+            mech = Gaussian.calibrate(d.cost, 1.0)
+            noisy = mech.release(np.array([truths[q.key]]), 1.0, rng)
+            value = float(combine(noisy, mech.variance(1.0).reshape(1), np.array([free]), np.array([free_var]))[0][0])
         else:
             errs.append(abs(truths[q.key]))
             continue
@@ -208,17 +210,17 @@ def one_draw(args: tuple[str, float, int]) -> list[dict[str, object]]:
     recs: list[dict[str, object]] = []
 
     def rec(order: str, method: str, preset: str, mode: str, mae: float, frac: float, units: float,
-            budget: Budget) -> None:
+            budget: Accountant) -> None:
         recs.append({"dataset": name, "order": order, "overlap": rho, "method": method, "preset": preset,
                      "accounting": mode, "mae": mae, "answered": frac,
                      "epsilon_spent": budget.eps_delta(units)[0]})
 
     for mode in MODES:
-        budget = Budget(mode, EPSILON, DELTA)  # type: ignore[arg-type]
+        budget = Budget(mode, EPSILON, DELTA)
         u = budget.units
-        online = gaussian_release(np.array([truths[q.key] for q in stream]), 1.0, budget.cost_of(u / S),
-                                  np.random.default_rng(seeds[("online",)]))
-        mae_on = float(np.mean(np.abs(online.values - [truths[q.key] for q in stream])))
+        online = Gaussian.calibrate(budget.cost_of(u / S), 1.0).release(
+            np.array([truths[q.key] for q in stream]), 1.0, np.random.default_rng(seeds[("online",)]))
+        mae_on = float(np.mean(np.abs(online - [truths[q.key] for q in stream])))
         off = mm_release(ds, s_groups, budget, u, np.random.default_rng(seeds[("off",)]))
         mae_off = float(np.mean([abs(answer_from(off, ds, q)[0] - truths[q.key]) for q in stream]))
         for order in ORDERS:

@@ -1,6 +1,6 @@
 """Budget split and online pacing of unpredicted ("bad") statements: the LAPRAS allocation rules.
 
-Units are whatever :class:`lapras.accounting.Budget` composes additively (mu^2 in gdp mode, epsilon in
+Units are whatever an accountant (:mod:`lapras.accounting`) composes additively (mu^2 in gdp mode, epsilon in
 basic mode): LAPRAS allocates mu^2 exactly where the paper allocates epsilon.
 
 - The stream budget is split into MM / badInit / remBad / reserve (a paper preset, custom fractions, or
@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
+
+from lapras.accounting import ACCOUNTANTS
 
 Policy = Literal["smooth", "static"]
 
@@ -83,10 +85,8 @@ def auto_split(
     rho = min(max(rho, 0.0), 1.0)
     g, b = rho * s, (1.0 - rho) * s
     v = mm_query_variance if mm_query_variance is not None else 1.0
-    if mode == "gdp":
-        w_mm, w_pool = math.sqrt(g * v), b
-    else:
-        w_mm, w_pool = (g * v) ** (1 / 3), b
+    k = ACCOUNTANTS[mode].variance_power
+    w_mm, w_pool = (g * v) ** (1 / (k + 1)), b
     # Answering the G good statements online instead would cost them like bad ones: total error
     # (G + B)^2 (gdp) or (G + B)^3 (basic) against (w_mm + B)^k with the MM. When the MM's own error
     # is not smaller (v >= G, resp. v >= G^2) the release is worse than no prediction: skip it.

@@ -13,6 +13,7 @@ delta = 1/n^2 is calibrated as carefully as delta = 1e-3.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
@@ -40,7 +41,7 @@ def _log_gap(mu: float, eps: float, delta: float) -> float:
     return (math.log(d) if d > 0 else -1e300) - math.log(delta)
 
 
-def _bracket(f, lo: float, hi: float) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+def _bracket(f: Callable[[float], float], lo: float, hi: float) -> tuple[float, float]:
     """Widen [lo, hi] geometrically until f changes sign (f increasing)."""
     while f(lo) > 0:
         lo /= 2.0

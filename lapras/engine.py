@@ -18,18 +18,43 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
+from lapras.accounting import Budget
+from lapras.allocation import warmup_length
 from lapras.errors import BudgetExhausted, UnknownTable
 from lapras.exact import ExactSource
-from lapras.ledger.base import EpochRecord, EpochSpec, Ledger, ReleaseRecord, StaleEpoch, StoredAnswer
+from lapras.ledger.base import (
+    EpochRecord,
+    EpochSpec,
+    EpochTxn,
+    Ledger,
+    ReleaseRecord,
+    StaleEpoch,
+    StoredAnswer,
+)
 from lapras.matrix_mechanism import MMRelease, expected_query_variance, plan_groups, release_mm
-from lapras.mechanisms import Cost, new_rng
-from lapras.online import OnlinePolicy, combine
+from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng
+from lapras.mechanisms.sensitivity import statement_sensitivity
+from lapras.online import Decision, OnlinePolicy, combine
 from lapras.settings import EngineSettings
+from lapras.strategy import ProductQuery
 from parser.linear import LinearQuery
 from parser.schema import Catalog, TableSchema
+
+Workloads = dict[tuple[str, tuple[str, ...]], tuple[tuple[int, ...], list[ProductQuery]]]
+
+
+class Statement(Protocol):
+    """What the engine answers: the linear queries of one statement over one protected table."""
+
+    @property
+    def table(self) -> str: ...
+
+    @property
+    def queries(self) -> Sequence[LinearQuery]: ...
 
 
 @dataclass(frozen=True)
@@ -88,6 +113,7 @@ class Engine:
         predictions: Callable[[], Prediction] | None = None,
         rng: np.random.Generator | None = None,
         clock: Callable[[], float] = time.time,
+        mechanism: type[Mechanism] = Gaussian,
     ) -> None:
         self.catalog = catalog
         self.ledger = ledger
@@ -96,6 +122,7 @@ class Engine:
         self.predictions = predictions or (lambda: Prediction())
         self.rng = rng if rng is not None else new_rng()
         self.clock = clock
+        self.mechanism = mechanism
         self._lock = threading.RLock()
         self._cache: dict[str, tuple[float, float]] = {}
         self._epoch: EpochRecord | None = None
@@ -125,7 +152,7 @@ class Engine:
             self._epoch, self._mm, self._pkeys = ep, mm, pkeys
             self._cache = {k: (a.value, a.stderr) for k, a in self.ledger.answers(ep.id).items()}
             self._policy = OnlinePolicy(ep.spec.allocator(), ep.spec.budget, self.settings.free_stderr_ratio,
-                                        self.settings.free_answer_max_stderr or None)
+                                        self.settings.free_answer_max_stderr or None, self.mechanism)
 
     def new_epoch(self, prediction: Prediction | None = None, expected_current: int | None = -1) -> EpochRecord:
         """Start a new epoch: new budget, new P, and the MM release drawn before any query is answered."""
@@ -139,14 +166,10 @@ class Engine:
             groups_in = self._p_workloads(pred.queries)
             groups = plan_groups(groups_in, cvx_max_cells=st.cvx_max_cells, rng=self.rng,
                                  progress=self._progress(sum(len(v[1]) for v in groups_in.values())))
-            from lapras.accounting import Budget
-
-            budget = Budget(st.accounting, eps_q, delta_q)  # type: ignore[arg-type]
+            budget = Budget(st.accounting, eps_q, delta_q)
             v_unit = expected_query_variance(groups, budget.cost_of(1.0)) if groups else None
             rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
             split = st.resolve_split(s, rho, v_unit, bool(groups))
-            from lapras.allocation import warmup_length
-
             n_pred = sum(g.n_queries for g in groups)
             spec = EpochSpec(st.accounting, eps_q, delta_q, st.epsilon, st.delta, eps_r, delta_r,
                              split.to_json(), st.allocation, s, st.warmup or warmup_length(s), st.min_fraction,
@@ -160,7 +183,7 @@ class Engine:
                          for g in groups]
                 rel = release_mm(groups, hists, cost, self.rng)
                 keys = [q.key for q in pred.queries if self._group_of(q) in groups_in]
-                mm_rec = ReleaseRecord("mm", cost, units, rel.sigma, 1.0, 0, {"mm": units},
+                mm_rec = ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
                                        {"groups": rel.meta(), "keys": keys}, rel.to_bytes())
             ep = self.ledger.begin_epoch(spec, mm_rec, expected_current)
             self._adopt(ep)
@@ -180,8 +203,8 @@ class Engine:
     def _group_of(self, q: LinearQuery) -> tuple[str, tuple[str, ...]]:
         return (q.table, tuple(q.marginal))
 
-    def _p_workloads(self, queries: Sequence[LinearQuery]) -> dict:  # type: ignore[type-arg]
-        out: dict[tuple[str, tuple[str, ...]], tuple[tuple[int, ...], list]] = defaultdict(lambda: ((), []))  # type: ignore[type-arg]
+    def _p_workloads(self, queries: Sequence[LinearQuery]) -> Workloads:
+        out: Workloads = defaultdict(lambda: ((), []))
         for q in queries:
             t = self.catalog.table(q.table)
             if t is None or q.is_zero:
@@ -204,12 +227,11 @@ class Engine:
 
     # ----------------------------------------------------------------------------------- answering
 
-    def lookup(self, plan: object) -> Answer | None:
+    def lookup(self, plan: Statement) -> Answer | None:
         """Repeat of already answered queries: the stored answer from memory, no spend (well under 1 ms)."""
-        queries = plan.queries  # type: ignore[attr-defined]
         vals, errs = [], []
         cache = self._cache
-        for q in queries:
+        for q in plan.queries:
             hit = cache.get(q.key)
             if hit is None:
                 if not q.is_zero:
@@ -219,8 +241,8 @@ class Engine:
             errs.append(hit[1])
         return Answer(np.array(vals), np.array(errs), ("repeat",) * len(vals), "repeat")
 
-    def answer(self, plan: object, user: str = "") -> Answer:
-        """Answer one statement (QueryPlan); raises BudgetExhausted (53400) when it cannot be answered."""
+    def answer(self, plan: Statement, user: str = "") -> Answer:
+        """Answer one statement; raises BudgetExhausted (53400) when it cannot be answered."""
         self._maybe_roll()
         hit = self.lookup(plan)
         if hit is not None:
@@ -236,11 +258,12 @@ class Engine:
                     self._adopt(cur)
         raise StaleEpoch("the epoch changed three times while answering")
 
-    def _answer(self, plan: object, user: str) -> Answer:
-        table = self.catalog.table(plan.table)  # type: ignore[attr-defined]
+    def _answer(self, plan: Statement, user: str) -> Answer:
+        """Decide, calibrate, release, combine, commit: one stream item under the epoch's lock."""
+        table = self.catalog.table(plan.table)
         if table is None:
-            raise UnknownTable(f'relation "{plan.table}" is not a protected table')  # type: ignore[attr-defined]
-        queries: list[LinearQuery] = list(plan.queries)  # type: ignore[attr-defined]
+            raise UnknownTable(f'relation "{plan.table}" is not a protected table')
+        queries = list(plan.queries)
         ep, mm, policy = self._epoch, self._mm, self._policy
         assert ep is not None
         todo = [i for i, q in enumerate(queries) if not q.is_zero and q.key not in self._cache]
@@ -254,46 +277,53 @@ class Engine:
                 self._cache[k] = (a.value, a.stderr)
             keep = [j for j, i in enumerate(todo) if queries[i].key not in stored]
             if not keep:
-                return self.lookup(plan)  # type: ignore[return-value]
-            sub = [todo[j] for j in keep]
+                again = self.lookup(plan)
+                assert again is not None
+                return again
+            sub = [queries[todo[j]] for j in keep]
             fv, fvar = free[keep], free_var[keep]
-            # Each row is released as (row / its own sensitivity) + N(0, sigma^2), i.e. with noise
-            # sigma * s_i: a COUNT next to a SUM keeps count-sized noise instead of the SUM's. The policy
-            # works in these normalised units; the sensitivity is that of the normalised matrix.
-            scale = np.array([queries[i].sensitivity for i in sub], dtype=np.float64)
+            # Each row is released as (row / its own sensitivity) + noise at the calibrated scale, i.e.
+            # with noise scaled by s_i: a COUNT next to a SUM keeps count-sized noise instead of the SUM's.
+            # The policy works in these normalised units; the sensitivity is the normalised matrix's.
+            scale = np.array([q.sensitivity for q in sub], dtype=np.float64)
             d = policy.decide(tx.epoch.state, predicted=predicted, free_var=fvar / scale**2,
-                              sensitivity_of=lambda m: self._sensitivity(table, [queries[i] for i, f in zip(sub, m, strict=True) if f]))
+                              sensitivity_of=lambda m: statement_sensitivity(table, _pick(sub, m)))
             if d.outcome == "refused":
-                tx.commit_item(d.state, None, [])
-                raise BudgetExhausted(
-                    "privacy budget of the current epoch exhausted",
-                    detail=f"epoch {ep.id}: the stream stopped at statement {d.state.n}; no free estimate covers "
-                           "this query",
-                    hint="repeat a query already answered, or wait for the next epoch")
+                self._refuse(tx, d, ep.id)
             values, var = fv.copy(), fvar.copy()
             release = None
             if d.outcome == "bad":
                 assert exact is not None and d.cost is not None
-                ex = exact[keep][d.fresh]
-                sig = d.sigma * scale[d.fresh]
-                noisy = ex + self.rng.normal(0.0, 1.0, size=ex.shape) * sig
-                v, w = combine(noisy, sig**2, fv[d.fresh], fvar[d.fresh])
-                values[d.fresh], var[d.fresh] = v, w
-                release = ReleaseRecord("fresh", d.cost, d.grant.total, d.sigma,
-                                        self._sensitivity(table, [queries[sub[j]] for j in np.flatnonzero(d.fresh)]),
-                                        d.state.n, {"pool": d.grant.pool, "reserve": d.grant.reserve},
-                                        {"keys": [queries[sub[j]].key for j in np.flatnonzero(d.fresh)]})
+                fresh = _pick(sub, d.fresh)
+                sens = statement_sensitivity(table, fresh)
+                mech = self.mechanism.calibrate(d.cost, sens)
+                noisy = mech.release(exact[keep][d.fresh], scale[d.fresh], self.rng)
+                values[d.fresh], var[d.fresh] = combine(noisy, mech.variance(scale[d.fresh]), fv[d.fresh],
+                                                        fvar[d.fresh])
+                release = ReleaseRecord("fresh", d.cost, d.grant.total, mech.name, mech.params, sens, d.state.n,
+                                        {"pool": d.grant.pool, "reserve": d.grant.reserve},
+                                        {"keys": [q.key for q in fresh]})
             outs = ["fresh" if d.outcome == "bad" and d.fresh[j] else "free" for j in range(len(sub))]
-            recs = [StoredAnswer(queries[i].key, float(values[j]), float(math.sqrt(var[j])), outs[j], d.state.n)
-                    for j, i in enumerate(sub)]
+            recs = [StoredAnswer(q.key, float(values[j]), float(math.sqrt(var[j])), outs[j], d.state.n)
+                    for j, q in enumerate(sub)]
             tx.commit_item(d.state, release, recs, user)
         for r in recs:
             self._cache[r.key] = (r.value, r.stderr)
         base = self.lookup(plan)
         assert base is not None
-        per = {queries[i].key: o for i, o in zip(sub, outs, strict=True)}
+        per = {q.key: o for q, o in zip(sub, outs, strict=True)}
         outcomes = tuple("zero" if q.is_zero else per.get(q.key, "repeat") for q in queries)
         return Answer(base.values, base.stderrs, outcomes, d.outcome, d.cost, d.state.n)
+
+    @staticmethod
+    def _refuse(tx: EpochTxn, d: Decision, epoch_id: int) -> None:
+        """Record the refused item (it moves the stream position) and raise 53400."""
+        tx.commit_item(d.state, None, [])
+        raise BudgetExhausted(
+            "privacy budget of the current epoch exhausted",
+            detail=f"epoch {epoch_id}: the stream stopped at statement {d.state.n}; no free estimate covers "
+                   "this query",
+            hint="repeat a query already answered, or wait for the next epoch")
 
     def _free_estimates(self, table: TableSchema, queries: Sequence[LinearQuery],
                         mm: MMRelease | None) -> tuple[np.ndarray, np.ndarray]:
@@ -307,26 +337,6 @@ class Engine:
             if est is not None:
                 vals[i], var[i] = est
         return vals, var
-
-    def _sensitivity(self, table: TableSchema, queries: Sequence[LinearQuery]) -> float:
-        """Largest column L2 norm, under add/remove-one-row, of the statement's query matrix with each row
-        divided by its own sensitivity (the release adds noise sigma * s_i to row i).
-
-        Computed exactly on the union of the queries' marginals when it is small; otherwise bounded by
-        sqrt(number of rows), never underestimated.
-        """
-        queries = [q for q in queries if q.sensitivity > 0]
-        if not queries:
-            return 0.0
-        attrs = tuple(sorted({a for q in queries for a in q.marginal}))
-        shape = table.shape(attrs)
-        if math.prod(shape) > 4_000_000:
-            return math.sqrt(len(queries))
-        acc = np.zeros(shape)
-        for q in queries:
-            v = (q.vector(table) / q.sensitivity) ** 2
-            acc += v.reshape([shape[k] if a in q.marginal else 1 for k, a in enumerate(attrs)])
-        return float(math.sqrt(acc.max()))
 
     def sync_epoch(self) -> bool:
         """Adopt the ledger's current epoch when another process or an admin started a new one, and roll
@@ -350,3 +360,7 @@ class Engine:
         close = getattr(self.exact, "close", None)
         if close is not None:
             close()
+
+
+def _pick(items: Sequence[LinearQuery], mask: np.ndarray) -> list[LinearQuery]:
+    return [q for q, f in zip(items, mask, strict=True) if f]

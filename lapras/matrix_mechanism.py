@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lapras.mechanisms import Cost, sigma_for
+from lapras.mechanisms import Cost, Gaussian
+from lapras.mechanisms.sensitivity import stacked_sensitivity
 from lapras.strategy import KronStrategy, ProductQuery, kron_strategy, workload_error
 
 Marginal = tuple[str, ...]
@@ -62,7 +63,7 @@ def plan_groups(
     groups = []
     for (table, marginal), (shape, queries) in workloads.items():
         k = len(queries)
-        step = (lambda f, k=k: progress(f * k)) if progress is not None else None  # type: ignore[misc]
+        step = (lambda f, k=k: progress(f * k)) if progress is not None else None
         n_rounds = rounds if rounds is not None else (1 if math.prod(shape) > 16384 else 2)
         strat = kron_strategy(shape, queries, cvx_max_cells=cvx_max_cells, rng=rng, maxiter=maxiter,
                               rounds=n_rounds, on_block=step)
@@ -74,17 +75,14 @@ def plan_groups(
 
 def joint_sensitivity(groups: Sequence[MMGroup]) -> float:
     """L2 sensitivity of the stacked strategy of all groups (per table; the largest over tables)."""
-    per_table: dict[str, float] = {}
-    for g in groups:
-        per_table[g.table] = per_table.get(g.table, 0.0) + (g.weight * g.strategy.sensitivity) ** 2
-    return math.sqrt(max(per_table.values(), default=0.0))
+    return stacked_sensitivity((g.table, g.weight * g.strategy.sensitivity) for g in groups)
 
 
 def expected_query_variance(groups: Sequence[MMGroup], unit_cost: Cost) -> float:
     """Mean variance of P's answers when the release costs ``unit_cost`` (for the ``auto`` split)."""
     if not groups:
         return 0.0
-    sigma = sigma_for(unit_cost, joint_sensitivity(groups))
+    sigma = Gaussian.calibrate(unit_cost, joint_sensitivity(groups)).sigma
     total = sum(g.unit_error / g.strategy.sensitivity**2 / g.weight**2 for g in groups)
     return sigma**2 * total / sum(g.n_queries for g in groups)
 
@@ -165,10 +163,8 @@ class MMRelease:
 def release_mm(
     groups: Sequence[MMGroup], histograms: Sequence[np.ndarray], cost: Cost, rng: np.random.Generator
 ) -> MMRelease:
-    """Draw the joint release: y_g = A_g x_g + N(0, (sigma / a_g)^2), sigma calibrated on the joint matrix."""
-    sigma = sigma_for(cost, joint_sensitivity(groups))
-    ys = []
-    for g, x in zip(groups, histograms, strict=True):
-        clean = g.strategy.measure(x)
-        ys.append(clean + rng.normal(0.0, sigma / g.weight, size=clean.shape))
-    return MMRelease(list(groups), ys, sigma, cost)
+    """Draw the joint release: y_g = A_g x_g + N(0, (sigma / a_g)^2), sigma calibrated on the joint matrix
+    (group g is the stacked row block a_g A_g, released at scale 1 / a_g)."""
+    mech = Gaussian.calibrate(cost, joint_sensitivity(groups))
+    ys = [mech.release(g.strategy.measure(x), 1.0 / g.weight, rng) for g, x in zip(groups, histograms, strict=True)]
+    return MMRelease(list(groups), ys, mech.sigma, cost)

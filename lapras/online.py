@@ -22,22 +22,21 @@ from typing import Literal
 
 import numpy as np
 
-from lapras.accounting import Budget
+from lapras.accounting import Accountant
 from lapras.allocation import Allocator, AllocState, Grant
-from lapras.mechanisms import Cost, sigma_for
+from lapras.mechanisms import Cost, Gaussian, Mechanism
 
 Outcome = Literal["good", "bad", "free_after_stop", "refused"]
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do with one statement; ``fresh`` marks the queries to release with noise ``sigma``."""
+    """What to do with one statement; ``fresh`` marks the queries to release together at ``cost``."""
 
     outcome: Outcome
     state: AllocState
     grant: Grant
     fresh: np.ndarray
-    sigma: float
     cost: Cost | None
 
 
@@ -57,9 +56,10 @@ def combine(
 @dataclass(frozen=True)
 class OnlinePolicy:
     allocator: Allocator
-    budget: Budget
+    budget: Accountant
     free_stderr_ratio: float = 1.0
     free_max_stderr: float | None = None
+    mechanism: type[Mechanism] = Gaussian
 
     def decide(
         self,
@@ -74,19 +74,21 @@ class OnlinePolicy:
         has_free = np.isfinite(free_var)
         none = np.zeros(len(free_var), dtype=bool)
         if predicted and has_free.all():
-            return Decision("good", self.allocator.good(state), Grant(0.0, 0.0), none, 0.0, None)
+            return Decision("good", self.allocator.good(state), Grant(0.0, 0.0), none, None)
         grant, after_bad = self.allocator.bad(state)
         if grant.total <= 0:
             if has_free.all():
-                return Decision("free_after_stop", after_bad, grant, none, 0.0, None)
-            return Decision("refused", after_bad, grant, none, 0.0, None)
+                return Decision("free_after_stop", after_bad, grant, none, None)
+            return Decision("refused", after_bad, grant, none, None)
         cost = self.budget.cost_of(grant.total)
-        sigma = sigma_for(cost, sensitivity_of(np.ones(len(free_var), dtype=bool)))
-        limit = self.free_max_stderr**2 if self.free_max_stderr is not None else (self.free_stderr_ratio * sigma) ** 2
+        if self.free_max_stderr is not None:
+            limit = self.free_max_stderr**2
+        else:
+            # A fresh release of the whole statement at this grant: the accuracy a free estimate must match.
+            fresh_var = float(self.mechanism.calibrate(cost, sensitivity_of(np.ones(len(free_var), dtype=bool)))
+                              .variance())
+            limit = self.free_stderr_ratio**2 * fresh_var
         ok = has_free & (free_var <= limit)
         if ok.all():
-            return Decision("good", self.allocator.good(state), Grant(0.0, 0.0), none, 0.0, None)
-        fresh = ~ok
-        # The release covers only the queries that still need noise: its own (never larger) sensitivity.
-        sigma = sigma_for(cost, sensitivity_of(fresh))
-        return Decision("bad", after_bad, grant, fresh, sigma, cost)
+            return Decision("good", self.allocator.good(state), Grant(0.0, 0.0), none, None)
+        return Decision("bad", after_bad, grant, ~ok, cost)

@@ -36,9 +36,7 @@ def epoch_report(ep: EpochRecord) -> dict[str, Any]:
         "bad_statements": ep.state.b,
         "stopped": ep.state.stopped,
     }
-    if s.mode == "gdp":
-        out["mu"] = {"total": units**0.5, "spent": ep.spent_units**0.5,
-                     "remaining": max(units - ep.spent_units, 0.0) ** 0.5}
+    out.update(budget.figures(ep.spent_units))
     return out
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 
-from lapras.accounting import Budget
+from lapras.accounting import Accountant, Budget
 from lapras.allocation import Allocator, AllocState, Split
 from lapras.mechanisms import Cost
 
@@ -40,8 +40,8 @@ class EpochSpec:
     predicted_keys: int = 0
 
     @property
-    def budget(self) -> Budget:
-        return Budget(self.mode, self.epsilon, self.delta)  # type: ignore[arg-type]
+    def budget(self) -> Accountant:
+        return Budget(self.mode, self.epsilon, self.delta)
 
     def allocator(self) -> Allocator:
         return Allocator(Split(**self.split), self.budget.units, self.s, self.warmup,
@@ -72,12 +72,14 @@ class EpochRecord:
 
 @dataclass(frozen=True)
 class ReleaseRecord:
-    """One Gaussian release: its cost, scale and (for the MM release) its stored measurements."""
+    """One release: its cost, the mechanism (name and parameters) that drew it, the sensitivity it was
+    calibrated for and (for the MM release) its stored measurements."""
 
     kind: str  # "mm" | "fresh"
     cost: Cost
     units: float
-    sigma: float
+    mechanism: str
+    params: Mapping[str, float]
     sensitivity: float
     position: int | None = None
     parts: Mapping[str, float] = field(default_factory=dict)  # units per budget part

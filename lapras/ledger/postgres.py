@@ -62,7 +62,8 @@ CREATE TABLE IF NOT EXISTS lapras.releases (
     position bigint,
     kind text NOT NULL,
     units double precision NOT NULL,
-    sigma double precision NOT NULL,
+    mechanism text NOT NULL,
+    params jsonb NOT NULL,
     sensitivity double precision NOT NULL,
     cost jsonb NOT NULL,
     meta jsonb,
@@ -94,6 +95,23 @@ CREATE TABLE IF NOT EXISTS lapras.answers (
 );
 """
 
+# Ledgers written before releases named their mechanism kept a mandatory sigma: every such release was
+# Gaussian, so the row becomes mechanism 'gaussian' with params {"sigma": sigma}, in the DDL's transaction.
+MIGRATIONS = """
+ALTER TABLE lapras.releases ADD COLUMN IF NOT EXISTS mechanism text;
+ALTER TABLE lapras.releases ADD COLUMN IF NOT EXISTS params jsonb;
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM information_schema.columns
+               WHERE table_schema = 'lapras' AND table_name = 'releases' AND column_name = 'sigma') THEN
+        UPDATE lapras.releases SET mechanism = 'gaussian', params = jsonb_build_object('sigma', sigma)
+            WHERE mechanism IS NULL;
+        ALTER TABLE lapras.releases DROP COLUMN sigma;
+    END IF;
+END $$;
+ALTER TABLE lapras.releases ALTER COLUMN mechanism SET NOT NULL, ALTER COLUMN params SET NOT NULL;
+"""
+
 _EPOCH_COLS = ("id, extract(epoch from started_at), spec, state, spent_units, regression_epsilon_spent, "
                "regression_delta_spent, extract(epoch from ended_at), "
                "(SELECT count(*) FROM lapras.answers a WHERE a.epoch_id = e.id)")
@@ -103,6 +121,14 @@ def _epoch(row: Sequence[Any]) -> EpochRecord:
     return EpochRecord(int(row[0]), float(row[1]), EpochSpec.from_json(row[2]), AllocState.from_json(row[3]),
                        float(row[4]), float(row[5]), float(row[6]), float(row[7]) if row[7] is not None else None,
                        int(row[8]))
+
+
+_RELEASE_COLS = "kind, cost, units, mechanism, params, sensitivity, position, meta"
+
+
+def _release(row: Sequence[Any], payload: bytes | None = None) -> ReleaseRecord:
+    return ReleaseRecord(row[0], Cost.from_json(row[1]), row[2], row[3], dict(row[4]), row[5], row[6], {}, row[7],
+                         payload)
 
 
 class _PgTxn(EpochTxn):
@@ -137,16 +163,16 @@ class _PgTxn(EpochTxn):
 
 def _insert_release(conn: psycopg.Connection[Any], epoch: EpochRecord, r: ReleaseRecord) -> int:
     row = conn.execute(
-        "INSERT INTO lapras.releases (epoch_id, position, kind, units, sigma, sensitivity, cost, meta, payload)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
-        (epoch.id, r.position, r.kind, r.units, r.sigma, r.sensitivity, json.dumps(r.cost.to_json()),
-         json.dumps(r.meta) if r.meta is not None else None, r.payload)).fetchone()
+        "INSERT INTO lapras.releases (epoch_id, position, kind, units, mechanism, params, sensitivity, cost, meta,"
+        " payload) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        (epoch.id, r.position, r.kind, r.units, r.mechanism, json.dumps(dict(r.params)), r.sensitivity,
+         json.dumps(r.cost.to_json()), json.dumps(r.meta) if r.meta is not None else None, r.payload)).fetchone()
     assert row is not None
     rid = int(row[0])
     budget = epoch.spec.budget
     for part, units in r.parts.items():
         if units > 0:
-            eps, delta = budget.eps_delta(units) if budget.mode == "basic" else (None, None)
+            eps, delta = budget.part_eps_delta(units) or (None, None)
             conn.execute("INSERT INTO lapras.spends (epoch_id, release_id, position, part, units, epsilon, delta)"
                          " VALUES (%s, %s, %s, %s, %s, %s, %s)", (epoch.id, rid, r.position, part, units, eps, delta))
     return rid
@@ -164,6 +190,7 @@ class PostgresLedger(Ledger):
         with self._tx() as c:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             c.execute(DDL)
+            c.execute(MIGRATIONS)
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection[Any]]:
@@ -216,12 +243,11 @@ class PostgresLedger(Ledger):
 
     def mm_release(self, epoch_id: int) -> ReleaseRecord | None:
         with self._tx() as c:
-            row = c.execute("SELECT kind, cost, units, sigma, sensitivity, position, meta, payload FROM lapras.releases"
+            row = c.execute(f"SELECT {_RELEASE_COLS}, payload FROM lapras.releases"
                             " WHERE epoch_id = %s AND kind = 'mm'", (epoch_id,)).fetchone()
         if row is None:
             return None
-        return ReleaseRecord(row[0], Cost.from_json(row[1]), row[2], row[3], row[4], row[5], {}, row[6],
-                             bytes(row[7]) if row[7] is not None else None)
+        return _release(row, bytes(row[-1]) if row[-1] is not None else None)
 
     def answers(self, epoch_id: int) -> dict[str, StoredAnswer]:
         with self._tx() as c:
@@ -247,9 +273,9 @@ class PostgresLedger(Ledger):
 
     def releases(self, epoch_id: int) -> list[ReleaseRecord]:
         with self._tx() as c:
-            rows = c.execute("SELECT kind, cost, units, sigma, sensitivity, position, meta FROM lapras.releases"
-                             " WHERE epoch_id = %s ORDER BY id", (epoch_id,)).fetchall()
-        return [ReleaseRecord(r[0], Cost.from_json(r[1]), r[2], r[3], r[4], r[5], {}, r[6]) for r in rows]
+            rows = c.execute(f"SELECT {_RELEASE_COLS} FROM lapras.releases WHERE epoch_id = %s ORDER BY id",
+                             (epoch_id,)).fetchall()
+        return [_release(r) for r in rows]
 
     def spend_regression(self, epoch_id: int, epsilon: float, delta: float, note: str = "") -> None:
         with self._tx() as c:

@@ -22,6 +22,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from lapras.calibration import agm_sigma
+from lapras.mechanisms import Cost
 from lapras.regression import rdp
 from lapras.regression.clip import clip_rows, clip_values
 from lapras.regression.sketches import GaussianSketch, next_pow2, srht
@@ -31,14 +32,6 @@ RowSource = Callable[[], Iterable[Block]]
 Data = tuple[np.ndarray, np.ndarray] | RowSource
 
 METHODS = ("adassp", "linmix", "ihm", "fast_ihm")
-
-
-@dataclass(frozen=True)
-class Cost:
-    """Privacy cost of one release under basic composition: (epsilon, delta)."""
-
-    eps: float
-    delta: float
 
 
 @dataclass
@@ -157,7 +150,7 @@ def adassp(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np
     XtX_n = XtX + _sym_noise(d, sigma, rng)
     Xty_n = Xty + sigma * rng.standard_normal(d)
     theta = _solve(XtX_n + ridge * np.eye(d), Xty_n)
-    return theta * (c_y / c_x), Cost(eps, delta)
+    return theta * (c_y / c_x), Cost(eps=eps, delta=delta)
 
 
 def released_sketches(src: RowSource, k: int, T: int, cal: rdp.Calibration, rng: np.random.Generator,
@@ -191,7 +184,7 @@ def linmix(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np
     cal = rdp.calibrate_linmix(eps, delta, k)
     A = released_sketches(src, k, 1, cal, rng, with_y=True)[0][0]
     theta = np.linalg.lstsq(A[:, :d], A[:, d], rcond=None)[0]
-    return theta * (c_y / c_x), Cost(eps, delta)
+    return theta * (c_y / c_x), Cost(eps=eps, delta=delta)
 
 
 # --------------------------------------------------------------------------------------------------- IHM
@@ -244,7 +237,7 @@ def ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.ra
     released, eta2 = released_sketches(src, k, T, cal, rng, with_y=False)
     H_list = [Xt.T @ Xt / k for Xt in released]
     theta = _ihm_steps(H_list, _clipped_grad(src, clip), eta2, cal.sigma_grad, d, rng, ridge)
-    return theta * (c_y / c_x), Cost(eps, delta)
+    return theta * (c_y / c_x), Cost(eps=eps, delta=delta)
 
 
 def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
@@ -290,7 +283,7 @@ def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: 
         return Xt @ np.clip(y - theta @ Xt, -clip, clip)
 
     theta = _ihm_steps(H_list, grad, eta2, cal.sigma_grad, d, rng, ridge)
-    return theta * (c_y / c_x), Cost(eps, delta)
+    return theta * (c_y / c_x), Cost(eps=eps, delta=delta)
 
 
 def fit(method: str, data: Data, c_x: float, c_y: float, eps: float, delta: float,

@@ -116,7 +116,7 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
         check_feasible(method, d, eps, delta, params)
     except rdp.InfeasibleBudget as e:
         raise RegressionError("22023", e.message, hint=e.hint) from None
-    cost = Cost(float(eps), float(delta))
+    cost = Cost(eps=float(eps), delta=float(delta))
     charge(cost)  # write-ahead: the spend is committed before any data is touched
 
     rng = rng or np.random.default_rng()
@@ -142,8 +142,9 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
             theta, _ = fit(method, source, c_x, c_y, eps, delta, rng, **(params or {}))
     coef = theta[:-1] / mh[:, 1]
     intercept = float(my + theta[-1] - np.sum(coef * mh[:, 0]))
-    rows = [(INTERCEPT, intercept, cost.eps, cost.delta)]
-    rows += [(a.name, float(c), cost.eps, cost.delta) for a, c in zip(xa, coef, strict=True)]
+    r_eps, r_delta = float(eps), float(delta)
+    rows = [(INTERCEPT, intercept, r_eps, r_delta)]
+    rows += [(a.name, float(c), r_eps, r_delta) for a, c in zip(xa, coef, strict=True)]
     return RegressionResult(COLUMNS, rows, cost, method)
 
 

@@ -19,6 +19,8 @@ from functools import cached_property
 
 import numpy as np
 
+from lapras.mechanisms.sensitivity import kron_sensitivity
+
 ProductQuery = list[tuple[float, list[np.ndarray]]]
 
 
@@ -48,7 +50,7 @@ class KronStrategy:
     @property
     def sensitivity(self) -> float:
         """Largest column norm of the Kronecker product: the product of the blocks' largest column norms."""
-        return float(math.prod(np.sqrt(np.max(np.einsum("ij,ij->j", m, m))) for m in self.mats))
+        return kron_sensitivity(self.mats)
 
     @property
     def rows(self) -> int:

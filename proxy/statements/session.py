@@ -548,7 +548,7 @@ def _close(s: Session, sql: str, _formats: list[int]) -> ResultSet:
     return command("CLOSE CURSOR")
 
 
-def _noop(tag: str):  # type: ignore[no-untyped-def]
+def _noop(tag: str):
     return lambda s, sql, formats: command(tag)
 
 

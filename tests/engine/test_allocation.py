@@ -83,7 +83,7 @@ def test_never_overspends(s_true: int, s_factor: float, bad_frac: float, order: 
     """Thousands of streams (random, bad-first, good-first; B below and above T; S mis-estimated): the
     stream parts never pay more than their units."""
     rng = np.random.default_rng(seed)
-    budget = Budget(mode, 1.0, 1e-3)  # type: ignore[arg-type]
+    budget = Budget(mode, 1.0, 1e-3)
     s_est = max(1, round(s_true * s_factor))
     split = auto_split(1 - bad_frac, s_est, 3.0, mode) if preset == "auto" else Split.preset(preset)
     t = warmup if warmup is not None else warmup_length(s_est)

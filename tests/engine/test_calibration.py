@@ -11,7 +11,8 @@ from dp_accounting.pld import pld_privacy_accountant
 
 from lapras.accounting import Budget, split_budget
 from lapras.calibration import agm_sigma, gdp_delta, gdp_eps, gdp_mu
-from lapras.mechanisms import Cost, kron_sensitivity, l2_sensitivity, sigma_for
+from lapras.mechanisms import Cost, Gaussian, sigma_for
+from lapras.mechanisms.sensitivity import kron_sensitivity, l2_sensitivity
 
 
 @pytest.mark.parametrize("eps,delta,sigma", [(1, 1e-3, 2.5747), (0.5, 5e-4, 5.014), (0.1, 1e-4, 24.51),
@@ -84,10 +85,11 @@ def test_gaussian_noise_variance_matches_sigma() -> None:
     """Chi-square test of the empirical variance against the calibrated sigma; false-failure rate 1e-4."""
     from scipy.stats import chi2
 
-    from lapras.mechanisms import gaussian_release, new_rng
+    from lapras.mechanisms import new_rng
 
     n = 20000
     cost = Cost(eps=0.5, delta=1e-5)
-    rel = gaussian_release(np.zeros(n), 1.0, cost, new_rng())
-    stat = float(np.sum(rel.values**2) / rel.sigma**2)
+    mech = Gaussian.calibrate(cost, 1.0)
+    values = mech.release(np.zeros(n), 1.0, new_rng())
+    stat = float(np.sum(values**2) / mech.variance())
     assert chi2.ppf(0.5e-4, n) < stat < chi2.ppf(1 - 0.5e-4, n)

@@ -55,7 +55,7 @@ def test_group_by_is_one_release_with_matrix_sensitivity(exact) -> None:  # type
     assert rel[-1].sensitivity == pytest.approx(np.sqrt(2))
     assert len(a2.values) == 2
     assert a2.stderrs[1] == pytest.approx(39 * a2.stderrs[0])
-    assert a2.stderrs[0] == pytest.approx(rel[-1].sigma)
+    assert rel[-1].mechanism == "gaussian" and a2.stderrs[0] == pytest.approx(rel[-1].params["sigma"])
 
 
 def test_predicted_queries_come_from_the_mm_release(exact) -> None:  # type: ignore[no-untyped-def]

@@ -124,3 +124,33 @@ def test_sigkill_mid_stream_keeps_ledger_consistent(fresh_db: str) -> None:
         for key, value in seen.items():
             assert key in stored and repr(stored[key]) == value
     assert seen
+
+
+def test_ledger_migrates_releases_that_stored_sigma(fresh_db: str) -> None:
+    """A ledger written when releases had a mandatory sigma column: opening it turns each row into
+    mechanism 'gaussian' with params {"sigma": ...}, keeps costs and spends, and the epoch goes on."""
+    from lapras.ledger.postgres import DDL
+
+    old_ddl = DDL.replace("mechanism text NOT NULL,\n    params jsonb NOT NULL,", "sigma double precision NOT NULL,")
+    assert "sigma double precision" in old_ddl and "mechanism" not in old_ddl
+    spec = ('{"mode": "gdp", "epsilon": 1.0, "delta": 0.001, "total_epsilon": 1.0, "total_delta": 0.001,'
+            ' "regression_epsilon": 0.0, "regression_delta": 0.0, "split": {"mm": 0.25, "bad_init": 0.25,'
+            ' "rem_bad": 0.25, "reserve": 0.25}, "policy": "smooth", "s": 30, "warmup": 2, "min_fraction": 0.01}')
+    with psycopg.connect(fresh_db) as c:
+        c.execute(old_ddl)
+        eid = c.execute("INSERT INTO lapras.epochs (spec, state, spent_units) VALUES (%s, '{}', 0.04) RETURNING id",
+                        (spec,)).fetchone()[0]  # type: ignore[index]
+        c.execute("INSERT INTO lapras.releases (epoch_id, position, kind, units, sigma, sensitivity, cost, meta)"
+                  " VALUES (%s, 1, 'fresh', 0.04, 5.0, 1.0, '{\"mu\": 0.2}', '{\"keys\": []}')", (eid,))
+    led = PostgresLedger(fresh_db)
+    try:
+        rels = led.releases(eid)
+        assert len(rels) == 1 and rels[0].mechanism == "gaussian" and dict(rels[0].params) == {"sigma": 5.0}
+        assert rels[0].cost.mu == pytest.approx(0.2) and rels[0].units == pytest.approx(0.04)
+        with psycopg.connect(fresh_db) as c:
+            cols = {r[0] for r in c.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                            "table_schema = 'lapras' AND table_name = 'releases'")}
+        assert "sigma" not in cols and {"mechanism", "params"} <= cols
+        PostgresLedger(fresh_db).close()  # opening a migrated ledger again is a no-op
+    finally:
+        led.close()

@@ -9,7 +9,8 @@ import pytest
 from scipy.stats import chi2
 
 from lapras.matrix_mechanism import MMRelease, group_weights, joint_sensitivity, plan_groups, release_mm
-from lapras.mechanisms import Cost, l2_sensitivity
+from lapras.mechanisms import Cost
+from lapras.mechanisms.sensitivity import l2_sensitivity
 from lapras.strategy import (
     KronStrategy,
     exact_strategy,

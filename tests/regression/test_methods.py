@@ -21,7 +21,7 @@ def test_large_budget_recovers_ols(method: str) -> None:
     X, y, ols = _data()
     c_x, c_y = np.sqrt(5.0), 8.0
     theta, cost = M.fit(method, (X, y), c_x, c_y, 1e4, 1e-6, np.random.default_rng(1))
-    assert cost == M.Cost(1e4, 1e-6)
+    assert cost == M.Cost(eps=1e4, delta=1e-6)
     loss = lambda t: float(np.sum((y - X @ t) ** 2))  # noqa: E731
     assert loss(theta) <= loss(ols) * 1.5
 

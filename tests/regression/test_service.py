@@ -111,7 +111,7 @@ def test_result_shape_and_accuracy(method: str) -> None:
     res = run_regression(lambda: FakeConn(rows), TABLE, "y", ["a", "b"], method, 1e3, 1e-6,
                          rng=np.random.default_rng(1), charge=part.charge)
     assert res.columns == COLUMNS and [r[0] for r in res.rows] == ["intercept", "a", "b"]
-    assert all(r[2:] == (1e3, 1e-6) for r in res.rows) and res.cost == Cost(1e3, 1e-6)
+    assert all(r[2:] == (1e3, 1e-6) for r in res.rows) and res.cost == Cost(eps=1e3, delta=1e-6)
     est = dict((r[0], r[1]) for r in res.rows)
     assert est["a"] == pytest.approx(5, abs=0.5) and est["b"] == pytest.approx(-2, abs=0.5)
 
@@ -153,7 +153,7 @@ def test_end_to_end_on_postgres(adult_db: str, default_config: Any) -> None:
                               rng=np.random.default_rng(0))
     est = np.array([r[1] for r in res.rows])
     assert [r[0] for r in res.rows] == ["intercept", *xs]
-    assert part.spent == [Cost(1e5, 1e-7)]
+    assert part.spent == [Cost(eps=1e5, delta=1e-7)]
     pred = lambda t: X @ t  # noqa: E731
     mse = lambda t: float(np.mean((data[:, 0] - pred(t)) ** 2))  # noqa: E731
     assert mse(est) <= mse(ols) * 1.05
