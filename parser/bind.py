@@ -163,6 +163,8 @@ class Binder:
                 x = _value(operand, attr, self.params)
                 t = sp.not_(self.base(attr)) if x is None else self._cmp(attr, "=", x)[0]
                 return t, sp.not_(t)
+            case C.Cells(name, true, false):
+                return sp.cells(name, list(true)), sp.cells(name, list(false))
             case C.IsNull(name):
                 base = self.base(self._attr(name))
                 return sp.not_(base), base

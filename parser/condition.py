@@ -94,3 +94,13 @@ class NotDistinct(Cond):
 
 
 TRUE = Const(True)
+
+
+@dataclass(frozen=True, slots=True)
+class Cells(Cond):
+    """A per-row predicate over one attribute, evaluated on its public domain: the cell index ranges where it
+    is TRUE and where it is FALSE (elsewhere NULL). ``age * 2 >= 80``, ``CAST(age AS TEXT) = '40'``."""
+
+    attr: str
+    true: tuple[tuple[int, int], ...]
+    false: tuple[tuple[int, int], ...]

@@ -3,9 +3,11 @@
 Each pass is a module with one entry function, run in this order (PostgreSQL's order of checks, so that
 a statement with several faults gets the error PostgreSQL would give first):
 
+    inline_wrappers  CTEs and FROM subqueries that only filter, rename or compute per row: merged in
     check_shape      one flat SELECT (no writes, set operations, CTEs, subqueries)
     resolve_names    FROM names one protected table; columns resolve to its declared attributes
     check_select     aggregates only, no *, no windows, no DISTINCT rows, no unsupported clauses
+                     (a shape probe, LIMIT 0/1 without aggregates, becomes its columns and no row: probe.py)
     lower_where      WHERE -> the WHERE form (parser.condition)
     lower_group_by   GROUP BY -> dimensions over the public domain (buckets via the scalar evaluator)
     lower_outputs    target list -> post-processing expressions over aggregate slots and group keys
@@ -25,8 +27,10 @@ from ..template import Template
 from .clauses import lower_clauses
 from .context import Context
 from .groups import lower_group_by
+from .inline import inline_wrappers
 from .names import resolve_names
 from .outputs import lower_outputs
+from .probe import probe_template
 from .select import check_select
 from .shape import check_shape
 from .where import lower_where
@@ -36,9 +40,10 @@ __all__ = ["analyze"]
 
 def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
     """Run the passes over one parsed statement."""
-    select = check_shape(tree)
+    select = check_shape(inline_wrappers(tree, catalog, budget))
     ctx = Context(select, resolve_names(select, catalog), budget)
-    check_select(ctx)
+    if check_select(ctx) == "probe":
+        return probe_template(ctx)
     where = lower_where(select.args["where"].this, ctx) if select.args.get("where") is not None else None
     budget.check_deadline()
     ctx.groups = lower_group_by(ctx)

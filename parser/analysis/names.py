@@ -42,6 +42,14 @@ class Scope:
                           + ", ".join(a.name for a in self.table.attributes) + ".")
         return attr
 
+    def star(self, node: exp.Expr) -> tuple[Attribute, ...]:
+        """The attributes ``*`` or ``alias.*`` stands for (declared order)."""
+        qual = node.args.get("table") if isinstance(node, exp.Column) else None
+        if qual is not None and ident(qual) != (self.alias if self.alias is not None else self.table.name):
+            raise Refusal(E.UNDEFINED_TABLE, f'missing FROM-clause entry for table "{ident(qual)}"',
+                          position=position_of(node))
+        return self.table.attributes
+
 
 def resolve_names(sel: exp.Select, catalog: Catalog) -> Scope:
     """The scope of ``sel``: its FROM must be exactly one protected table, without JOIN or TABLESAMPLE."""

@@ -8,7 +8,7 @@ from sqlglot import exp
 
 from ..syntax import position_of
 from .context import Context
-from .nodes import non_aggregate, star_refusal, unsupported
+from .nodes import non_aggregate, star_refusal, strip_paren, unsupported
 
 _UNSUPPORTED_CLAUSES = ("qualify", "connect", "laterals", "pivots", "locks", "into", "sample")
 
@@ -20,25 +20,49 @@ def has_aggregate(sel: exp.Select) -> bool:
     return False
 
 
-def check_select(ctx: Context) -> None:
+def is_probe(sel: exp.Select) -> bool:
+    """A statement that only asks for the shape of rows: no aggregate, no grouping, LIMIT 0 or 1.
+
+    Superset probes a virtual dataset's SQL with ``LIMIT 1`` for its column names and types; such a probe is
+    answered with the columns and no row, whatever the data, so it reads nothing and spends nothing.
+    """
+    if has_aggregate(sel) or sel.args.get("group") is not None or sel.args.get("distinct") is not None:
+        return False
+    # ORDER BY ... LIMIT 1 asks for an extreme row (data), not for a shape.
+    if any(sel.args.get(k) is not None for k in ("having", "offset", "order")) or sel.find(exp.Window):
+        return False
+    limit = sel.args.get("limit")
+    value = strip_paren(limit.expression) if isinstance(limit, exp.Limit) else None
+    return isinstance(value, exp.Literal) and not value.is_string and str(value.this) in ("0", "1")
+
+
+def check_select(ctx: Context) -> str:
+    """Check the SELECT; its kind: ``"aggregate"`` or ``"probe"`` (see ``is_probe``)."""
     sel, table = ctx.select, ctx.table
     if sel.args.get("distinct") is not None and not has_aggregate(sel):
         raise non_aggregate(table, sel)
+    probe = is_probe(sel)
     stars = [e for e in sel.expressions
              if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star))]
-    if stars:
+    if stars and not probe:
         raise star_refusal(table, stars[0])
     # PostgreSQL resolves the target list before WHERE and GROUP BY: report its unknown columns first.
     cols = [c for item in sel.expressions for c in item.find_all(exp.Column) if not isinstance(c.this, exp.Star)]
     for c in sorted(cols, key=lambda c: position_of(c) or 0):
         ctx.column(c)
+    if stars:
+        for s in stars:
+            ctx.scope.star(s)
     win = sel.find(exp.Window)
     if win is not None:
         raise unsupported("window function", win)
     if sel.args.get("distinct") is not None:
         raise unsupported("SELECT DISTINCT", sel)
+    if probe:
+        return "probe"
     if not has_aggregate(sel):
         raise non_aggregate(table, sel)
     for key in _UNSUPPORTED_CLAUSES:
         if sel.args.get(key):
             raise unsupported(key.upper(), sel.args[key] if isinstance(sel.args[key], exp.Expr) else sel)
+    return "aggregate"

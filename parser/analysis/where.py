@@ -15,6 +15,7 @@ from .. import condition as C
 from .. import errors as E
 from .. import scalar as S
 from ..errors import Refusal
+from ..predicate import merge_ranges
 from ..schema import Attribute
 from ..syntax import position_of
 from .context import Context
@@ -31,7 +32,7 @@ from .nodes import (
     strip_paren,
     unsupported,
 )
-from .scalars import NOT_CONSTANT, fold
+from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold
 
 _WHERE_HINT = ("WHERE supports =, <>, <, <=, >, >=, BETWEEN, IN, IS [NOT] NULL on attributes compared with "
                "literals or parameters, combined with AND, OR, NOT.")
@@ -117,6 +118,9 @@ class _Lowering:
             attr = ctx.column(left)
             same = C.NotDistinct(attr.name, operand(right, attr, ctx))
             return same if isinstance(node, exp.NullSafeEQ) else C.Not(same)
+        if isinstance(node, exp.Between | exp.Is | exp.In) and not isinstance(self.subject(node.this), exp.Column):
+            if node.args.get("query") is None and (not isinstance(node, exp.Is) or isinstance(node.expression, exp.Null)):
+                return self.per_row(node)
         if isinstance(node, exp.Between):
             attr = self.column_subject(node.this)
             lo, hi = operand(node.args["low"], attr, ctx), operand(node.args["high"], attr, ctx)
@@ -147,7 +151,48 @@ class _Lowering:
         if node.find(exp.AggFunc):
             raise Refusal(E.GROUPING_ERROR, "aggregate functions are not allowed in WHERE",
                           position=position_of(node.find(exp.AggFunc)))
+        if node.find(exp.Column) is not None:
+            return self.per_row(node)
         raise unsupported(f"predicate {sql_of(node)!r}", node, hint=_WHERE_HINT)
+
+    def per_row(self, node: exp.Expr) -> C.Cond:
+        """A predicate over one attribute that is not a plain comparison (wrappers compute columns, e.g.
+        ``age * 2 >= 80``): evaluated by the scalar evaluator on every cell of the public domain."""
+        ctx = self.ctx
+        attrs = {ctx.column(c).name for c in node.find_all(exp.Column)}
+        if len(attrs) != 1:
+            raise unsupported(f"predicate {sql_of(node)!r} over several columns", node, hint=_WHERE_HINT)
+        if node.find(exp.Select) is not None:
+            raise unsupported("subquery", node.find(exp.Select))
+        attr = ctx.table.attribute(attrs.pop())
+        assert attr is not None
+
+        def leaf(n: exp.Expr) -> S.Expr | None:
+            if isinstance(n, exp.Column):
+                return S.Cell(attr.name, S.INT4 if attr.domain.kind == "int" else S.TEXT)
+            if is_param(n):
+                raise NotScalar(n)
+            return None
+
+        try:
+            e = compile_scalar(node, leaf, ctx.budget, exact=True)
+        except NotScalar as u:
+            raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node, hint=_WHERE_HINT) from None
+        except Refusal as r:
+            r.position = r.position or position_of(node)
+            raise
+        if e.oid not in (S.BOOL, S.UNKNOWN):
+            raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
+        values = list(attr.domain)
+        ctx.budget.tick(len(values))
+        try:
+            results = e.ev(S.Env(len(values), {attr.name: values}, strict=True))
+        except Refusal as r:
+            r.position = r.position or position_of(node)
+            raise
+        true = merge_ranges([(i, i) for i, v in enumerate(results) if v is True])
+        false = merge_ranges([(i, i) for i, v in enumerate(results) if v is False])
+        return C.Cells(attr.name, tuple(true), tuple(false))
 
     def comparison(self, op: str, node: exp.Expr) -> C.Cond:
         ctx = self.ctx
@@ -162,12 +207,14 @@ class _Lowering:
             return C.And(parts) if every else C.Or(parts)
         if isinstance(right, exp.Any):
             raise unsupported(f"{sql_of(right)}", right)
-        if isinstance(left, exp.Column):
+        if isinstance(left, exp.Column) and right.find(exp.Column) is None:
             attr = ctx.column(left)
             return C.Compare(attr.name, op, operand(right, attr, ctx))
-        if isinstance(right, exp.Column):
+        if isinstance(right, exp.Column) and left.find(exp.Column) is None:
             attr = ctx.column(right)
             return C.Compare(attr.name, FLIP[op], operand(left, attr, ctx))
+        if node.find(exp.Column) is not None and node.find(exp.AggFunc) is None:
+            return self.per_row(node)
         a, b = operand(left, None, ctx), operand(right, None, ctx)
         if not isinstance(a, C.Lit) or not isinstance(b, C.Lit):
             raise unsupported("a parameter compared with a literal", node)
