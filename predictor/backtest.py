@@ -5,7 +5,7 @@ compare with what d actually received:
 
 - recall: share of d's statements (every occurrence counts) whose canonical key is in P;
 - precision: share of P's keys that occurred in d;
-- S: the estimate against the true number of statements;
+- S: the estimate against the true number of statements (and what it would be without the calendar);
 - rho: the overlap the predictor announced against the recall it got.
 
 ``fixed`` mode trains once on the first ``train_epochs`` epochs and predicts each later epoch from that
@@ -43,6 +43,8 @@ class DayResult:
     rho_estimate: float
     recurring_recall: float | None = None
     recurring_share: float | None = None
+    s_model: str = "daily"  # how the unexplained volume was forecast (predictor.volume)
+    s_flat: int | None = None  # S had that volume been forecast without the calendar
 
     def as_record(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,6 +90,7 @@ def backtest(
             window = Epochs(epochs.origin, epochs.hours, epochs.buckets[:d])
         pset = train(window, d, catalog, cost, threshold)
         keys = pset.keys
+        resid = pset.stats.get("residual_volume", {})
         day = Counter(o.key for o in epochs.buckets[d])
         s_true = sum(o.count for o in epochs.buckets[d])
         hits = sum(o.count for o in epochs.buckets[d] if o.key in keys)
@@ -116,6 +119,8 @@ def backtest(
                 rho_estimate=pset.rho_estimate,
                 recurring_recall=None if rec_recall is None else round(rec_recall, 4),
                 recurring_share=None if rec_share is None else round(rec_share, 4),
+                s_model=str(resid.get("model", "daily")),
+                s_flat=max(0, round(pset.s_estimate - resid.get("value", 0.0) + resid.get("flat", 0.0))),
             )
         )
     return results

@@ -25,6 +25,7 @@ from predictor.canonical import canonical_key
 from predictor.progressions import ColumnRange, Stream, find_cycles, find_streams
 from predictor.recurrence import BetaPrior, Schedule, class_tables, fit_prior, make_schedules, score
 from predictor.templates import Shape, analyse, numeric, render
+from predictor.volume import VolumeForecast, forecast, level_models
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class WorkloadModel:
     ) -> None:
         self.n = len(epochs)
         self.catalog = catalog
+        self.weekday_of = weekday_of
+        self.epoch_hours = epoch_hours
         self.schedules: list[Schedule] = make_schedules(self.n, weekday_of, epoch_hours)
         self.keys: dict[str, _KeyStats] = {}
         self.shapes: dict[str, tuple[Shape, list[bool]]] = {}
@@ -136,17 +139,22 @@ class WorkloadModel:
         recent = per_epoch[max(1, self.n - window) :]
         return sum(recent) / len(recent) if recent else 0.0
 
-    def residual_volume(self, predicted: set[str], window: int = 7) -> float:
-        """Mean executions per recent epoch that P would not have explained: statements whose key is not
-        in ``predicted`` and that are not instances of a progression (those are predicted afresh)."""
+    def residual_volume(self, predicted: set[str], target: int | None = None) -> float:
+        """Expected executions in epoch ``target`` (default: the next one) that P would not explain:
+        statements whose key is not in ``predicted`` and that are not instances of a progression (those
+        are predicted afresh). A weekly pattern of that traffic (analysts on business days only) is
+        followed when the history shows one (:mod:`predictor.volume`)."""
+        return self.residual_forecast(predicted, target).value
+
+    def residual_forecast(self, predicted: set[str], target: int | None = None) -> VolumeForecast:
         per_epoch = [0.0] * self.n
         for key, st in self.keys.items():
             if key in predicted or not self.key_shapes[key].isdisjoint(self._in_stream):
                 continue
             for d, c in enumerate(st.counts):
                 per_epoch[d] += c
-        recent = per_epoch[max(0, self.n - window) :]
-        return sum(recent) / len(recent) if recent else 0.0
+        models = level_models(self.weekday_of, self.epoch_hours)
+        return forecast(per_epoch, self.n if target is None else target, models)
 
     def distinct_per_epoch(self, window: int = 14) -> float:
         per_epoch = [0] * self.n

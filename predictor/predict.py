@@ -154,7 +154,8 @@ def train(
     # + what no schedule explained in recent epochs (ad hoc traffic, chance repeats included).
     chosen_keys = {c.key for c in chosen}
     explained = [c for c in cands if c.scheduled or c.key in chosen_keys]
-    s_est = sum(c.p * c.expected_count for c in explained) + model.residual_volume({c.key for c in explained})
+    residual = model.residual_forecast({c.key for c in explained}, target)
+    s_est = sum(c.p * c.expected_count for c in explained) + residual.value
     rho = in_p / s_est if s_est > 0 else 0.0
 
     def pq(c: Candidate) -> PredictedQuery:
@@ -174,6 +175,8 @@ def train(
             "streams": len(model.streams),
             "prior": [round(model.prior.a, 4), round(model.prior.b, 4)],
             "new_per_epoch": round(model.new_volume, 2),
+            "residual_volume": {"value": round(residual.value, 2), "model": residual.model,
+                                "flat": round(residual.flat, 2), "walk_forward_mae": residual.errors},
         },
     )
 

@@ -62,9 +62,11 @@ def adhoc_sql(rng: random.Random) -> str:
 
 
 def generate(
-    items: list[Recurring], days: int, adhoc_per_day: int = 10, seed: int = 0
+    items: list[Recurring], days: int, adhoc_per_day: int = 10, seed: int = 0,
+    adhoc_by_weekday: tuple[int, ...] | None = None,
 ) -> list[tuple[datetime, str, str]]:
-    """(timestamp, sql, kind) rows in time order."""
+    """(timestamp, sql, kind) rows in time order; ``adhoc_by_weekday`` (Monday first) gives each day of the
+    week its own mean number of one-offs (binomial around it) instead of ``adhoc_per_day`` exactly."""
     rng = random.Random(seed)
     rows: list[tuple[datetime, str, str]] = []
     for d in range(days):
@@ -74,7 +76,11 @@ def generate(
             if it.when(d, day.weekday()) and rng.random() < it.q:
                 ts = base + timedelta(hours=it.hour, seconds=rng.randint(0, 3000))
                 rows.append((ts, it.sql(d), it.kind))
-        for _ in range(adhoc_per_day):
+        n_adhoc = adhoc_per_day
+        if adhoc_by_weekday is not None:
+            mean = adhoc_by_weekday[day.weekday()]
+            n_adhoc = sum(rng.random() < 0.5 for _ in range(2 * mean))
+        for _ in range(n_adhoc):
             ts = base + timedelta(seconds=rng.randint(0, 86399))
             rows.append((ts, adhoc_sql(rng), "adhoc"))
     rows.sort(key=lambda r: r[0])
