@@ -21,19 +21,14 @@ from proxy.ops.demo_data import ensure_table
 from proxy.ops.embedded import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-ADULT_CSV = SHARED_DATA / "adult.csv"
-
-
-def shared_data_or_skip() -> Path:
-    if not ADULT_CSV.exists():
-        pytest.skip("../shared/data is not present")
-    return SHARED_DATA
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    return shared_data_or_skip()
+def bi_log(tmp_path_factory) -> dict[str, Path]:
+    """A generated 21-day BI log over Adult: paths by format (stderr, csvlog) and its truth file."""
+    import bi_log_fixture
+
+    return bi_log_fixture.write(tmp_path_factory.mktemp("bilog"))
 
 
 @pytest.fixture(scope="session")
@@ -60,6 +55,35 @@ def pg_dsn(embedded_pg: EmbeddedPostgres) -> str:
     return embedded_pg.dsn()
 
 
+# ------------------------------------------------------------------------------------------ test tiers
+
+# A test whose fixtures (directly or through other fixtures) include one of these starts real processes.
+PROCESS_FIXTURES = frozenset({"embedded_pg", "e2e"})
+# Modules whose tests start processes of their own (linters, proxies, clusters, client runtimes).
+PROCESS_DIRS = ("reliability", "clients")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the `process` tier; `-m "not process and not slow"` is the fast tier (pure Python, seconds)."""
+    for item in items:
+        in_dir = any(part in PROCESS_DIRS for part in item.path.parts)
+        if in_dir or PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.process)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In the fast tier, a test that starts a process fails, so the `process` marks cannot go stale."""
+    if "not process" not in request.config.getoption("markexpr", ""):
+        return
+    import subprocess
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"{request.node.nodeid} starts a process: mark it @pytest.mark.process")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+
+
 _db_counter = itertools.count()
 
 
@@ -78,12 +102,10 @@ def fresh_db(embedded_pg: EmbeddedPostgres) -> str:
 
 @pytest.fixture(scope="session")
 def adult_db(embedded_pg: EmbeddedPostgres, default_config) -> str:
-    """Conninfo of a database holding public.adult: the real Adult data when ../shared is present
-    (age decoded to 17..90), otherwise the built-in demo rows."""
+    """Conninfo of a database holding public.adult with the demo generator's rows (the suite never
+    needs ../shared)."""
     dsn = create_database(embedded_pg, "adult")
-    table = default_config.catalog.table("adult")
-    csv_path = ADULT_CSV if ADULT_CSV.exists() else None
-    ensure_table(dsn, table, default_config.loads["adult"], csv_path)
+    ensure_table(dsn, default_config.catalog.table("adult"), default_config.loads["adult"], None)
     return dsn
 
 
@@ -212,7 +234,7 @@ def proxy_factory(embedded_pg: EmbeddedPostgres, default_config, tmp_path_factor
     def make(**overrides: Any) -> ProxyProcess:
         dsn = create_database(embedded_pg, "px")
         table = default_config.catalog.table("adult")
-        ensure_table(dsn, table, default_config.loads["adult"], ADULT_CSV if ADULT_CSV.exists() else None)
+        ensure_table(dsn, table, default_config.loads["adult"], None)
         root = tmp_path_factory.mktemp("proxyf")
         port = free_port()
         cfg = root / "config.toml"

@@ -19,6 +19,7 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
                           cwd=REPO, timeout=timeout)
 
 
+@pytest.mark.process
 def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
@@ -34,6 +35,7 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert done.returncode == 0 and "serve" in done.stdout
 
 
+@pytest.mark.process
 def test_shipped_config_is_valid() -> None:
     done = run_cli("check-config", "--config", str(REPO / "config.toml"))
     assert done.returncode == 0, done.stderr
@@ -57,6 +59,7 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
     return p
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("old", "new", "key", "words"), [
     ("epsilon = 1.0", "epsilon = -1.0", "privacy.epsilon", "> 0"),
     ("epsilon = 1.0", "epsilon = \"one\"", "privacy.epsilon", "must be float"),
@@ -81,6 +84,7 @@ def test_bad_config_names_key_and_fix(tmp_path: Path, old: str, new: str, key: s
     assert key in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.process
 def test_serve_with_bad_config_stops_with_message(tmp_path: Path) -> None:
     path = _broken(tmp_path, "delta = 1e-3", "delta = 0")
     done = run_cli("serve", "--config", str(path), "--state-dir", str(tmp_path / "state"), timeout=60)
@@ -99,6 +103,7 @@ def test_all_problems_reported_at_once() -> None:
     assert any(p.startswith("users") for p in problems)
 
 
+@pytest.mark.process
 def test_missing_config_file_is_explained(tmp_path: Path) -> None:
     done = run_cli("check-config", "--config", str(tmp_path / "nope.toml"))
     assert done.returncode == 2 and "file not found" in done.stderr

@@ -120,6 +120,7 @@ def render_query(ast: Ast, r: Random) -> str:
     return f"{select} {agg}\nFROM {table}   WHERE {render(ast, r, q)}"
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(seed=st.integers(0, 2**63))
 def test_rewrites_share_one_canonical_form(seed: int) -> None:
@@ -259,6 +260,7 @@ def test_tautology_drops_out_of_the_marginal() -> None:
     assert np.array_equal(q.vector(ADULT), np.ones(()))
 
 
+@pytest.mark.process
 def test_keys_are_stable_across_processes() -> None:
     """Keys are a database key for stored answers: no dependence on hash seeds or process state."""
     sqls = [g[0] for g in EQUIVALENT] + DIFFERENT

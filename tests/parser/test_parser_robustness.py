@@ -7,6 +7,7 @@ import os
 import re
 from random import Random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parser_catalog import MIXED
@@ -52,6 +53,7 @@ def check(sql: str, params: list[object]) -> None:
     assert isinstance(references_protected(sql, MIXED), bool)
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(seed=st.integers(0, 2**63))
 def test_mutated_corpus_statements_refuse_cleanly(seed: int) -> None:
@@ -60,6 +62,7 @@ def test_mutated_corpus_statements_refuse_cleanly(seed: int) -> None:
     check(mutate(r, sql), list(params) or [r.choice([1, "2", None, "x"]) for _ in range(3)])
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES // 3, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(text=st.text(max_size=80))
 def test_arbitrary_text(text: str) -> None:

@@ -1,4 +1,5 @@
-"""Acceptance on the shared 21-day Adult BI log: train on the days before, predict each of days 15-21.
+"""Acceptance on a generated 21-day Adult BI log (both formats): train on the days before, predict each of
+days 15-21. The same check on the shared sample log is benchmarks/predictor_backtest.py.
 
 The truth file is read here for evaluation only (recall on the recurring kinds); the predictor never sees it.
 """
@@ -12,23 +13,20 @@ import pytest
 from predictor.backtest import DayResult, backtest, load_truth
 from predictor.logs import read_log
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "querylogs"
 
-
-def _results(name: str, mode: str) -> list[DayResult]:
-    if not (DATA / name).exists():
-        pytest.skip("../shared/data is not present")
-    statements, stats = read_log(DATA / name)
+def _results(bi_log: dict[str, Path], fmt: str, mode: str) -> list[DayResult]:
+    statements, stats = read_log(bi_log[fmt])
     assert stats.unreadable == 0
-    truth = load_truth(DATA / "adult_bi_21d.truth.csv")
+    truth = load_truth(bi_log["truth"])
     res = backtest(statements, truth=truth, mode=mode, train_epochs=14)
     return [r for r in res if r.epoch >= 14]
 
 
-@pytest.mark.parametrize("name", ["adult_bi_21d.log", "adult_bi_21d.csv"])
+@pytest.mark.slow
+@pytest.mark.parametrize("fmt", ["stderr", "csvlog"])
 @pytest.mark.parametrize("mode", ["rolling", "fixed"])
-def test_days_15_to_21(name: str, mode: str) -> None:
-    days = _results(name, mode)
+def test_days_15_to_21(bi_log: dict[str, Path], fmt: str, mode: str) -> None:
+    days = _results(bi_log, fmt, mode)
     assert [r.day for r in days] == [f"2026-10-{d}" for d in range(15, 22)]
     for r in days:
         assert r.recurring_recall is not None and r.recurring_recall >= 0.95, r

@@ -50,6 +50,7 @@ def test_daily_panels_and_noise(tmp_path: Path) -> None:
         assert abs(r.s_estimate - r.s_true) <= 0.15 * r.s_true
 
 
+@pytest.mark.slow
 def test_weekly_business_and_every_other_day(tmp_path: Path) -> None:
     items = (
         [Recurring(const(s), weekly(0)) for s in _panels(4, "weekly_t")]  # Mondays only
@@ -129,6 +130,7 @@ def test_start_date_is_monday() -> None:
     assert synth.START == date(2026, 3, 2) and synth.START.weekday() == 0
 
 
+@pytest.mark.slow
 def test_busy_ad_hoc_templates_make_no_chance_progressions(tmp_path: Path) -> None:
     """Dozens of ad hoc instances a day per template: some pairs and triples line up by chance; only
     the real counters may come out as progressions."""

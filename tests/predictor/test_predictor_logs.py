@@ -208,14 +208,9 @@ def test_unknown_format_is_an_error(tmp_path: Path) -> None:
         read_log(_write(tmp_path, "x.log", "x"), "nope")
 
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "querylogs"
-
-
-def test_shared_log_and_csv_twin_agree() -> None:
-    if not (SHARED / "adult_bi_21d.log").exists():
-        pytest.skip("../shared/data is not present")
-    a, sa = read_log(SHARED / "adult_bi_21d.log")
-    b, sb = read_log(SHARED / "adult_bi_21d.csv")
+def test_stderr_log_and_csv_twin_agree(bi_log: dict[str, Path]) -> None:
+    a, sa = read_log(bi_log["stderr"])
+    b, sb = read_log(bi_log["csvlog"])
     assert (sa.format, sb.format) == ("stderr", "csvlog")
     assert sa.unreadable == sb.unreadable == 0
     assert [(s.ts, s.sql) for s in a] == [(s.ts, s.sql) for s in b]

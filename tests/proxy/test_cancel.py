@@ -11,6 +11,8 @@ import psycopg
 import pytest
 from conftest import Target
 
+pytestmark = pytest.mark.process  # real client runtimes and a real proxy process
+
 
 def test_cancel_interrupts_only_that_session(e2e: Target) -> None:
     a = psycopg.connect(e2e.dsn(), autocommit=True)

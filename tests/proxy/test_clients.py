@@ -19,6 +19,8 @@ PARAM = "SELECT COUNT(*) FROM adult WHERE age > {}"
 GROUP = "SELECT sex, COUNT(*) FROM adult GROUP BY sex ORDER BY sex"
 REFUSED = "SELECT * FROM adult"
 
+pytestmark = pytest.mark.process  # real client runtimes and a real proxy process
+
 
 def _psql_binaries() -> list[str]:
     found = []

@@ -33,7 +33,6 @@ ProxyProcess: Any = _CONFTEST.ProxyProcess
 make_test_config = _CONFTEST.make_test_config
 free_port = _CONFTEST.free_port
 create_database = _CONFTEST.create_database
-ADULT_CSV: Path = _CONFTEST.ADULT_CSV
 
 
 def set_server_keys(text: str, **values: object) -> str:
@@ -53,7 +52,7 @@ def new_adult_db(embedded_pg: Any, default_config: Any, prefix: str = "rel") -> 
 
     dsn = create_database(embedded_pg, prefix)
     table = default_config.catalog.table("adult")
-    ensure_table(dsn, table, default_config.loads["adult"], ADULT_CSV if ADULT_CSV.exists() else None)
+    ensure_table(dsn, table, default_config.loads["adult"], None)
     return dsn
 
 

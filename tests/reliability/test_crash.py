@@ -32,18 +32,14 @@ from .harness import budget_remaining, kill, ledger_problems, new_adult_db, star
 KILLS_PER_SCENARIO = int(os.environ.get("LAPRAS_CRASH_KILLS", "10"))
 PARALLEL = int(os.environ.get("LAPRAS_CRASH_PARALLEL", "2"))
 RESTARTS: dict[str, list[float]] = {}
-LOG = Path(__file__).resolve().parents[3] / "shared" / "data" / "querylogs" / "adult_bi_21d.log"
 EXPECTED_REFUSALS = {"53400"}
 
 
 def _log_stream(rng: random.Random, n: int) -> list[Statement]:
-    """Statements of the BI log (recurring dashboards and ad-hoc queries), or generated ones without it."""
-    if LOG.exists():
-        from proxy.replay.runner import load_statements
+    """Statements of a generated BI log (recurring dashboards, reports and ad-hoc queries)."""
+    import bi_log_fixture
 
-        base = [s.sql for s in load_statements(LOG)]
-    else:
-        base = [_new_query(rng) for _ in range(400)]
+    base = [sql for _, _, _, sql in bi_log_fixture.generate()]
     start = rng.randrange(len(base))
     return [Statement(0.0, None, base[(start + i) % len(base)]) for i in range(n)]
 

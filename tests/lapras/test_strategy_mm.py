@@ -83,6 +83,7 @@ def test_kron_algebra_matches_dense() -> None:
     assert s.estimate(s.least_squares(y), q) == pytest.approx(wv @ np.linalg.pinv(dense) @ y)
 
 
+@pytest.mark.slow
 def test_gowalla_scale_kron_strategy_is_structured() -> None:
     """256 x 256 rectangles: per-axis blocks only, never a dense 65536-column matrix."""
     rng = np.random.default_rng(6)

@@ -89,6 +89,7 @@ def test_stop_then_free_estimates_or_refusal(exact) -> None:  # type: ignore[no-
     assert rep["current"]["stopped"] and rep["current"]["spent"]["epsilon"] <= 1.0 + 1e-9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["gdp", "basic"])
 def test_stated_stderr_matches_empirical_error(exact, mode: str) -> None:  # type: ignore[no-untyped-def]
     """Sum over answers of (error / stated stderr)^2 is chi-square with as many degrees of freedom as answers

@@ -66,6 +66,7 @@ def _run(alloc: Allocator, bad_mask: list[bool]) -> tuple[float, AllocState, int
     return spent, st_, refused
 
 
+@pytest.mark.slow
 @settings(max_examples=1000, deadline=None)
 @given(
     s_true=st.integers(1, 300),
