@@ -37,7 +37,7 @@ class EngineSettings:
     epsilon: float = 1.0
     delta: float = 1e-3
     accounting: str = "gdp"
-    regression_fraction: float = 0.0
+    regression_fraction: float = 0.2
     split: str = "auto"
     fractions: Mapping[str, float] | None = None
     allocation: str = "smooth"

@@ -14,15 +14,13 @@ from lapras.settings import EngineSettings
 from parser.linear import LinearQuery
 
 from ..ops.config import Config
+from ..ops.keys import KEYS
 
 
 def engine_settings(cfg: Config, progress: bool = True) -> EngineSettings:
-    p, lp = cfg.privacy, cfg.lapras
-    return EngineSettings(
-        epsilon=p.epsilon, delta=p.delta, accounting=p.accounting,
-        regression_fraction=p.regression_fraction, split=lp.split, fractions=lp.fractions,
-        allocation=lp.allocation, warmup=lp.warmup, stream_length=p.stream_length,
-        free_answer_max_stderr=lp.free_answer_max_stderr, epoch=p.epoch, progress=progress)
+    """The engine's settings: every key the key table marks with an engine field, from its section."""
+    values = {k.engine: getattr(getattr(cfg, k.section), k.name) for k in KEYS if k.engine}
+    return EngineSettings(**values, progress=progress)
 
 
 def prediction_path(cfg: Config) -> Path | None:

@@ -1,12 +1,13 @@
 """Load and validate config.toml into typed settings, collecting every problem with the key and the fix.
 
-Validation never raises a traceback at the user: `load_config` raises `ConfigError`, whose message lists
-each problem as `key: what is wrong (how to fix it)`.
+Keys, types, defaults, allowed values and per-key checks come from the one key table in
+`proxy.ops.keys`; this module adds what spans keys (listen addresses, TLS pairs, custom splits, users
+and tables). Validation never raises a traceback at the user: `load_config` raises `ConfigError`, whose
+message lists each problem as `key: what is wrong (how to fix it)`.
 """
 
 from __future__ import annotations
 
-import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,11 +15,13 @@ from typing import Any
 
 from parser.schema import Attribute, Catalog, Domain, TableSchema
 
-AUTH_METHODS = ("scram-sha-256", "md5", "password", "trust")
-ACCOUNTING_MODES = ("gdp", "basic")
-SPLITS = ("auto", "equal", "matrix_heavy", "query_heavy", "reserve_heavy", "custom")
+from .keys import SECTIONS, default, key, section_keys
+
+AUTH_METHODS = key("users.auth").choices
+ACCOUNTING_MODES = key("privacy.accounting").choices
+SPLITS = key("lapras.split").choices
 FRACTION_KEYS = ("mm", "bad_init", "rem_bad", "reserve")
-EPOCHS = ("daily", "hourly", "manual")
+EPOCHS = key("privacy.epoch").choices
 
 
 class ConfigError(Exception):
@@ -31,26 +34,42 @@ class ConfigError(Exception):
         super().__init__(f"{path}: {len(problems)} problem(s) in the configuration:\n{lines}")
 
 
+def parse_listen(text: str) -> tuple[str, int]:
+    """Split HOST:PORT (IPv6 hosts in brackets); raises ValueError with a readable message."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ValueError(f"expected HOST:PORT, got {text!r}")
+    value = int(port)
+    if not 0 <= value <= 65535:
+        raise ValueError(f"port {value} is outside 0..65535")
+    return host.strip("[]"), value
+
+
+_LISTEN = parse_listen(default("server.listen"))
+
+
 @dataclass(frozen=True)
 class ServerSettings:
-    host: str = "127.0.0.1"
-    port: int = 6432
-    database: str = "adult"
-    max_connections: int = 200
-    max_message_bytes: int = 1 << 20
-    statement_timeout_s: float = 60.0
-    idle_timeout_s: float = 3600.0
-    auth_timeout_s: float = 10.0
-    queries_per_minute: int = 6000
-    allow_cleartext_without_tls: bool = False
-    metrics_listen: str = ""       # HOST:PORT of the Prometheus endpoint; empty = off
-    query_log: str = ""            # "" off, "stderr", or a file path: one JSON line per statement
+    """[server]; `listen` split into host and port. Defaults and meanings: proxy.ops.keys."""
+
+    host: str = _LISTEN[0]
+    port: int = _LISTEN[1]
+    database: str = default("server.database")
+    max_connections: int = default("server.max_connections")
+    max_message_bytes: int = default("server.max_message_bytes")
+    statement_timeout_s: float = default("server.statement_timeout_s")
+    idle_timeout_s: float = default("server.idle_timeout_s")
+    auth_timeout_s: float = default("server.auth_timeout_s")
+    queries_per_minute: int = default("server.queries_per_minute")
+    allow_cleartext_without_tls: bool = default("server.allow_cleartext_without_tls")
+    metrics_listen: str = default("server.metrics_listen")
+    query_log: str = default("server.query_log")
 
 
 @dataclass(frozen=True)
 class TlsSettings:
-    cert: str = ""
-    key: str = ""
+    cert: str = default("tls.cert")
+    key: str = default("tls.key")
 
     @property
     def enabled(self) -> bool:
@@ -61,28 +80,28 @@ class TlsSettings:
 class User:
     name: str
     auth: str
-    secret: str = ""
-    admin: bool = False   # may run lapras.new_epoch() through SQL
+    secret: str = default("users.secret")
+    admin: bool = default("users.admin")
 
 
 @dataclass(frozen=True)
 class PrivacySettings:
-    epsilon: float = 1.0
-    delta: float = 1e-3
-    accounting: str = "gdp"
-    epoch: str = "daily"
-    regression_fraction: float = 0.2
-    stream_length: int = 200
+    epsilon: float = default("privacy.epsilon")
+    delta: float = default("privacy.delta")
+    accounting: str = default("privacy.accounting")
+    epoch: str = default("privacy.epoch")
+    regression_fraction: float = default("privacy.regression_fraction")
+    stream_length: int = default("privacy.stream_length")
 
 
 @dataclass(frozen=True)
 class LaprasSettings:
-    split: str = "auto"
-    fractions: dict[str, float] | None = None
-    allocation: str = "smooth"
-    warmup: int = 0
-    prediction: str = ""
-    free_answer_max_stderr: float = 0.0
+    split: str = default("lapras.split")
+    fractions: dict[str, float] | None = default("lapras.fractions")
+    allocation: str = default("lapras.allocation")
+    warmup: int = default("lapras.warmup")
+    prediction: str = default("lapras.prediction")
+    free_answer_max_stderr: float = default("lapras.free_answer_max_stderr")
 
 
 @dataclass(frozen=True)
@@ -111,7 +130,7 @@ class Config:
         return next((u for u in self.users if u.name == name), None)
 
 
-_TOP_KEYS = {"server", "tls", "upstream", "users", "privacy", "lapras", "tables", "predictor"}
+_TOP_KEYS = {sec.name.split(".")[0] for sec in SECTIONS}
 
 
 class _Checker:
@@ -154,72 +173,46 @@ class _Checker:
             return default
         return value
 
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """Split HOST:PORT (IPv6 hosts in brackets); raises ValueError with a readable message."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ValueError(f"expected HOST:PORT, got {text!r}")
-    value = int(port)
-    if not 0 <= value <= 65535:
-        raise ValueError(f"port {value} is outside 0..65535")
-    return host.strip("[]"), value
+    def read(self, tree: dict[str, Any], section: str, prefix: str) -> dict[str, Any]:
+        """Every declared key of `section`: unknown keys, types, allowed values and checks reported,
+        defaults filled in for absent keys."""
+        declared = section_keys(section)
+        self.unknown(tree, set(declared), prefix)
+        out: dict[str, Any] = {}
+        for name, k in declared.items():
+            before = len(self.problems)
+            value = self.get(tree, name, k.type, k.default, prefix)
+            if len(self.problems) == before:
+                if k.choices and value not in k.choices:
+                    self.bad(prefix + name, f"must be one of {', '.join(k.choices)}, got {value!r}")
+                elif k.check is not None and value is not None and (problem := k.check(value)):
+                    self.bad(prefix + name, problem)
+            out[name] = value
+        return out
 
 
 def _server(c: _Checker, tree: dict[str, Any]) -> ServerSettings:
-    s = c.section(tree, "server")
-    d = ServerSettings()
     p = "server."
-    c.unknown(s, {"listen", "database", "max_connections", "max_message_bytes", "statement_timeout_s",
-                  "idle_timeout_s", "auth_timeout_s", "queries_per_minute",
-                  "allow_cleartext_without_tls", "metrics_listen", "query_log"}, p)
-    host, port = d.host, d.port
-    listen = c.get(s, "listen", str, f"{d.host}:{d.port}", p)
+    v = c.read(c.section(tree, "server"), "server", p)
+    host, port = _LISTEN
     try:
-        host, port = parse_listen(listen)
+        host, port = parse_listen(v.pop("listen"))
     except ValueError as exc:
         c.bad("server.listen", f"{exc} (write it like \"127.0.0.1:6432\")")
-    out = ServerSettings(
-        host=host, port=port,
-        database=c.get(s, "database", str, d.database, p),
-        max_connections=c.get(s, "max_connections", int, d.max_connections, p),
-        max_message_bytes=c.get(s, "max_message_bytes", int, d.max_message_bytes, p),
-        statement_timeout_s=c.get(s, "statement_timeout_s", float, d.statement_timeout_s, p),
-        idle_timeout_s=c.get(s, "idle_timeout_s", float, d.idle_timeout_s, p),
-        auth_timeout_s=c.get(s, "auth_timeout_s", float, d.auth_timeout_s, p),
-        queries_per_minute=c.get(s, "queries_per_minute", int, d.queries_per_minute, p),
-        allow_cleartext_without_tls=c.get(s, "allow_cleartext_without_tls", bool,
-                                          d.allow_cleartext_without_tls, p),
-        metrics_listen=c.get(s, "metrics_listen", str, "", p),
-        query_log=c.get(s, "query_log", str, "", p),
-    )
-    if out.metrics_listen:
+    if v["metrics_listen"]:
         try:
-            parse_listen(out.metrics_listen)
+            parse_listen(v["metrics_listen"])
         except ValueError as exc:
             c.bad(p + "metrics_listen", f"{exc} (write it like \"127.0.0.1:9187\", or leave it empty)")
-    for key in ("max_connections", "max_message_bytes", "queries_per_minute"):
-        if getattr(out, key) <= 0:
-            c.bad(p + key, "must be a positive integer")
-    for key in ("statement_timeout_s", "idle_timeout_s", "auth_timeout_s"):
-        if not getattr(out, key) > 0:
-            c.bad(p + key, "must be a positive number of seconds")
-    if out.max_message_bytes < 8192:
-        c.bad(p + "max_message_bytes", "must be at least 8192 (clients send start-up packets of a few KB)")
-    if not out.database:
-        c.bad(p + "database", "must not be empty (it is the database name clients connect to)")
-    return out
+    return ServerSettings(host=host, port=port, **v)
 
 
 def _tls(c: _Checker, tree: dict[str, Any], base: Path) -> TlsSettings:
-    s = c.section(tree, "tls")
-    c.unknown(s, {"cert", "key"}, "tls.")
-    cert = c.get(s, "cert", str, "", "tls.")
-    key = c.get(s, "key", str, "", "tls.")
-    if bool(cert) != bool(key):
+    v = c.read(c.section(tree, "tls"), "tls", "tls.")
+    if bool(v["cert"]) != bool(v["key"]):
         c.bad("tls", "set both cert and key, or neither")
     resolved = []
-    for name, value in (("cert", cert), ("key", key)):
+    for name, value in (("cert", v["cert"]), ("key", v["key"])):
         if value:
             path = (base / value) if not Path(value).is_absolute() else Path(value)
             if not path.is_file():
@@ -241,16 +234,9 @@ def _users(c: _Checker, tree: dict[str, Any]) -> tuple[User, ...]:
         if not isinstance(u, dict):
             c.bad(f"users[{i}]", "must be a table with name, auth and secret")
             continue
-        c.unknown(u, {"name", "auth", "secret", "admin"}, p)
-        name = c.get(u, "name", str, "", p)
-        auth = c.get(u, "auth", str, "scram-sha-256", p)
-        secret = c.get(u, "secret", str, "", p)
-        admin = c.get(u, "admin", bool, False, p)
-        if not name:
-            c.bad(p + "name", "must be a non-empty login name")
-        if auth not in AUTH_METHODS:
-            c.bad(p + "auth", f"must be one of {', '.join(AUTH_METHODS)}, got {auth!r}")
-        elif auth == "scram-sha-256" and not secret.startswith("SCRAM-SHA-256$"):
+        v = c.read(u, "users", p)
+        name, auth, secret = v["name"], v["auth"], v["secret"]
+        if auth == "scram-sha-256" and not secret.startswith("SCRAM-SHA-256$"):
             c.bad(p + "secret", "must be a SCRAM-SHA-256 verifier (lapras-proxy hash-password --user NAME)")
         elif auth in ("md5", "password") and not (secret.startswith("md5") and len(secret) == 35):
             c.bad(p + "secret", "must be an md5 hash 'md5' + md5(password + user) "
@@ -258,79 +244,54 @@ def _users(c: _Checker, tree: dict[str, Any]) -> tuple[User, ...]:
                                 "plain-text passwords are not accepted")
         if any(x.name == name for x in users):
             c.bad(p + "name", f"user {name!r} is declared twice")
-        users.append(User(name=name, auth=auth, secret=secret, admin=admin))
+        users.append(User(name=name, auth=auth, secret=secret, admin=v["admin"]))
     if not users:
         c.bad("users", "declare at least one [[users]] entry, or nobody can connect")
     return tuple(users)
 
 
 def _privacy(c: _Checker, tree: dict[str, Any]) -> PrivacySettings:
-    s = c.section(tree, "privacy")
-    p = "privacy."
-    d = PrivacySettings()
-    c.unknown(s, {"epsilon", "delta", "accounting", "epoch", "regression_fraction", "stream_length"}, p)
-    out = PrivacySettings(
-        epsilon=c.get(s, "epsilon", float, d.epsilon, p),
-        delta=c.get(s, "delta", float, d.delta, p),
-        accounting=c.get(s, "accounting", str, d.accounting, p),
-        epoch=c.get(s, "epoch", str, d.epoch, p),
-        regression_fraction=c.get(s, "regression_fraction", float, d.regression_fraction, p),
-        stream_length=c.get(s, "stream_length", int, d.stream_length, p),
-    )
-    if not (out.epsilon > 0 and math.isfinite(out.epsilon)):
-        c.bad(p + "epsilon", f"must be a finite number > 0, got {out.epsilon!r} (1.0 is a common choice)")
-    if not 0 < out.delta < 1:
-        c.bad(p + "delta", f"must lie in (0, 1), got {out.delta!r} (pick well below 1/rows, e.g. 1e-6)")
-    if out.accounting not in ACCOUNTING_MODES:
-        c.bad(p + "accounting", f"must be one of {', '.join(ACCOUNTING_MODES)}, got {out.accounting!r}")
-    if out.epoch not in EPOCHS:
-        c.bad(p + "epoch", f"must be one of {', '.join(EPOCHS)}, got {out.epoch!r}")
-    if not 0 <= out.regression_fraction < 1:
-        c.bad(p + "regression_fraction", "must lie in [0, 1): the query stream needs some budget")
-    if out.stream_length < 1:
-        c.bad(p + "stream_length", "must be a positive integer (expected statements per epoch)")
-    return out
+    return PrivacySettings(**c.read(c.section(tree, "privacy"), "privacy", "privacy."))
 
 
 def _lapras(c: _Checker, tree: dict[str, Any]) -> LaprasSettings:
-    s = c.section(tree, "lapras")
     p = "lapras."
-    d = LaprasSettings()
-    c.unknown(s, {"split", "fractions", "allocation", "warmup", "prediction", "free_answer_max_stderr"}, p)
-    split = c.get(s, "split", str, d.split, p)
-    fractions = c.get(s, "fractions", dict, None, p)
-    if split not in SPLITS:
-        c.bad(p + "split", f"must be one of {', '.join(SPLITS)}, got {split!r}")
+    v = c.read(c.section(tree, "lapras"), "lapras", p)
+    split, fractions = v["split"], v["fractions"]
     if split == "custom":
         if fractions is None:
             c.bad(p + "fractions", "split = \"custom\" needs fractions = { mm, bad_init, rem_bad, reserve }")
         else:
             fr: dict[str, float] = {}
-            for k, v in fractions.items():
+            for k, x in fractions.items():
                 if k not in FRACTION_KEYS:
                     c.bad(f"{p}fractions.{k}", f"unknown key (allowed: {', '.join(FRACTION_KEYS)})")
-                elif isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+                elif isinstance(x, bool) or not isinstance(x, int | float) or x < 0:
                     c.bad(f"{p}fractions.{k}", "must be a number >= 0")
                 else:
-                    fr[k] = float(v)
+                    fr[k] = float(x)
             total = sum(fr.values())
             if fr and abs(total - 1.0) > 1e-9:
                 c.bad(p + "fractions", f"must add up to 1, they add up to {total:g}")
-            fractions = fr
+            v["fractions"] = fr
     elif fractions is not None:
         c.bad(p + "fractions", f"only used with split = \"custom\" (split is {split!r}); remove it")
-    allocation = c.get(s, "allocation", str, d.allocation, p)
-    if allocation not in ("smooth", "static"):
-        c.bad(p + "allocation", f"must be smooth or static, got {allocation!r}")
-    warmup = c.get(s, "warmup", int, d.warmup, p)
-    if warmup < 0:
-        c.bad(p + "warmup", "must be >= 0 (0 means ceil(log2(S)^2))")
-    max_se = c.get(s, "free_answer_max_stderr", float, d.free_answer_max_stderr, p)
-    if max_se < 0:
-        c.bad(p + "free_answer_max_stderr", "must be >= 0")
-    return LaprasSettings(split=split, fractions=fractions, allocation=allocation, warmup=warmup,
-                          prediction=c.get(s, "prediction", str, d.prediction, p),
-                          free_answer_max_stderr=max_se)
+    return LaprasSettings(**v)
+
+
+def _predictor(c: _Checker, tree: dict[str, Any]) -> dict[str, Any]:
+    """[predictor] and its [[predictor.templates]] (expanded and planned by check-config and the engine)."""
+    section = c.section(tree, "predictor")
+    c.read(section, "predictor", "predictor.")
+    templates = section.get("templates", [])
+    if not isinstance(templates, list):
+        return section   # reported by the key table (must be array)
+    for i, t in enumerate(templates):
+        if not isinstance(t, dict):
+            c.bad(f"predictor.templates[{i}]", "must be a table with sql and params ([[predictor.templates]])")
+            continue
+        c.read(t, "predictor.templates", f"predictor.templates[{i}].")
+    return section
 
 
 _IDENT_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_")
@@ -391,8 +352,8 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
             continue
         if not _identifier(c, p, tname):
             continue
-        c.unknown(t, {"schema", "columns", "description", "load"}, p + ".")
-        schema = c.get(t, "schema", str, "public", p + ".")
+        tv = c.read(t, "tables.*", p + ".")
+        schema = tv["schema"]
         cols = t.get("columns")
         if not isinstance(cols, dict) or not cols:
             c.bad(p + ".columns", "declare at least one column with its public domain")
@@ -405,13 +366,9 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
                 if a is not None:
                     attrs.append(a)
         tables.append(TableSchema(name=tname, attributes=tuple(attrs), schema=schema))
-        load = t.get("load", {})
-        if not isinstance(load, dict):
-            c.bad(p + ".load", "must be a table")
-            load = {}
-        c.unknown(load, {"rename", "offset"}, p + ".load.")
-        rename = c.get(load, "rename", dict, {}, p + ".load.")
-        offset = c.get(load, "offset", dict, {}, p + ".load.")
+        load = tv["load"] or {}
+        lv = c.read(load, "tables.*.load", p + ".load.")
+        rename, offset = lv["rename"] or {}, lv["offset"] or {}
         for col, v in offset.items():
             if col not in cols:
                 c.bad(f"{p}.load.offset.{col}", "names no declared column")
@@ -432,14 +389,12 @@ def parse_config(tree: dict[str, Any], path: str = "<config>") -> Config:
     base = Path(path).resolve().parent if path != "<config>" else Path.cwd()
     server = _server(c, tree)
     tls = _tls(c, tree, base)
-    up = c.section(tree, "upstream")
-    c.unknown(up, {"dsn"}, "upstream.")
-    dsn = c.get(up, "dsn", str, "", "upstream.")
+    dsn = c.read(c.section(tree, "upstream"), "upstream", "upstream.")["dsn"]
     users = _users(c, tree)
     privacy = _privacy(c, tree)
     lapras = _lapras(c, tree)
     catalog, loads = _tables(c, tree)
-    predictor = c.section(tree, "predictor")
+    predictor = _predictor(c, tree)
     if c.problems:
         raise ConfigError(path, c.problems)
     return Config(path=path, server=server, tls=tls, upstream_dsn=dsn, users=users, privacy=privacy,

