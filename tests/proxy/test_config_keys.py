@@ -150,3 +150,26 @@ def test_shipped_example_parses_and_shows_the_keys_the_issue_named() -> None:
     shown = shown_keys(text)
     assert {"users.admin", "predictor.templates.sql", "predictor.templates.params"} <= shown
     assert re.search(r"^#.*\bnullable\s*=", text, re.M) and re.search(r"^#.*\bvalues\s*=", text, re.M)
+
+
+def test_predictor_options_default_as_declared() -> None:
+    # predict reads [predictor] itself (predictor/ does not import proxy/): its flag defaults must agree.
+    import argparse
+
+    from predictor.cli import configure_parser
+    from predictor.utility import SPLIT_NAMES
+
+    ap = argparse.ArgumentParser()
+    configure_parser(ap)
+    for name in ("split", "kappa", "threshold"):
+        assert ap.get_default(name) == keys.default(f"predictor.{name}"), name
+    assert tuple(SPLIT_NAMES) == keys.key("predictor.split").choices
+
+
+def test_template_expansion_limit_defaults_as_declared() -> None:
+    from predictor.declared import TemplateError, expand_template
+
+    n = keys.default("predictor.templates.max_queries")
+    assert len(expand_template({"sql": "SELECT :a", "params": {"a": {"range": [1, n]}}})) == n
+    with pytest.raises(TemplateError):
+        expand_template({"sql": "SELECT :a", "params": {"a": {"range": [0, n]}}})
