@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
+from parser.sqlstate import SqlError
 
-class LaprasError(Exception):
-    """Base class: ``sqlstate``, ``message`` and optional ``detail`` / ``hint`` as PostgreSQL reports them."""
+
+class LaprasError(SqlError):
+    """Base class of the engine's errors; each subclass fixes its SQLSTATE."""
 
     sqlstate = "XX000"
 
     def __init__(self, message: str, *, detail: str | None = None, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.detail = detail
-        self.hint = hint
+        super().__init__(None, message, detail=detail, hint=hint)
 
 
 class BudgetExhausted(LaprasError):

@@ -10,26 +10,14 @@ gives the same key.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 
+from parser import plan_query
 from parser.schema import Catalog
 from predictor.templates import analyse
 
 
-def _plan_query() -> Any:
-    try:
-        import parser as parser_pkg
-
-        return getattr(parser_pkg, "plan_query", None)
-    except ImportError:  # pragma: no cover - the parser package is part of the same distribution
-        return None
-
-
 @lru_cache(maxsize=200_000)
 def _parser_key(sql: str, catalog: Catalog) -> str | None:
-    plan_query = _plan_query()
-    if plan_query is None:
-        return None
     try:
         plan = plan_query(sql, catalog)
     except Exception:  # noqa: BLE001 - any refusal means "not the parser's canonical form"

@@ -49,6 +49,7 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
 from lapras.calibration import agm_sigma
+from parser.sqlstate import INVALID_PARAMETER_VALUE, SqlError
 
 SketchKind = Literal["gaussian", "fast"]
 
@@ -57,16 +58,11 @@ _GAMMA_RTOL = 1e-11
 _FAST_CMAX = 2.0 * (math.sqrt(2.0) - 1.0)
 
 
-class InfeasibleBudget(ValueError):
+class InfeasibleBudget(SqlError, ValueError):
     """No noise level meets the requested (eps, delta) for these parameters (22023)."""
 
-    sqlstate = "22023"
-
     def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-        self.detail: str | None = None
+        super().__init__(INVALID_PARAMETER_VALUE, message, hint=hint)
 
 
 def _log1m(c: np.ndarray | float, kind: SketchKind) -> np.ndarray:

@@ -13,6 +13,7 @@ import sqlglot
 from sqlglot import exp
 
 from lapras.regression.methods import METHODS
+from parser.sqlstate import SqlError
 
 FUNCTION = "linear_regression"
 SCHEMA = "lapras"
@@ -21,17 +22,8 @@ _ALIASES = {"fastmix": "fast_ihm", "fast-ihm": "fast_ihm", "fastihm": "fast_ihm"
             "ihm": "ihm", "adassp": "adassp", "linmix": "linmix"}
 
 
-class RegressionError(Exception):
+class RegressionError(SqlError):
     """A refused regression call, with PostgreSQL error fields."""
-
-    def __init__(self, sqlstate: str, message: str, *, hint: str | None = None,
-                 detail: str | None = None, position: int | None = None) -> None:
-        super().__init__(message)
-        self.sqlstate = sqlstate
-        self.message = message
-        self.hint = hint
-        self.detail = detail
-        self.position = position
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import psycopg
 
 import parser as sqlparser
 from lapras.errors import LaprasError
+from parser.sqlstate import SqlError
 
 from ..ops.config import Config
 from ..statements.sqltext import duration_ms
@@ -28,15 +29,11 @@ TEXT, FLOAT8, INT8 = 25, 701, 20
 _TRUE = {"on", "true", "1", "yes"}
 
 
-class ServiceError(Exception):
+class ServiceError(SqlError):
     """A refusal raised by the service itself (unknown lapras.* object and the like)."""
 
     def __init__(self, sqlstate: str, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.sqlstate = sqlstate
-        self.message = message
-        self.hint = hint
-        self.detail: str | None = None
+        super().__init__(sqlstate, message, hint=hint)
 
 
 def _show_target(sql: str) -> str | None:

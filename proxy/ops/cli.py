@@ -216,24 +216,12 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
 
 
 def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], object]]:
-    """Sub-commands that live with their own package (auth, predictor, replay)."""
-    mounts: list[Callable[[argparse._SubParsersAction], object]] = []
-    try:
-        from ..server.auth import add_hash_password_parser
-        mounts.append(add_hash_password_parser)
-    except ImportError:
-        pass
-    try:
-        import predictor.cli  # noqa: F401
-        mounts.append(_mount_predict)
-    except ImportError:
-        pass
-    try:
-        from ..replay.runner import add_parser as add_replay_parser
-        mounts.append(add_replay_parser)
-    except ImportError:
-        pass
-    return mounts
+    """Sub-commands that live with their own package (auth, predictor, replay), imported only when a
+    command outside the core needs them (start-up time); a broken one fails loudly, never vanishes."""
+    from ..replay.runner import add_parser as add_replay_parser
+    from ..server.auth import add_hash_password_parser
+
+    return [add_hash_password_parser, _mount_predict, add_replay_parser]
 
 
 def _mount_predict(sub: argparse._SubParsersAction) -> None:

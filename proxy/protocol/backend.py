@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from .errors import PgError
+from parser.sqlstate import SqlError
 
 _I = struct.Struct("!i")
 _HDR = struct.Struct("!ci")
@@ -118,7 +118,7 @@ def _notice_fields(severity: str, sqlstate: str, message_: str, detail: str | No
     return b"".join(parts)
 
 
-def error_response(err: PgError, severity: str | None = None) -> bytes:
+def error_response(err: SqlError, severity: str | None = None) -> bytes:
     sev = severity or err.severity
     return message(b"E", _notice_fields(sev, err.sqlstate, err.message, err.detail, err.hint, err.position))
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import enum
 import struct
 
+from parser.sqlstate import SqlError
+
 from . import backend
 from .errors import PgError, ProtocolViolation
 from .frontend import (
@@ -209,7 +211,7 @@ class ServerConnection:
     def ready_for_query(self) -> bytes:
         return backend.ready_for_query(self.transaction_status)
 
-    def error(self, err: PgError) -> bytes:
+    def error(self, err: SqlError) -> bytes:
         """ErrorResponse; moves to discard-until-Sync in the extended protocol, or closes when FATAL."""
         if err.severity in ("FATAL", "PANIC"):
             self.phase = Phase.CLOSED

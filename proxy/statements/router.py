@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
+from parser import references_protected as parser_check
 from parser.cache import DigestLRU, digest
 from parser.schema import Catalog
 
@@ -191,11 +192,7 @@ def _select_into(sql: str) -> bool:
 
 
 def _protected_checker(catalog: Catalog) -> Callable[[str], bool]:
-    """The parser's `references_protected` when it exists, else a sqlglot table scan."""
-    try:
-        from parser import references_protected as parser_check
-    except ImportError:
-        return lambda sql: _scan_tables(sql, catalog)
+    """The parser's `references_protected`, safe on any text."""
 
     def check(sql: str) -> bool:
         try:
@@ -206,20 +203,3 @@ def _protected_checker(catalog: Catalog) -> Callable[[str], bool]:
     return check
 
 
-def _scan_tables(sql: str, catalog: Catalog) -> bool:
-    try:
-        trees = sqlglot.parse(sql, read="postgres")
-    except Exception:
-        return True
-    for tree in trees:
-        if tree is None:
-            continue
-        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-        for t in tree.find_all(exp.Table):
-            name = t.name.lower()
-            schema = t.db.lower() if t.db else None
-            if schema is None and name in ctes:
-                continue
-            if catalog.table(name, schema) is not None:
-                return True
-    return False
