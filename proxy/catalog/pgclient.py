@@ -81,6 +81,7 @@ class BackendConnection:
         self.key = b""
         self.params: dict[str, str] = {}
         self.broken = False
+        self.owner: int | None = None     # the client session that used this backend last
         self._buf = bytearray()
         self._prepared: dict[tuple[str, tuple[int, ...]], bytes] = {}
         self._next_name = 1
@@ -258,6 +259,16 @@ class BackendConnection:
             self.broken = True
             raise
 
+    async def reset(self) -> None:
+        """Return the backend to its start-up state (settings, advisory locks, listeners, prepared
+        statements, temporary objects), as pgbouncer does between clients; breaks it on failure."""
+        self.writer.write(_msg(b"Q", _cstr("DISCARD ALL")))
+        out = await self._collect()
+        self._prepared.clear()
+        if out.error is not None:
+            self.broken = True
+            raise out.error
+
     async def cancel(self) -> None:
         """Ask PostgreSQL to cancel whatever this connection is running (a separate connection)."""
         try:
@@ -292,18 +303,36 @@ class BackendPool:
         self._sem = asyncio.Semaphore(size)
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def acquire(self) -> BackendConnection:
+    async def acquire(self, owner: int | None = None) -> BackendConnection:
+        """A backend for the client session `owner`: preferably the one it used last; a backend another
+        client used is reset first, so no session state crosses from one client to the next."""
         await self._sem.acquire()
         try:
             while self._idle:
-                conn = self._idle.pop()
-                if not conn.broken and not conn.writer.is_closing():
-                    return conn
-                conn.close()
-            return await BackendConnection.connect(self.info, self.startup)
+                conn = self._take_idle(owner)
+                if conn.broken or conn.writer.is_closing():
+                    conn.close()
+                    continue
+                if conn.owner is not None and conn.owner != owner:
+                    try:
+                        await conn.reset()
+                    except (PgError, OSError):
+                        conn.close()
+                        continue
+                conn.owner = owner
+                return conn
+            conn = await BackendConnection.connect(self.info, self.startup)
+            conn.owner = owner
+            return conn
         except BaseException:
             self._sem.release()
             raise
+
+    def _take_idle(self, owner: int | None) -> BackendConnection:
+        for i in range(len(self._idle) - 1, -1, -1):
+            if self._idle[i].owner == owner:
+                return self._idle.pop(i)
+        return self._idle.pop()
 
     def release(self, conn: BackendConnection) -> None:
         self._sem.release()

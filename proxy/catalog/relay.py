@@ -21,6 +21,7 @@ from parser.schema import Attribute, Catalog, TableSchema
 
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
+from .hardening import close_protected_database, harden_shadow, release_setup_lock, take_setup_lock
 from .pgclient import BackendConnection, BackendPool, Relayed
 
 
@@ -75,54 +76,44 @@ async def _ensure_database_and_role(conn: psycopg.AsyncConnection[Any], shadow_d
     await conn.execute(sql.SQL(
         "ALTER ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION PASSWORD {}").format(
             sql.Identifier(role), sql.Literal(password)))
-    await conn.execute(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(
-        sql.Identifier(role)))
 
 
 async def ensure_shadow(admin_dsn: str, shadow_dbname: str, catalog: Catalog,
-                        descriptions: dict[str, str] | None = None) -> str:
+                        descriptions: dict[str, str] | None = None, *, protected_db: str | None = None,
+                        lock_timeout: float = 60.0) -> str:
     """Create (or refresh) the schema-only shadow database and its read-only role; returns its DSN.
 
-    Safe to call from several processes at once (creation races are tolerated, DDL runs under an advisory
-    lock). `admin_dsn` must be a superuser (or CREATEDB + CREATEROLE) connection to the same cluster.
+    Safe to call from several processes at once (creation races are tolerated; set-up runs under an
+    advisory lock in the admin connection's database, which the reader role never reaches, given up after
+    `lock_timeout` with an error naming the holder). `admin_dsn` must be a superuser (or CREATEDB +
+    CREATEROLE) connection to the same cluster. `protected_db`, the database holding the protected tables,
+    is closed to PUBLIC (see hardening.close_protected_database).
     """
     role = reader_role(shadow_dbname)
     # Deterministic so that concurrent workers agree; it only opens an empty, read-only schema.
     password = hashlib.sha256(f"lapras-shadow:{admin_dsn}:{shadow_dbname}".encode()).hexdigest()[:32]
-    async with await psycopg.AsyncConnection.connect(admin_dsn, autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(admin_dsn, autocommit=True) as lock_conn:
         # Workers and proxies starting together would race on CREATE/ALTER ROLE ("tuple concurrently
-        # updated"): one at a time, cluster-wide.
-        await conn.execute("SELECT pg_advisory_lock(74737300)")
+        # updated") and on the DDL: one at a time, cluster-wide.
+        await take_setup_lock(lock_conn, lock_timeout)
         try:
-            await _ensure_database_and_role(conn, shadow_dbname, role, password)
+            await _ensure_database_and_role(lock_conn, shadow_dbname, role, password)
+            if protected_db:
+                await close_protected_database(lock_conn, protected_db)
+            shadow_admin = make_conninfo(admin_dsn, dbname=shadow_dbname)
+            async with await psycopg.AsyncConnection.connect(shadow_admin, autocommit=True) as conn:
+                async with conn.transaction():
+                    for t in catalog.tables:
+                        for stmt in _table_ddl(t):
+                            await conn.execute(stmt)
+                        ident = sql.Identifier(t.schema, t.name)
+                        await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                            sql.Identifier(t.schema), sql.Identifier(role)))
+                        await conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(
+                            ident, sql.Identifier(role)))
+                    await harden_shadow(conn, shadow_dbname, role)
         finally:
-            await conn.execute("SELECT pg_advisory_unlock(74737300)")
-    shadow_admin = make_conninfo(admin_dsn, dbname=shadow_dbname)
-    async with await psycopg.AsyncConnection.connect(shadow_admin, autocommit=True) as conn:
-        await conn.execute("SELECT pg_advisory_lock(74737301)")
-        try:
-            async with conn.transaction():
-                for t in catalog.tables:
-                    for stmt in _table_ddl(t):
-                        await conn.execute(stmt)
-                    ident = sql.Identifier(t.schema, t.name)
-                    await conn.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-                        sql.Identifier(t.schema), sql.Identifier(role)))
-                    await conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(ident, sql.Identifier(role)))
-                await conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
-                await conn.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
-                    sql.Identifier(shadow_dbname)))
-                # Defence in depth: statistics views are unreadable even if a query slipped through.
-                await conn.execute("""
-                    DO $$ DECLARE v record; BEGIN
-                      FOR v IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-                               WHERE n.nspname = 'pg_catalog' AND c.relkind = 'v'
-                                 AND (c.relname LIKE 'pg\\_stat%' OR c.relname = 'pg_stats'
-                                      OR c.relname LIKE 'pg\\_stats\\_%')
-                      LOOP EXECUTE format('REVOKE SELECT ON pg_catalog.%I FROM PUBLIC', v.relname); END LOOP;
-                    END $$""")
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock(74737301)")
+            await release_setup_lock(lock_conn)
     info = conninfo_to_dict(admin_dsn)
     info.update(dbname=shadow_dbname, user=role, password=password)
     return make_conninfo(**{k: str(v) for k, v in info.items() if v is not None})
@@ -155,12 +146,13 @@ class CatalogDB:
     async def close(self) -> None:
         await self.pool.close()
 
-    async def describe(self, sql_text: str, param_oids: Sequence[int]) -> DescribeResult:
+    async def describe(self, sql_text: str, param_oids: Sequence[int], owner: int | None = None
+                       ) -> DescribeResult:
         key = digest(sql_text, ",".join(map(str, param_oids)))
         hit: DescribeResult | None = self._describe_cache.get(key)
         if hit is not None:
             return hit
-        res = await self._with_conn(lambda c: c.describe(sql_text, param_oids))
+        res = await self._with_conn(lambda c: c.describe(sql_text, param_oids), owner)
         if res.error is not None:
             raise res.error
         out: DescribeResult = (res.param_oids, res.fields)
@@ -169,21 +161,23 @@ class CatalogDB:
 
     async def execute(self, sql_text: str, param_oids: Sequence[int], param_formats: Sequence[int],
                       params: Sequence[bytes | None], result_formats: Sequence[int],
-                      describe: bool = True) -> Relayed:
+                      describe: bool = True, owner: int | None = None) -> Relayed:
+        """Run one statement for the client session `owner` (see BackendPool.acquire)."""
         res = await self._with_conn(lambda c: c.relay(sql_text, param_oids, param_formats, params,
-                                                      result_formats, describe))
+                                                      result_formats, describe), owner)
         if res.error is not None:
             raise res.error
         return res
 
-    async def _with_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]]) -> Relayed:
+    async def _with_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]],
+                         owner: int | None = None) -> Relayed:
         """Run fn on a pooled connection; a connection lost before answering is retried once, fresh.
 
         After a restart of PostgreSQL every idle pooled connection is dead; catalog statements are
         read-only, so re-sending one on a new connection is safe.
         """
         for attempt in (0, 1):
-            conn = await self.pool.acquire()
+            conn = await self.pool.acquire(owner)
             try:
                 return await fn(conn)
             except PgError as exc:

@@ -97,6 +97,12 @@ def shadow_name(upstream_dsn: str) -> str:
     return name
 
 
+def _dbname(dsn: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    return str(conninfo_to_dict(dsn).get("dbname") or "postgres")
+
+
 def _psql_line(cfg: Config, host: str, port: int) -> str:
     user = cfg.users[0].name if cfg.users else "analyst"
     return f'psql "host={host} port={port} user={user} dbname={cfg.server.database}"'
@@ -120,11 +126,16 @@ async def _start_observability(cfg: Config, service: Any, worker: int) -> Any:
 
 async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
                       reuse_port: bool, worker: int = 0) -> None:
+    from ..catalog.hardening import SetupLockTimeout
     from ..catalog.relay import ensure_shadow
     from ..dp.service import DPService
     from ..server.listener import ProxyServer
 
-    catalog_dsn = await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), cfg.catalog)
+    try:
+        catalog_dsn = await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), cfg.catalog,
+                                          protected_db=_dbname(upstream.dsn))
+    except SetupLockTimeout as exc:
+        raise StartupError(str(exc)) from None
     service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn)
     metrics = await _start_observability(cfg, service, worker)
     server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port, metrics=metrics)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +35,9 @@ def decode_params(oids: Sequence[int], formats: Sequence[int], raw: Sequence[byt
     return out
 
 
+_OWNERS = itertools.count(1)
+
+
 class Executor:
     """Statement execution for one session: session state, DP service, or the catalog database."""
 
@@ -45,6 +49,8 @@ class Executor:
         self.catalog = catalog
         self.metrics = metrics
         self._last_dp: QueryResult | None = None
+        # Pooled catalog backends remember which session used them last (reset before another one does).
+        self.catalog_owner = next(_OWNERS)
 
     # -- describe (never runs a DP query, never spends budget) ---------------------------------------
 
@@ -61,7 +67,7 @@ class Executor:
                 list(oids), [backend.field(c.name, c.type_oid) for c in cols] or None)
         elif route.kind is Kind.CATALOG:
             try:
-                oids, fields = await self.catalog.describe(route.sql, stmt.param_oids)
+                oids, fields = await self.catalog.describe(route.sql, stmt.param_oids, self.catalog_owner)
             except PgError as exc:
                 raise catalog_error(exc) from None
             out = (oids, fields)
@@ -134,7 +140,7 @@ class Executor:
         if kind is Kind.CATALOG:
             try:
                 res = await self.catalog.execute(route.sql, param_oids, param_formats, params, result_formats,
-                                                 describe=with_description)
+                                                 describe=with_description, owner=self.catalog_owner)
             except PgError as exc:
                 raise catalog_error(exc) from None
             return ResultSet(res.fields, res.rows, res.tag, list(result_formats), res.notices)

@@ -15,7 +15,7 @@ from parser.cache import DigestLRU, digest
 from parser.schema import Catalog
 
 from ..protocol.errors import PgError
-from .sqltext import leading_words, strip_comments
+from .sqltext import EscapeError, decode_escapes, leading_words, strip_comments
 
 
 class Kind(enum.Enum):
@@ -45,18 +45,28 @@ WRITE_COMMANDS = frozenset({
 })
 QUERY_COMMANDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE"})
 
-# Objects and functions that expose data, data statistics, files or commands: refused everywhere,
-# whatever database would answer. Matched on the raw text (comments and literals included) because
-# refusing a harmless query is acceptable and missing a harmful one is not.
+# Objects and functions that expose data, data statistics, other sessions' activity, files or commands, or
+# that leave state on a pooled catalog backend: refused everywhere, whatever database would answer. Matched
+# on the unescaped text (U&"..." and E'...' written out; comments and literals included): every name of the
+# statement's parse tree appears verbatim there, and refusing a harmless query is acceptable where missing a
+# harmful one is not. The shadow database revokes the same objects itself (proxy/catalog/hardening.py).
+# pg_statistic_ext (definitions of extended statistics, none in the shadow) stays readable for psql's \d.
 _DANGEROUS = re.compile(
-    r"\b(pg_stat\w*|pg_statistic\w*|reltuples|relpages|relallvisible|relallfrozen|histogram_bounds|"
+    r"\b(pg_stat(?!istic_ext\b)\w*|reltuples|relpages|relallvisible|relallfrozen|histogram_bounds|"
     r"most_common_\w+|pg_read_file|pg_read_binary_file|pg_ls_\w+|pg_stat_file|pg_file_\w+|"
     r"pg_logdir_ls|pg_current_logfile|lo_import|lo_export|lo_get|lo_put|lo_open|lo_create|lo_from_bytea|"
     r"loread|lowrite|pg_largeobject\w*|dblink\w*|set_config|pg_terminate_backend|pg_cancel_backend|"
     r"pg_reload_conf|pg_rotate_logfile|pg_promote|pg_switch_wal|pg_backend_memory_contexts|"
     r"\w+_to_xml\w*|query_to_xmlschema|data_directory|config_file|hba_file|ident_file|external_pid_file|"
     r"log_directory|unix_socket_directories|ssl_key_file|archive_command|restore_command|"
-    r"pg_shmem_allocations|pg_buffercache\w*)\b",
+    r"pg_shmem_allocations|pg_buffercache\w*|"
+    r"pg_(?:try_)?advisory\w*|txid_\w+|pg_current_\w+|pg_snapshot_\w+|pg_xact_\w+|pg_visible_in_snapshot|"
+    r"pg_export_snapshot|pg_last_\w+|pg_control_\w+|pg_walfile\w*|pg_wal_\w+|pg_get_wal\w*|"
+    r"pg_get_multixact_members|mxid_age|pg_tablespace_size|pg_locks|pg_lock_status|pg_blocking_pids|"
+    r"pg_safe_snapshot_blocking_pids|pg_notify|pg_listening_channels|pg_notification_queue_usage|"
+    r"pg_prepared_statements?|pg_cursors?|pg_prepared_xacts?|pg_replication_\w+|pg_get_replication_slots|"
+    r"system_identifier|pg_aios|pg_get_aios)\b"
+    r"|\b(age|mxid_age)\"?\s*\(",
     re.IGNORECASE,
 )
 _LAPRAS_CALL = re.compile(r"\blapras\s*\.", re.IGNORECASE)
@@ -81,7 +91,8 @@ def read_only_error(what: str) -> PgError:
 
 def statistics_error(name: str) -> PgError:
     return PgError("42501", f"permission denied: {name} exposes data or data statistics",
-                   hint="catalog queries through LAPRAS Proxy describe the schema only")
+                   hint="catalog queries through LAPRAS Proxy describe the schema only; sizes, counters, "
+                        "activity, locks and session settings of the database are not available")
 
 
 class Router:
@@ -141,9 +152,21 @@ class Router:
             return Route(Kind.REFUSED, sql, first, read_only_error("PREPARE TRANSACTION"))
         if first in ("PREPARE", "EXECUTE"):
             return Route(Kind.SESSION, sql, first)   # SQL-level prepared statements (psql < 16 users)
-        m = _DANGEROUS.search(sql)
+        try:
+            plain = decode_escapes(sql)
+        except EscapeError as exc:
+            return Route(Kind.REFUSED, sql, first, PgError("42601", str(exc)))
+        m = _DANGEROUS.search(plain)
         if m:
-            return Route(Kind.REFUSED, sql, first, statistics_error(m.group(1)))
+            return Route(Kind.REFUSED, sql, first, statistics_error(m.group(1) or m.group(2)))
+        if plain != sql:
+            # The rest of the routing, and the DP planner, see the names PostgreSQL would resolve; the
+            # catalog database gets the statement as written.
+            route = self._classify_plain(plain, first)
+            return route if route.kind is not Kind.CATALOG else Route(Kind.CATALOG, sql, first)
+        return self._classify_plain(sql, first)
+
+    def _classify_plain(self, sql: str, first: str) -> Route:
         if first == "EXPLAIN":
             # The explained statement is opaque to most SQL parsers: any identifier naming a
             # protected table is enough to refuse.

@@ -144,6 +144,101 @@ def leading_words(sql: str, count: int = 3) -> list[str]:
     return out
 
 
+_UESCAPE = re.compile(r"(?:\s|--[^\n]*\n?|/\*.*?\*/)*UESCAPE(?:\s|--[^\n]*\n?|/\*.*?\*/)*'(?P<c>[^'])'",
+                      re.IGNORECASE | re.S)
+_E_ESCAPE = re.compile(r"''|\\(x[0-9A-Fa-f]{1,2}|[0-7]{1,3}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)", re.S)
+_E_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+class EscapeError(ValueError):
+    """An invalid Unicode escape (PostgreSQL would reject the statement too)."""
+
+
+def _decode_unicode(body: str, esc: str) -> str:
+    out: list[str] = []
+    i = 0
+    n = len(body)
+    while i < n:
+        c = body[i]
+        if c != esc:
+            out.append(c)
+            i += 1
+            continue
+        if body.startswith(esc, i + 1):
+            out.append(esc)
+            i += 2
+            continue
+        if body.startswith("+", i + 1):
+            digits, i = body[i + 2:i + 8], i + 8
+        else:
+            digits, i = body[i + 1:i + 5], i + 5
+        try:
+            out.append(chr(int(digits, 16)))
+        except ValueError:
+            raise EscapeError(f"invalid Unicode escape {esc}{digits!r}") from None
+    return "".join(out)
+
+
+def _decode_e(body: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        t = m.group(1)
+        if t is None:
+            return "'"
+        if t[0] == "x":
+            return chr(int(t[1:], 16))
+        if t[0] in "uU" and len(t) > 1:
+            return chr(int(t[1:], 16))
+        if t[0] in "01234567":
+            return chr(int(t, 8))
+        return _E_SIMPLE.get(t, t)
+    return _E_ESCAPE.sub(one, body)
+
+
+def _plain(body: str, quote: str) -> str:
+    return quote + body.replace(quote, quote * 2) + quote
+
+
+def decode_escapes(sql: str) -> str:
+    """The statement with U&"..." identifiers, U&'...' strings (with UESCAPE) and E'...' strings written
+    out as plain quoted identifiers and strings: the names PostgreSQL will resolve, for checks that must
+    not be fooled by spelling (U&"set\005fconfig" is set_config). Raises EscapeError when an escape is
+    invalid."""
+    if "&" not in sql and "'" not in sql:
+        return sql
+    parts: list[str] = []
+    last = 0
+    i = 0
+    while True:
+        m = _SPECIAL.search(sql, i)
+        if m is None:
+            break
+        i = m.start()
+        j = _skip_token(sql, i)
+        if j is None:
+            i += 1
+            continue
+        c = sql[i]
+        prefix = sql[i - 2:i] if i >= 2 else ""
+        before = sql[i - 3] if i >= 3 else ""
+        if c in "'\"" and prefix.upper() == "U&" and not (before.isalnum() or before == "_"):
+            body = sql[i + 1:j - 1].replace(c * 2, c)
+            esc = "\\"
+            u = _UESCAPE.match(sql, j)
+            if u is not None:
+                esc = u.group("c")
+                j = u.end()
+            parts.append(sql[last:i - 2])
+            parts.append(_plain(_decode_unicode(body, esc), c))
+            last = j
+        elif c == "'" and sql[i - 1:i] in ("e", "E") and (i < 2 or not (sql[i - 2].isalnum() or sql[i - 2] == "_")):
+            parts.append(sql[last:i - 1])
+            parts.append(_plain(_decode_e(sql[i + 1:j - 1]), "'"))
+            last = j
+        i = j
+    parts.append(sql[last:])
+    return "".join(parts)
+
+
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60000.0, "h": 3600000.0, "d": 86400000.0}
 
 
