@@ -2,8 +2,8 @@
 
 Every attribute is read through its *cell expression*, which maps each stored value to one cell of the
 declared domain, so PostgreSQL's exact answers are those of the domain histogram:
-integers are clipped into ``lo..hi`` (a NULL in a non-nullable integer domain lands on ``lo``, because
-GREATEST ignores NULLs); text values outside the declared list become NULL when the domain is nullable and
+integers are clipped into ``lo..hi`` (a NULL in a non-nullable integer domain lands on ``lo``); text values
+outside the declared list become NULL when the domain is nullable and
 the first declared value otherwise. Clipping is what bounds a row's contribution, hence the sensitivity.
 """
 
@@ -31,12 +31,20 @@ def table_ref(table: TableSchema) -> str:
     return f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
 
 
+def clamp_sql(expr: str, lo: str, hi: str) -> str:
+    """``expr`` clipped into ``lo..hi``; a NULL lands on ``lo`` (as ``LEAST(GREATEST(expr, lo), hi)`` does).
+
+    Written as CASE rather than LEAST/GREATEST, which postgres_fdw cannot ship: on a sharded upstream an
+    aggregate over a clipped column would otherwise be computed on the coordinator from every raw row."""
+    return f"CASE WHEN {expr} IS NULL OR {expr} < {lo} THEN {lo} WHEN {expr} > {hi} THEN {hi} ELSE {expr} END"
+
+
 def cell_expr(attr: Attribute) -> str:
     """SQL mapping the stored column to its domain cell value (clipped / folded; NULL stays NULL if nullable)."""
     col = quote_ident(attr.name)
     d = attr.domain
     if d.kind == "int":
-        clipped = f"LEAST(GREATEST({col}, {d.lo}), {d.hi})"
+        clipped = clamp_sql(col, str(d.lo), str(d.hi))
         return f"CASE WHEN {col} IS NULL THEN NULL ELSE {clipped} END" if d.nullable else clipped
     values = ", ".join(quote_literal(v) for v in d.values)
     fallback = "NULL" if d.nullable else quote_literal(d.values[0])
@@ -103,26 +111,35 @@ def answer_expr(table: TableSchema, q: LinearQuery) -> str:
     return s if q.scale == 1 else f"({s} * {float(q.scale)!r})"
 
 
-def answers_sql(table: TableSchema, queries: Sequence[LinearQuery]) -> str:
-    """One row, one float8 column per query (in order): the exact answers, computed by PostgreSQL."""
+def answers_sql(table: TableSchema, queries: Sequence[LinearQuery], partial_by: str | None = None) -> str:
+    """One row, one float8 column per query (in order): the exact answers, computed by PostgreSQL.
+
+    ``partial_by`` (the upstream's partition key, on a table partitioned over shards) computes the sums per
+    partition in an inner query grouped by that key, which a postgres_fdw coordinator pushes down whole to
+    each shard, and adds the partial sums up."""
     if len(queries) > MAX_COLUMNS:
         raise ValueError(f"{len(queries)} queries exceed one SELECT's target list; use answers_sql_batches")
     if not queries:
         return "SELECT"
     cols = ",\n  ".join(f"{answer_expr(table, q)} AS q{i}" for i, q in enumerate(queries))
-    return f"SELECT\n  {cols}\nFROM {table_ref(table)}"
+    inner = f"SELECT\n  {cols}\nFROM {table_ref(table)}"
+    if partial_by is None:
+        return inner
+    outer = ", ".join(f"COALESCE(SUM(q{i}), 0)::float8 AS q{i}" for i in range(len(queries)))
+    return f"SELECT {outer} FROM ({inner}\nGROUP BY {partial_by}) AS partials"
 
 
 def answers_sql_batches(table: TableSchema, queries: Sequence[LinearQuery],
-                        max_columns: int = MAX_COLUMNS) -> list[str]:
+                        max_columns: int = MAX_COLUMNS, partial_by: str | None = None) -> list[str]:
     """``answers_sql`` split into statements of at most ``max_columns`` queries each (concatenate results)."""
-    return [answers_sql(table, queries[i : i + max_columns]) for i in range(0, len(queries), max_columns)]
+    return [answers_sql(table, queries[i : i + max_columns], partial_by)
+            for i in range(0, len(queries), max_columns)]
 
 
-def marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
-    """``SELECT cell(a)..., count(*) GROUP BY`` over the marginal ``attrs`` (their cell values, clipped)."""
-    if not attrs:
-        return f"SELECT count(*) FROM {table_ref(table)}"
+def marginal_sql(table: TableSchema, attrs: Sequence[str], partial_by: str | None = None) -> str:
+    """``SELECT cell(a)..., count(*) GROUP BY`` over the marginal ``attrs`` (their cell values, clipped).
+
+    ``partial_by`` as for ``answers_sql``: counts per partition and cell, added up per cell."""
     exprs = []
     for name in attrs:
         attr = table.attribute(name)
@@ -130,4 +147,12 @@ def marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
             raise KeyError(name)
         exprs.append(f"{cell_expr(attr)} AS {quote_ident(attr.name)}")
     groups = ", ".join(str(i + 1) for i in range(len(attrs)))
-    return f"SELECT {', '.join(exprs)}, count(*) FROM {table_ref(table)} GROUP BY {groups}"
+    if partial_by is None:
+        if not attrs:
+            return f"SELECT count(*) FROM {table_ref(table)}"
+        return f"SELECT {', '.join(exprs)}, count(*) FROM {table_ref(table)} GROUP BY {groups}"
+    inner = (f"SELECT {''.join(e + ', ' for e in exprs)}count(*) AS n FROM {table_ref(table)} "
+             f"GROUP BY {''.join(g + ', ' for g in groups.split(', ') if g)}{partial_by}")
+    names = "".join(quote_ident(a) + ", " for a in attrs)
+    tail = f" GROUP BY {groups}" if attrs else ""
+    return f"SELECT {names}COALESCE(SUM(n), 0)::bigint FROM ({inner}) AS partials{tail}"

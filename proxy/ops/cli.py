@@ -1,4 +1,5 @@
-"""The `lapras-proxy` command: serve, check-config, hash-password, budget, epoch, psql, predict, replay."""
+"""The `lapras-proxy` command: serve, check-config, hash-password, budget, epoch, psql, predict, replay,
+dev-cluster."""
 
 from __future__ import annotations
 
@@ -160,7 +161,7 @@ def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
                        help=f"state directory: embedded database and logs (default: ./{DEFAULT_STATE_DIR})")
 
 
-CORE_COMMANDS = ("serve", "check-config", "budget", "epoch", "psql")
+CORE_COMMANDS = ("serve", "check-config", "budget", "epoch", "psql", "dev-cluster")
 
 
 def build_parser(optional: bool = True) -> argparse.ArgumentParser:
@@ -209,6 +210,9 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     p.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments passed on to psql")
     p.set_defaults(func=_cmd_psql)
 
+    from ..devcluster.cli import add_parser as add_dev_cluster_parser
+
+    add_dev_cluster_parser(sub)
     if optional:
         for mount in _optional_mounts():
             mount(sub)
