@@ -87,5 +87,40 @@ def test_show_budget_spends_nothing(proxy) -> None:
     with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
         before = dict(conn.execute("SHOW lapras.budget").fetchall())
         after = dict(conn.execute("SHOW lapras.budget").fetchall())
-    assert before["current.spent.epsilon"] == after["current.spent.epsilon"]
-    assert float(before["current.budget.epsilon"]) == 1e4
+    assert before["spent.epsilon"] == after["spent.epsilon"]
+    assert float(before["budget.epsilon"]) == 1e4
+
+
+def test_show_budget_reads_as_a_person_and_shows_each_user_only_their_own_activity(proxy) -> None:
+    """Issue 13 finding 9 and issue 12: remaining budget first, timestamps as timestamps, an explanation
+    of the accounting; another analyst's fresh queries move only the shared budget in an analyst's view,
+    and the operator figures (answers served, stream position, ...) are for admins only."""
+    import datetime as dt
+
+    def show(dsn: str) -> list[tuple[str, str]]:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            return [(str(k), str(v)) for k, v in conn.execute("SHOW lapras.budget").fetchall()]
+
+    analyst = proxy.dsn()
+    other = proxy.dsn("md5user", "md5pass")
+    rows = show(analyst)
+    assert rows[0][0] == "remaining.epsilon" and float(rows[0][1]) > 0
+    view = dict(rows)
+    started = dt.datetime.strptime(view["epoch.started_at"], "%Y-%m-%d %H:%M:%S+00")
+    assert abs(started.year - dt.datetime.now(dt.UTC).year) <= 1
+    assert view["accounting"] in view["accounting.explained"]
+    assert not [k for k in view if k.startswith("operator.")], "operator figures shown to an analyst"
+    mine = {k: v for k, v in view.items() if k.startswith("you.")}
+    # Another analyst asks fresh questions.
+    with psycopg.connect(other, autocommit=True) as conn:
+        for age in (23, 29, 37, 43, 51):
+            conn.execute(f"SELECT count(*) FROM adult WHERE age = {age} AND hours_per_week > 44").fetchall()
+    after = dict(show(analyst))
+    assert {k: v for k, v in after.items() if k.startswith("you.")} == mine
+    assert set(after) == set(view)
+    shared = {"remaining.epsilon", "remaining.delta", "remaining.mu", "spent.epsilon", "spent.delta", "spent.mu"}
+    assert {k for k in view if view[k] != after[k]} <= shared
+    theirs = dict(show(other))
+    assert int(theirs["you.fresh_answers"]) >= 5 and int(theirs["you.answers_released"]) >= 5
+    admin = dict(show(proxy.dsn("dba", "dbapass")))
+    assert "operator.answers_served" in admin and "operator.stream_position" in admin

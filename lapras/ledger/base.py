@@ -143,6 +143,12 @@ class Ledger(ABC):
     def spend_regression(self, epoch_id: int, epsilon: float, delta: float, note: str = "") -> None:
         """Charge the regression part (basic composition); raises BudgetExhausted when it would overspend."""
 
+    def user_activity(self, epoch_id: int, user: str) -> dict[str, float]:
+        """What `user` caused in the epoch: answers first released to them (`answers`), of which fresh
+        (`fresh`), and the privacy units of the releases behind those answers (`units`). Empty when the
+        ledger does not record users."""
+        return {}
+
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
 

@@ -277,6 +277,17 @@ class PostgresLedger(Ledger):
                              (epoch_id,)).fetchall()
         return [_release(r) for r in rows]
 
+    def user_activity(self, epoch_id: int, user: str) -> dict[str, float]:
+        with self._tx() as c:
+            row = c.execute(
+                "SELECT count(*), count(*) FILTER (WHERE outcome = 'fresh'),"
+                " (SELECT coalesce(sum(r.units), 0) FROM lapras.releases r WHERE r.epoch_id = %s AND r.id IN"
+                "   (SELECT release_id FROM lapras.answers WHERE epoch_id = %s AND username = %s))"
+                " FROM lapras.answers WHERE epoch_id = %s AND username = %s",
+                (epoch_id, epoch_id, user, epoch_id, user)).fetchone()
+        assert row is not None
+        return {"answers": float(row[0]), "fresh": float(row[1]), "units": float(row[2])}
+
     def spend_regression(self, epoch_id: int, epsilon: float, delta: float, note: str = "") -> None:
         with self._tx() as c:
             row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE", (epoch_id,)).fetchone()

@@ -21,6 +21,7 @@ from parser.sqlstate import SqlError
 
 from ..ops.config import Config
 from ..statements.sqltext import duration_ms
+from .budget_view import budget_rows
 from .service_api import ColumnDesc, QueryResult
 
 log = logging.getLogger("lapras.service")
@@ -108,7 +109,7 @@ class DPService:
                        settings: Mapping[str, str]) -> QueryResult:
         target = _show_target(sql)
         if target is not None:
-            return await asyncio.to_thread(self._show, target)
+            return await asyncio.to_thread(self._show, target, user)
         if self.regression is not None and self.regression.matches(sql):
             return await asyncio.to_thread(self.regression.execute, sql, user)
         if _NEW_EPOCH.match(sql):
@@ -178,9 +179,18 @@ class DPService:
         raise ServiceError("42704", f'unrecognized configuration parameter "{target}"',
                            hint="SHOW lapras.budget shows the privacy budget")
 
-    def _show(self, target: str) -> QueryResult:
+    def _show(self, target: str, user: str = "") -> QueryResult:
         cols = self._show_columns(target)
-        rows = [(k, _fmt(v)) for k, v in flatten(self.engine.budget_report())]
+        report = self.engine.budget_report()
+        u = self.config.user(user)
+        activity: dict[str, float] = {}
+        units_to_eps = None
+        ledger = getattr(self.engine, "ledger", None)
+        epoch = ledger.current_epoch() if ledger is not None else None
+        if ledger is not None and epoch is not None:
+            activity = ledger.user_activity(epoch.id, user)
+            units_to_eps = epoch.spec.budget.eps_delta
+        rows = budget_rows(report, activity, admin=bool(u is not None and u.admin), units_to_eps=units_to_eps)
         return QueryResult(cols, rows, f"SELECT {len(rows)}")
 
 
