@@ -216,12 +216,23 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
         if spec.kind == "count" and spec.attr is not None:
             p = sp.and_(p, b.base(b._attr(spec.attr)))  # COUNT(col) skips NULL cells
         agg_preds.append(p)
-    groups = _groups(t)
+    if not t.aggs and t.groups:
+        _check_value_list(t, sp.support(base))
     queries: list[LinearQuery] = []
     index: dict[LinearQuery, int] = {}
     slots: list[list[int]] = []
     factors: list[list[float]] = []
-    for _, cells in groups:
+    groups = []
+    for key, cells in _groups(t):
+        if t.groups:
+            # A group the WHERE clause excludes by its own text is a known zero, not data: omitted (a pie
+            # filtered with IN shows only its slices). Groups that merely might be empty stay.
+            gp = base
+            for gattr, granges in cells:
+                gp = sp.restrict(gp, gattr, granges)
+            if gp is False:
+                continue
+        groups.append((key, cells))
         row, frow = [], []
         for spec, p in zip(t.aggs, agg_preds, strict=True):
             for gattr, granges in cells:
@@ -247,6 +258,19 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
         limit=_count(t.limit, params, "LIMIT"),
         offset=_count(t.offset, params, "OFFSET"),
     )
+
+
+def _check_value_list(t: Template, support: tuple[str, ...]) -> None:
+    """A value list may be filtered on its own keys only: which values occur where another column has some
+    value is data (DP partition selection would be needed), so that is refused."""
+    keys = set(t.group_attrs)
+    others = [a for a in support if a not in keys]
+    if others:
+        raise Refusal(E.INSUFFICIENT_PRIVILEGE,
+                      f"permission denied: a list of the values of {', '.join(sorted(keys))} filtered on "
+                      f"{', '.join(others)} would reveal which values occur in the data",
+                      hint="A value list without aggregates returns the declared public domain; filter it on its "
+                      "own column only, or ask for counts: SELECT col, COUNT(*) ... WHERE ... GROUP BY col.")
 
 
 def _groups(t: Template) -> list[tuple[tuple[object, ...], list[tuple[str, Ranges]]]]:

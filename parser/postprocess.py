@@ -114,15 +114,17 @@ def _sort_key(col: Vector, null_rank: int) -> Callable[[int], tuple[int, Any]]:
 
 
 def result_rows(t: Template, group_keys: Sequence[tuple[object, ...]], aggs: np.ndarray, params: Sequence[object],
-                limit: int | None, offset: int | None) -> tuple[list[tuple[Any, ...]], list[int]]:
+                limit: int | None, offset: int | None,
+                errs: np.ndarray | None = None) -> tuple[list[tuple[Any, ...]], list[int]]:
     """Rows of the result (HAVING, ORDER BY, OFFSET/LIMIT applied) and, per row, the index of its group.
 
     ``aggs`` holds one row per group of the public domain (in domain order) and one column per aggregate
     slot: the noisy values, already scaled.
     """
     n = len(group_keys)
-    keys = [list(col) for col in zip(*group_keys, strict=True)] if group_keys and group_keys[0] else []
-    env = Env(n, keys=keys, aggs=aggs, params=params, strict=False)
+    # With no group (every one excluded by WHERE), each key column is still there, empty.
+    keys = [list(col) for col in zip(*group_keys, strict=True)] if n else [[] for _ in t.groups]
+    env = Env(n, keys=keys, aggs=aggs, params=params, strict=False, errs=errs)
     keep = list(range(n))
     if t.having is not None:
         keep = [i for i, v in enumerate(t.having.ev(env)) if v is True]

@@ -63,12 +63,14 @@ class Env:
     aggs: np.ndarray | None = None  # (n, aggregate slots): noisy values
     params: Sequence[object] = ()
     strict: bool = True
+    errs: np.ndarray | None = None  # (n, aggregate slots): standard errors of aggs (order statistics read them)
 
     def take(self, rows: Sequence[int]) -> Env:
         """The sub-environment of the given rows (CASE evaluates each branch on the rows reaching it)."""
         return Env(len(rows), {a: [v[i] for i in rows] for a, v in self.cells.items()},
                    [[k[i] for i in rows] for k in self.keys],
-                   None if self.aggs is None else self.aggs[list(rows)], self.params, self.strict)
+                   None if self.aggs is None else self.aggs[list(rows)], self.params, self.strict,
+                   None if self.errs is None else self.errs[list(rows)])
 
 
 class Expr:

@@ -35,3 +35,19 @@ def test_power_bi_directquery_nesting_is_answered(proxy) -> None:
         rows = conn.execute(sql).fetchall()
     assert [r[0] for r in rows] == [0, 1, 2, 3, 4]
     assert all(isinstance(r[1], int) for r in rows)
+
+
+def test_value_picker_is_free_and_filtered_pie_has_only_its_slices(proxy) -> None:
+    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        before = _budget(conn)
+        rows = conn.execute("SELECT DISTINCT race FROM adult ORDER BY race LIMIT 1000").fetchall()
+        assert rows == [(v,) for v in range(5)]
+        assert _budget(conn) == before
+        try:
+            conn.execute("SELECT DISTINCT race FROM adult WHERE sex = 1")
+            raise AssertionError("filtered value list answered")
+        except psycopg.errors.InsufficientPrivilege as e:
+            assert "reveal which values occur" in str(e)
+        pie = conn.execute("SELECT race AS race, COUNT(*) AS count FROM adult WHERE race IN (1, 2) "
+                           "GROUP BY race ORDER BY count DESC LIMIT 100").fetchall()
+        assert sorted(r[0] for r in pie) == [1, 2]

@@ -36,10 +36,24 @@ def is_probe(sel: exp.Select) -> bool:
     return isinstance(value, exp.Literal) and not value.is_string and str(value.this) in ("0", "1")
 
 
+def is_value_list(sel: exp.Select) -> bool:
+    """``SELECT DISTINCT col ...`` or ``SELECT col ... GROUP BY col`` without aggregates: the values of the keys.
+
+    Filter pickers and dimension lists ask this; the answer is the declared public domain (minus the values
+    the WHERE clause excludes by its own text), so no data is read.
+    """
+    distinct = sel.args.get("distinct")
+    if has_aggregate(sel) or (distinct is not None and distinct.args.get("on") is not None):
+        return False
+    return (distinct is not None) != (sel.args.get("group") is not None)
+
+
 def check_select(ctx: Context) -> str:
-    """Check the SELECT; its kind: ``"aggregate"`` or ``"probe"`` (see ``is_probe``)."""
+    """Check the SELECT; its kind: ``"aggregate"``, ``"values"`` (see ``is_value_list``) or ``"probe"``
+    (see ``is_probe``)."""
     sel, table = ctx.select, ctx.table
-    if sel.args.get("distinct") is not None and not has_aggregate(sel):
+    values = is_value_list(sel)
+    if sel.args.get("distinct") is not None and not has_aggregate(sel) and not values:
         raise non_aggregate(table, sel)
     probe = is_probe(sel)
     stars = [e for e in sel.expressions
@@ -56,6 +70,13 @@ def check_select(ctx: Context) -> str:
     win = sel.find(exp.Window)
     if win is not None:
         raise unsupported("window function", win)
+    if values:
+        if sel.args.get("distinct") is not None:
+            # DISTINCT over the target list is GROUP BY over it.
+            sel.set("group", exp.Group(expressions=[(i.this if isinstance(i, exp.Alias) else i).copy()
+                                                    for i in sel.expressions]))
+            sel.set("distinct", None)
+        return "values"
     if sel.args.get("distinct") is not None:
         raise unsupported("SELECT DISTINCT", sel)
     if probe:

@@ -86,10 +86,13 @@ def test_limit_param_and_text_param() -> None:
 # -- post-processing ------------------------------------------------------------------------------------
 
 
-def test_empty_groups_are_rows_and_contradictions_are_zero() -> None:
+def test_excluded_groups_are_omitted_and_contradictions_are_zero() -> None:
     plan = plan_query("SELECT race, COUNT(*) FROM adult WHERE race = 1 GROUP BY race", CATALOG)
+    assert len(plan.queries) == 1  # the 4 groups WHERE excludes are omitted, not measured
+    assert plan.rows([123.4]) == [(1, 123)]
+    plan = plan_query("SELECT race, COUNT(*) FILTER (WHERE race = 1) FROM adult GROUP BY race", CATALOG)
     zero = [q for q in plan.queries if q.is_zero]
-    assert len(plan.queries) == 2 and len(zero) == 1  # the 4 empty groups share one zero query
+    assert len(plan.queries) == 2 and len(zero) == 1  # the 4 other groups share one zero query
     assert zero[0].sensitivity == 0
     rows = plan.rows([123.4 if not q.is_zero else 99.0 for q in plan.queries])
     assert rows == [(0, 0), (1, 123), (2, 0), (3, 0), (4, 0)]

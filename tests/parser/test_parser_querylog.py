@@ -30,7 +30,9 @@ def test_every_logged_statement_plans(bi_log: dict[str, Path]) -> None:
     assert len(stmts) > 300
     for sql in stmts:
         plan = plan_query(sql, CATALOG)
-        assert plan.queries and plan.columns
+        # Value lists (no aggregate) are the public domain, and WHERE may exclude every group by its own
+        # text: then there is no query to measure.
+        assert plan.columns and (plan.queries or not plan.template.aggs or plan.n_groups == 0)
 
 
 def test_logged_statements_match_postgresql(adult_conn: psycopg.Connection, adult_hist: Histograms,
