@@ -151,8 +151,9 @@ def make_test_config(upstream_dsn: str, port: int, *, epsilon: float = 1.0, delt
 class ProxyProcess:
     """A real `lapras-proxy serve` process on a free port."""
 
-    def __init__(self, config_path: Path, state_dir: Path, port: int) -> None:
+    def __init__(self, config_path: Path, state_dir: Path, port: int, extra_args: tuple[str, ...] = ()) -> None:
         self.config_path = config_path
+        self.extra_args = extra_args
         self.state_dir = state_dir
         self.host = "127.0.0.1"
         self.port = port
@@ -172,7 +173,7 @@ class ProxyProcess:
         self.output = []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(self.config_path),
-             "--state-dir", str(self.state_dir)],
+             "--state-dir", str(self.state_dir), *self.extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
         ready = threading.Event()
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import sys
 import time
@@ -125,7 +124,7 @@ async def _start_observability(cfg: Config, service: Any, worker: int) -> Any:
 
 
 async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
-                      reuse_port: bool, worker: int = 0) -> None:
+                      reuse_port: bool, worker: int = 0, cancel_dir: Path | None = None) -> None:
     from ..catalog.hardening import SetupLockTimeout
     from ..catalog.relay import ensure_shadow
     from ..dp.service import DPService
@@ -138,7 +137,10 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         raise StartupError(str(exc)) from None
     service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn)
     metrics = await _start_observability(cfg, service, worker)
-    server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port, metrics=metrics)
+    from ..server.cancel_relay import CancelRelay
+
+    relay = CancelRelay(worker, cancel_dir) if cancel_dir is not None else None
+    server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port, metrics=metrics, cancel_relay=relay)
     await server.start()
     sync = asyncio.create_task(service.sync_forever(metrics=metrics))
     stop = asyncio.Event()
@@ -167,6 +169,11 @@ def _install_loop() -> None:
 def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
           data: dict[str, Path] | None = None, workers: int = 1) -> int:
     """Run the proxy until SIGINT/SIGTERM; returns the process exit code."""
+    from ..server.cancel_relay import MAX_WORKERS
+
+    if not 1 <= workers <= MAX_WORKERS:
+        print(f"lapras-proxy: --workers must be between 1 and {MAX_WORKERS}", file=sys.stderr)
+        return 2
     t0 = time.monotonic()
     if listen is not None:
         cfg = replace(cfg, server=replace(cfg.server, host=listen[0], port=listen[1]))
@@ -185,7 +192,9 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
         if workers <= 1:
             asyncio.run(_run_server(cfg, upstream, ready, reuse_port=False))
         else:
-            _run_workers(cfg, upstream, ready, workers)
+            if _run_workers(cfg, upstream, ready, workers) != 0:
+                print("lapras-proxy: workers kept dying; stopped (see the log above)", file=sys.stderr)
+                return 1
     except StartupError as exc:
         print(f"lapras-proxy: {exc}", file=sys.stderr)
         return 1
@@ -202,32 +211,15 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     return 0
 
 
-def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int) -> None:
-    """Fork N servers sharing the port with SO_REUSEPORT; they share one ledger in the database."""
-    children: list[int] = []
-    for i in range(workers):
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                asyncio.run(_run_server(cfg, upstream, ready if i == 0 else None, reuse_port=True, worker=i))
-            except BaseException:
-                log.exception("worker %d failed", i)
-                code = 1
-            os._exit(code)
-        children.append(pid)
+def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int) -> int:
+    """N supervised servers sharing the port with SO_REUSEPORT and one ledger in the database."""
+    from .supervisor import Supervisor
 
-    def forward(signum: int, _frame: object) -> None:
-        for child in children:
-            try:
-                os.kill(child, signum)
-            except ProcessLookupError:
-                pass
+    def worker(index: int, directory: Path, first: bool) -> None:
+        asyncio.run(_run_server(cfg, upstream, ready if index == 0 and first else None, reuse_port=True,
+                                worker=index, cancel_dir=directory))
 
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
-    for child in children:
-        os.waitpid(child, 0)
+    return Supervisor(workers, worker).run()
 
 
 @contextmanager

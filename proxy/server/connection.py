@@ -184,7 +184,7 @@ class ClientConnection:
                 self.out.append(conn.answer_negotiation(False))
                 continue
             if isinstance(ev, CancelRequested):
-                self.server.cancel(ev.pid, ev.secret)
+                await self.server.route_cancel(ev.pid, ev.secret)
                 return False
             if isinstance(ev, ConnectionFailed):
                 self.out.append(conn.fatal(ev.sqlstate, ev.message))
@@ -240,10 +240,7 @@ class ClientConnection:
             return False
         self.user = name
         self.conn.authenticated()
-        while True:
-            pid = secrets.randbelow(1 << 30) + 1
-            if pid not in srv.sessions:
-                break
+        pid = srv.new_pid()
         self.pid, self.secret = pid, secrets.randbits(32)
         srv.sessions[pid] = self
         session = Session.start(self.conn, name, database, ev.params, _server_version(srv.catalog), self.tls)

@@ -25,6 +25,7 @@ from ..dp.service_api import QueryService
 from ..observability.metrics import ProxyMetrics
 from ..ops.config import Config
 from ..statements.router import Router
+from .cancel_relay import CancelRelay, new_pid, worker_of
 from .connection import ClientConnection
 
 log = logging.getLogger("lapras.server")
@@ -53,13 +54,15 @@ class ProxyServer:
     """Accepts PostgreSQL clients and serves them from the DP service and the catalog database."""
 
     def __init__(self, config: Config, service: QueryService, catalog_dsn: str, *, reuse_port: bool = False,
-                 catalog_pool_size: int = 8, metrics: ProxyMetrics | None = None) -> None:
+                 catalog_pool_size: int = 8, metrics: ProxyMetrics | None = None,
+                 cancel_relay: CancelRelay | None = None) -> None:
         self.config = config
         self.service = service
         self.metrics = metrics
         self.catalog = CatalogDB(catalog_dsn, catalog_pool_size)
         self.router = Router(config.catalog)
         self.reuse_port = reuse_port
+        self.cancel_relay = cancel_relay
         self.rate = RateLimiter(config.server.queries_per_minute)
         self.sessions: dict[int, ClientConnection] = {}
         self.active = 0
@@ -79,6 +82,8 @@ class ProxyServer:
 
     async def start(self) -> None:
         await self.catalog.open()
+        if self.cancel_relay is not None:
+            await self.cancel_relay.start(self.cancel)
         s = self.config.server
         self._server = await asyncio.start_server(self._accept, s.host, s.port, reuse_port=self.reuse_port or None,
                                                   limit=1 << 16, backlog=max(128, s.max_connections))
@@ -99,6 +104,8 @@ class ProxyServer:
             with contextlib.suppress(BaseException):
                 await task
         await self.catalog.close()
+        if self.cancel_relay is not None:
+            await self.cancel_relay.close()
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -114,6 +121,18 @@ class ProxyServer:
             self._tasks.discard(task)
             if self.metrics is not None:
                 self.metrics.connections.dec()
+
+    def new_pid(self) -> int:
+        """A process id for a new session's cancel key; with workers its low bits name this worker."""
+        index = self.cancel_relay.index if self.cancel_relay is not None else 0
+        return new_pid(index, lambda pid: pid in self.sessions)
+
+    async def route_cancel(self, pid: int, secret: int) -> None:
+        """A CancelRequest: served here when the key is this worker's, else handed to its worker."""
+        if self.cancel_relay is not None and worker_of(pid) != self.cancel_relay.index:
+            await self.cancel_relay.forward(pid, secret)
+        else:
+            self.cancel(pid, secret)
 
     def cancel(self, pid: int, secret: int) -> None:
         """Cancel the running statement of the session that owns this key; anything else is ignored."""
