@@ -48,12 +48,18 @@ class RegressionEndpoint:
         self.dsn = upstream_dsn
         self.engine = engine
         self._parsed: dict[str, RegressionCall | None] = {}
-        with psycopg.connect(upstream_dsn, autocommit=True) as conn:
-            conn.execute("SELECT pg_advisory_lock(74737302)")
+        # One transaction under a lock timeout: a session stuck holding the set-up lock gives a clear error
+        # at start-up instead of a proxy that hangs (the lock lives in the upstream database, which the
+        # catalog reader role cannot connect to).
+        with psycopg.connect(upstream_dsn) as conn:
+            conn.execute("SET LOCAL lock_timeout = '60s'")
             try:
-                conn.execute(_DDL)
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(74737302)")
+                conn.execute("SELECT pg_advisory_xact_lock(74737302)")
+            except psycopg.errors.LockNotAvailable:
+                raise psycopg.errors.LockNotAvailable(
+                    "the regression set-up lock (advisory lock 74737302 in the upstream database) was held by "
+                    "another session for more than 60 s; end that session or wait, then start again") from None
+            conn.execute(_DDL)
 
     def call_of(self, sql: str) -> RegressionCall | None:
         if sql not in self._parsed:
