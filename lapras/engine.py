@@ -41,6 +41,7 @@ from lapras.mechanisms.sensitivity import statement_sensitivity
 from lapras.online import Decision, OnlinePolicy, combine
 from lapras.settings import EngineSettings
 from lapras.strategy import ProductQuery
+from lapras.strategy.cache import StrategyCache
 from parser.linear import LinearQuery
 from parser.schema import Catalog, TableSchema
 
@@ -114,6 +115,7 @@ class Engine:
         rng: np.random.Generator | None = None,
         clock: Callable[[], float] = time.time,
         mechanism: type[Mechanism] = Gaussian,
+        strategies: StrategyCache | None = None,
     ) -> None:
         self.catalog = catalog
         self.ledger = ledger
@@ -123,6 +125,7 @@ class Engine:
         self.rng = rng if rng is not None else new_rng()
         self.clock = clock
         self.mechanism = mechanism
+        self.strategies = strategies  # shared by engines that replay the same P (what-if replays)
         self._lock = threading.RLock()
         self._cache: dict[str, tuple[float, float]] = {}
         self._epoch: EpochRecord | None = None
@@ -164,8 +167,9 @@ class Engine:
             s = int(pred.s_estimate or st.stream_length)
             (eps_q, delta_q), (eps_r, delta_r) = st.stream_budget, st.regression_budget
             groups_in = self._p_workloads(pred.queries)
-            groups = plan_groups(groups_in, cvx_max_cells=st.cvx_max_cells, rng=self.rng,
-                                 progress=self._progress(sum(len(v[1]) for v in groups_in.values())))
+            plan = self.strategies.plan_groups if self.strategies is not None else plan_groups
+            groups = plan(groups_in, cvx_max_cells=st.cvx_max_cells, rng=self.rng,
+                          progress=self._progress(sum(len(v[1]) for v in groups_in.values())))
             budget = Budget(st.accounting, eps_q, delta_q)
             v_unit = expected_query_variance(groups, budget.cost_of(1.0)) if groups else None
             rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import postprocess as pp
 from .linear import LinearQuery
-from .scalar import FLOAT8, Expr
+from .scalar import FLOAT8, Env, Expr
 from .schema import TableSchema
 
 if TYPE_CHECKING:
@@ -62,6 +62,31 @@ class QueryPlan:
     def table_schema(self) -> TableSchema:
         """The protected table's declared schema (what ``vector``/``factors`` and ``answers_sql`` take)."""
         return self.template.table
+
+    def group_cells(self, values: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Every group's aggregate outputs, before HAVING, ORDER BY and LIMIT: one row per group of the
+        public domain (domain order), one float column per output that reads an aggregate (NULL -> nan).
+
+        For comparing two sets of answers group by group (the what-if replay's error against exact
+        answers), where ``rows`` could keep different groups or order them differently."""
+        vals = np.asarray(values, dtype=np.float64).reshape(-1).copy()
+        for i, q in enumerate(self.queries):
+            if q.is_zero:
+                vals[i] = 0.0
+        n_slots = len(self.template.aggs)
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.group_keys), n_slots)
+        aggs = vals[slots] * np.asarray(self.factors, dtype=np.float64).reshape(slots.shape)
+        n = len(self.group_keys)
+        keys = [list(col) for col in zip(*self.group_keys, strict=True)] if self.group_keys and self.group_keys[0] else []
+        env = Env(n, keys=keys, aggs=aggs, params=self.params, strict=False)
+        readers = (pp.Agg, pp.Scaled, pp.Lin, pp.Ratio, pp.Avg)
+        cols = [e.ev(env) for e in self.template.outputs if any(isinstance(x, readers) for x in e.walk())]
+        out = np.full((n, len(cols)), np.nan)
+        for j, col in enumerate(cols):
+            for i, v in enumerate(col):
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    out[i, j] = float(v)
+        return out
 
     def stderr_columns(self) -> tuple[Column, ...]:
         """Columns ``rows(..., with_stderr=True)`` appends: one float8 ``<name>_stderr`` per output column."""

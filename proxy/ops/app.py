@@ -223,11 +223,11 @@ def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int) -> i
 
 
 @contextmanager
-def _operator_upstream(cfg: Config, state_dir: Path) -> Iterator[Upstream]:
+def operator_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = None) -> Iterator[Upstream]:
     """The upstream for an operator command: reuses a running embedded cluster, or starts one just for
-    the command and stops it afterwards."""
+    the command and stops it afterwards (``data``: CSV files for tables it does not have yet)."""
     running = bool(cfg.upstream_dsn) or _embedded_running(state_dir)
-    upstream = open_upstream(cfg, state_dir, start=not running)
+    upstream = open_upstream(cfg, state_dir, data, start=not running)
     try:
         yield upstream
     finally:
@@ -239,7 +239,7 @@ def budget_report(cfg: Config, state_dir: Path) -> dict[str, Any]:
     """The ledger's view of the current epoch, for `lapras-proxy budget`."""
     from ..dp.service import open_ledger_report
 
-    with _operator_upstream(cfg, state_dir) as upstream:
+    with operator_upstream(cfg, state_dir) as upstream:
         return open_ledger_report(cfg, upstream.dsn)
 
 
@@ -247,7 +247,7 @@ def new_epoch(cfg: Config, state_dir: Path) -> dict[str, Any]:
     """Close the current epoch and open a new one, for `lapras-proxy epoch`."""
     from ..dp.service import start_new_epoch
 
-    with _operator_upstream(cfg, state_dir) as upstream:
+    with operator_upstream(cfg, state_dir) as upstream:
         return start_new_epoch(cfg, upstream.dsn)
 
 

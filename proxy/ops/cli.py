@@ -1,5 +1,5 @@
 """The `lapras-proxy` command: serve, check-config, hash-password, budget, epoch, psql, predict, replay,
-dev-cluster."""
+whatif, dev-cluster."""
 
 from __future__ import annotations
 
@@ -220,12 +220,13 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
 
 
 def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], object]]:
-    """Sub-commands that live with their own package (auth, predictor, replay), imported only when a
-    command outside the core needs them (start-up time); a broken one fails loudly, never vanishes."""
+    """Sub-commands that live with their own package (auth, predictor, replay, whatif), imported only when
+    a command outside the core needs them (start-up time); a broken one fails loudly, never vanishes."""
     from ..replay.runner import add_parser as add_replay_parser
+    from ..replay.whatif.cli import add_parser as add_whatif_parser
     from ..server.auth import add_hash_password_parser
 
-    return [add_hash_password_parser, _mount_predict, add_replay_parser]
+    return [add_hash_password_parser, _mount_predict, add_replay_parser, add_whatif_parser]
 
 
 def _mount_predict(sub: argparse._SubParsersAction) -> None:
