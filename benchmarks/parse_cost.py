@@ -91,11 +91,15 @@ class Api:
 
     def __init__(self) -> None:
         import parser as P
-        from parser.schema import Attribute, Catalog, Domain, TableSchema
+        from parser import schema
+
+        def ints(lo: int, hi: int) -> Any:
+            # Trees before the column-type classes spelled an integer domain Domain("int", lo, hi).
+            return schema.IntType(lo, hi) if hasattr(schema, "IntType") else schema.Domain("int", lo, hi)
 
         self.P = P
-        self.catalog = Catalog((TableSchema("adult", (Attribute("age", Domain("int", 17, 90)), *(
-            Attribute(n, Domain("int", 0, s - 1)) for n, s in SIZES.items()))),))
+        self.catalog = schema.Catalog((schema.TableSchema("adult", (schema.Attribute("age", ints(17, 90)), *(
+            schema.Attribute(n, ints(0, s - 1)) for n, s in SIZES.items()))),))
         self.planner = P.Planner(self.catalog) if hasattr(P, "Planner") else None
 
     def cold(self, sql: str, params: Any = None) -> Any:

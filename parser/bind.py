@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from decimal import Decimal, InvalidOperation
-from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -43,54 +40,7 @@ def _value(operand: C.Operand, attr: Attribute, params: Sequence[object]) -> Any
     if operand.index > len(params):
         raise _missing(params, operand.index)
     p = params[operand.index - 1]
-    if p is None:
-        return None
-    if isinstance(p, bytes):
-        p = p.decode()
-    if attr.domain.kind != "int":
-        return str(p)
-    if isinstance(p, bool):
-        raise Refusal(E.UNDEFINED_FUNCTION, "operator does not exist: integer = boolean")
-    if isinstance(p, int):
-        return p
-    if isinstance(p, float):
-        return Decimal(repr(p))
-    if isinstance(p, Decimal):
-        return p
-    try:
-        return int(str(p).strip())
-    except ValueError:
-        raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type integer: "{p}"') from None
-
-
-def _int_ranges(attr: Attribute, op: str, x: Any) -> list[tuple[int, int]]:
-    """Non-NULL cell index ranges of an integer attribute where ``attr op x`` holds."""
-    dom = attr.domain
-    n = dom.base_size
-    try:
-        q = Fraction(x) if not isinstance(x, Decimal) else Fraction(str(x))
-    except (ValueError, InvalidOperation):
-        return []
-    lo, hi = dom.lo, dom.hi
-    if op in ("=", "<>"):
-        hit = q.denominator == 1 and lo <= q <= hi
-        eq = [(int(q) - lo, int(q) - lo)] if hit else []
-        if op == "=":
-            return eq
-        return [(0, n - 1)] if not eq else [(0, eq[0][0] - 1), (eq[0][0] + 1, n - 1)]
-    if op == "<":
-        top = math.ceil(q) - 1
-        return [(0, min(top, hi) - lo)] if top >= lo else []
-    if op == "<=":
-        top = math.floor(q)
-        return [(0, min(top, hi) - lo)] if top >= lo else []
-    if op == ">":
-        bot = math.floor(q) + 1
-        return [(max(bot, lo) - lo, n - 1)] if bot <= hi else []
-    if op == ">=":
-        bot = math.ceil(q)
-        return [(max(bot, lo) - lo, n - 1)] if bot <= hi else []
-    raise AssertionError(op)
+    return None if p is None else attr.domain.coerce_param(p)
 
 
 class Binder:
@@ -107,24 +57,13 @@ class Binder:
         return self.space.cells(attr.name, [(0, attr.domain.base_size - 1)])
 
     def _equal(self, attr: Attribute, x: Any) -> list[tuple[int, int]]:
-        if attr.domain.kind == "int":
-            return _int_ranges(attr, "=", x)
-        idx = attr.domain.index_of(str(x))
-        return [] if idx is None or idx == attr.domain.null_index else [(idx, idx)]
+        return attr.domain.ranges("=", x)
 
     def _cmp(self, attr: Attribute, op: str, x: Any) -> TF:
         if x is None:
             return False, False
-        base = self.base(attr)
-        if attr.domain.kind == "int":
-            t = self.space.cells(attr.name, _int_ranges(attr, op, x))
-        else:
-            if op not in ("=", "<>"):
-                raise Refusal(E.FEATURE_NOT_SUPPORTED, f"ordering comparison {op} on text attribute {attr.name} is "
-                              "not supported", hint="Use = , <>, IN or NOT IN on text attributes.")
-            eq = self.space.cells(attr.name, self._equal(attr, x))
-            t = eq if op == "=" else self.space.diff(base, eq)
-        return t, self.space.diff(base, t)
+        t = self.space.cells(attr.name, attr.domain.ranges(op, x))
+        return t, self.space.diff(self.base(attr), t)
 
     def _in(self, attr: Attribute, operands: tuple[C.Operand, ...]) -> TF:
         """``attr IN (...)``: the union of the equal cells; FALSE elsewhere unless a NULL is listed."""

@@ -22,7 +22,7 @@ def to_dense(table: TableSchema, attrs: Sequence[str], rows: Iterable[Sequence[o
     for row in rows:
         idx = []
         for d, v in zip(doms, row[:-1], strict=True):
-            i = d.index_of(int(v) if d.kind == "int" and isinstance(v, int | float | str) else v)  # type: ignore[arg-type]
+            i = d.index_of(v)
             if i is None:
                 raise ValueError(f"value {v!r} outside the declared domain; was the SQL from marginal_sql?")
             idx.append(i)

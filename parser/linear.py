@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -159,7 +158,7 @@ def _canonical_value(
         if other == value:
             continue
         odom = _domain(table, other)
-        if odom.kind != "int":
+        if not odom.summable:
             continue
         olv = space.level_of[other]
         ok = True
@@ -196,29 +195,6 @@ def _key(table: TableSchema, q: LinearQuery) -> str:
             continue
         conds = []
         for attr, rs in box:
-            dom = _domain(table, attr)
-            conds.append(f"{attr}={_fmt_ranges(dom, rs)}")
+            conds.append(f"{attr}={_domain(table, attr).format_ranges(rs)}")
         parts.append("&".join(conds))
     return f"{table.qualified_name}|{weight}|{'|'.join(parts)}"
-
-
-def _fmt_value(v: object) -> str:
-    return "null" if v is None else json.dumps(v)
-
-
-def _fmt_ranges(dom: Domain, rs: Ranges) -> str:
-    items = []
-    for lo, hi in rs:
-        if dom.kind == "int":
-            # A run of integers (NULL, if included, is the last cell and printed apart).
-            top = hi
-            if dom.nullable and hi == dom.null_index:
-                top = hi - 1
-            if top >= lo:
-                a, b = dom.value_at(lo), dom.value_at(top)
-                items.append(f"{a}" if lo == top else f"{a}..{b}")
-            if top != hi:
-                items.append("null")
-        else:
-            items.extend(_fmt_value(dom.value_at(i)) for i in range(lo, hi + 1))
-    return "{" + ",".join(items) + "}"

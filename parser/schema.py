@@ -7,81 +7,15 @@ marginals, the proxy to answer catalog queries.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
 
-import numpy as np
+from .coltypes import ColumnType, IntType, TextType
 
-DomainKind = Literal["int", "categorical"]
-Value = int | str | None
+Domain = ColumnType
+"""The declared public domain of an attribute: an instance of its column type (``parser.coltypes``)."""
+Value = object
 
-
-@dataclass(frozen=True)
-class Domain:
-    """Ordered public domain of one attribute.
-
-    Integer domains are the inclusive range ``lo..hi``; categorical domains list their values. A nullable
-    domain has one extra cell, NULL, placed last. Cell ``i`` of the attribute's histogram axis holds value
-    ``value_at(i)``.
-    """
-
-    kind: DomainKind
-    lo: int = 0
-    hi: int = -1
-    values: tuple[str, ...] = ()
-    nullable: bool = False
-
-    @property
-    def base_size(self) -> int:
-        """Number of non-NULL cells."""
-        return self.hi - self.lo + 1 if self.kind == "int" else len(self.values)
-
-    @property
-    def size(self) -> int:
-        """Number of cells, NULL included when the domain admits it."""
-        return self.base_size + (1 if self.nullable else 0)
-
-    @property
-    def null_index(self) -> int | None:
-        return self.base_size if self.nullable else None
-
-    def index_of(self, value: Value) -> int | None:
-        """Cell index of ``value``, or None when the value is not in the domain."""
-        if value is None:
-            return self.null_index
-        if self.kind == "int":
-            if isinstance(value, bool) or not isinstance(value, int):
-                return None
-            return value - self.lo if self.lo <= value <= self.hi else None
-        try:
-            return self.values.index(str(value))
-        except ValueError:
-            return None
-
-    def value_at(self, index: int) -> Value:
-        if self.nullable and index == self.base_size:
-            return None
-        if not 0 <= index < self.base_size:
-            raise IndexError(index)
-        return self.lo + index if self.kind == "int" else self.values[index]
-
-    def __iter__(self) -> Iterator[Value]:
-        return (self.value_at(i) for i in range(self.size))
-
-    def numeric_weights(self) -> np.ndarray:
-        """Per-cell weight of SUM over this attribute (NULL cells weigh 0, as SQL SUM ignores NULL)."""
-        if self.kind != "int":
-            raise TypeError("SUM needs an integer domain")
-        w = np.arange(self.lo, self.hi + 1, dtype=np.float64)
-        return np.append(w, 0.0) if self.nullable else w
-
-    @property
-    def max_abs(self) -> float:
-        """Largest absolute value in the domain: the sensitivity of SUM over it under add/remove-one-row."""
-        if self.kind != "int":
-            raise TypeError("SUM needs an integer domain")
-        return float(max(abs(self.lo), abs(self.hi)))
+__all__ = ["Attribute", "Catalog", "ColumnType", "Domain", "IntType", "TableSchema", "TextType", "Value"]
 
 
 @dataclass(frozen=True)
@@ -93,7 +27,7 @@ class Attribute:
     @property
     def sql_type(self) -> str:
         """PostgreSQL type the proxy reports for the column."""
-        return "integer" if self.domain.kind == "int" else "text"
+        return self.domain.sql_type
 
 
 @dataclass(frozen=True)

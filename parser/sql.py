@@ -1,19 +1,22 @@
 """Exact-answer SQL the parser generates for PostgreSQL: linear query answers and marginal histograms.
 
-Every attribute is read through its *cell expression*, which maps each stored value to one cell of the
-declared domain, so PostgreSQL's exact answers are those of the domain histogram:
-integers are clipped into ``lo..hi`` (a NULL in a non-nullable integer domain lands on ``lo``); text values
-outside the declared list become NULL when the domain is nullable and
-the first declared value otherwise. Clipping is what bounds a row's contribution, hence the sensitivity.
+Every attribute is read through its *cell expression* (its column type's ``cell_sql``), which maps each
+stored value to one cell of the declared domain, so PostgreSQL's exact answers are those of the domain
+histogram. Clipping into the domain is what bounds a row's contribution, hence the sensitivity.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .coltypes.base import clamp_sql
+from .coltypes.text import quote_literal
 from .linear import LinearQuery
 from .predicate import Ranges
 from .schema import Attribute, TableSchema
+
+__all__ = ["MAX_COLUMNS", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql",
+           "quote_ident", "quote_literal", "table_ref"]
 
 MAX_COLUMNS = 1600
 """PostgreSQL allows at most 1664 entries in a target list; answers_sql_batches stays below."""
@@ -23,32 +26,13 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def quote_literal(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def table_ref(table: TableSchema) -> str:
     return f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
 
 
-def clamp_sql(expr: str, lo: str, hi: str) -> str:
-    """``expr`` clipped into ``lo..hi``; a NULL lands on ``lo`` (as ``LEAST(GREATEST(expr, lo), hi)`` does).
-
-    Written as CASE rather than LEAST/GREATEST, which postgres_fdw cannot ship: on a sharded upstream an
-    aggregate over a clipped column would otherwise be computed on the coordinator from every raw row."""
-    return f"CASE WHEN {expr} IS NULL OR {expr} < {lo} THEN {lo} WHEN {expr} > {hi} THEN {hi} ELSE {expr} END"
-
-
 def cell_expr(attr: Attribute) -> str:
     """SQL mapping the stored column to its domain cell value (clipped / folded; NULL stays NULL if nullable)."""
-    col = quote_ident(attr.name)
-    d = attr.domain
-    if d.kind == "int":
-        clipped = clamp_sql(col, str(d.lo), str(d.hi))
-        return f"CASE WHEN {col} IS NULL THEN NULL ELSE {clipped} END" if d.nullable else clipped
-    values = ", ".join(quote_literal(v) for v in d.values)
-    fallback = "NULL" if d.nullable else quote_literal(d.values[0])
-    return f"CASE WHEN {col}::text IN ({values}) THEN {col}::text ELSE {fallback} END"
+    return attr.domain.cell_sql(quote_ident(attr.name))
 
 
 def _attr_condition(attr: Attribute, ranges: Ranges) -> str:
@@ -63,14 +47,11 @@ def _attr_condition(attr: Attribute, ranges: Ranges) -> str:
             top = hi - 1
         if top < lo:
             continue
-        if d.kind == "int":
-            a, b = d.value_at(lo), d.value_at(top)
-            if a == b:
-                listed.append(str(a))
-            else:
-                conds.append(f"{e} BETWEEN {a} AND {b}")
+        cond = d.range_sql(e, lo, top) if lo < top else None
+        if cond is not None:
+            conds.append(cond)
         else:
-            listed.extend(quote_literal(str(d.value_at(i))) for i in range(lo, top + 1))
+            listed.extend(d.literal_sql(d.value_at(i)) for i in range(lo, top + 1))
     if len(listed) == 1:
         conds.insert(0, f"{e} = {listed[0]}")
     elif listed:

@@ -15,8 +15,8 @@ from typing import Any
 
 from . import errors as E
 from .errors import Refusal
+from .pgtypes import BOOL, FLOAT8, INT4, INT8, NUMERIC, TEXT, UNKNOWN
 
-INT4, INT8, FLOAT8, NUMERIC, TEXT, BOOL, UNKNOWN = 23, 20, 701, 1700, 25, 16, 705
 INTEGER_OIDS = frozenset({INT4, INT8})
 NUMBER_OIDS = frozenset({INT4, INT8, FLOAT8, NUMERIC})
 

@@ -171,8 +171,8 @@ class WorkloadModel:
             return None
         for table in self.catalog.tables:
             attr = table.attribute(column)
-            if attr is not None and attr.domain.kind == "int":
-                return float(attr.domain.lo), float(attr.domain.hi)
+            if attr is not None and attr.domain.summable:
+                return attr.domain.sum_bounds
         return None
 
     def column_range(self, column: str | None, own: Counter[float]) -> ColumnRange | None:

@@ -28,9 +28,9 @@ from psycopg import sql as psql
 from lapras.regression import rdp
 from lapras.regression.methods import METHODS, Block, Cost, fit
 from lapras.regression.sqlcall import RegressionCall, RegressionError
+from parser.pgtypes import FLOAT8, TEXT
 from parser.schema import Attribute, Catalog, TableSchema
 
-FLOAT8, TEXT = 701, 25
 COLUMNS: tuple[tuple[str, int], ...] = (("term", TEXT), ("estimate", FLOAT8), ("epsilon", FLOAT8),
                                         ("delta", FLOAT8))
 INTERCEPT = "intercept"
@@ -64,15 +64,15 @@ def _attr(table: TableSchema, name: str) -> Attribute:
     a = table.attribute(name)
     if a is None:
         raise RegressionError("42703", f'column "{name}" does not exist in table "{table.name}"')
-    if a.domain.kind != "int":
-        raise RegressionError("22023", f'column "{name}" has a categorical domain',
-                              hint="linear_regression needs integer-coded columns")
+    if not a.domain.summable:
+        raise RegressionError("22023", f'column "{name}" has a {a.domain.type_name} domain',
+                              hint="linear_regression needs numeric columns")
     return a
 
 
 def _select_sql(table: TableSchema, attrs: Sequence[Attribute]) -> psql.Composed:
     cols = [psql.SQL("LEAST(GREATEST({c}::float8, {lo}), {hi})").format(
-        c=psql.Identifier(a.name), lo=psql.Literal(float(a.domain.lo)), hi=psql.Literal(float(a.domain.hi)))
+        c=psql.Identifier(a.name), lo=psql.Literal(a.domain.sum_bounds[0]), hi=psql.Literal(a.domain.sum_bounds[1]))
         for a in attrs]
     nn = [psql.SQL("{c} IS NOT NULL").format(c=psql.Identifier(a.name)) for a in attrs]
     return psql.SQL("SELECT {cols} FROM {s}.{t} WHERE {nn}").format(
@@ -81,7 +81,7 @@ def _select_sql(table: TableSchema, attrs: Sequence[Attribute]) -> psql.Composed
 
 
 def _mid_half(a: Attribute) -> tuple[float, float]:
-    lo, hi = float(a.domain.lo), float(a.domain.hi)
+    lo, hi = a.domain.sum_bounds
     return (lo + hi) / 2.0, max((hi - lo) / 2.0, 1.0)
 
 

@@ -62,14 +62,14 @@ def lower_aggregate(node: exp.AggFunc, filt: C.Cond | None, name: str, ctx: Cont
         return _count(arg, filt, name, ctx)
     if isinstance(arg, exp.Column):
         attr = ctx.column(arg)
-        if attr.domain.kind != "int":
-            raise Refusal(E.UNDEFINED_FUNCTION, f"function {kind}(text) does not exist", position=position_of(node),
-                          hint="SUM and AVG need an integer attribute.")
+        if not attr.domain.summable:
+            raise Refusal(E.UNDEFINED_FUNCTION, f"function {kind}({attr.domain.sql_type}) does not exist",
+                          position=position_of(node), hint="SUM and AVG need a numeric attribute.")
         s = ctx.slot(AggSpec("sum", attr.name, filt))
         if kind == "sum":
             return pp.Agg(s, False, name)
         c = ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, filt))
-        return pp.Avg(s, c, float(attr.domain.lo), float(attr.domain.hi), name)
+        return pp.Avg(s, c, *attr.domain.sum_bounds, name)
     lit = fold(arg, ctx.budget) if arg is not None else NOT_CONSTANT
     if isinstance(lit, int | Decimal) and not isinstance(lit, bool):
         c = ctx.slot(AggSpec("count", None, filt))
@@ -134,14 +134,15 @@ def _case_aggregate(kind: str, case: exp.Case, filt: C.Cond | None, name: str, c
             continue
         if isinstance(value, exp.Column):
             attr = ctx.column(value)
-            if kind != "count" and attr.domain.kind != "int":
-                raise Refusal(E.UNDEFINED_FUNCTION, f"function {kind}(text) does not exist",
+            if kind != "count" and not attr.domain.summable:
+                raise Refusal(E.UNDEFINED_FUNCTION, f"function {kind}({attr.domain.sql_type}) does not exist",
                               position=position_of(value))
             if counts:
                 counted.append((ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, f)), 1.0))
             if kind != "count":
                 total.append((ctx.slot(AggSpec("sum", attr.name, f)), 1.0))
-                lo, hi = min(lo, attr.domain.lo), max(hi, attr.domain.hi)
+                a_lo, a_hi = attr.domain.sum_bounds
+                lo, hi = min(lo, a_lo), max(hi, a_hi)
             continue
         lit = fold(value, ctx.budget)
         if isinstance(lit, bool) or not isinstance(lit, int | Decimal):

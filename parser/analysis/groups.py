@@ -29,8 +29,7 @@ _BUCKET_HINT = "GROUP BY takes attributes, or arithmetic / floor / round / CASE 
 
 def plain_dim(attr: Attribute) -> GroupDim:
     d = attr.domain
-    return GroupDim(attr.name, tuple(d), tuple(((i, i),) for i in range(d.size)),
-                    S.INT4 if d.kind == "int" else S.TEXT)
+    return GroupDim(attr.name, tuple(d), tuple(((i, i),) for i in range(d.size)), d.oid)
 
 
 def lower_group_by(ctx: Context) -> tuple[GroupDim, ...]:
@@ -89,7 +88,7 @@ def _bucket(node: exp.Expr, ctx: Context) -> GroupDim:
     def leaf(n: exp.Expr) -> S.Expr | None:
         if isinstance(n, exp.Column):
             a = ctx.column(n)
-            return S.Cell(a.name, S.INT4 if a.domain.kind == "int" else S.TEXT)
+            return S.Cell(a.name, a.domain.oid)
         if isinstance(n, exp.Parameter | exp.Placeholder):
             raise NotScalar(n)
         return None

@@ -30,7 +30,7 @@ def probe_template(ctx: Context) -> Template:
     def leaf(n: exp.Expr) -> S.Expr | None:
         if isinstance(n, exp.Column):
             a = ctx.column(n)
-            return S.Cell(a.name, S.INT4 if a.domain.kind == "int" else S.TEXT)
+            return S.Cell(a.name, a.domain.oid)
         if isinstance(n, exp.Parameter | exp.Placeholder):
             raise NotScalar(n)
         return None
@@ -39,7 +39,7 @@ def probe_template(ctx: Context) -> Template:
     for item in sel.expressions:
         if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
             for a in ctx.scope.star(item):
-                outputs.append(S.Const(None, S.INT4 if a.domain.kind == "int" else S.TEXT, a.name))
+                outputs.append(S.Const(None, a.domain.oid, a.name))
             continue
         node = item.this if isinstance(item, exp.Alias) else item
         try:

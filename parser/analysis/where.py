@@ -22,9 +22,6 @@ from .context import Context
 from .nodes import (
     CMP_OPS,
     FLIP,
-    FLOAT_TYPES,
-    INT_TYPES,
-    TEXT_TYPES,
     flatten,
     is_param,
     param_index,
@@ -50,7 +47,7 @@ def operand(node: exp.Expr, attr: Attribute | None, ctx: Context) -> C.Operand:
         node = strip_paren(node.this)  # $1::int4: the value is coerced to the attribute's type anyway
     if is_param(node):
         n = param_index(node)
-        ctx.param_types[n] = S.TEXT if attr is not None and attr.domain.kind != "int" else S.INT4
+        ctx.param_types[n] = attr.domain.param_oid if attr is not None else S.INT4
         return C.Param(n)
     value = fold(node, ctx.budget)
     if value is NOT_CONSTANT:
@@ -62,8 +59,8 @@ def operand(node: exp.Expr, attr: Attribute | None, ctx: Context) -> C.Operand:
             raise unsupported("subquery", node)
         raise unsupported(f"expression {sql_of(node)!r} in WHERE", node,
                           hint="Compare an attribute with a literal or a parameter.")
-    if attr is not None:
-        _check_literal_type(attr, value, node)
+    if attr is not None and value is not None:
+        value = attr.domain.check_literal(value, position_of(node))
     return C.Lit(value)
 
 
@@ -72,9 +69,7 @@ def subject(node: exp.Expr, ctx: Context) -> exp.Expr:
     node = strip_paren(node)
     while isinstance(node, exp.Cast) and isinstance(strip_paren(node.this), exp.Column):
         attr = ctx.column(strip_paren(node.this))
-        to = node.args["to"].this
-        numeric = attr.domain.kind == "int" and to in (INT_TYPES | FLOAT_TYPES)
-        if not (numeric or (attr.domain.kind != "int" and to in TEXT_TYPES)):
+        if not attr.domain.identity_cast(node.args["to"].this):
             break
         node = strip_paren(node.this)
     return node
@@ -169,7 +164,7 @@ class _Lowering:
 
         def leaf(n: exp.Expr) -> S.Expr | None:
             if isinstance(n, exp.Column):
-                return S.Cell(attr.name, S.INT4 if attr.domain.kind == "int" else S.TEXT)
+                return S.Cell(attr.name, attr.domain.oid)
             if is_param(n):
                 raise NotScalar(n)
             return None
@@ -230,27 +225,6 @@ def _quantified(node: exp.Expr) -> tuple[bool, list[exp.Expr]] | None:
         arr = strip_paren(node.expressions[0])
         return (True, list(arr.expressions)) if isinstance(arr, exp.Array) else None
     return None
-
-
-def _check_literal_type(attr: Attribute, value: Any, node: exp.Expr) -> None:
-    """Reject literals PostgreSQL would not compare with the attribute's type."""
-    if value is None:
-        return
-    pos = position_of(node)
-    if attr.domain.kind == "int":
-        if isinstance(value, bool):
-            raise Refusal(E.UNDEFINED_FUNCTION, "operator does not exist: integer = boolean", position=pos,
-                          hint="No operator matches the given name and argument types.")
-        if isinstance(value, str):
-            try:
-                int(value.strip())
-            except ValueError:
-                raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type integer: "{value}"',
-                              position=pos) from None
-    elif not isinstance(value, str):
-        kind = "boolean" if isinstance(value, bool) else ("integer" if isinstance(value, int) else "numeric")
-        raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: text = {kind}", position=pos,
-                      hint="Compare a text attribute with a quoted string.")
 
 
 def _const_compare(op: str, a: Any, b: Any, node: exp.Expr) -> bool | None:

@@ -18,6 +18,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from parser.cache import DigestLRU, digest
 from parser.schema import Attribute, Catalog, TableSchema
+from parser.sql import quote_ident
 
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
@@ -32,14 +33,10 @@ def reader_role(shadow_dbname: str) -> str:
 def _column_sql(a: Attribute) -> sql.Composed:
     d = a.domain
     ident = sql.Identifier(a.name)
-    if d.kind == "int":
-        check = sql.SQL("CHECK ({} BETWEEN {} AND {})").format(ident, sql.Literal(d.lo), sql.Literal(d.hi))
-        typ = sql.SQL("integer")
-    else:
-        check = sql.SQL("CHECK ({} IN ({}))").format(ident, sql.SQL(", ").join(map(sql.Literal, d.values)))
-        typ = sql.SQL("text")
+    # The column type writes its CHECK over the quoted name (parser.sql quotes as psycopg does).
+    check = sql.SQL("CHECK ({})").format(sql.SQL(d.ddl_check(quote_ident(a.name))))
     null = sql.SQL("") if d.nullable else sql.SQL(" NOT NULL")
-    return sql.SQL("{} {}{} {}").format(ident, typ, null, check)
+    return sql.SQL("{} {}{} {}").format(ident, sql.SQL(d.sql_type), null, check)
 
 
 def _table_ddl(t: TableSchema) -> list[sql.Composed]:

@@ -275,7 +275,7 @@ def _plain_table_load(table: TableSchema) -> TableLoad:
     """A declared table filled with the demo generator's rows, routed to the shards by the coordinator."""
     from ..ops.demo_data import create_table, generated_rows
 
-    columns = tuple((a.name, "integer" if a.domain.kind == "int" else "text") for a in table.attributes)
+    columns = tuple((a.name, a.domain.sql_type) for a in table.attributes)
 
     def fill(conn: psycopg.Connection, keep: str | None) -> None:
         names = sql.SQL(", ").join(sql.Identifier(a.name) for a in table.attributes)

@@ -17,6 +17,7 @@ import psycopg
 
 import parser as sqlparser
 from lapras.errors import LaprasError
+from parser.pgtypes import INT8, TEXT
 from parser.sqlstate import SqlError
 
 from ..ops.config import Config
@@ -26,7 +27,6 @@ from .service_api import ColumnDesc, QueryResult
 
 log = logging.getLogger("lapras.service")
 
-TEXT, FLOAT8, INT8 = 25, 701, 20
 _TRUE = {"on", "true", "1", "yes"}
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parser.schema import Attribute, Catalog, Domain, TableSchema
+from parser import coltypes
+from parser.schema import Attribute, Catalog, TableSchema
 
 from .keys import SECTIONS, default, key, section_keys
 
@@ -308,37 +309,14 @@ def _column(c: _Checker, key: str, name: str, spec: Any) -> Attribute | None:
     if not isinstance(spec, dict):
         c.bad(key, "must be a table like { type = \"int\", min = 0, max = 9 }")
         return None
-    c.unknown(spec, {"type", "min", "max", "values", "nullable", "description"}, key + ".")
-    kind = c.get(spec, "type", str, "", key + ".")
-    nullable = c.get(spec, "nullable", bool, False, key + ".")
     desc = c.get(spec, "description", str, "", key + ".")
-    if kind == "int":
-        lo = c.get(spec, "min", int, None, key + ".")
-        hi = c.get(spec, "max", int, None, key + ".")
-        if lo is None or hi is None:
-            c.bad(key, "an int column needs min and max (its public range)")
-            return None
-        if hi < lo:
-            c.bad(key, f"empty domain: max ({hi}) is below min ({lo})")
-            return None
-        if hi - lo + 1 > 1_000_000:
-            c.bad(key, f"domain of {hi - lo + 1} values is too large; bin the column (at most 1,000,000)")
-            return None
-        return Attribute(name, Domain("int", lo=lo, hi=hi, nullable=nullable), desc)
-    if kind in ("categorical", "text"):
-        values = spec.get("values")
-        if not isinstance(values, list) or not values:
-            c.bad(key, "empty domain: a categorical column needs a non-empty list `values`")
-            return None
-        if not all(isinstance(v, str) for v in values):
-            c.bad(key + ".values", "categorical values must be strings")
-            return None
-        if len(set(values)) != len(values):
-            c.bad(key + ".values", "values must be distinct")
-            return None
-        return Attribute(name, Domain("categorical", values=tuple(values), nullable=nullable), desc)
-    c.bad(key + ".type", f"must be \"int\" or \"categorical\", got {kind!r}")
-    return None
+    try:
+        domain = coltypes.from_config(spec)  # the column type parses its own keys
+    except coltypes.DeclarationError as e:
+        for sub, msg in e.problems:
+            c.bad(f"{key}.{sub}" if sub else key, msg)
+        return None
+    return Attribute(name, domain, desc)
 
 
 def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadSettings]]:

@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from parser.schema import Attribute, TableSchema
+from parser.schema import Attribute, IntType, TableSchema
 
 from .config import LoadSettings
 
@@ -38,7 +38,7 @@ def table_exists(conn: psycopg.Connection, table: TableSchema) -> bool:
 
 def create_table(conn: psycopg.Connection, table: TableSchema) -> None:
     cols = sql.SQL(", ").join(
-        sql.SQL("{} {}").format(sql.Identifier(a.name), sql.SQL("integer" if a.domain.kind == "int" else "text"))
+        sql.SQL("{} {}").format(sql.Identifier(a.name), sql.SQL(a.domain.sql_type))
         for a in table.attributes
     )
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(table.schema)))
@@ -85,16 +85,17 @@ def _cell(rec: list[str], i: int, a: Attribute, load: LoadSettings, path: Path, 
     raw = rec[i].strip()
     if raw == "" or raw.upper() == "NULL":
         return None
-    if a.domain.kind != "int":
-        return raw
     try:
-        return int(float(raw)) + load.offset.get(a.name, 0)
+        v = a.domain.read_text(raw)
     except ValueError:
-        raise DataLoadError(f"{path}:{lineno}: column {a.name} expects an integer, got {raw!r}") from None
+        raise DataLoadError(f"{path}:{lineno}: column {a.name} expects {a.domain.sql_type}, got {raw!r}") from None
+    offset = load.offset.get(a.name, 0)
+    return v + offset if offset else v
 
 
 def _clip_int(x: np.ndarray, a: Attribute) -> np.ndarray:
-    return np.clip(np.rint(x), a.domain.lo, a.domain.hi).astype(np.int64)
+    lo, hi = a.domain.sum_bounds
+    return np.clip(np.rint(x), lo, hi).astype(np.int64)
 
 
 def generated_rows(table: TableSchema, n: int = DEMO_ROWS) -> Iterator[tuple[object, ...]]:
@@ -113,13 +114,13 @@ def generated_rows(table: TableSchema, n: int = DEMO_ROWS) -> Iterator[tuple[obj
              "income_gt_50k": income, "capital_gain": gain, "capital_loss": loss}
     for a in table.attributes:
         size = a.domain.base_size
-        if a.name in known and a.domain.kind == "int":
+        if a.name in known and isinstance(a.domain, IntType):
             cols[a.name] = _clip_int(known[a.name], a)
             continue
         # Unknown columns: a Zipf-like skew over the domain, as most census categoricals have.
         p = 1.0 / np.arange(1, size + 1) ** 1.1
         idx = rng.choice(size, size=n, p=p / p.sum())
-        cols[a.name] = idx + a.domain.lo if a.domain.kind == "int" else np.asarray(a.domain.values)[idx]
+        cols[a.name] = a.domain.base_values()[idx]
     yield from zip(*(cols[a.name].tolist() for a in table.attributes), strict=True)
 
 

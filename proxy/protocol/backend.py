@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
+from parser.pgtypes import type_size
 from parser.sqlstate import SqlError
 
 _I = struct.Struct("!i")
@@ -75,12 +76,9 @@ def parameter_description(oids: Sequence[int]) -> bytes:
 # (name, table_oid, column_number, type_oid, type_size, type_modifier)
 Field = tuple[str, int, int, int, int, int]
 
-_TYPE_SIZES = {16: 1, 20: 8, 21: 2, 23: 4, 25: -1, 700: 4, 701: 8, 1043: -1, 1700: -1, 19: 64, 26: 4}
-
-
 def field(name: str, type_oid: int) -> Field:
     """A RowDescription field for a computed column (no source table)."""
-    return (name, 0, 0, type_oid, _TYPE_SIZES.get(type_oid, -1), -1)
+    return (name, 0, 0, type_oid, type_size(type_oid), -1)
 
 
 def row_description(fields: Sequence[Field], formats: Sequence[int] = ()) -> bytes:

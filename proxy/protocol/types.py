@@ -1,4 +1,5 @@
-"""Type oids and text/binary codecs for the types the product exchanges (int, float8, numeric, text, bool)."""
+"""Text/binary codecs for the types the product exchanges (int, float8, numeric, text, bool); the
+oids come from the one table in parser.pgtypes."""
 
 from __future__ import annotations
 
@@ -8,10 +9,24 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from .errors import PgError
+from parser.pgtypes import (
+    BOOL,
+    BPCHAR,
+    FLOAT4,
+    FLOAT8,
+    INT2,
+    INT4,
+    INT8,
+    NAME,
+    NUMERIC,
+    OID,
+    TEXT,
+    UNKNOWN,
+    VARCHAR,
+    type_name,
+)
 
-BOOL, BYTEA, NAME, INT8, INT2, INT4, TEXT, OID = 16, 17, 19, 20, 21, 23, 25, 26
-FLOAT4, FLOAT8, UNKNOWN, BPCHAR, VARCHAR, NUMERIC = 700, 701, 705, 1042, 1043, 1700
+from .errors import PgError
 
 _INTS = {INT2: "!h", INT4: "!i", INT8: "!q", OID: "!I"}
 _TEXTISH = {TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN, 0}
@@ -20,12 +35,6 @@ _TEXTISH = {TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN, 0}
 def _bad(oid: int, raw: bytes | str) -> PgError:
     shown = raw if isinstance(raw, str) else raw[:40].decode("utf-8", "replace")
     return PgError("22P02", f"invalid input syntax for type {type_name(oid)}: \"{shown}\"")
-
-
-def type_name(oid: int) -> str:
-    return {BOOL: "boolean", INT8: "bigint", INT2: "smallint", INT4: "integer", TEXT: "text", OID: "oid",
-            FLOAT4: "real", FLOAT8: "double precision", NUMERIC: "numeric", VARCHAR: "character varying",
-            UNKNOWN: "unknown", 0: "unknown"}.get(oid, f"oid {oid}")
 
 
 # -- parameters (client -> proxy) -----------------------------------------------------------------

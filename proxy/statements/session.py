@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from parser.pgtypes import OID_BY_NAME
+
 from ..protocol import backend, types
 from ..protocol.backend import Field
 from ..protocol.connection import ServerConnection
@@ -576,10 +578,7 @@ def parse_declare(sql: str) -> tuple[str, bool, bool, str]:
     return _ident(m.group("name")), binary, (m.group("hold") or "").upper() == "WITH", m.group("query")
 
 
-TYPE_OIDS = {"bigint": 20, "int8": 20, "integer": 23, "int": 23, "int4": 23, "smallint": 21, "int2": 21,
-             "text": 25, "varchar": 1043, "character varying": 1043, "numeric": 1700, "decimal": 1700,
-             "double precision": 701, "float8": 701, "float": 701, "real": 700, "float4": 700,
-             "boolean": 16, "bool": 16, "unknown": 0}
+TYPE_OIDS = {**OID_BY_NAME, "unknown": 0}
 
 _PREPARE = re.compile(r"^\s*PREPARE\s+(?P<name>\"(?:[^\"]|\"\")*\"|[\w$]+)\s*(?:\((?P<types>[^)]*)\))?\s*AS\s+"
                       r"(?P<body>.*)$", re.I | re.S)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 
 import parser as sqlparser
-from parser.schema import Attribute, Catalog, Domain, TableSchema
+from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
 
 TABLE = TableSchema("t", (
-    Attribute("a", Domain("int", 0, 9)),
-    Attribute("b", Domain("categorical", values=("x", "y", "z"))),
-    Attribute("c", Domain("int", 0, 39)),
+    Attribute("a", IntType(0, 9)),
+    Attribute("b", TextType(values=("x", "y", "z"))),
+    Attribute("c", IntType(0, 39)),
 ))
 CATALOG = Catalog((TABLE,))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parser.schema import Attribute, Catalog, Domain, TableSchema
+from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
 
 ADULT_SIZES = {
     "workclass": 9, "fnlwgt": 100, "education_num": 16, "marital_status": 7, "occupation": 15,
@@ -13,8 +13,8 @@ ADULT_COLUMNS = ["age", *ADULT_SIZES]
 
 
 def adult_table() -> TableSchema:
-    attrs = [Attribute("age", Domain("int", 17, 90))]
-    attrs += [Attribute(n, Domain("int", 0, s - 1)) for n, s in ADULT_SIZES.items()]
+    attrs = [Attribute("age", IntType(17, 90))]
+    attrs += [Attribute(n, IntType(0, s - 1)) for n, s in ADULT_SIZES.items()]
     return TableSchema("adult", tuple(attrs))
 
 
@@ -23,9 +23,9 @@ CATALOG = Catalog((ADULT,))
 
 # A second table with nullable and categorical domains, for the parts Adult does not exercise.
 PEOPLE = TableSchema("people", (
-    Attribute("city", Domain("categorical", values=("Berlin", "Lyon", "Oslo"), nullable=True)),
-    Attribute("dept", Domain("categorical", values=("eng", "ops", "sales"))),
-    Attribute("score", Domain("int", -5, 10, nullable=True)),
-    Attribute("level", Domain("int", 1, 4)),
+    Attribute("city", TextType(values=("Berlin", "Lyon", "Oslo"), nullable=True)),
+    Attribute("dept", TextType(values=("eng", "ops", "sales"))),
+    Attribute("score", IntType(-5, 10, nullable=True)),
+    Attribute("level", IntType(1, 4)),
 ), schema="hr")
 MIXED = Catalog((ADULT, PEOPLE))

@@ -23,7 +23,7 @@ from parser import (
     references_protected,
 )
 from parser.histogram import to_dense
-from parser.schema import Attribute, Catalog, Domain, TableSchema
+from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
 from parser.sql import answers_sql, answers_sql_batches, marginal_sql
 
 
@@ -300,8 +300,7 @@ def test_answers_sql_batches_and_shape() -> None:
 
 def test_clipping_in_exact_answers(people_conn: psycopg.Connection) -> None:
     """Values outside the declared domain are clipped by the generated SQL (so one row moves one cell)."""
-    table = TableSchema("clip", (Attribute("x", Domain("int", 0, 10)), Attribute("c", Domain(
-        "categorical", values=("a", "b"), nullable=True))), schema="pg_temp")
+    table = TableSchema("clip", (Attribute("x", IntType(0, 10)), Attribute("c", TextType(values=("a", "b"), nullable=True))), schema="pg_temp")
     catalog = Catalog((table,))
     people_conn.execute("DROP TABLE IF EXISTS pg_temp.clip")
     people_conn.execute("CREATE TEMP TABLE clip (x int, c text)")

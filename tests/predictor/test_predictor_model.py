@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from parser.schema import Attribute, Catalog, Domain, TableSchema
+from parser.schema import Attribute, Catalog, IntType, TableSchema
 from predictor.logs import LogStatement
 from predictor.predict import bucket, train
 from predictor.recurrence import fit_prior
@@ -44,7 +44,7 @@ def test_wrap_is_hedged_without_a_catalog_and_settled_with_one() -> None:
     catalog = Catalog(
         (
             TableSchema(
-                "exams", (Attribute("grade", Domain("int", 0, 9)), Attribute("term", Domain("int", 0, 9)))
+                "exams", (Attribute("grade", IntType(0, 9)), Attribute("term", IntType(0, 9)))
             ),
         )
     )

@@ -12,10 +12,10 @@ import pytest
 
 from lapras.regression import COLUMNS, Cost, RegressionError, parse_regression_call, run_regression
 from lapras.regression.service import run_regression_call
-from parser.schema import Attribute, Catalog, Domain, TableSchema
+from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
 
-TABLE = TableSchema("toy", (Attribute("y", Domain("int", 0, 100)), Attribute("a", Domain("int", 0, 10)),
-                            Attribute("b", Domain("int", -5, 5)), Attribute("c", Domain("categorical", values=("u", "v")))))
+TABLE = TableSchema("toy", (Attribute("y", IntType(0, 100)), Attribute("a", IntType(0, 10)),
+                            Attribute("b", IntType(-5, 5)), Attribute("c", TextType(values=("u", "v")))))
 
 
 class PartExhausted(Exception):

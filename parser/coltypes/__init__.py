@@ -1,0 +1,45 @@
+"""Column types of protected tables: one class each (``base.ColumnType``), registered here by the names
+a config's ``type`` may use."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .base import ColumnType, DeclarationError
+from .integer import IntType
+from .text import TextType
+
+__all__ = ["COLUMN_TYPES", "ColumnType", "DeclarationError", "IntType", "TextType", "from_config"]
+
+COLUMN_TYPES: dict[str, type[ColumnType]] = {}
+
+
+def register(cls: type[ColumnType]) -> type[ColumnType]:
+    for name in cls.config_names:
+        COLUMN_TYPES[name] = cls
+    return cls
+
+
+for _cls in (IntType, TextType):
+    register(_cls)
+
+COMMON_KEYS = frozenset({"type", "nullable", "description"})
+
+
+def from_config(spec: Mapping[str, Any]) -> ColumnType:
+    """The domain a column's TOML table declares; DeclarationError lists (key suffix, message) problems."""
+    kind = spec.get("type")
+    cls = COLUMN_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        names = ", ".join(f'"{n}"' for n in COLUMN_TYPES)
+        raise DeclarationError([("type", f"must be one of {names}, got {kind!r}")])
+    unknown = [k for k in spec if k not in COMMON_KEYS | cls.config_keys]
+    if unknown:
+        allowed = ", ".join(sorted(COMMON_KEYS | cls.config_keys))
+        raise DeclarationError([(k, f"unknown key for a {cls.type_name} column (allowed here: {allowed})")
+                                for k in unknown])
+    nullable = spec.get("nullable", False)
+    if not isinstance(nullable, bool):
+        raise DeclarationError([("nullable", f"must be true or false, got {nullable!r}")])
+    return cls.from_config(spec, nullable)

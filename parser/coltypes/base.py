@@ -1,0 +1,184 @@
+"""ColumnType: everything the product knows about one kind of protected column, in one class.
+
+A declared column's domain is an instance: it sizes the histogram axis and maps values to cells, reads
+literals and bound parameters compared with the column, turns sets of cells into SQL conditions over the
+stored column (pushed-down exact answers), formats cells in canonical query keys, names its PostgreSQL
+type on the wire and in the catalog, and parses its own declaration from config.toml. The rest of the
+code asks the domain; adding a column type is one subclass plus its registration (``parser.coltypes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .. import errors as E
+from ..errors import Refusal
+
+Value = Any
+"""A cell value as Python carries it: int, str, Decimal, bool, date, datetime; None is NULL."""
+
+CMP_OPS = ("=", "<>", "<", "<=", ">", ">=")
+
+
+class DeclarationError(ValueError):
+    """A column declaration in config.toml is wrong; ``problems`` are (key suffix, message) pairs."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        super().__init__("; ".join(m for _, m in problems))
+        self.problems = list(problems)
+
+
+def clamp_sql(expr: str, lo: str, hi: str) -> str:
+    """``expr`` clipped into ``lo..hi``; a NULL lands on ``lo`` (as ``LEAST(GREATEST(expr, lo), hi)`` does).
+
+    Written as CASE rather than LEAST/GREATEST, which postgres_fdw cannot ship: on a sharded upstream an
+    aggregate over a clipped column would otherwise be computed on the coordinator from every raw row."""
+    return f"CASE WHEN {expr} IS NULL OR {expr} < {lo} THEN {lo} WHEN {expr} > {hi} THEN {hi} ELSE {expr} END"
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    """The declared public domain of one column. Cells ``0..base_size-1`` hold values in order; a
+    nullable domain has one extra cell, NULL, placed last."""
+
+    type_name: ClassVar[str] = ""  # the `type` a config declares (first of `config_names`)
+    config_names: ClassVar[tuple[str, ...]] = ()
+    config_keys: ClassVar[frozenset[str]] = frozenset()  # keys besides type, nullable, description
+    sql_type: ClassVar[str] = ""  # PostgreSQL type of the column (catalog DDL, demo table)
+    oid: ClassVar[int] = 0  # type oid of cell values (scalar evaluator, group keys on the wire)
+    param_oid: ClassVar[int] = 0  # type a parameter compared with the column takes
+    summable: ClassVar[bool] = False  # SUM / AVG allowed: cells carry numeric weights
+
+    nullable: bool = field(default=False, kw_only=True)
+
+    # -- cells ------------------------------------------------------------------------------------
+
+    @property
+    def base_size(self) -> int:
+        """Number of non-NULL cells."""
+        raise NotImplementedError
+
+    @property
+    def size(self) -> int:
+        """Number of cells, NULL included when the domain admits it."""
+        return self.base_size + (1 if self.nullable else 0)
+
+    @property
+    def null_index(self) -> int | None:
+        return self.base_size if self.nullable else None
+
+    def index_of(self, value: Value) -> int | None:
+        """Cell of ``value`` (a Python value, as the database driver returns it), or None outside."""
+        if value is None:
+            return self.null_index
+        return self._index(value)
+
+    def _index(self, value: Value) -> int | None:
+        raise NotImplementedError
+
+    def value_at(self, index: int) -> Value:
+        if self.nullable and index == self.base_size:
+            return None
+        if not 0 <= index < self.base_size:
+            raise IndexError(index)
+        return self._value(index)
+
+    def _value(self, index: int) -> Value:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Value]:
+        return (self.value_at(i) for i in range(self.size))
+
+    def base_values(self) -> np.ndarray:
+        """The non-NULL cell values in cell order (the demo generator draws from them)."""
+        return np.asarray([self._value(i) for i in range(self.base_size)], dtype=object)
+
+    # -- sums -------------------------------------------------------------------------------------
+
+    def numeric_weights(self) -> np.ndarray:
+        """Per-cell weight of SUM over this column (NULL cells weigh 0, as SQL SUM ignores NULL)."""
+        raise Refusal(E.UNDEFINED_FUNCTION, f"function sum({self.sql_type}) does not exist")
+
+    @property
+    def max_abs(self) -> float:
+        """Largest |value|: the sensitivity of SUM over the column under add/remove-one-row."""
+        w = self.numeric_weights()
+        return float(np.max(np.abs(w))) if len(w) else 0.0
+
+    @property
+    def sum_bounds(self) -> tuple[float, float]:
+        """Smallest and largest value a SUM term can take (AVG is clamped into them)."""
+        w = self.numeric_weights()[: self.base_size]
+        return float(w.min()), float(w.max())
+
+    # -- literals and parameters ------------------------------------------------------------------
+
+    def check_literal(self, value: Value, position: int | None) -> Value:
+        """A constant compared with the column, as PostgreSQL would type it (raises 22P02 / 42883)."""
+        return value
+
+    def read_text(self, raw: str) -> Value:
+        """A stored value from its text form (a CSV field); ValueError when it does not read as the type."""
+        raise NotImplementedError
+
+    def coerce_param(self, p: object) -> Value:
+        """A bound parameter value (text or a Python value) as a value comparable with the cells."""
+        return p
+
+    def ranges(self, op: str, x: Value) -> list[tuple[int, int]]:
+        """Non-NULL cell index ranges where ``cell op x`` holds (``x`` not NULL)."""
+        raise NotImplementedError
+
+    def identity_cast(self, to: object) -> bool:
+        """True when casting the column to the sqlglot type ``to`` keeps its values (``age::int``)."""
+        return False
+
+    # -- SQL --------------------------------------------------------------------------------------
+
+    def cell_sql(self, col: str) -> str:
+        """SQL mapping the stored column ``col`` to its cell value (clipped / folded; NULL kept if nullable)."""
+        raise NotImplementedError
+
+    def literal_sql(self, value: Value) -> str:
+        raise NotImplementedError
+
+    def range_sql(self, e: str, lo: int, hi: int) -> str | None:
+        """A condition on the cell expression ``e`` for non-NULL cells lo..hi (lo < hi); None lists them."""
+        return None
+
+    def ddl_check(self, col: str) -> str:
+        """CHECK constraint body of the catalog's shadow column."""
+        raise NotImplementedError
+
+    # -- canonical keys ---------------------------------------------------------------------------
+
+    def format_value(self, v: Value) -> str:
+        raise NotImplementedError
+
+    def format_ranges(self, rs: Sequence[tuple[int, int]]) -> str:
+        """Cells in a query key: runs written ``a..b`` where the type is ordered, values listed otherwise."""
+        items: list[str] = []
+        for lo, hi in rs:
+            top = hi - 1 if self.nullable and hi == self.null_index else hi
+            if top >= lo:
+                if self.ordered_keys:
+                    a, b = self.format_value(self._value(lo)), self.format_value(self._value(top))
+                    items.append(a if lo == top else f"{a}..{b}")
+                else:
+                    items.extend(self.format_value(self._value(i)) for i in range(lo, top + 1))
+            if top != hi:
+                items.append("null")
+        return "{" + ",".join(items) + "}"
+
+    ordered_keys: ClassVar[bool] = True
+
+    # -- config -----------------------------------------------------------------------------------
+
+    @classmethod
+    def from_config(cls, spec: Mapping[str, Any], nullable: bool) -> ColumnType:
+        """The domain a config declares (``spec`` is the column's TOML table); DeclarationError if wrong."""
+        raise NotImplementedError

@@ -1,0 +1,106 @@
+"""``text`` (also ``categorical``): a text column whose cells are a declared list of values."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sqlglot import exp
+
+from .. import errors as E
+from .. import pgtypes as T
+from ..errors import Refusal
+from .base import ColumnType, DeclarationError, Value
+
+_TEXT_CASTS = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR}
+
+
+def quote_literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+@dataclass(frozen=True)
+class TextType(ColumnType):
+    """Declared values in declared order. A stored value outside the list becomes NULL when the domain
+    is nullable and the first declared value otherwise (so every row lands in exactly one cell)."""
+
+    type_name = "text"
+    config_names = ("text", "categorical")
+    config_keys = frozenset({"values"})
+    sql_type = "text"
+    oid = T.TEXT
+    param_oid = T.TEXT
+    ordered_keys = False
+
+    values: tuple[str, ...] = ()
+
+    @property
+    def base_size(self) -> int:
+        return len(self.values)
+
+    def _index(self, value: Value) -> int | None:
+        try:
+            return self.values.index(str(value))
+        except ValueError:
+            return None
+
+    def _value(self, index: int) -> Value:
+        return self.values[index]
+
+    def base_values(self) -> np.ndarray:
+        return np.asarray(self.values)
+
+    def check_literal(self, value: Value, position: int | None) -> Value:
+        if value is not None and not isinstance(value, str):
+            kind = "boolean" if isinstance(value, bool) else ("integer" if isinstance(value, int) else "numeric")
+            raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: text = {kind}", position=position,
+                          hint="Compare a text attribute with a quoted string.")
+        return value
+
+    def read_text(self, raw: str) -> Value:
+        return raw
+
+    def coerce_param(self, p: object) -> Value:
+        return p.decode() if isinstance(p, bytes) else str(p)
+
+    def ranges(self, op: str, x: Value) -> list[tuple[int, int]]:
+        if op not in ("=", "<>"):
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"ordering comparison {op} on a text attribute is not supported",
+                          hint="Use = , <>, IN or NOT IN on text attributes.")
+        idx = self._index(str(x))
+        eq = [] if idx is None else [(idx, idx)]
+        if op == "=":
+            return eq
+        n = self.base_size
+        return [(0, n - 1)] if idx is None else [(0, idx - 1), (idx + 1, n - 1)]
+
+    def identity_cast(self, to: object) -> bool:
+        return to in _TEXT_CASTS
+
+    def cell_sql(self, col: str) -> str:
+        values = ", ".join(quote_literal(v) for v in self.values)
+        fallback = "NULL" if self.nullable else quote_literal(self.values[0])
+        return f"CASE WHEN {col}::text IN ({values}) THEN {col}::text ELSE {fallback} END"
+
+    def literal_sql(self, value: Value) -> str:
+        return quote_literal(str(value))
+
+    def ddl_check(self, col: str) -> str:
+        return f"{col} IN ({', '.join(quote_literal(v) for v in self.values)})"
+
+    def format_value(self, v: Value) -> str:
+        return json.dumps(v)
+
+    @classmethod
+    def from_config(cls, spec: Mapping[str, Any], nullable: bool) -> ColumnType:
+        values = spec.get("values")
+        if not isinstance(values, list) or not values:
+            raise DeclarationError([("", "empty domain: a categorical column needs a non-empty list `values`")])
+        if not all(isinstance(v, str) for v in values):
+            raise DeclarationError([("values", "categorical values must be strings")])
+        if len(set(values)) != len(values):
+            raise DeclarationError([("values", "values must be distinct")])
+        return cls(values=tuple(values), nullable=nullable)
