@@ -84,7 +84,7 @@ def run(name: str, workloads, hist_of, budget: Accountant, sizes: dict[str, int]
     total = sum(len(v[1]) for v in workloads.values())
     rng = np.random.default_rng()
     t0, c0 = time.perf_counter(), time.process_time()
-    with tqdm(total=total, desc=f"{name}: strategies", unit="query") as bar:
+    with tqdm(total=len(workloads), desc=f"{name}: strategies", unit="marginal") as bar:
         groups = plan_groups(workloads, rng=rng, progress=bar.update)
     t1, c1 = time.perf_counter(), time.process_time()
     hists = [hist_of(g.marginal) for g in groups]

@@ -14,7 +14,6 @@ import json
 import math
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ from lapras.ledger.base import (
     StaleEpoch,
     StoredAnswer,
 )
-from lapras.matrix_mechanism import MMRelease, expected_query_variance, plan_groups, release_mm
+from lapras.matrix_mechanism import MMRelease, expected_query_variance, p_workloads, plan_groups, release_mm
 from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from lapras.online import Decision, OnlinePolicy, combine
@@ -168,8 +167,8 @@ class Engine:
             (eps_q, delta_q), (eps_r, delta_r) = st.stream_budget, st.regression_budget
             groups_in = self._p_workloads(pred.queries)
             plan = self.strategies.plan_groups if self.strategies is not None else plan_groups
-            groups = plan(groups_in, cvx_max_cells=st.cvx_max_cells, rng=self.rng,
-                          progress=self._progress(sum(len(v[1]) for v in groups_in.values())))
+            groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=self.rng,
+                          time_limit=st.mm_time_limit, progress=self._progress(len(groups_in)))
             budget = Budget(st.accounting, eps_q, delta_q)
             v_unit = expected_query_variance(groups, budget.cost_of(1.0)) if groups else None
             rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
@@ -194,13 +193,20 @@ class Engine:
             return ep
 
     def _progress(self, total: int) -> Callable[[float], None] | None:
+        """A bar over P's marginals; the postfix states the worst case left (the preparation's time limit)."""
         if not self.settings.progress or total == 0:
             return None
         from tqdm import tqdm
 
-        bar = tqdm(total=total, desc="matrix mechanism", unit="query")
+        bar = tqdm(total=total, desc="matrix mechanism", unit="marginal",
+                   bar_format="{l_bar}{bar}| {n:.1f}/{total} marginals [{elapsed}<{remaining}{postfix}]")
+        end = time.monotonic() + self.settings.mm_time_limit
+
         def step(k: float) -> None:
             bar.update(k)
+            bar.set_postfix_str(f"at most {max(0.0, end - time.monotonic()):.0f} s left", refresh=False)
+            if bar.n >= total - 1e-9:
+                bar.close()
 
         return step
 
@@ -208,20 +214,7 @@ class Engine:
         return (q.table, tuple(q.marginal))
 
     def _p_workloads(self, queries: Sequence[LinearQuery]) -> Workloads:
-        out: Workloads = defaultdict(lambda: ((), []))
-        for q in queries:
-            t = self.catalog.table(q.table)
-            if t is None or q.is_zero:
-                continue
-            shape = t.shape(tuple(q.marginal))
-            if math.prod(shape) > self.settings.mm_max_cells:
-                continue  # too large for one release: these predictions are answered online
-            k = self._group_of(q)
-            # Each query enters the strategy objective divided by its sensitivity: a SUM over values up
-            # to 90 must not buy its accuracy with the counts' (answers still use the true factors).
-            unit = [(w / q.sensitivity, vecs) for w, vecs in q.factors(t)]
-            out[k] = (shape, out[k][1] + [unit])
-        return dict(out)
+        return p_workloads(self.catalog, queries, self.settings.mm_max_cells)
 
     def _maybe_roll(self) -> None:
         length = self.settings.epoch_length

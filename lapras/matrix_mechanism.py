@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -21,8 +22,13 @@ import numpy as np
 from lapras.mechanisms import Cost, Gaussian
 from lapras.mechanisms.sensitivity import stacked_sensitivity
 from lapras.strategy import KronStrategy, ProductQuery, kron_strategy, workload_error
+from lapras.strategy.optimize import JOINT_MAX_CELLS
+from parser.linear import LinearQuery
+from parser.schema import Catalog
 
 Marginal = tuple[str, ...]
+# Every marginal gets at least this long, whatever the total limit (the identity is computed regardless).
+MIN_SHARE_S = 0.25
 
 
 @dataclass
@@ -46,28 +52,58 @@ def group_weights(errors: Sequence[float]) -> np.ndarray:
     return np.sqrt(r / r.sum())
 
 
+def p_workloads(
+    catalog: Catalog, queries: Sequence[LinearQuery], max_cells: int = 1 << 20
+) -> dict[tuple[str, Marginal], tuple[tuple[int, ...], list[ProductQuery]]]:
+    """P grouped by (table, marginal) as product queries, each divided by its sensitivity.
+
+    Marginals over more than ``max_cells`` cells are left out: those predictions are answered online.
+    """
+    out: dict[tuple[str, Marginal], tuple[tuple[int, ...], list[ProductQuery]]] = {}
+    for q in queries:
+        t = catalog.table(q.table)
+        if t is None or q.is_zero:
+            continue
+        shape = t.shape(tuple(q.marginal))
+        if math.prod(shape) > max_cells:
+            continue
+        # Each query enters the strategy objective divided by its sensitivity: a SUM over values up
+        # to 90 must not buy its accuracy with the counts' (answers still use the true factors).
+        unit: ProductQuery = [(w / q.sensitivity, vecs) for w, vecs in q.factors(t)]
+        key = (q.table, tuple(q.marginal))
+        out.setdefault(key, (tuple(shape), []))[1].append(unit)
+    return out
+
+
 def plan_groups(
     workloads: Mapping[tuple[str, Marginal], tuple[tuple[int, ...], Sequence[ProductQuery]]],
     *,
-    cvx_max_cells: int = 64,
-    maxiter: int = 60,
-    rounds: int | None = None,
+    joint_max_cells: int = JOINT_MAX_CELLS,
+    maxiter: int = 200,
+    rounds: int = 2,
+    time_limit: float | None = 30.0,
     rng: np.random.Generator | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> list[MMGroup]:
     """Optimise a strategy per (table, marginal) group and weight the groups for one joint release.
 
-    ``rounds`` of alternating minimisation default to 2, and to 1 for marginals over 16,384 cells (the
-    256 x 256 grid: the second round costs as much as the first for about 10% less variance).
+    ``time_limit`` bounds the whole preparation: marginals are optimised from the cheapest to the most
+    expensive (terms x cells along the axes), each with an equal share of the time left, so what the small
+    ones do not use goes to the large ones. A marginal whose share runs out keeps the best strategy found
+    so far (at worst the identity), whose error is computed exactly and stated in ``unit_error``.
+    ``progress(fraction of one group)`` runs as blocks finish.
     """
-    groups = []
-    for (table, marginal), (shape, queries) in workloads.items():
-        k = len(queries)
-        step = (lambda f, k=k: progress(f * k)) if progress is not None else None
-        n_rounds = rounds if rounds is not None else (1 if math.prod(shape) > 16384 else 2)
-        strat = kron_strategy(shape, queries, cvx_max_cells=cvx_max_cells, rng=rng, maxiter=maxiter,
-                              rounds=n_rounds, on_block=step)
-        groups.append(MMGroup(table, marginal, tuple(shape), strat, workload_error(strat, queries), len(queries)))
+    items = list(workloads.items())
+    order = sorted(range(len(items)), key=lambda i: len(items[i][1][1]) * sum(items[i][1][0]))
+    end = time.monotonic() + time_limit if time_limit is not None else None
+    planned: dict[int, MMGroup] = {}
+    for done, i in enumerate(order):
+        (table, marginal), (shape, queries) = items[i]
+        share = None if end is None else max(MIN_SHARE_S, (end - time.monotonic()) / (len(order) - done))
+        strat = kron_strategy(shape, queries, joint_max_cells=joint_max_cells, rng=rng, maxiter=maxiter,
+                              rounds=rounds, time_limit=share, on_block=progress)
+        planned[i] = MMGroup(table, marginal, tuple(shape), strat, workload_error(strat, queries), len(queries))
+    groups = [planned[i] for i in range(len(items))]
     for g, a in zip(groups, group_weights([g.unit_error for g in groups]), strict=True):
         g.weight = float(a)
     return groups

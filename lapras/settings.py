@@ -29,8 +29,11 @@ class EngineSettings:
     - ``free_answer_max_stderr``: a free estimate is served alone when its standard error is at most this
       (0 = relative rule: at most ``free_stderr_ratio`` times the fresh answer's standard error).
     - ``epoch``: daily | hourly | weekly | manual, or ``epoch_seconds`` directly.
-    - ``cvx_max_cells``: largest strategy block solved exactly (SDP); ``mm_max_cells``: largest marginal
-      the MM release covers (bigger groups of P are answered online).
+    - ``joint_max_cells``: largest marginal whose strategy is also optimised as one joint block (0 = per
+      attribute only); ``mm_max_cells``: largest marginal the MM release covers (bigger groups of P are
+      answered online); ``mm_time_limit``: seconds the strategy optimiser may spend on all of P's marginals
+      (shared out cheapest first); a marginal whose share runs out keeps the best strategy found so far
+      (at worst the identity; its error is computed, not assumed).
     - ``progress``: show a progress bar while the MM strategy is prepared.
     """
 
@@ -49,7 +52,8 @@ class EngineSettings:
     free_stderr_ratio: float = 1.0
     epoch: str = "daily"
     epoch_seconds: float | None = None
-    cvx_max_cells: int = 64
+    joint_max_cells: int = 256
+    mm_time_limit: float = 30.0
     mm_max_cells: int = 1 << 20
     progress: bool = False
 

@@ -2,25 +2,239 @@
 
 Derived from the matrix-mechanism papers (Li et al. 2010; McKenna et al. 2018, HDMM), written here:
 
-- ``exact_strategy``: the convex optimum over Gram matrices X = A^T A with unit diagonal (sensitivity 1),
-  minimise trace(G X^-1) as a semidefinite program in cvxpy; A = X^(1/2). For a few hundred cells.
-- ``p_identity``: A = [I; Theta] D with Theta >= 0 (p x n) and D normalising columns, optimised with
-  L-BFGS-B on an analytic gradient; the Woodbury identity keeps every step O(n^2 p + n^3) at worst.
-- ``kron_strategy``: one block per attribute, optimised by alternating minimisation: with the other
-  blocks fixed, the objective restricted to block j is trace(G_j X_j^-1) with a Gram G_j weighted by the
-  other blocks' per-query variances, which p-Identity (large axes) or the exact SDP (small ones) solve.
+- Workload atoms: on each axis, cells that every query term weights alike are one *atom*. A strategy only
+  needs to tell atoms apart, so every optimiser works on the reduced domain (a range over 99 values is 3
+  atoms, not 99 cells); the result is lifted back as ``A = [I; B Agg] D``: the identity on every cell keeps
+  A full rank (any query on the marginal stays estimable), ``B`` measures atoms, ``D`` scales columns to
+  unit norm. The objective of such a strategy is computed on atoms alone (:func:`_completed_objective`).
+- ``completed_block``: optimises B by L-BFGS on an analytic gradient (Woodbury keeps every step
+  O(r^2 p) for r atoms, p rows of B), under a deadline; the best iterate so far is kept when it expires.
+- ``kron_strategy``: one block per attribute, optimised by alternating minimisation (the other blocks fixed,
+  block j's objective is its own with a Gram weighted by the other blocks' per-term variances), and one
+  joint block over small marginals; the identity is always a candidate and the lowest stated error wins.
+- ``exact_strategy`` (cvxpy SDP) and ``p_identity`` stay as references for tests and benchmarks: the SDP
+  can take minutes on 64 cells, so preparation never calls it.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import minimize
+from threadpoolctl import threadpool_limits
 
 from lapras.strategy.kron import KronStrategy, ProductQuery, block_vector
 
+# Blocks over more cells than this stay the identity: the lifted dense block and its pseudo-inverse
+# (used to answer from the release) would cost seconds, and G would not fit for very large axes.
+MAX_BLOCK_CELLS = 1024
+# A joint block over the whole marginal (captures cross-attribute structure a Kronecker product cannot)
+# when the marginal has at most this many cells.
+JOINT_MAX_CELLS = 256
+
+
+class Deadline:
+    """A monotonic-clock deadline shared by the optimisers of one marginal (None = no limit)."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.end = math.inf if seconds is None else time.monotonic() + seconds
+
+    def expired(self) -> bool:
+        return time.monotonic() >= self.end
+
+
+class _Expired(Exception):
+    pass
+
+
+def axis_atoms(vmat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Atoms of one axis from its (terms x cells) matrix: (atom of each cell, a cell of each atom, sizes)."""
+    _, first, labels, sizes = np.unique(np.ascontiguousarray(vmat.T), axis=0, return_index=True,
+                                        return_inverse=True, return_counts=True)
+    return np.asarray(labels).ravel(), first, sizes.astype(np.float64)
+
+
+def _completed_objective(b_flat: np.ndarray, g: np.ndarray, m: np.ndarray, p: int) -> tuple[float, np.ndarray]:
+    """trace(G~ K^-1) with K = diag(1/m) + B^T B, G~ = G o s s^T, s_a = sqrt(1 + |b_a|^2), and its gradient.
+
+    This is trace(W^T W (A^T A)^-1) of the lifted ``A = [I; B Agg] D`` for a workload constant on atoms
+    (G its Gram on atoms, m the atom sizes).
+    """
+    r = g.shape[0]
+    b = b_flat.reshape(p, r)
+    s = np.sqrt(1.0 + np.einsum("ij,ij->j", b, b))
+    gs = g * np.outer(s, s)
+    pm = b * m[None, :]
+    q = np.linalg.solve(np.eye(p) + pm @ b.T, pm)  # Woodbury: K^-1 = diag(m) - (B m)^T S^-1 (B m)
+    kinv = np.diag(m) - pm.T @ q
+    f = float(np.einsum("ij,ji->", gs, kinv))
+    bk = b @ kinv
+    z = (g * kinv) @ s
+    grad = 2.0 * b * (z / s)[None, :] - 2.0 * (bk @ gs) @ kinv
+    return f, grad.ravel()
+
+
+def completed_block(
+    g: np.ndarray, m: np.ndarray, *, deadline: Deadline | None = None, maxiter: int = 200,
+    rng: np.random.Generator | None = None, p: int | None = None,
+) -> np.ndarray:
+    """B (p x r) minimising the lifted strategy's error for atom Gram ``g`` and atom sizes ``m``.
+
+    Returns an empty (0 x r) B (the identity) when nothing beats it; on an expired deadline the best
+    iterate so far (every B is a valid strategy).
+    """
+    r = g.shape[0]
+    f0 = float(np.dot(np.diag(g), m))  # B = 0: the identity
+    if r == 0 or f0 == 0.0 or (deadline is not None and deadline.expired()):
+        return np.zeros((0, r))
+    scale = f0 / r
+    gs = g / scale  # keep L-BFGS well scaled whatever the workload size
+    w, v = np.linalg.eigh(gs)
+    # B needs no more rows than the workload has directions (measured: p = rank(G) matches p = r); past
+    # 128 atoms, r / 4 rows (HDMM's p-Identity choice) keep each step O(r^3 / 4).
+    rank = int(np.count_nonzero(w > 1e-9 * max(float(w.max()), 1e-300)))
+    p = min(r, p if p is not None else max(1, min(rank, r if r <= 128 else max(32, r // 4))))
+    # Start from the measurements the workload itself suggests: B^T B ~ G^(1/2) (the optimum when only
+    # the total column norm is constrained), scaled to outweigh the identity part.
+    top = np.argsort(w)[::-1][:p]
+    b0 = (np.sqrt(np.sqrt(np.clip(w[top], 0, None)))[:, None] * v[:, top].T)
+    norm = float(np.sqrt(np.max(np.einsum("ij,ij->j", b0, b0)))) or 1.0
+    b0 = b0 * (2.0 * math.sqrt(float(np.mean(m))) / norm)
+    if rng is not None:
+        b0 = b0 + 1e-3 * rng.standard_normal(b0.shape)
+    best = {"f": f0 / scale, "x": np.zeros(p * r)}
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        if deadline is not None and deadline.expired():
+            raise _Expired
+        f, grad = _completed_objective(x, gs, m, p)
+        if f < best["f"]:
+            best["f"], best["x"] = f, x.copy()
+        return f, grad
+
+    try:
+        minimize(fun, b0.ravel(), jac=True, method="L-BFGS-B", options={"maxiter": maxiter, "ftol": 1e-6})
+    except _Expired:
+        pass
+    x = best["x"]
+    if not np.any(x):
+        return np.zeros((0, r))
+    return x.reshape(p, r)
+
+
+def lift(b: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """The full block ``[I; B Agg]`` with unit column norms, over the cells ``labels`` maps to atoms."""
+    n = len(labels)
+    a = np.vstack([np.eye(n), b[:, labels]]) if b.shape[0] else np.eye(n)
+    return a / np.linalg.norm(a, axis=0)[None, :]
+
+
+def _block_kinv(b: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(s, K^-1) of a lifted block: a term u on atoms has variance (u s)^T K^-1 (u s) per unit noise."""
+    s = np.sqrt(1.0 + np.einsum("ij,ij->j", b, b))
+    pm = b * m[None, :]
+    kinv = np.diag(m) - pm.T @ np.linalg.solve(np.eye(b.shape[0]) + pm @ b.T, pm)
+    return s, kinv
+
+
+def _term_variances(u: np.ndarray, b: np.ndarray, m: np.ndarray) -> np.ndarray:
+    s, kinv = _block_kinv(b, m)
+    us = u * s[None, :]
+    return np.einsum("ti,ij,tj->t", us, kinv, us)
+
+
+def kron_strategy(
+    shape: Sequence[int], queries: Sequence[ProductQuery], *, rounds: int = 2,
+    rng: np.random.Generator | None = None, maxiter: int = 200, time_limit: float | None = None,
+    joint_max_cells: int = JOINT_MAX_CELLS, on_block: Callable[[float], None] | None = None,
+) -> KronStrategy:
+    """The lowest-error strategy found for the queries of one marginal within ``time_limit`` seconds.
+
+    Candidates: the identity; one lifted block per attribute (alternating minimisation, ``rounds``
+    passes); one joint lifted block when the marginal has at most ``joint_max_cells`` cells. Unions of
+    boxes are optimised as if each box were its own query (separable surrogate); the errors that choose
+    between candidates, and those reported later, are exact. When the deadline expires, blocks not yet
+    optimised stay the identity and optimised ones keep their best iterate, so the result is always a
+    valid strategy with a computed error. ``on_block(fraction done)`` runs after each block.
+    """
+    # The blocks are small (atoms, not cells): BLAS threads only fight each other (5x slower on 2 busy
+    # cores), so the optimisers run single-threaded.
+    with threadpool_limits(limits=1):
+        return _kron_strategy(shape, queries, rounds, rng, maxiter, time_limit, joint_max_cells, on_block)
+
+
+def _kron_strategy(
+    shape: Sequence[int], queries: Sequence[ProductQuery], rounds: int, rng: np.random.Generator | None,
+    maxiter: int, time_limit: float | None, joint_max_cells: int, on_block: Callable[[float], None] | None,
+) -> KronStrategy:
+    deadline = Deadline(time_limit)
+    d = len(shape)
+    terms = [(w, vs) for q in queries for w, vs in q]
+    identity = KronStrategy([np.eye(n) for n in shape], [(i,) for i in range(d)], "identity")
+    joint = d > 1 and 0 < math.prod(shape) <= joint_max_cells
+    n_rounds = rounds if d > 1 else 1
+    steps = n_rounds * d + int(joint)
+
+    def tick() -> None:
+        if on_block is not None:
+            on_block(1.0 / steps)
+
+    if not terms:
+        for _ in range(steps):
+            tick()
+        return identity
+    w2 = np.array([w * w for w, _ in terms])
+    axes = []
+    for a in range(d):
+        vmat = np.stack([np.asarray(vs[a], dtype=np.float64) for _, vs in terms])
+        labels, first, m = axis_atoms(vmat)
+        axes.append((labels, vmat[:, first], m))
+    bs = [np.zeros((0, len(m))) for _, _, m in axes]
+    var = [(u**2 * m[None, :]).sum(axis=1) for _, u, m in axes]  # the identity's per-term variances
+    for _ in range(n_rounds):
+        for j, (_labels, u, m) in enumerate(axes):
+            if shape[j] <= MAX_BLOCK_CELLS and not deadline.expired():
+                weights = w2.copy()
+                for k in range(d):
+                    if k != j:
+                        weights *= var[k]
+                g = (u * weights[:, None]).T @ u
+                if np.all(m == 1) and not np.any(g - np.diag(np.diag(g))):
+                    bs[j] = np.zeros((0, len(m)))  # point queries on single cells: the identity is optimal
+                else:
+                    bs[j] = completed_block(g, m, deadline=deadline, maxiter=maxiter, rng=rng)
+                var[j] = _term_variances(u, bs[j], m)
+            tick()
+    candidates = [identity]
+    if any(b.shape[0] for b in bs):
+        candidates.append(KronStrategy([lift(b, labels) for b, (labels, _, _) in zip(bs, axes, strict=True)],
+                                       [(i,) for i in range(d)], "kron" if d > 1 else "optimised"))
+    if joint:
+        if not deadline.expired():
+            vfull = np.stack([block_vector(vs) for _, vs in terms])
+            labels, first, m = axis_atoms(vfull)
+            u = vfull[:, first]
+            b = completed_block((u * w2[:, None]).T @ u, m, deadline=deadline, maxiter=maxiter, rng=rng)
+            if b.shape[0]:
+                candidates.append(KronStrategy([lift(b, labels)], [tuple(range(d))], "joint"))
+        tick()
+    errors = [workload_error(c, queries) for c in candidates]
+    best = candidates[int(np.argmin(errors))]
+    if deadline.expired():
+        best.name += "-timed-out"
+    return best
+
+
+def workload_error(strategy: KronStrategy, queries: Sequence[ProductQuery]) -> float:
+    """Total variance of the workload's least-squares answers per unit noise variance (sensitivity 1)."""
+    s2 = strategy.sensitivity**2
+    return s2 * float(sum(strategy.query_variance(q) for q in queries))
+
+
+# ------------------------------------------------------------------------ references (tests, benchmarks)
 
 def _pidentity_objective(theta_flat: np.ndarray, g: np.ndarray, p: int) -> tuple[float, np.ndarray]:
     """trace(G (A^T A)^-1) for A = [I; Theta] D, and its gradient, in O(n^2 p) (no n x n inverse)."""
@@ -92,54 +306,3 @@ def exact_strategy(g: np.ndarray) -> np.ndarray:
     ew, ev = np.linalg.eigh((xv + xv.T) / 2)
     a = (ev * np.sqrt(np.clip(ew, 1e-9, None))[None, :]) @ ev.T
     return a / float(np.max(np.linalg.norm(a, axis=0)))
-
-
-def workload_error(strategy: KronStrategy, queries: Sequence[ProductQuery]) -> float:
-    """Total variance of the workload's least-squares answers per unit noise variance (sensitivity 1)."""
-    s2 = strategy.sensitivity**2
-    return s2 * float(sum(strategy.query_variance(q) for q in queries))
-
-
-def kron_strategy(
-    shape: Sequence[int], queries: Sequence[ProductQuery], *, cvx_max_cells: int = 64, rounds: int = 3,
-    rng: np.random.Generator | None = None, maxiter: int = 200, single_block: bool | None = None,
-    p_fraction: float = 0.25, on_block: Callable[[float], None] | None = None,
-) -> KronStrategy:
-    """Optimised strategy for the queries of one marginal (one block if small, else one per axis).
-
-    A marginal of at most ``cvx_max_cells`` cells is one block with the exact SDP optimum; otherwise every
-    attribute is a block optimised by p-Identity with p = ``p_fraction`` n (``on_block(fraction done)`` runs
-    after each block, for progress bars). Unions of boxes are optimised as if each box were its own query (separable
-    surrogate); the variances reported later are exact.
-    """
-    cells = math.prod(shape)
-    if single_block is None:
-        single_block = cells <= cvx_max_cells
-    groups: list[tuple[int, ...]] = [tuple(range(len(shape)))] if single_block else [(i,) for i in range(len(shape))]
-    sizes = [math.prod(shape[a] for a in g) for g in groups]
-    # Terms as rows: per block a (T x n_j) matrix of block vectors, and the squared term weights.
-    terms = [(w, vs) for q in queries for w, vs in q]
-    w2 = np.array([w * w for w, _ in terms])
-    vmats = [np.stack([block_vector([vs[a] for a in g]) for _, vs in terms]) for g in groups]
-    mats: list[np.ndarray] = [np.eye(n) for n in sizes]
-    covs = [np.eye(n) for n in sizes]
-    n_rounds = 1 if len(groups) == 1 else rounds
-    for _ in range(n_rounds):
-        for j, n in enumerate(sizes):
-            weights = w2.copy()
-            for k in range(len(groups)):
-                if k != j:
-                    weights *= np.einsum("ti,ij,tj->t", vmats[k], covs[k], vmats[k])
-            g = (vmats[j] * weights[:, None]).T @ vmats[j]
-            if np.count_nonzero(g - np.diag(np.diag(g))) == 0:
-                mats[j] = np.eye(n)  # only point queries on this block: the identity is optimal
-            elif single_block and n <= cvx_max_cells:
-                mats[j] = exact_strategy(g)  # the exact optimum for a small marginal
-            else:
-                mats[j] = p_identity(g, p=max(1, round(p_fraction * n)), rng=rng, maxiter=maxiter)
-            covs[j] = np.linalg.pinv(mats[j].T @ mats[j], hermitian=True)
-            if on_block is not None:
-                on_block(1.0 / (n_rounds * len(groups)))
-    strat = KronStrategy(list(mats), groups, "optimised")
-    ident = KronStrategy([np.eye(n) for n in sizes], groups, "identity")
-    return strat if workload_error(strat, queries) <= workload_error(ident, queries) else ident

@@ -103,6 +103,7 @@ class LaprasSettings:
     warmup: int = default("lapras.warmup")
     prediction: str = default("lapras.prediction")
     free_answer_max_stderr: float = default("lapras.free_answer_max_stderr")
+    mm_time_limit: float = default("lapras.mm_time_limit")
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,9 @@ KEYS: tuple[Key, ...] = (
     Key("lapras", "free_answer_max_stderr", float, 0.0, "answer a query free from released measurements "
         "when its standard error is at most this; 0 = only exact reuse", engine="free_answer_max_stderr",
         check=_nonnegative),
+    Key("lapras", "mm_time_limit", float, 30.0, "seconds the matrix mechanism's strategy search may take for "
+        "all of P; a marginal whose share runs out keeps its best strategy so far (its error is computed and "
+        "reported)", engine="mm_time_limit", check=_positive_seconds),
     # [tables.NAME]
     Key("tables.*", "schema", str, "public", "the table's schema upstream"),
     Key("tables.*", "description", str, "", "shown to tools as the table's comment"),

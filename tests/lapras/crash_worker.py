@@ -15,7 +15,7 @@ def main() -> None:
     exact = HistogramExactSource({"t": (("a", "b", "c"), make_hist())})
     preds = [q for s in range_sqls(6, seed=0) for q in plan(s).queries]
     eng = Engine(CATALOG, PostgresLedger(dsn), exact,
-                 EngineSettings(split="equal", stream_length=60, cvx_max_cells=0, epoch="manual"),
+                 EngineSettings(split="equal", stream_length=60, joint_max_cells=0, epoch="manual"),
                  predictions=lambda: Prediction(preds, 60, 0.3))
     # Repeats of earlier statements are mixed in: they must come back unchanged.
     sqls = range_sqls(40, seed=seed) + range_sqls(20, seed=0)

@@ -60,7 +60,7 @@ def test_group_by_is_one_release_with_matrix_sensitivity(exact) -> None:  # type
 
 def test_predicted_queries_come_from_the_mm_release(exact) -> None:  # type: ignore[no-untyped-def]
     sqls = range_sqls(10, seed=1)
-    eng = _engine(exact, pred=sqls, split="matrix_heavy", rho_estimate=1.0, cvx_max_cells=0)
+    eng = _engine(exact, pred=sqls, split="matrix_heavy", rho_estimate=1.0, joint_max_cells=0)
     for s in sqls:
         a = eng.answer(plan(s), "u")
         assert a.outcome == "good" and a.cost is None and np.isfinite(a.stderrs).all()
@@ -99,7 +99,7 @@ def test_stated_stderr_matches_empirical_error(exact, mode: str) -> None:  # typ
     stat, df = 0.0, 0
     sqls = range_sqls(12, seed=3)
     for _ in range(15):
-        eng = _engine(exact, pred=sqls[:6], split="equal", accounting=mode, rho_estimate=0.5, s=12, cvx_max_cells=0)
+        eng = _engine(exact, pred=sqls[:6], split="equal", accounting=mode, rho_estimate=0.5, s=12, joint_max_cells=0)
         for s in sqls:
             p = plan(s)
             a = eng.answer(p, "u")

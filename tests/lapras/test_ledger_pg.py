@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 def _engine(dsn: str, exact, **kw) -> Engine:  # type: ignore[no-untyped-def]
     preds = [q for s in range_sqls(6, seed=0) for q in plan(s).queries]
     return Engine(CATALOG, PostgresLedger(dsn), exact,
-                  EngineSettings(cvx_max_cells=0, epoch="manual", **kw),
+                  EngineSettings(joint_max_cells=0, epoch="manual", **kw),
                   predictions=lambda: Prediction(preds, 30, 0.3))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -19,7 +20,13 @@ from lapras.strategy import (
     p_identity,
     workload_error,
 )
-from lapras.strategy.optimize import _pidentity_objective
+from lapras.strategy.optimize import (
+    _completed_objective,
+    _pidentity_objective,
+    axis_atoms,
+    completed_block,
+    lift,
+)
 
 
 def _range(n: int, a: int, b: int) -> np.ndarray:
@@ -151,3 +158,51 @@ def test_mm_release_roundtrip_and_subquery_estimates() -> None:
     assert a is not None and b is not None and a == pytest.approx(b)
     assert rel.estimate("t", ("d",), [(1.0, [np.ones(3)])], sizes) is None
     assert math.isfinite(a[1])
+
+
+def test_lifted_objective_and_gradient_match_dense() -> None:
+    """The atom-level objective equals trace(G (A^T A)^+) of the lifted strategy; the gradient is exact."""
+    rng = np.random.default_rng(11)
+    r, p = 6, 3
+    u = rng.normal(size=(5, r))
+    g = u.T @ u
+    m = rng.integers(1, 5, r).astype(float)
+    b = rng.normal(size=(p, r))
+    f, grad = _completed_objective(b.ravel(), g, m, p)
+    labels = np.repeat(np.arange(r), m.astype(int))
+    agg = np.zeros((r, len(labels)))
+    agg[labels, np.arange(len(labels))] = 1
+    a = lift(b, labels)
+    assert l2_sensitivity(a) == pytest.approx(1.0)
+    assert f == pytest.approx(np.trace(agg.T @ g @ agg @ np.linalg.pinv(a.T @ a)), rel=1e-9)
+    num = np.array([(_completed_objective(b.ravel() + e, g, m, p)[0] - _completed_objective(b.ravel() - e, g, m, p)[0])
+                    / 2e-6 for e in np.eye(p * r) * 1e-6])
+    assert np.allclose(num, grad, atol=1e-5 * np.abs(grad).max())
+
+
+def test_atom_optimiser_matches_the_sdp_optimum() -> None:
+    rng = np.random.default_rng(12)
+    w = _ranges(rng, 24, 5)
+    g = w.T @ w
+    labels, first, m = axis_atoms(w)
+    assert len(m) < 24  # ranges collapse into atoms
+    u = w[:, first]
+    a = lift(completed_block(u.T @ u, m), labels)
+    err = np.trace(g @ np.linalg.pinv(a.T @ a))
+    s = exact_strategy(g)
+    assert err <= 1.01 * np.trace(g @ np.linalg.pinv(s.T @ s))
+    assert np.allclose(np.linalg.pinv(a) @ a, np.eye(24), atol=1e-8)  # full rank: every query estimable
+
+
+def test_time_limit_bounds_the_optimiser_and_states_the_error() -> None:
+    """A marginal too big to optimise in the limit still gets a valid strategy with its exact error."""
+    rng = np.random.default_rng(13)
+    qs = [[(1.0, [w1, w2])] for w1, w2 in zip(_ranges(rng, 600, 300), _ranges(rng, 500, 300), strict=True)]
+    t0 = time.perf_counter()
+    s = kron_strategy((600, 500), qs, time_limit=0.3, rng=rng)
+    took = time.perf_counter() - t0
+    assert s.name.endswith("-timed-out")
+    assert took < 0.3 + 10  # the deadline, one objective step and the exact error of each candidate
+    err = workload_error(s, qs)
+    assert err <= workload_error(identity_strategy((600, 500)), qs) * (1 + 1e-9)
+    assert s.sensitivity == pytest.approx(1.0)
