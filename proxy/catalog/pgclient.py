@@ -30,6 +30,9 @@ def _cstr(s: str) -> bytes:
     return s.encode("utf-8") + b"\0"
 
 
+RESET_SQL = "RESET ALL; CLOSE ALL; UNLISTEN *; DISCARD TEMP; DISCARD SEQUENCES"
+"""What a pooled catalog backend runs before it serves another client."""
+
 _EXECUTE_SYNC = _msg(b"E", b"\0\0\0\0\0") + _msg(b"S", b"")
 
 
@@ -260,11 +263,14 @@ class BackendConnection:
             raise
 
     async def reset(self) -> None:
-        """Return the backend to its start-up state (settings, advisory locks, listeners, prepared
-        statements, temporary objects), as pgbouncer does between clients; breaks it on failure."""
-        self.writer.write(_msg(b"Q", _cstr("DISCARD ALL")))
+        """Return the backend to its start-up state between clients (settings, cursors, listeners,
+        temporary objects, sequence state), as pgbouncer's reset query does; breaks it on failure.
+
+        The relay's own prepared statements stay (DISCARD ALL would drop them: a full re-parse per client
+        switch, about a millisecond); advisory locks cannot be held, as the reader role may not call the
+        advisory-lock functions (hardening.py)."""
+        self.writer.write(_msg(b"Q", _cstr(RESET_SQL)))
         out = await self._collect()
-        self._prepared.clear()
         if out.error is not None:
             self.broken = True
             raise out.error

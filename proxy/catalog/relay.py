@@ -8,6 +8,7 @@ unprivileged read-only role.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -128,6 +129,10 @@ class CatalogDB:
                    "DateStyle": "ISO, MDY", "TimeZone": "UTC",
                    "options": "-c default_transaction_read_only=on"}
         self.pool = BackendPool(info, startup, pool_size)
+        # One user's sessions may hold at most half the pool at once, so however many slow catalog
+        # statements one analyst runs, everyone else's catalog queries still find a backend.
+        self.per_user = max(1, pool_size // 2)
+        self._shares: dict[str, asyncio.Semaphore] = {}
         # Keyed by a digest of the text (not the text: statements reach 1 MB), bounded in bytes.
         self._describe_cache = DigestLRU(2048, 8 << 20)
         self.server_version = ""
@@ -143,13 +148,13 @@ class CatalogDB:
     async def close(self) -> None:
         await self.pool.close()
 
-    async def describe(self, sql_text: str, param_oids: Sequence[int], owner: int | None = None
-                       ) -> DescribeResult:
+    async def describe(self, sql_text: str, param_oids: Sequence[int], owner: int | None = None,
+                       user: str = "") -> DescribeResult:
         key = digest(sql_text, ",".join(map(str, param_oids)))
         hit: DescribeResult | None = self._describe_cache.get(key)
         if hit is not None:
             return hit
-        res = await self._with_conn(lambda c: c.describe(sql_text, param_oids), owner)
+        res = await self._with_conn(lambda c: c.describe(sql_text, param_oids), owner, user)
         if res.error is not None:
             raise res.error
         out: DescribeResult = (res.param_oids, res.fields)
@@ -158,21 +163,30 @@ class CatalogDB:
 
     async def execute(self, sql_text: str, param_oids: Sequence[int], param_formats: Sequence[int],
                       params: Sequence[bytes | None], result_formats: Sequence[int],
-                      describe: bool = True, owner: int | None = None) -> Relayed:
-        """Run one statement for the client session `owner` (see BackendPool.acquire)."""
+                      describe: bool = True, owner: int | None = None, user: str = "") -> Relayed:
+        """Run one statement for the client session `owner` of `user` (see BackendPool.acquire)."""
         res = await self._with_conn(lambda c: c.relay(sql_text, param_oids, param_formats, params,
-                                                      result_formats, describe), owner)
+                                                      result_formats, describe), owner, user)
         if res.error is not None:
             raise res.error
         return res
 
     async def _with_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]],
-                         owner: int | None = None) -> Relayed:
-        """Run fn on a pooled connection; a connection lost before answering is retried once, fresh.
+                         owner: int | None = None, user: str = "") -> Relayed:
+        """Run fn on a pooled connection within the user's share; a connection lost before answering is
+        retried once, fresh.
 
         After a restart of PostgreSQL every idle pooled connection is dead; catalog statements are
         read-only, so re-sending one on a new connection is safe.
         """
+        share = self._shares.get(user)
+        if share is None:
+            share = self._shares[user] = asyncio.Semaphore(self.per_user)
+        async with share:
+            return await self._on_conn(fn, owner)
+
+    async def _on_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]], owner: int | None
+                       ) -> Relayed:
         for attempt in (0, 1):
             conn = await self.pool.acquire(owner)
             try:

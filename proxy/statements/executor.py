@@ -67,7 +67,8 @@ class Executor:
                 list(oids), [backend.field(c.name, c.type_oid) for c in cols] or None)
         elif route.kind is Kind.CATALOG:
             try:
-                oids, fields = await self.catalog.describe(route.sql, stmt.param_oids, self.catalog_owner)
+                oids, fields = await self.catalog.describe(route.sql, stmt.param_oids, self.catalog_owner,
+                                                           self.session.user or "")
             except PgError as exc:
                 raise catalog_error(exc) from None
             out = (oids, fields)
@@ -140,7 +141,8 @@ class Executor:
         if kind is Kind.CATALOG:
             try:
                 res = await self.catalog.execute(route.sql, param_oids, param_formats, params, result_formats,
-                                                 describe=with_description, owner=self.catalog_owner)
+                                                 describe=with_description, owner=self.catalog_owner,
+                                                 user=self.session.user or "")
             except PgError as exc:
                 raise catalog_error(exc) from None
             return ResultSet(res.fields, res.rows, res.tag, list(result_formats), res.notices)

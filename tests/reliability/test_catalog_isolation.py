@@ -279,3 +279,22 @@ def test_second_proxy_starts_while_an_analyst_tries_the_start_up_locks(setup: An
                 assert conn.execute("SELECT 1").fetchone() == (1,)
         finally:
             second.stop()
+
+
+def test_one_user_cannot_take_every_catalog_backend(setup: Any) -> None:
+    _, proc = setup
+    # One analyst runs more slow catalog statements at once than the pool has backends.
+    def slow(_: int) -> None:
+        with psycopg.connect(proc.dsn("md5user", "md5pass"), autocommit=True) as conn:
+            conn.execute("SELECT pg_sleep(4)").fetchall()
+
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        futures = [pool.submit(slow, i) for i in range(10)]
+        time.sleep(1.0)
+        with psycopg.connect(proc.dsn(), autocommit=True) as bystander:
+            t0 = time.monotonic()
+            assert bystander.execute("SELECT count(*) > 0 FROM pg_catalog.pg_class").fetchone() == (True,)
+            waited = time.monotonic() - t0
+        for f in futures:
+            f.result()
+    assert waited < 1.0, f"a bystander's catalog query waited {waited:.1f} s behind another user's statements"
