@@ -73,9 +73,7 @@ SECTIONS: tuple[Section, ...] = (
                                     "(epsilon, delta)-DP."),
     Section("lapras", "[lapras]", "How the query stream's budget is spent (LAPRAS)."),
     Section("tables.*", "[tables.NAME]", "One protected table. Its columns and their public domains go in "
-                                         "`[tables.NAME.columns]`, one `COLUMN = { type = ..., ... }` each; "
-                                         "the column types parse their own keys (`type`, `nullable`, "
-                                         "`description`, and `min`/`max` or `values` by type)."),
+                                         "`[tables.NAME.columns]` (below)."),
     Section("tables.*.load", "[tables.NAME.load]", "How `serve --data FILE.csv` maps a CSV onto the table "
                                                    "(only used to fill the embedded demo database)."),
     Section("predictor", "[predictor]", "Options of `lapras-proxy predict` (its command-line flags win)."),
@@ -218,6 +216,39 @@ def _toml(value: Any) -> str:
     return f"`{value!r}`"
 
 
+def column_keys() -> frozenset[str]:
+    """Every key a column declaration may use; the column types own them (parser.coltypes)."""
+    from parser import coltypes
+
+    out = set(coltypes.COMMON_KEYS)
+    for cls in coltypes.COLUMN_TYPES.values():
+        out |= cls.config_keys
+    return frozenset(out)
+
+
+def _render_columns() -> list[str]:
+    """The column types and their keys, read from the column-type classes that parse them."""
+    from parser import coltypes
+
+    common = ", ".join(f"`{k}`" for k in sorted(coltypes.COMMON_KEYS))
+    out = ["## `[tables.NAME.columns]`", "",
+           "One `COLUMN = { type = \"...\", ... }` per column: its **public** domain, which decides the "
+           f"groups that exist and bounds every SUM. Every type takes {common} (`nullable = true` makes "
+           "NULL one more group; default false); each type adds its own keys. The column-type classes in "
+           "`parser/coltypes/` parse and check these.", "",
+           "| type | also written | its keys | domain |", "|---|---|---|---|"]
+    seen: set[type] = set()
+    for cls in coltypes.COLUMN_TYPES.values():
+        if cls in seen:
+            continue
+        seen.add(cls)
+        aliases = ", ".join(f"`{n}`" for n in cls.config_names if n != cls.type_name) or "-"
+        own = ", ".join(f"`{k}`" for k in sorted(cls.config_keys)) or "-"
+        doc = " ".join((cls.__doc__ or "").split()).replace("``", "`").split(". ")[0].rstrip(".")
+        out.append(f"| `{cls.type_name}` | {aliases} | {own} | {doc.replace('|', '/')} |")
+    return [*out, ""]
+
+
 def render_markdown() -> str:
     """docs/config.md: every section and key of the table, in declaration order."""
     out = ["# config.toml reference", "",
@@ -237,6 +268,8 @@ def render_markdown() -> str:
                 meaning += " (required)"
             out.append(f"| `{k.name}` | {_type_name(k.type)} | {_toml(k.default)} | {meaning.replace('|', '/')} |")
         out.append("")
+        if sec.name == "tables.*":
+            out += _render_columns()
     return "\n".join(out)
 
 

@@ -174,3 +174,19 @@ def test_template_expansion_limit_defaults_as_declared() -> None:
     assert len(expand_template({"sql": "SELECT :a", "params": {"a": {"range": [1, n]}}})) == n
     with pytest.raises(TemplateError):
         expand_template({"sql": "SELECT :a", "params": {"a": {"range": [0, n]}}})
+
+
+def test_every_column_key_is_in_the_shipped_example_and_the_docs() -> None:
+    found: set[str] = set()
+    in_columns = False
+    for line in (REPO / "config.toml").read_text().splitlines():
+        head = re.match(r"^#?\s*\[\[?([A-Za-z0-9_.]+)\]\]?\s*$", line)
+        if head:
+            in_columns = head.group(1).startswith("tables.") and head.group(1).endswith(".columns")
+        elif in_columns and "{" in line:
+            found.update(re.findall(r"(\w+)\s*=", line.split("{", 1)[1]))
+    assert keys.column_keys() <= found, f"config.toml shows no column with {sorted(keys.column_keys() - found)}"
+    docs = (REPO / "docs" / "config.md").read_text()
+    body = docs.split("## `[tables.NAME.columns]`", 1)[1].split("\n## ", 1)[0]
+    for k in keys.column_keys():
+        assert f"`{k}`" in body, k
