@@ -14,7 +14,7 @@ import pytest
 
 from lapras.exact import PostgresExactSource, partition_key_sql
 from parser import plan_query
-from parser.schema import Attribute, Catalog, Domain, TableSchema
+from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
 from proxy.ops.config import load_config
 from proxy.ops.events_data import CATEGORIES, COUNTRIES
 
@@ -23,9 +23,9 @@ from .conftest import REPO, ROWS, Running, is_root
 ADULT = load_config(REPO / "config.toml").catalog.table("adult")
 # events as the parser can declare it today (integer and text domains only).
 EVENTS = TableSchema("events", (
-    Attribute("category", Domain("categorical", values=tuple(c[0] for c in CATEGORIES))),
-    Attribute("country", Domain("categorical", values=tuple(c[0] for c in COUNTRIES))),
-    Attribute("duration_s", Domain("int", 0, 3600)),
+    Attribute("category", TextType(values=tuple(c[0] for c in CATEGORIES))),
+    Attribute("country", TextType(values=tuple(c[0] for c in COUNTRIES))),
+    Attribute("duration_s", IntType(0, 3600)),
 ))
 CATALOG = Catalog((ADULT, EVENTS)) if ADULT is not None else Catalog((EVENTS,))
 
