@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import numpy as np
 
@@ -28,7 +28,6 @@ from lapras.exact import ExactSource
 from lapras.ledger.base import (
     EpochRecord,
     EpochSpec,
-    EpochTxn,
     Ledger,
     ReleaseRecord,
     StaleEpoch,
@@ -37,7 +36,7 @@ from lapras.ledger.base import (
 from lapras.matrix_mechanism import MMRelease, expected_query_variance, p_workloads, plan_groups, release_mm
 from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng
 from lapras.mechanisms.sensitivity import statement_sensitivity
-from lapras.online import Decision, OnlinePolicy, combine
+from lapras.online import OnlinePolicy, combine
 from lapras.settings import EngineSettings
 from lapras.strategy import ProductQuery
 from lapras.strategy.cache import StrategyCache
@@ -130,6 +129,7 @@ class Engine:
         self._epoch: EpochRecord | None = None
         self._mm: MMRelease | None = None
         self._pkeys: frozenset[str] = frozenset()
+        self._stopped: set[int] = set()  # epochs whose stream this process saw stop (it never restarts)
         self._load_or_start()
 
     # ----------------------------------------------------------------------------------- epochs
@@ -152,6 +152,8 @@ class Engine:
                 mm = MMRelease.from_bytes(meta.get("groups", []), rel.payload, rel.cost)
                 pkeys = frozenset(meta.get("keys", []))
             self._epoch, self._mm, self._pkeys = ep, mm, pkeys
+            if ep.state.stopped:
+                self._stopped.add(ep.id)
             self._cache = {k: (a.value, a.stderr) for k, a in self.ledger.answers(ep.id).items()}
             self._policy = OnlinePolicy(ep.spec.allocator(), ep.spec.budget, self.settings.free_stderr_ratio,
                                         self.settings.free_answer_max_stderr or None, self.mechanism)
@@ -264,7 +266,13 @@ class Engine:
         ep, mm, policy = self._epoch, self._mm, self._policy
         assert ep is not None
         todo = [i for i, q in enumerate(queries) if not q.is_zero and q.key not in self._cache]
+        # Bounded work before the lock: a statement too large is refused here, before any exact work.
+        sens_todo = statement_sensitivity(table, [queries[i] for i in todo], self.settings.max_statement_work)
         free, free_var = self._free_estimates(table, [queries[i] for i in todo], mm)
+        if ep.id in self._stopped and not np.isfinite(free_var).all():
+            # The stream stopped for good: without a free estimate for every query this is refused, and
+            # decided before any exact aggregate is computed or anything is written.
+            self._refuse(ep.id, ep.state.n)
         predicted = all(queries[i].key in self._pkeys for i in todo)
         need_exact = not (predicted and np.isfinite(free_var).all())
         exact = self.exact.answers(table, [queries[i] for i in todo]) if need_exact and todo else None
@@ -283,27 +291,42 @@ class Engine:
             # with noise scaled by s_i: a COUNT next to a SUM keeps count-sized noise instead of the SUM's.
             # The policy works in these normalised units; the sensitivity is the normalised matrix's.
             scale = np.array([q.sensitivity for q in sub], dtype=np.float64)
+            def sensitivity_of(mask: np.ndarray) -> float:
+                if len(sub) == len(todo) and mask.all():
+                    return sens_todo
+                # A subset of the statement (bounded by the statement's own work, already checked).
+                return statement_sensitivity(table, _pick(sub, mask))
+
             d = policy.decide(tx.epoch.state, predicted=predicted, free_var=fvar / scale**2,
-                              sensitivity_of=lambda m: statement_sensitivity(table, _pick(sub, m)))
-            if d.outcome == "refused":
-                self._refuse(tx, d, ep.id)
-            values, var = fv.copy(), fvar.copy()
-            release = None
-            if d.outcome == "bad":
-                assert exact is not None and d.cost is not None
-                fresh = _pick(sub, d.fresh)
-                sens = statement_sensitivity(table, fresh)
-                mech = self.mechanism.calibrate(d.cost, sens)
-                noisy = mech.release(exact[keep][d.fresh], scale[d.fresh], self.rng)
-                values[d.fresh], var[d.fresh] = combine(noisy, mech.variance(scale[d.fresh]), fv[d.fresh],
-                                                        fvar[d.fresh])
-                release = ReleaseRecord("fresh", d.cost, d.grant.total, mech.name, mech.params, sens, d.state.n,
-                                        {"pool": d.grant.pool, "reserve": d.grant.reserve},
-                                        {"keys": [q.key for q in fresh]})
-            outs = ["fresh" if d.outcome == "bad" and d.fresh[j] else "free" for j in range(len(sub))]
-            recs = [StoredAnswer(q.key, float(values[j]), float(math.sqrt(var[j])), outs[j], d.state.n)
-                    for j, q in enumerate(sub)]
-            tx.commit_item(d.state, release, recs, user)
+                              sensitivity_of=sensitivity_of)
+            # Raising inside the block would roll the stopping item back: refuse once the lock is left.
+            refused = d.outcome == "refused"
+            if refused:
+                if not tx.epoch.state.stopped:
+                    tx.commit_item(d.state, None, [])  # the item that stops the stream is recorded
+            else:
+                values, var = fv.copy(), fvar.copy()
+                release = None
+                if d.outcome == "bad":
+                    assert exact is not None and d.cost is not None
+                    fresh = _pick(sub, d.fresh)
+                    sens = sensitivity_of(d.fresh)
+                    mech = self.mechanism.calibrate(d.cost, sens)
+                    noisy = mech.release(exact[keep][d.fresh], scale[d.fresh], self.rng)
+                    values[d.fresh], var[d.fresh] = combine(noisy, mech.variance(scale[d.fresh]), fv[d.fresh],
+                                                            fvar[d.fresh])
+                    release = ReleaseRecord("fresh", d.cost, d.grant.total, mech.name, mech.params, sens, d.state.n,
+                                            {"pool": d.grant.pool, "reserve": d.grant.reserve},
+                                            {"keys": [q.key for q in fresh]})
+                outs = ["fresh" if d.outcome == "bad" and d.fresh[j] else "free" for j in range(len(sub))]
+                recs = [StoredAnswer(q.key, float(values[j]), float(math.sqrt(var[j])), outs[j], d.state.n)
+                        for j, q in enumerate(sub)]
+                tx.commit_item(d.state, release, recs, user)
+                if d.state.stopped:
+                    self._stopped.add(ep.id)
+        if refused:
+            self._stopped.add(ep.id)
+            self._refuse(ep.id, d.state.n)
         for r in recs:
             self._cache[r.key] = (r.value, r.stderr)
         base = self.lookup(plan)
@@ -313,12 +336,10 @@ class Engine:
         return Answer(base.values, base.stderrs, outcomes, d.outcome, d.cost, d.state.n)
 
     @staticmethod
-    def _refuse(tx: EpochTxn, d: Decision, epoch_id: int) -> None:
-        """Record the refused item (it moves the stream position) and raise 53400."""
-        tx.commit_item(d.state, None, [])
+    def _refuse(epoch_id: int, position: int) -> NoReturn:
         raise BudgetExhausted(
             "privacy budget of the current epoch exhausted",
-            detail=f"epoch {epoch_id}: the stream stopped at statement {d.state.n}; no free estimate covers "
+            detail=f"epoch {epoch_id}: the stream stopped at statement {position}; no free estimate covers "
                    "this query",
             hint="repeat a query already answered, or wait for the next epoch")
 

@@ -29,6 +29,13 @@ class UnknownTable(LaprasError):
     sqlstate = "42P01"
 
 
+class StatementTooComplex(LaprasError):
+    """A statement whose mechanism would need more work than the per-statement limit (54000,
+    program_limit_exceeded); refused before anything is read or charged."""
+
+    sqlstate = "54000"
+
+
 class LedgerError(LaprasError):
     """The ledger could not record a spend; nothing was released (58000, system_error)."""
 

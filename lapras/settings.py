@@ -35,6 +35,9 @@ class EngineSettings:
       (shared out cheapest first); a marginal whose share runs out keeps the best strategy found so far
       (at worst the identity; its error is computed, not assumed).
     - ``progress``: show a progress bar while the MM strategy is prepared.
+    - ``max_statement_work``: steps one statement's sensitivity may take (grid cells of its segmented
+      union marginal plus box corners); larger statements are refused with 54000 before anything is
+      read or charged.
     """
 
     epsilon: float = 1.0
@@ -56,6 +59,7 @@ class EngineSettings:
     mm_time_limit: float = 30.0
     mm_max_cells: int = 1 << 20
     progress: bool = False
+    max_statement_work: int = 50_000_000
 
     def __post_init__(self) -> None:
         if self.accounting not in ("gdp", "basic"):

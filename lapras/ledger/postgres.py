@@ -13,7 +13,6 @@ exact data to anyone who can read the ledger; the measurements alone are all ans
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -151,11 +150,13 @@ class _PgTxn(EpochTxn):
         self.conn.execute("UPDATE lapras.epochs SET state = %s, spent_units = spent_units + %s WHERE id = %s",
                           (json.dumps(state.to_json()), units, self.epoch.id))
         if answers:
-            with self.conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO lapras.answers (epoch_id, key, value, stderr, outcome, position, release_id, username)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    [(self.epoch.id, a.key, a.value, a.stderr, a.outcome, a.position, rid, user) for a in answers])
+            # COPY stores thousands of answers (a wide GROUP BY) in one round trip, keeping the epoch lock
+            # short. No key can collide: the caller found every stored one under this same lock.
+            with self.conn.cursor().copy(
+                    "COPY lapras.answers (epoch_id, key, value, stderr, outcome, position, release_id, username)"
+                    " FROM STDIN") as copy:
+                for a in answers:
+                    copy.write_row((self.epoch.id, a.key, a.value, a.stderr, a.outcome, a.position, rid, user))
         self.epoch.state = state
         self.epoch.spent_units += units
         return rid
@@ -178,15 +179,24 @@ def _insert_release(conn: psycopg.Connection[Any], epoch: EpochRecord, r: Releas
     return rid
 
 
-class PostgresLedger(Ledger):
-    """Ledger over one psycopg connection (guarded by a lock: spends serialise anyway)."""
+def _durable(conn: psycopg.Connection[Any]) -> None:
+    # Every pooled connection commits durably: a spend is on disk before its answer leaves.
+    conn.execute("SET synchronous_commit = on")
+    conn.commit()
 
-    def __init__(self, conninfo: str) -> None:
+
+class PostgresLedger(Ledger):
+    """Ledger over a small connection pool. Spends serialise on their epoch's row lock alone (no process
+    mutex), so several sessions decide in turn while reads (the budget report, stored answers) never wait
+    behind a spend: plain snapshot reads take no row lock."""
+
+    def __init__(self, conninfo: str, max_connections: int = 8) -> None:
+        from psycopg_pool import ConnectionPool
+
         self.conninfo = conninfo
-        self._mutex = threading.RLock()
-        self.conn = psycopg.connect(conninfo, autocommit=False)
-        self.conn.execute("SET synchronous_commit = on")
-        self.conn.commit()
+        self._pool = ConnectionPool(conninfo, min_size=1, max_size=max_connections, open=True,
+                                    kwargs={"autocommit": False}, configure=_durable, timeout=60.0,
+                                    name="lapras-ledger")
         with self._tx() as c:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             c.execute(DDL)
@@ -194,23 +204,13 @@ class PostgresLedger(Ledger):
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection[Any]]:
-        with self._mutex:
-            if self.conn.closed:
-                self.conn = psycopg.connect(self.conninfo, autocommit=False)
-                # A reconnect must keep durable commits: a spend is on disk before its answer leaves.
-                self.conn.execute("SET synchronous_commit = on")
-                self.conn.commit()
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.rollback()
-                raise
-            else:
-                self.conn.commit()
+        """One transaction on a pooled connection: committed on success, rolled back on any exception
+        (a broken connection is discarded by the pool and replaced)."""
+        with self._pool.connection() as conn:
+            yield conn
 
     def close(self) -> None:
-        with self._mutex:
-            self.conn.close()
+        self._pool.close()
 
     def current_epoch(self) -> EpochRecord | None:
         with self._tx() as c:

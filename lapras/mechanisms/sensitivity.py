@@ -12,6 +12,8 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from lapras.errors import StatementTooComplex
+from lapras.factored import TooMuchWork, box_sums, factor, families
 from parser.linear import LinearQuery
 from parser.schema import TableSchema
 
@@ -41,22 +43,37 @@ def stacked_sensitivity(parts: Iterable[tuple[str, float]]) -> float:
     return math.sqrt(max(per_table.values(), default=0.0))
 
 
-def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery]) -> float:
+def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None) -> float:
     """Largest column L2 norm of a statement's query matrix with each row divided by its own sensitivity
-    (the release adds noise sigma * s_i to row i).
+    (the release adds noise sigma * s_i to row i), computed exactly in factored form.
 
-    Computed exactly on the union of the queries' marginals when it is small; otherwise bounded by
-    sqrt(number of rows), never underestimated.
+    A query's boxes are disjoint, so its squared vector is the sum of its boxes' squared indicators; the
+    squared column norms are then a sum of box indicators over the segmented union marginal
+    (:mod:`lapras.factored`), never a loop over cells. Raises :class:`StatementTooComplex` (54000) when
+    the work exceeds ``max_work``, before any of it is done.
     """
-    queries = [q for q in queries if q.sensitivity > 0]
+    queries = [q for q in queries if q.sensitivity > 0 and not q.is_zero]
     if not queries:
         return 0.0
-    attrs = tuple(sorted({a for q in queries for a in q.marginal}))
-    shape = table.shape(attrs)
-    if math.prod(shape) > 4_000_000:
-        return math.sqrt(len(queries))
-    acc = np.zeros(shape)
-    for q in queries:
-        v = (q.vector(table) / q.sensitivity) ** 2
-        acc += v.reshape([shape[k] if a in q.marginal else 1 for k, a in enumerate(attrs)])
-    return float(math.sqrt(acc.max()))
+    if len(queries) == 1:
+        return 1.0  # one row divided by its own sensitivity (its largest weight; its boxes are disjoint)
+    try:
+        f = factor(table, queries, max_work)
+    except TooMuchWork as e:
+        raise StatementTooComplex(
+            "statement too complex: computing its sensitivity needs more work than the limit allows",
+            detail=f"{len(queries)} linear queries: {e} (max_statement_work = {max_work})",
+            hint="group by fewer or coarser columns, or split the statement into several") from None
+    sens = np.array([q.sensitivity for q in queries])
+    coef = (f.weight / sens[f.owner]) ** 2
+    total = np.zeros(f.shape)
+    for value, rows in families(f, queries).items():
+        part = box_sums(f, rows, coef[rows])
+        if value is not None:
+            # Every sub-box summing this attribute spans whole segments of it and shares its weights, so
+            # within a segment their squared sum peaks at the segment's largest squared weight.
+            k = f.attrs.index(value)
+            w2 = table.attribute(value).domain.numeric_weights() ** 2  # type: ignore[union-attr]
+            part = part * np.maximum.reduceat(w2, f.cuts[k]).reshape([-1 if i == k else 1 for i in range(len(f.attrs))])
+        total += part
+    return math.sqrt(float(total.max()))

@@ -154,3 +154,95 @@ def test_ledger_migrates_releases_that_stored_sigma(fresh_db: str) -> None:
         PostgresLedger(fresh_db).close()  # opening a migrated ledger again is a no-op
     finally:
         led.close()
+
+
+def test_reads_never_wait_behind_a_spend(fresh_db: str, exact) -> None:  # type: ignore[no-untyped-def]
+    """While one session holds its epoch's lock (deciding a spend), the budget report and the stored
+    answers are read at once, and a second spender waits on the row lock, not on a process mutex."""
+    eng = _engine(fresh_db, exact, split="equal")
+    eng.answer(plan("SELECT count(*) FROM t WHERE a = 2"), "u")
+    ep = eng.ledger.current_epoch()
+    assert ep is not None
+    held, release = threading.Event(), threading.Event()
+
+    def spender() -> None:
+        with eng.ledger.locked(ep.id):
+            held.set()
+            release.wait(30)
+
+    t = threading.Thread(target=spender, daemon=True)
+    t.start()
+    assert held.wait(10)
+    try:
+        t0 = time.monotonic()
+        rep = budget_report(eng.ledger)
+        stored = eng.ledger.answers(ep.id)
+        assert time.monotonic() - t0 < 1.0 and rep["current"]["epoch"] == ep.id and len(stored) == 1
+        second: dict[str, float] = {}
+
+        def other() -> None:
+            t1 = time.monotonic()
+            with eng.ledger.locked(ep.id):
+                second["waited"] = time.monotonic() - t1
+
+        t2 = threading.Thread(target=other, daemon=True)
+        t2.start()
+        time.sleep(0.5)
+        assert "waited" not in second  # serialised by the epoch row lock
+    finally:
+        release.set()
+    t.join(10)
+    t2.join(10)
+    assert second["waited"] >= 0.4
+    eng.close()
+
+
+class CountingSource:
+    """The real histogram source, counting the exact answers it computes."""
+
+    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+        self.inner, self.calls = inner, 0
+
+    def answers(self, table, queries):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        return self.inner.answers(table, queries)
+
+    def marginal(self, table, attrs):  # type: ignore[no-untyped-def]
+        return self.inner.marginal(table, attrs)
+
+
+def _ledger_rows(dsn: str) -> tuple[object, ...]:
+    with psycopg.connect(dsn) as c:
+        row = c.execute("SELECT (SELECT state FROM lapras.epochs WHERE ended_at IS NULL),"
+                        " (SELECT count(*) FROM lapras.releases), (SELECT count(*) FROM lapras.answers),"
+                        " (SELECT count(*) FROM lapras.spends)").fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def test_refusal_after_the_stop_computes_and_writes_nothing(fresh_db: str, exact) -> None:  # type: ignore[no-untyped-def]
+    source = CountingSource(exact)
+    eng = Engine(CATALOG, PostgresLedger(fresh_db), source,
+                 EngineSettings(cvx_max_cells=0, epoch="manual", split="equal", allocation="static", warmup=2,
+                                min_fraction=0.5), predictions=lambda: Prediction((), 4, 0.0))
+    refused = 0
+    for i in range(30):
+        try:
+            eng.answer(plan(f"SELECT count(*) FROM t WHERE c = {i}"), "u")
+        except BudgetExhausted:
+            refused += 1
+            if refused == 2:
+                break
+    assert refused == 2 and eng.ledger.current_epoch().state.stopped  # type: ignore[union-attr]
+    calls, rows = source.calls, _ledger_rows(fresh_db)
+    for i in range(5):
+        with pytest.raises(BudgetExhausted):
+            eng.answer(plan(f"SELECT count(*) FROM t WHERE a = {i} AND c > 3"), "u")
+    assert source.calls == calls and _ledger_rows(fresh_db) == rows
+    # A second process (fresh engine) learns of the stop from the ledger and refuses the same way.
+    eng2 = Engine(CATALOG, PostgresLedger(fresh_db), source, EngineSettings(cvx_max_cells=0, epoch="manual"))
+    with pytest.raises(BudgetExhausted):
+        eng2.answer(plan("SELECT count(*) FROM t WHERE b = 'x'"), "u")
+    assert source.calls == calls and _ledger_rows(fresh_db) == rows
+    eng.close()
+    eng2.close()
