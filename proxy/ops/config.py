@@ -104,6 +104,7 @@ class LaprasSettings:
     prediction: str = default("lapras.prediction")
     free_answer_max_stderr: float = default("lapras.free_answer_max_stderr")
     mm_time_limit: float = default("lapras.mm_time_limit")
+    max_statement_work: int = default("lapras.max_statement_work")
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,10 @@ KEYS: tuple[Key, ...] = (
     Key("lapras", "mm_time_limit", float, 30.0, "seconds the matrix mechanism's strategy search may take for "
         "all of P; a marginal whose share runs out keeps its best strategy so far (its error is computed and "
         "reported)", engine="mm_time_limit", check=_positive_seconds),
+    Key("lapras", "max_statement_work", int, 50_000_000, "steps one statement's sensitivity may take (cells "
+        "of its segmented union marginal plus box corners); larger statements are refused with 54000 before "
+        "anything is read or charged", engine="max_statement_work",
+        check=lambda v: None if v > 0 else "must be > 0"),
     # [tables.NAME]
     Key("tables.*", "schema", str, "public", "the table's schema upstream"),
     Key("tables.*", "description", str, "", "shown to tools as the table's comment"),

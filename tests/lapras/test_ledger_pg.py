@@ -223,7 +223,7 @@ def _ledger_rows(dsn: str) -> tuple[object, ...]:
 def test_refusal_after_the_stop_computes_and_writes_nothing(fresh_db: str, exact) -> None:  # type: ignore[no-untyped-def]
     source = CountingSource(exact)
     eng = Engine(CATALOG, PostgresLedger(fresh_db), source,
-                 EngineSettings(cvx_max_cells=0, epoch="manual", split="equal", allocation="static", warmup=2,
+                 EngineSettings(epoch="manual", split="equal", allocation="static", warmup=2,
                                 min_fraction=0.5), predictions=lambda: Prediction((), 4, 0.0))
     refused = 0
     for i in range(30):
@@ -240,7 +240,7 @@ def test_refusal_after_the_stop_computes_and_writes_nothing(fresh_db: str, exact
             eng.answer(plan(f"SELECT count(*) FROM t WHERE a = {i} AND c > 3"), "u")
     assert source.calls == calls and _ledger_rows(fresh_db) == rows
     # A second process (fresh engine) learns of the stop from the ledger and refuses the same way.
-    eng2 = Engine(CATALOG, PostgresLedger(fresh_db), source, EngineSettings(cvx_max_cells=0, epoch="manual"))
+    eng2 = Engine(CATALOG, PostgresLedger(fresh_db), source, EngineSettings(epoch="manual"))
     with pytest.raises(BudgetExhausted):
         eng2.answer(plan("SELECT count(*) FROM t WHERE b = 'x'"), "u")
     assert source.calls == calls and _ledger_rows(fresh_db) == rows

@@ -91,7 +91,7 @@ def test_engine_settings_come_from_the_table() -> None:
               "lapras": {"split": "custom", "fractions": {"mm": 0.5, "bad_init": 0.2, "rem_bad": 0.2,
                                                           "reserve": 0.1},
                          "allocation": "static", "warmup": 5, "free_answer_max_stderr": 3.0,
-                         "mm_time_limit": 7.5}}
+                         "mm_time_limit": 7.5, "max_statement_work": 12345}}
     settings = engine_settings(parse_config(minimal(**values)), progress=False)
     for k in engine_keys:
         assert getattr(settings, k.engine) == values[k.section][k.name], k.path
