@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -118,6 +119,9 @@ def configure(target: str | IO[str] | None = None) -> logging.Handler:
     """Send query lines to a file path or stream (default stderr), one JSON object per line, not propagated."""
     handler: logging.Handler
     if isinstance(target, str):
+        # Other analysts' statements and outcomes are a side channel: a new log is readable by the
+        # service account only (an existing file keeps the mode the operator gave it).
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
         handler = logging.FileHandler(target, encoding="utf-8")
     else:
         handler = logging.StreamHandler(target or sys.stderr)

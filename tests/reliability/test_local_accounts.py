@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -174,3 +175,18 @@ def test_operator_gets_in_with_lapras_proxy_psql(embedded_proxy: Attack) -> None
                            "--state-dir", str(pg.state_dir), "--", "-XAtc", "SELECT count(*) > 0 FROM adult"],
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0 and done.stdout.strip() == "t", done.stderr
+
+
+def test_query_log_is_readable_by_the_service_account_only(tmp_path: Path) -> None:
+    """A sibling of finding 1: the query log holds every analyst's statements and outcomes."""
+    import logging
+
+    from proxy.observability import querylog
+
+    path = tmp_path / "queries.jsonl"
+    handler = querylog.configure(str(path))
+    try:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    finally:
+        logging.getLogger(querylog.log.name).removeHandler(handler)
+        handler.close()
