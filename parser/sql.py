@@ -92,6 +92,27 @@ def answer_expr(table: TableSchema, q: LinearQuery) -> str:
     return s if q.scale == 1 else f"({s} * {float(q.scale)!r})"
 
 
+MAX_FILTER_PREDICATES = 64
+"""Above this many distinct predicates answers_sql reads every row rather than writing a long WHERE."""
+
+
+def _row_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None:
+    """A WHERE keeping the rows some query counts: the others add 0 to every answer. It lets PostgreSQL
+    (and each shard) skip them before the per-query CASEs run. None when some query reads every row."""
+    preds: list[str] = []
+    for q in queries:
+        if q.is_zero:
+            continue
+        p = predicate_sql(table, q)
+        if p == "TRUE":
+            return None
+        if p not in preds:
+            preds.append(p)
+    if not preds or len(preds) > MAX_FILTER_PREDICATES:
+        return None
+    return preds[0] if len(preds) == 1 else " OR ".join(f"({p})" for p in preds)
+
+
 def answers_sql(table: TableSchema, queries: Sequence[LinearQuery], partial_by: str | None = None) -> str:
     """One row, one float8 column per query (in order): the exact answers, computed by PostgreSQL.
 
@@ -104,6 +125,9 @@ def answers_sql(table: TableSchema, queries: Sequence[LinearQuery], partial_by: 
         return "SELECT"
     cols = ",\n  ".join(f"{answer_expr(table, q)} AS q{i}" for i, q in enumerate(queries))
     inner = f"SELECT\n  {cols}\nFROM {table_ref(table)}"
+    rows = _row_filter(table, queries)
+    if rows is not None:
+        inner += f"\nWHERE {rows}"
     if partial_by is None:
         return inner
     outer = ", ".join(f"COALESCE(SUM(q{i}), 0)::float8 AS q{i}" for i in range(len(queries)))
