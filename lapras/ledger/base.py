@@ -13,9 +13,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from lapras.accounting import Accountant, Budget
 from lapras.allocation import Allocator, AllocState, Split
+from lapras.errors import BudgetExhausted
 from lapras.mechanisms import Cost
 
 
@@ -140,8 +142,16 @@ class Ledger(ABC):
     def releases(self, epoch_id: int) -> list[ReleaseRecord]: ...
 
     @abstractmethod
-    def spend_regression(self, epoch_id: int, epsilon: float, delta: float, note: str = "") -> None:
-        """Charge the regression part (basic composition); raises BudgetExhausted when it would overspend."""
+    def regression_answer(self, epoch_id: int, key: str) -> list[list[Any]] | None:
+        """Rows of the regression released under ``key`` in the epoch, or None."""
+
+    @abstractmethod
+    def commit_regression(self, epoch_id: int, key: str, epsilon: float, delta: float, rows: list[list[Any]],
+                          note: str = "") -> tuple[list[list[Any]], bool]:
+        """Charge the regression part (basic composition) and store the released rows in ONE transaction,
+        under the epoch's lock, so a crash leaves both or neither. When ``key`` was stored meanwhile,
+        nothing is charged and the stored rows are returned with False; raises BudgetExhausted when the
+        part cannot cover the cost (nothing is stored: the computed rows are never released)."""
 
     def user_activity(self, epoch_id: int, user: str) -> dict[str, float]:
         """What `user` caused in the epoch: answers first released to them (`answers`), of which fresh
@@ -155,6 +165,17 @@ class Ledger(ABC):
 
 class StaleEpoch(Exception):
     """The epoch was closed by another process: reload and retry."""
+
+
+def check_regression(ep: EpochRecord, epsilon: float, delta: float) -> None:
+    """Raise BudgetExhausted (53400) when the epoch's regression part cannot cover (epsilon, delta)."""
+    s = ep.spec
+    if (ep.regression_epsilon_spent + epsilon > s.regression_epsilon * (1 + 1e-12)
+            or ep.regression_delta_spent + delta > s.regression_delta * (1 + 1e-12)):
+        raise BudgetExhausted("the regression budget of this epoch is exhausted",
+                              detail=f"epoch {ep.id}: epsilon {ep.regression_epsilon_spent:.4g} of "
+                                     f"{s.regression_epsilon:.4g} spent; the call needs {epsilon:.4g}",
+                              hint="ask for a smaller epsilon, or wait for the next epoch")
 
 
 def iter_parts(spec: EpochSpec) -> Iterator[tuple[str, float, float]]:

@@ -7,9 +7,9 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from typing import Any
 
 from lapras.allocation import AllocState
-from lapras.errors import BudgetExhausted
 from lapras.ledger.base import (
     EpochRecord,
     EpochSpec,
@@ -18,6 +18,7 @@ from lapras.ledger.base import (
     ReleaseRecord,
     StaleEpoch,
     StoredAnswer,
+    check_regression,
 )
 
 
@@ -51,6 +52,7 @@ class MemoryLedger(Ledger):
         self._epochs: list[EpochRecord] = []
         self._releases: dict[int, list[ReleaseRecord]] = {}
         self._answers: dict[int, dict[str, StoredAnswer]] = {}
+        self._regressions: dict[tuple[int, str], list[list[Any]]] = {}
 
     def current_epoch(self) -> EpochRecord | None:
         with self._lock:
@@ -97,15 +99,21 @@ class MemoryLedger(Ledger):
         with self._lock:
             return list(self._releases.get(epoch_id, []))
 
-    def spend_regression(self, epoch_id: int, epsilon: float, delta: float, note: str = "") -> None:
+    def regression_answer(self, epoch_id: int, key: str) -> list[list[Any]] | None:
+        with self._lock:
+            return self._regressions.get((epoch_id, key))
+
+    def commit_regression(self, epoch_id: int, key: str, epsilon: float, delta: float, rows: list[list[Any]],
+                          note: str = "") -> tuple[list[list[Any]], bool]:
         with self._lock:
             ep = self._epochs[epoch_id - 1]
             if ep.ended_at is not None:
                 raise StaleEpoch(epoch_id)
-            s = ep.spec
-            if (ep.regression_epsilon_spent + epsilon > s.regression_epsilon * (1 + 1e-12)
-                    or ep.regression_delta_spent + delta > s.regression_delta * (1 + 1e-12)):
-                raise BudgetExhausted("the regression budget of this epoch is exhausted",
-                                      hint="wait for the next epoch")
+            stored = self._regressions.get((epoch_id, key))
+            if stored is not None:
+                return stored, False
+            check_regression(ep, epsilon, delta)
             ep.regression_epsilon_spent += epsilon
             ep.regression_delta_spent += delta
+            self._regressions[(epoch_id, key)] = rows
+            return rows, True

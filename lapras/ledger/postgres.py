@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from lapras.allocation import AllocState
-from lapras.errors import BudgetExhausted, LedgerError
+from lapras.errors import LedgerError
 from lapras.ledger.base import (
     EpochRecord,
     EpochSpec,
@@ -29,6 +29,7 @@ from lapras.ledger.base import (
     ReleaseRecord,
     StaleEpoch,
     StoredAnswer,
+    check_regression,
     iter_parts,
 )
 from lapras.mechanisms import Cost
@@ -91,6 +92,13 @@ CREATE TABLE IF NOT EXISTS lapras.answers (
     username text,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (epoch_id, key)
+);
+CREATE TABLE IF NOT EXISTS lapras.regression_answers (
+    epoch_id bigint NOT NULL,
+    call_key text NOT NULL,
+    rows jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (epoch_id, call_key)
 );
 """
 
@@ -288,7 +296,14 @@ class PostgresLedger(Ledger):
         assert row is not None
         return {"answers": float(row[0]), "fresh": float(row[1]), "units": float(row[2])}
 
-    def spend_regression(self, epoch_id: int, epsilon: float, delta: float, note: str = "") -> None:
+    def regression_answer(self, epoch_id: int, key: str) -> list[list[Any]] | None:
+        with self._tx() as c:
+            row = c.execute("SELECT rows FROM lapras.regression_answers WHERE epoch_id = %s AND call_key = %s",
+                            (epoch_id, key)).fetchone()
+        return row[0] if row is not None else None
+
+    def commit_regression(self, epoch_id: int, key: str, epsilon: float, delta: float, rows: list[list[Any]],
+                          note: str = "") -> tuple[list[list[Any]], bool]:
         with self._tx() as c:
             row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE", (epoch_id,)).fetchone()
             if row is None:
@@ -296,11 +311,15 @@ class PostgresLedger(Ledger):
             ep = _epoch(row)
             if ep.ended_at is not None:
                 raise StaleEpoch(epoch_id)
-            s = ep.spec
-            if (ep.regression_epsilon_spent + epsilon > s.regression_epsilon * (1 + 1e-12)
-                    or ep.regression_delta_spent + delta > s.regression_delta * (1 + 1e-12)):
-                raise BudgetExhausted("the regression budget of this epoch is exhausted", hint="wait for the next epoch")
+            stored = c.execute("SELECT rows FROM lapras.regression_answers WHERE epoch_id = %s AND call_key = %s",
+                               (epoch_id, key)).fetchone()
+            if stored is not None:
+                return stored[0], False  # an identical call committed first: its release is the answer
+            check_regression(ep, epsilon, delta)
             c.execute("UPDATE lapras.epochs SET regression_epsilon_spent = regression_epsilon_spent + %s,"
                       " regression_delta_spent = regression_delta_spent + %s WHERE id = %s", (epsilon, delta, epoch_id))
             c.execute("INSERT INTO lapras.spends (epoch_id, part, units, epsilon, delta) VALUES (%s, %s, 0, %s, %s)",
                       (epoch_id, "regression" + (f":{note}" if note else ""), epsilon, delta))
+            c.execute("INSERT INTO lapras.regression_answers (epoch_id, call_key, rows) VALUES (%s, %s, %s)",
+                      (epoch_id, key, json.dumps(rows)))
+        return rows, True

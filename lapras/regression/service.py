@@ -1,9 +1,13 @@
-"""Run a DP regression over a protected table: SQL pushed down, rows streamed, budget charged first.
+"""Run a DP regression over a protected table: SQL pushed down, rows streamed, budget checked first.
+
+The caller charges the returned cost and stores the released rows in one ledger transaction
+(``Ledger.commit_regression``) before they leave the proxy: a crash can neither charge a call whose
+answer is lost nor lose an answer that was charged.
 
 Flow of :func:`run_regression`: validate the columns against the public schema; calibrate the method's
 noise (data-independent, so an infeasible budget is refused before anything is spent or read); call
-``charge(cost)``, which must commit the spend to the ledger's regression part or raise (e.g.
-BudgetExhausted, 53400); only then read the rows, inside one REPEATABLE READ read-only transaction (every
+``admit(cost)``, which must raise (e.g. BudgetExhausted, 53400) when the ledger's regression part cannot
+cover the cost; only then read the rows, inside one REPEATABLE READ read-only transaction (every
 pass sees the same snapshot), through psycopg server-side cursors fetched in blocks.
 
 Each column is clamped to its public domain in SQL and standardised with public constants only:
@@ -15,6 +19,7 @@ half_y. The released coefficients are mapped back to the original units.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -88,13 +93,13 @@ def _mid_half(a: Attribute) -> tuple[float, float]:
 def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], table: TableSchema, y: str,
                    xs: Sequence[str], method: str, eps: float, delta: float,
                    bounds: tuple[float, float] | None = None, rng: np.random.Generator | None = None, *,
-                   charge: Callable[[Cost], None], block_rows: int = 8192,
+                   admit: Callable[[Cost], None], block_rows: int = 8192,
                    params: dict[str, Any] | None = None) -> RegressionResult:
     """DP linear regression of ``y`` on ``xs`` (+ intercept) over ``table``; see the module docstring.
 
     ``conn_factory()`` returns a psycopg (3) connection usable as a context manager. ``bounds`` =
     (row-norm bound on the standardised design row incl. intercept, bound on |y - mid_y|); default from
-    the public domains. ``charge(cost)`` is called once, before any row is read; its exception propagates
+    the public domains. ``admit(cost)`` is called once, before any row is read; its exception propagates
     and nothing is computed.
     """
     if method not in METHODS:
@@ -117,7 +122,7 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
     except rdp.InfeasibleBudget as e:
         raise RegressionError("22023", e.message, hint=e.hint) from None
     cost = Cost(eps=float(eps), delta=float(delta))
-    charge(cost)  # write-ahead: the spend is committed before any data is touched
+    admit(cost)  # an exhausted budget is refused before any data is touched
 
     rng = rng or np.random.default_rng()
     query = _select_sql(table, [ya, *xa])
@@ -150,13 +155,32 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
 
 def run_regression_call(call: RegressionCall, catalog: Catalog,
                         conn_factory: Callable[[], AbstractContextManager[Any]], *,
-                        charge: Callable[[Cost], None], default_epsilon: float, default_delta: float,
+                        admit: Callable[[Cost], None], default_epsilon: float, default_delta: float,
                         rng: np.random.Generator | None = None) -> RegressionResult:
     """Resolve a parsed call against the catalog (42P01 for an unknown table) and run it."""
+    canon = canonical_call(call, catalog, default_epsilon, default_delta)
+    table = catalog.table(canon.table, canon.schema)
+    assert table is not None and canon.epsilon is not None and canon.delta is not None
+    return run_regression(conn_factory, table, canon.y, list(canon.xs), canon.method, canon.epsilon, canon.delta,
+                          rng=rng, admit=admit)
+
+
+def canonical_call(call: RegressionCall, catalog: Catalog, default_epsilon: float,
+                   default_delta: float) -> RegressionCall:
+    """The one form of a call that releases one quantity: schema resolved, default epsilon and delta
+    written out, regressors sorted. Spellings with the same canonical form are one release, charged once
+    (42P01 for an unknown table)."""
     table = catalog.table(call.table, call.schema)
     if table is None:
         raise RegressionError("42P01", f'relation "{call.table}" does not exist or is not protected')
     eps = call.epsilon if call.epsilon is not None else default_epsilon
     delta = call.delta if call.delta is not None else default_delta
-    return run_regression(conn_factory, table, call.y, list(call.xs), call.method, eps, delta, rng=rng,
-                          charge=charge)
+    # 12 significant digits: a default written out by hand (0.1) equals the computed one (0.2 * 0.5).
+    return RegressionCall(table.name, call.y, tuple(sorted(call.xs)), call.method, float(f"{eps:.12g}"),
+                          float(f"{delta:.12g}"), table.schema)
+
+
+def call_key(call: RegressionCall) -> str:
+    """Ledger key of a canonical call."""
+    return json.dumps([call.schema, call.table, call.y, list(call.xs), call.method, call.epsilon, call.delta],
+                      separators=(",", ":"))

@@ -1,12 +1,13 @@
-"""`SELECT * FROM lapras.linear_regression(...)`: parse the call, charge the ledger, run, store, replay.
+"""`SELECT * FROM lapras.linear_regression(...)`: parse the call, check the budget, run, then charge and
+store in one ledger transaction; replay.
 
-A released regression is stored with its epoch; the same call again in that epoch replays the stored
-coefficients instead of drawing new noise (a released quantity is never re-noised).
+A released regression is stored with its epoch, in the transaction that charges it; the same call again in
+that epoch (any spelling with the same canonical form: default epsilon written out, regressors reordered)
+replays the stored coefficients instead of drawing new noise (a released quantity is never re-noised).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,7 +15,9 @@ from typing import Any
 import psycopg
 
 from lapras.engine import Engine
-from lapras.regression.service import COLUMNS, run_regression_call
+from lapras.ledger.base import StaleEpoch, check_regression
+from lapras.mechanisms import Cost
+from lapras.regression.service import COLUMNS, INTERCEPT, call_key, canonical_call, run_regression_call
 from lapras.regression.sqlcall import RegressionCall, parse_regression_call
 
 from ..ops.config import Config
@@ -22,23 +25,6 @@ from .service_api import ColumnDesc, QueryResult
 
 # Share of the epoch's regression budget one call takes when it names no epsilon/delta.
 DEFAULT_CALL_SHARE = 0.5
-
-_DDL = """
-CREATE SCHEMA IF NOT EXISTS lapras;
-CREATE TABLE IF NOT EXISTS lapras.regression_answers (
-    epoch_id bigint NOT NULL,
-    call_key text NOT NULL,
-    rows jsonb NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (epoch_id, call_key)
-);
-"""
-
-
-def _key(call: RegressionCall) -> str:
-    return json.dumps([call.schema or "", call.table, call.y, list(call.xs), call.method, call.epsilon,
-                       call.delta], separators=(",", ":"))
-
 
 class RegressionEndpoint:
     """Answers lapras.linear_regression calls for the DP service (synchronous; run in a thread)."""
@@ -48,18 +34,6 @@ class RegressionEndpoint:
         self.dsn = upstream_dsn
         self.engine = engine
         self._parsed: dict[str, RegressionCall | None] = {}
-        # One transaction under a lock timeout: a session stuck holding the set-up lock gives a clear error
-        # at start-up instead of a proxy that hangs (the lock lives in the upstream database, which the
-        # catalog reader role cannot connect to).
-        with psycopg.connect(upstream_dsn) as conn:
-            conn.execute("SET LOCAL lock_timeout = '60s'")
-            try:
-                conn.execute("SELECT pg_advisory_xact_lock(74737302)")
-            except psycopg.errors.LockNotAvailable:
-                raise psycopg.errors.LockNotAvailable(
-                    "the regression set-up lock (advisory lock 74737302 in the upstream database) was held by "
-                    "another session for more than 60 s; end that session or wait, then start again") from None
-            conn.execute(_DDL)
 
     def call_of(self, sql: str) -> RegressionCall | None:
         if sql not in self._parsed:
@@ -83,33 +57,41 @@ class RegressionEndpoint:
     def execute(self, sql: str, user: str) -> QueryResult:
         call = self.call_of(sql)
         assert call is not None
-        epoch = self.engine.ledger.current_epoch()
+        ledger = self.engine.ledger
+        epoch = ledger.current_epoch()
         if epoch is None:
             epoch = self.engine.new_epoch(expected_current=None)
-        key = _key(call)
-        cols = [ColumnDesc(n, oid) for n, oid in COLUMNS]
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT rows FROM lapras.regression_answers WHERE epoch_id = %s AND call_key = %s",
-                               (epoch.id, key)).fetchone()
-        if row is not None:
-            return QueryResult(cols, [tuple(r) for r in row[0]], f"SELECT {len(row[0])}",
-                               ["lapras: replayed the regression released earlier in this epoch"])
         eps_r, delta_r = epoch.spec.regression_epsilon, epoch.spec.regression_delta
+        canon = canonical_call(call, self.cfg.catalog, eps_r * DEFAULT_CALL_SHARE, delta_r * DEFAULT_CALL_SHARE)
+        key = call_key(canon)
+        cols = [ColumnDesc(n, oid) for n, oid in COLUMNS]
+        stored = ledger.regression_answer(epoch.id, key)
+        if stored is not None:
+            rows = _in_call_order(stored, call)
+            return QueryResult(cols, rows, f"SELECT {len(rows)}",
+                               ["lapras: replayed the regression released earlier in this epoch"])
+        epoch_id = epoch.id
 
-        def charge(cost: Any) -> None:
-            self.engine.ledger.spend_regression(epoch.id, cost.eps, cost.delta, note=call.method)
+        def admit(cost: Cost) -> None:
+            current = ledger.current_epoch()
+            if current is None or current.id != epoch_id:
+                raise StaleEpoch(epoch_id)
+            check_regression(current, cost.eps or 0.0, cost.delta or 0.0)
 
-        result = run_regression_call(call, self.cfg.catalog, self._conn, charge=charge,
+        result = run_regression_call(canon, self.cfg.catalog, self._conn, admit=admit,
                                      default_epsilon=eps_r * DEFAULT_CALL_SHARE,
                                      default_delta=delta_r * DEFAULT_CALL_SHARE)
-        rows = [list(r) for r in result.rows]
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            conn.execute("INSERT INTO lapras.regression_answers (epoch_id, call_key, rows) VALUES (%s, %s, %s) "
-                         "ON CONFLICT DO NOTHING", (epoch.id, key, json.dumps(rows)))
-            stored = conn.execute("SELECT rows FROM lapras.regression_answers WHERE epoch_id = %s AND "
-                                  "call_key = %s", (epoch.id, key)).fetchone()
-        # A concurrent identical call may have stored first: serve what is stored, never two releases.
-        final = stored[0] if stored is not None else rows
-        return QueryResult(cols, [tuple(r) for r in final], f"SELECT {len(final)}",
+        # The spend and the released rows commit together; a concurrent identical call may have committed
+        # first, and then its release is the answer (never two releases of one call).
+        final, _ = ledger.commit_regression(epoch_id, key, result.cost.eps or 0.0, result.cost.delta or 0.0,
+                                            [list(r) for r in result.rows], note=call.method)
+        rows = _in_call_order(final, call)
+        return QueryResult(cols, rows, f"SELECT {len(rows)}",
                            [f"lapras: regression ({call.method}) cost epsilon={result.cost.eps:.4g} "
                             f"delta={result.cost.delta:.3g} from the regression budget"])
+
+
+def _in_call_order(rows: list[list[Any]], call: RegressionCall) -> list[tuple[Any, ...]]:
+    """Stored rows (canonical: regressors sorted) in the order the call listed its regressors."""
+    order = {name: i for i, name in enumerate((INTERCEPT, *call.xs))}
+    return sorted((tuple(r) for r in rows), key=lambda r: order.get(r[0], len(order)))

@@ -96,7 +96,7 @@ def test_never_exceeds_part_and_refuses_before_reading() -> None:
     for _ in range(10):
         try:
             run_regression(lambda: FakeConn(rows), TABLE, "y", ["a", "b"], "adassp", 0.3, 2e-7,
-                           rng=np.random.default_rng(0), charge=part.charge)
+                           rng=np.random.default_rng(0), admit=part.charge)
             answered += 1
         except PartExhausted:
             pass
@@ -109,7 +109,7 @@ def test_result_shape_and_accuracy(method: str) -> None:
     rows = _rows(20000)
     part = Part(1e4, 1e-3)
     res = run_regression(lambda: FakeConn(rows), TABLE, "y", ["a", "b"], method, 1e3, 1e-6,
-                         rng=np.random.default_rng(1), charge=part.charge)
+                         rng=np.random.default_rng(1), admit=part.charge)
     assert res.columns == COLUMNS and [r[0] for r in res.rows] == ["intercept", "a", "b"]
     assert all(r[2:] == (1e3, 1e-6) for r in res.rows) and res.cost == Cost(eps=1e3, delta=1e-6)
     est = dict((r[0], r[1]) for r in res.rows)
@@ -122,7 +122,7 @@ def test_result_shape_and_accuracy(method: str) -> None:
 def test_refusals_spend_nothing(y: str, xs: list[str], method: str, eps: float, state: str) -> None:
     part = Part(1.0, 1e-6)
     with pytest.raises(RegressionError) as ei:
-        run_regression(lambda: FakeConn(_rows(10)), TABLE, y, xs, method, eps, 1e-7, charge=part.charge)
+        run_regression(lambda: FakeConn(_rows(10)), TABLE, y, xs, method, eps, 1e-7, admit=part.charge)
     assert ei.value.sqlstate == state and not part.spent
 
 
@@ -130,7 +130,7 @@ def test_unknown_table() -> None:
     call = parse_regression_call("SELECT * FROM lapras.linear_regression('nope', 'y', 'a')")
     assert call is not None
     with pytest.raises(RegressionError) as ei:
-        run_regression_call(call, Catalog((TABLE,)), lambda: FakeConn(_rows(10)), charge=Part(1, 1e-6).charge,
+        run_regression_call(call, Catalog((TABLE,)), lambda: FakeConn(_rows(10)), admit=Part(1, 1e-6).charge,
                             default_epsilon=0.1, default_delta=1e-8)
     assert ei.value.sqlstate == "42P01"
 
@@ -149,7 +149,7 @@ def test_end_to_end_on_postgres(adult_db: str, default_config: Any) -> None:
                                  "'age, education_num, sex', 'ihm', 1e5)")
     assert call is not None
     res = run_regression_call(call, default_config.catalog, lambda: psycopg.connect(adult_db),
-                              charge=part.charge, default_epsilon=1.0, default_delta=1e-7,
+                              admit=part.charge, default_epsilon=1.0, default_delta=1e-7,
                               rng=np.random.default_rng(0))
     est = np.array([r[1] for r in res.rows])
     assert [r[0] for r in res.rows] == ["intercept", *xs]
