@@ -172,11 +172,32 @@ class EmbeddedPostgres:
             SERVICE_ROOT.mkdir(parents=True, exist_ok=True)
             _private_dir(SERVICE_ROOT, 0, 0, 0o711)
             _private_dir(self.home, uid, gid)
+            self._adopt_old_layout()
         _private_dir(self.data_dir, uid, gid)
         _private_dir(self.socket_dir, uid, gid)
         if not self.log_file.exists():
             self.log_file.touch(mode=0o600)
         os.chown(self.log_file, uid, gid)
+
+    def _adopt_old_layout(self) -> None:
+        """Move a cluster that earlier versions kept in `state_dir/pgdata` (as root) to the product-owned
+        home, so an upgrade keeps its ledger instead of starting an empty one."""
+        old = self.state_dir / "pgdata"
+        if not (old / "PG_VERSION").exists() or (self.data_dir / "PG_VERSION").exists():
+            return
+        pid_file = old / "postmaster.pid"
+        if pid_file.exists():
+            try:
+                os.kill(int(pid_file.read_text().split("\n", 1)[0]), 0)
+            except (ValueError, OSError):
+                pass
+            else:
+                raise EmbeddedError(f"a PostgreSQL of an earlier version is running in {old}; stop it "
+                                    f"(pg_ctl -D {old} stop) and start again to move it to {self.data_dir}")
+        log.info("moving the embedded cluster from %s to %s", old, self.data_dir)
+        if self.data_dir.exists():
+            self.data_dir.rmdir()   # empty: no PG_VERSION in it
+        shutil.move(str(old), str(self.data_dir))
 
     def service_accounts(self) -> list[str]:
         """OS accounts allowed to connect (mapped to any database role): the proxy's and the cluster's."""

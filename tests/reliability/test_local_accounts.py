@@ -190,3 +190,23 @@ def test_query_log_is_readable_by_the_service_account_only(tmp_path: Path) -> No
     finally:
         logging.getLogger(querylog.log.name).removeHandler(handler)
         handler.close()
+
+
+def test_cluster_of_the_earlier_layout_is_moved_not_replaced(tmp_path: Path) -> None:
+    """Earlier versions kept the cluster in state_dir/pgdata (and opened its parents); starting the new
+    version moves it into the product's own directory, ledger and all."""
+    state = tmp_path / "state"
+    first = EmbeddedPostgres(state)
+    first.start()
+    try:
+        with psycopg.connect(first.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE kept (x int)")
+        first.stop()
+        shutil.move(str(first.data_dir), str(state / "pgdata"))   # as the earlier version laid it out
+        again = EmbeddedPostgres(state)
+        again.start()
+        with psycopg.connect(again.dsn(), autocommit=True) as conn:
+            assert conn.execute("SELECT count(*) FROM kept").fetchone() == (0,)
+        assert not (state / "pgdata").exists()
+    finally:
+        first.destroy()
