@@ -172,7 +172,8 @@ class Engine:
             groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=self.rng,
                           time_limit=st.mm_time_limit, progress=self._progress(len(groups_in)))
             budget = Budget(st.accounting, eps_q, delta_q)
-            v_unit = expected_query_variance(groups, budget.cost_of(1.0)) if groups else None
+            unit_rows = {t.name: t.unit_rows for t in self.catalog.tables}
+            v_unit = expected_query_variance(groups, budget.cost_of(1.0), unit_rows) if groups else None
             rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
             split = st.resolve_split(s, rho, v_unit, bool(groups))
             n_pred = sum(g.n_queries for g in groups)
@@ -186,7 +187,7 @@ class Engine:
                 cost = budget.cost_of(units)
                 hists = [self.exact.marginal(self.catalog.table(g.table), g.marginal)  # type: ignore[arg-type]
                          for g in groups]
-                rel = release_mm(groups, hists, cost, self.rng)
+                rel = release_mm(groups, hists, cost, self.rng, unit_rows)
                 keys = [q.key for q in pred.queries if self._group_of(q) in groups_in]
                 mm_rec = ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
                                        {"groups": rel.meta(), "keys": keys}, rel.to_bytes())

@@ -49,7 +49,11 @@ class PostgresExactSource:
     def _conn(self) -> Any:
         c = getattr(self._local, "conn", None)
         if c is None or c.closed:
+            from parser.sql import EXACT_SESSION_SQL
+
             c = self._psycopg.connect(self._conninfo, autocommit=True)
+            for stmt in EXACT_SESSION_SQL:
+                c.execute(stmt)
             try:
                 # Lets the coordinator push the per-partition aggregates down; absent on non-PostgreSQL engines.
                 c.execute("SET enable_partitionwise_aggregate = on")

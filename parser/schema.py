@@ -37,6 +37,11 @@ class TableSchema:
     name: str
     attributes: tuple[Attribute, ...]
     schema: str = "public"
+    privacy_unit: str | None = None
+    """The column naming the person (or other unit) a row belongs to; None: every row is its own unit."""
+    max_rows_per_unit: int = 1
+    """With a privacy unit: at most this many rows of each unit are kept (chosen by a seeded hash of the
+    row, so the choice is the same in every process); neighbouring tables differ by one unit's rows."""
     _by_name: dict[str, Attribute] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -48,6 +53,11 @@ class TableSchema:
     @property
     def qualified_name(self) -> str:
         return f"{self.schema}.{self.name}"
+
+    @property
+    def unit_rows(self) -> int:
+        """Rows one privacy unit may contribute (k): sensitivities scale by it (1 for row-level tables)."""
+        return self.max_rows_per_unit if self.privacy_unit is not None else 1
 
     def shape(self, attrs: tuple[str, ...]) -> tuple[int, ...]:
         """Histogram shape of the marginal over ``attrs``."""

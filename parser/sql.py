@@ -7,6 +7,7 @@ histogram. Clipping into the domain is what bounds a row's contribution, hence t
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from .coltypes.base import clamp_sql
@@ -15,7 +16,7 @@ from .linear import LinearQuery
 from .predicate import Ranges
 from .schema import Attribute, TableSchema
 
-__all__ = ["MAX_COLUMNS", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql",
+__all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql",
            "quote_ident", "quote_literal", "table_ref"]
 
 MAX_COLUMNS = 1600
@@ -27,7 +28,34 @@ def quote_ident(name: str) -> str:
 
 
 def table_ref(table: TableSchema) -> str:
-    return f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
+    """The table as every exact answer reads it: with a privacy unit, each unit's rows bounded to k.
+
+    The k rows kept per unit are those with the smallest seeded hash of the whole row, so the choice
+    depends on that unit's own rows only (a stable transformation: one unit changes at most its k kept
+    rows) and not on physical order, and every process and restart keeps the same rows. The row text is
+    hashed under the session settings ``exact_session_sql`` fixes, so it reads the same everywhere.
+    """
+    ref = f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
+    if table.privacy_unit is None:
+        return ref
+    unit = quote_ident(table.privacy_unit)
+    return (f"(SELECT * FROM (SELECT r.*, row_number() OVER (PARTITION BY r.{unit} ORDER BY "
+            f"hashtextextended(r::text, {bounding_seed(table)}), r::text) AS lapras_unit_row "
+            f"FROM {ref} AS r WHERE r.{unit} IS NOT NULL) AS u "
+            f"WHERE u.lapras_unit_row <= {int(table.max_rows_per_unit)}) AS {quote_ident(table.name)}")
+
+
+def bounding_seed(table: TableSchema) -> int:
+    """A fixed 63-bit seed per table for the contribution bound's row order (public; not a secret: the
+    guarantee holds for any choice that depends only on the unit's own rows)."""
+    h = hashlib.blake2b(f"lapras-bound|{table.schema}|{table.name}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "big") >> 1
+
+
+EXACT_SESSION_SQL = ("SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, MDY'", "SET IntervalStyle = 'postgres'",
+                     "SET extra_float_digits = 1", "SET bytea_output = 'hex'")
+"""Session settings every exact-answer connection runs first: row text (hashed by the contribution bound)
+and literal parsing must not depend on a server's or role's defaults."""
 
 
 def cell_expr(attr: Attribute) -> str:

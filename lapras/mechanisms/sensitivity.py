@@ -1,6 +1,10 @@
-"""L2 sensitivities under add/remove-one-row: the only module that computes them.
+"""L2 sensitivities under add/remove-one-unit: the only module that computes them.
 
 One row moves a histogram by one unit vector, so a query matrix's sensitivity is its largest column norm.
+A table with a privacy unit keeps at most k rows per unit (``TableSchema.unit_rows``): one unit moves the
+histogram by a non-negative integer vector of L1 norm at most k, whose image has L2 norm at most k times
+the largest column norm (the triangle inequality), with equality when all k rows fall in one cell; so every
+sensitivity over such a table is exactly k times the row-level one.
 Matrices are never formed densely where structure gives the norm directly: Kronecker products multiply
 their blocks' norms, stacked releases over the same table add squared norms.
 """
@@ -8,7 +12,7 @@ their blocks' norms, stacked releases over the same table add squared norms.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,16 +35,18 @@ def kron_sensitivity(factors: Sequence[np.ndarray]) -> float:
     return float(math.prod(l2_sensitivity(a) for a in factors))
 
 
-def stacked_sensitivity(parts: Iterable[tuple[str, float]]) -> float:
-    """Sensitivity of blocks released together, given (table, block sensitivity) per block.
+def stacked_sensitivity(parts: Iterable[tuple[str, float]], unit_rows: Mapping[str, int] | None = None) -> float:
+    """Sensitivity of blocks released together, given (table, row-level block sensitivity) per block.
 
-    Blocks over the same table see the same row: their squared norms add. Blocks over different tables
-    never share a row, so the release's sensitivity is the largest table's.
+    Blocks over the same table see the same unit: their squared norms add, and the table's k
+    (``unit_rows``, 1 where absent) scales the sum. Blocks over different tables never share a unit, so the
+    release's sensitivity is the largest table's.
     """
     per_table: dict[str, float] = {}
     for table, s in parts:
         per_table[table] = per_table.get(table, 0.0) + s * s
-    return math.sqrt(max(per_table.values(), default=0.0))
+    k = unit_rows or {}
+    return max((k.get(t, 1) * math.sqrt(v) for t, v in per_table.items()), default=0.0)
 
 
 def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None) -> float:
@@ -52,6 +58,10 @@ def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], ma
     (:mod:`lapras.factored`), never a loop over cells. Raises :class:`StatementTooComplex` (54000) when
     the work exceeds ``max_work``, before any of it is done.
     """
+    return table.unit_rows * _row_sensitivity(table, queries, max_work)
+
+
+def _row_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None) -> float:
     queries = [q for q in queries if q.sensitivity > 0 and not q.is_zero]
     if not queries:
         return 0.0

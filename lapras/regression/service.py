@@ -35,6 +35,7 @@ from lapras.regression.methods import METHODS, Block, Cost, fit
 from lapras.regression.sqlcall import RegressionCall, RegressionError
 from parser.pgtypes import FLOAT8, TEXT
 from parser.schema import Attribute, Catalog, TableSchema
+from parser.sql import table_ref
 
 COLUMNS: tuple[tuple[str, int], ...] = (("term", TEXT), ("estimate", FLOAT8), ("epsilon", FLOAT8),
                                         ("delta", FLOAT8))
@@ -65,6 +66,19 @@ def check_feasible(method: str, d: int, eps: float, delta: float, params: dict[s
         rdp.calibrate_fast_ihm(eps, delta, p.get("k") or max(6 * d, 48), p.get("T", 5))
 
 
+def row_level_budget(eps: float, delta: float, k: int) -> tuple[float, float]:
+    """The row-level (eps', delta') whose group privacy over k rows is (eps, delta).
+
+    An (e, d)-DP mechanism is (k e, k exp((k - 1) e) d)-DP for inputs differing in k rows; a table with a
+    privacy unit keeps at most k rows per unit, so a regression run at e = eps / k and
+    d = delta / (k exp((k - 1) eps / k)) costs (eps, delta) per unit. k = 1 leaves the budget as it is.
+    """
+    if k <= 1:
+        return eps, delta
+    e = eps / k
+    return e, delta / (k * math.exp((k - 1) * e))
+
+
 def _attr(table: TableSchema, name: str) -> Attribute:
     a = table.attribute(name)
     if a is None:
@@ -80,8 +94,9 @@ def _select_sql(table: TableSchema, attrs: Sequence[Attribute]) -> psql.Composed
         c=psql.Identifier(a.name), lo=psql.Literal(a.domain.sum_bounds[0]), hi=psql.Literal(a.domain.sum_bounds[1]))
         for a in attrs]
     nn = [psql.SQL("{c} IS NOT NULL").format(c=psql.Identifier(a.name)) for a in attrs]
-    return psql.SQL("SELECT {cols} FROM {s}.{t} WHERE {nn}").format(
-        cols=psql.SQL(", ").join(cols), s=psql.Identifier(table.schema), t=psql.Identifier(table.name),
+    # table_ref: with a privacy unit, each unit's rows bounded to k (as for every exact answer).
+    return psql.SQL("SELECT {cols} FROM {t} WHERE {nn}").format(
+        cols=psql.SQL(", ").join(cols), t=psql.SQL(table_ref(table)),
         nn=psql.SQL(" AND ").join(nn))
 
 
@@ -117,8 +132,9 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
         c_x, c_y = float(bounds[0]), float(bounds[1])
         if not (c_x > 0 and c_y > 0 and math.isfinite(c_x) and math.isfinite(c_y)):
             raise RegressionError("22023", "regression bounds must be positive and finite")
+    row_eps, row_delta = row_level_budget(eps, delta, table.unit_rows)
     try:
-        check_feasible(method, d, eps, delta, params)
+        check_feasible(method, d, row_eps, row_delta, params)
     except rdp.InfeasibleBudget as e:
         raise RegressionError("22023", e.message, hint=e.hint) from None
     cost = Cost(eps=float(eps), delta=float(delta))
@@ -144,7 +160,7 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
                     yield np.column_stack([Z, np.ones(len(a))]), a[:, 0] - my
 
         with conn.transaction():
-            theta, _ = fit(method, source, c_x, c_y, eps, delta, rng, **(params or {}))
+            theta, _ = fit(method, source, c_x, c_y, row_eps, row_delta, rng, **(params or {}))
     coef = theta[:-1] / mh[:, 1]
     intercept = float(my + theta[-1] - np.sum(coef * mh[:, 0]))
     r_eps, r_delta = float(eps), float(delta)

@@ -345,7 +345,16 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
                 a = _column(c, key, cname, spec)
                 if a is not None:
                     attrs.append(a)
-        tables.append(TableSchema(name=tname, attributes=tuple(attrs), schema=schema))
+        unit = tv["privacy_unit"] or None
+        if unit is not None and (unit in cols or not _identifier(c, p + ".privacy_unit", unit)):
+            if unit in cols:
+                c.bad(p + ".privacy_unit", f"{unit!r} is a declared column; the privacy unit must not be "
+                      "one (its values would be group keys)")
+            unit = None
+        if tv["max_rows_per_unit"] != 1 and unit is None and not tv["privacy_unit"]:
+            c.bad(p + ".max_rows_per_unit", "needs privacy_unit")
+        tables.append(TableSchema(name=tname, attributes=tuple(attrs), schema=schema, privacy_unit=unit,
+                                  max_rows_per_unit=int(tv["max_rows_per_unit"])))
         load = tv["load"] or {}
         lv = c.read(load, "tables.*.load", p + ".load.")
         rename, offset = lv["rename"] or {}, lv["offset"] or {}

@@ -166,6 +166,11 @@ KEYS: tuple[Key, ...] = (
     # [tables.NAME]
     Key("tables.*", "schema", str, "public", "the table's schema upstream"),
     Key("tables.*", "description", str, "", "shown to tools as the table's comment"),
+    Key("tables.*", "privacy_unit", str, "", "column identifying the person (or other unit) a row belongs to; "
+        "neighbouring tables then differ by all rows of one unit; empty = every row is its own unit"),
+    Key("tables.*", "max_rows_per_unit", int, 1, "with a privacy unit: rows kept per unit (k, chosen by a "
+        "seeded hash of the row, the same in every process); every sensitivity is k times the row-level one",
+        check=_positive_int),
     Key("tables.*", "columns", dict, None, "the columns and their public domains", required=True),
     Key("tables.*", "load", dict, None, "see [tables.NAME.load]"),
     # [tables.NAME.load]
