@@ -23,6 +23,7 @@ from psycopg import sql
 from .config import Config, parse_listen
 from .demo_data import ensure_table, table_exists
 from .embedded import EmbeddedPostgres
+from .events_data import ensure_events_table
 
 log = logging.getLogger("lapras.app")
 
@@ -70,7 +71,12 @@ def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = N
     dsn = pg.dsn(cfg.server.database)
     for table in cfg.catalog.tables:
         source = (data or {}).get(table.name)
-        if ensure_table(dsn, table, cfg.loads.get(table.name, _no_load()), source):
+        load = cfg.loads.get(table.name, _no_load())
+        if source is None and load.generator == "events":
+            if ensure_events_table(dsn, schema=table.schema, name=table.name):
+                print(f"created table {table.qualified_name} with a generated event log", file=sys.stderr)
+            continue
+        if ensure_table(dsn, table, load, source):
             what = f"from {source}" if source else "with generated demo rows"
             print(f"created table {table.qualified_name} {what}", file=sys.stderr)
     return Upstream(dsn=dsn, admin_dsn=pg.dsn(), embedded=pg)

@@ -113,6 +113,9 @@ class LoadSettings:
 
     rename: dict[str, str] = field(default_factory=dict)
     offset: dict[str, int] = field(default_factory=dict)
+    generator: str = "census"
+    """Demo rows for the embedded database when no CSV is given: census-like (``census``) or an event
+    log (``events``: users with many rows, a long tail of heavy users, timestamps up to today)."""
 
 
 @dataclass(frozen=True)
@@ -365,7 +368,8 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
                 c.bad(f"{p}.load.offset.{col}", "must be an integer")
         loads[tname] = LoadSettings(rename={str(k): str(v) for k, v in rename.items()},
                                     offset={str(k): int(v) for k, v in offset.items()
-                                            if isinstance(v, int)})
+                                            if isinstance(v, int)},
+                                    generator=lv["generator"])
     if not tables and not c.problems:
         c.bad("tables", "declare at least one protected table ([tables.NAME] with columns)")
     return Catalog(tuple(tables)), loads

@@ -176,6 +176,10 @@ KEYS: tuple[Key, ...] = (
     # [tables.NAME.load]
     Key("tables.*.load", "rename", dict, None, "CSV header -> column name"),
     Key("tables.*.load", "offset", dict, None, "column -> integer subtracted from the CSV value"),
+    Key("tables.*.load", "generator", str, "census", "demo rows for the embedded database when no CSV is "
+        "given: census-like rows, or an event log (many rows per user, a long tail of heavy users, "
+        "timestamps over the year up to today; the columns of `events` in config.toml)",
+        choices=("census", "events")),
     # [predictor]
     Key("predictor", "split", str, "auto", "the budget split the cut-off's costs come from",
         choices=_SPLITS[:-1]),
