@@ -108,20 +108,30 @@ def test_wrong_type_is_named(k: keys.Key) -> None:
     assert any(p.startswith(f"{k.path}: must be") for p in err.value.problems), err.value.problems
 
 
-@pytest.mark.parametrize("k", [k for k in keys.KEYS if k.choices], ids=lambda k: k.path)
-def test_values_outside_the_choices_are_refused(k: keys.Key) -> None:
+def with_key(k: keys.Key, value: Any) -> dict[str, Any]:
+    """A minimal config setting ``k`` (a top-level section's, the user's or the table t's) to ``value``."""
     tree = minimal()
     if k.section == "users":
-        tree["users"][0][k.name] = "nonsense"
+        tree["users"][0][k.name] = value
+    elif k.section.startswith("tables.*"):
+        node = tree["tables"]["t"]
+        for part in k.section.split(".")[2:]:
+            node = node.setdefault(part, {})
+        node[k.name] = value
     else:
-        tree[k.section] = {k.name: "nonsense"}
+        tree[k.section] = {k.name: value}
+    return tree
+
+
+@pytest.mark.parametrize("k", [k for k in keys.KEYS if k.choices], ids=lambda k: k.path)
+def test_values_outside_the_choices_are_refused(k: keys.Key) -> None:
     with pytest.raises(ConfigError) as err:
-        parse_config(tree)
+        parse_config(with_key(k, "nonsense"))
     assert any("nonsense" in p and ", ".join(k.choices) in p for p in err.value.problems)
     for choice in k.choices:
         if k.section == "users" or choice == "custom":
             continue   # users need a matching secret; custom needs fractions
-        parse_config(minimal(**{k.section: {k.name: choice}}))
+        parse_config(with_key(k, choice))
 
 
 @pytest.mark.parametrize("section", ["server", "tls", "upstream", "privacy", "lapras", "predictor"])
