@@ -141,15 +141,21 @@ class Engine:
         else:
             self._adopt(ep)
 
-    def _adopt(self, ep: EpochRecord) -> None:
-        """Make ``ep`` the engine's epoch: its MM release and stored answers, as the ledger has them."""
+    def _adopt(self, ep: EpochRecord, drawn: MMRelease | None = None, drawn_payload: bytes | None = None) -> None:
+        """Make ``ep`` the engine's epoch: its MM release and stored answers, as the ledger has them.
+
+        ``drawn`` is the release this engine just stored (``drawn_payload`` its bytes): when the ledger holds
+        exactly that one it is kept as is, with its strategies' factorisations already computed."""
         with self._lock:
             rel = self.ledger.mm_release(ep.id)
             mm = None
             pkeys: frozenset[str] = frozenset()
             if rel is not None and rel.payload is not None:
                 meta = rel.meta if isinstance(rel.meta, dict) else {}
-                mm = MMRelease.from_bytes(meta.get("groups", []), rel.payload, rel.cost)
+                if drawn is not None and rel.payload == drawn_payload:
+                    mm = drawn
+                else:
+                    mm = MMRelease.from_bytes(meta.get("groups", []), rel.payload, rel.cost)
                 pkeys = frozenset(meta.get("keys", []))
             self._epoch, self._mm, self._pkeys = ep, mm, pkeys
             if ep.state.stopped:
@@ -181,7 +187,7 @@ class Engine:
                              split.to_json(), st.allocation, s, st.warmup or warmup_length(s), st.min_fraction,
                              prior_bad=(1 - rho) * s if rho is not None else None, rho_estimate=rho,
                              predicted_keys=n_pred)
-            mm_rec = None
+            mm_rec, rel = None, None
             units = split.mm * budget.units
             if groups and units > 0:
                 cost = budget.cost_of(units)
@@ -192,7 +198,7 @@ class Engine:
                 mm_rec = ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
                                        {"groups": rel.meta(), "keys": keys}, rel.to_bytes())
             ep = self.ledger.begin_epoch(spec, mm_rec, expected_current)
-            self._adopt(ep)
+            self._adopt(ep, rel, mm_rec.payload if mm_rec is not None else None)
             return ep
 
     def _progress(self, total: int) -> Callable[[float], None] | None:
