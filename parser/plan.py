@@ -10,6 +10,7 @@ import numpy as np
 
 from . import postprocess as pp
 from .linear import LinearQuery
+from .quantile import Quantile
 from .scalar import FLOAT8, Env, Expr
 from .schema import TableSchema
 
@@ -79,7 +80,7 @@ class QueryPlan:
         n = len(self.group_keys)
         keys = [list(col) for col in zip(*self.group_keys, strict=True)] if self.group_keys and self.group_keys[0] else []
         env = Env(n, keys=keys, aggs=aggs, params=self.params, strict=False)
-        readers = (pp.Agg, pp.Scaled, pp.Lin, pp.Ratio, pp.Avg)
+        readers = (pp.Agg, pp.Scaled, pp.Lin, pp.Ratio, pp.Avg, Quantile)
         cols = [e.ev(env) for e in self.template.outputs if any(isinstance(x, readers) for x in e.walk())]
         out = np.full((n, len(cols)), np.nan)
         for j, col in enumerate(cols):
@@ -111,14 +112,42 @@ class QueryPlan:
                 vals[i] = 0.0  # exactly zero whatever the data: no noise needed, none shown
         n_slots = len(self.template.aggs)
         slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.group_keys), n_slots)
-        aggs = vals[slots] * np.asarray(self.factors, dtype=np.float64).reshape(slots.shape)
-        rows, groups = pp.result_rows(self.template, self.group_keys, aggs, self.params, self.limit, self.offset)
+        fac = np.asarray(self.factors, dtype=np.float64).reshape(slots.shape)
+        aggs = vals[slots] * fac
+        errs = None if stderrs is None else np.asarray(stderrs, dtype=np.float64).reshape(-1)
+        slot_errs = None if errs is None else errs[slots] * np.abs(fac)
+        rows, groups = pp.result_rows(self.template, self.group_keys, aggs, self.params, self.limit, self.offset,
+                                      slot_errs)
         if not with_stderr:
             return rows
-        errs = None if stderrs is None else np.asarray(stderrs, dtype=np.float64).reshape(-1)
         outputs = self.template.outputs
-        return [row + tuple(_stderr(e, self.slots[g], self.factors[g], errs, self.queries) for e in outputs)
-                for row, g in zip(rows, groups, strict=True)]
+        q_err = {i: e.stderr(aggs[groups], None if slot_errs is None else slot_errs[groups])
+                 for i, e in enumerate(outputs) if isinstance(e, Quantile)}
+        return [row + tuple(q_err[i][r] if i in q_err else _stderr(e, self.slots[g], self.factors[g], errs,
+                                                                     self.queries)
+                            for i, e in enumerate(outputs))
+                for r, (row, g) in enumerate(zip(rows, groups, strict=True))]
+
+    def intervals(self, values: Sequence[float] | np.ndarray,
+                  stderrs: Sequence[float] | np.ndarray) -> list[tuple[str, tuple[object, ...], object, object, object]]:
+        """For each order-statistic output and group (in domain order): (column name, group key, estimate,
+        95% low, 95% high). Post-processing of the released values and their standard errors."""
+        if not any(isinstance(e, Quantile) for e in self.template.outputs) or not self.group_keys:
+            return []
+        vals = np.asarray(values, dtype=np.float64).reshape(-1).copy()
+        errs = np.asarray(stderrs, dtype=np.float64).reshape(-1)
+        for i, q in enumerate(self.queries):
+            if q.is_zero:
+                vals[i] = 0.0
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.group_keys), len(self.template.aggs))
+        fac = np.asarray(self.factors, dtype=np.float64).reshape(slots.shape)
+        out = []
+        for e in self.template.outputs:
+            if isinstance(e, Quantile):
+                for key, (est, lo, hi) in zip(self.group_keys, e.intervals(vals[slots] * fac,
+                                                                           errs[slots] * np.abs(fac)), strict=True):
+                    out.append((e.name, key, est, lo, hi))
+        return out
 
 
 def _stderr(e: Expr, slot: tuple[int, ...], fac: tuple[float, ...], errs: np.ndarray | None,

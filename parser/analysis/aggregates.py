@@ -20,6 +20,7 @@ from ..syntax import position_of
 from ..template import AggSpec
 from .context import Context
 from .nodes import sql_of, strip_numeric_casts, strip_paren, unsupported
+from .quantiles import ORDER_STATISTICS, lower_order_statistic
 from .scalars import NOT_CONSTANT, fold
 from .where import lower_where, operand
 from .where import subject as strip_identity_casts
@@ -36,13 +37,15 @@ UNSUPPORTED_AGGREGATES = {
 }
 
 
-def lower_aggregate(node: exp.AggFunc, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
+def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
     """The expression computing ``node`` per group, restricted by a FILTER condition ``filt``."""
+    if isinstance(node, ORDER_STATISTICS):
+        return lower_order_statistic(node, filt, name, ctx)
     kind = type(node).__name__.lower()
     if kind not in ("count", "sum", "avg"):
         label = UNSUPPORTED_AGGREGATES.get(kind, kind.upper())
         raise unsupported(f"aggregate {label}", node,
-                          hint="Only COUNT, SUM and AVG have bounded sensitivity here; " + E.SUPPORTED_HINT)
+                          hint="COUNT, SUM, AVG, MIN, MAX, MEDIAN and percentiles are answered; " + E.SUPPORTED_HINT)
     arg = node.this
     if isinstance(arg, exp.Distinct):
         raise unsupported(f"{kind.upper()}(DISTINCT ...)", node)

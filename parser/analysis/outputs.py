@@ -53,10 +53,10 @@ def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
     if isinstance(node, exp.Filter):
         agg = node.this
         cond = node.expression.this if isinstance(node.expression, exp.Where) else node.expression
-        if not isinstance(agg, exp.AggFunc):
+        if not isinstance(agg, exp.AggFunc | exp.WithinGroup):
             raise unsupported("FILTER on a non-aggregate", node)
         return lower_aggregate(agg, lower_where(cond, ctx), figure_name(node), ctx)
-    if isinstance(node, exp.AggFunc):
+    if isinstance(node, exp.AggFunc | exp.WithinGroup):
         return lower_aggregate(node, None, figure_name(node), ctx)
     for i, dim in enumerate(ctx.groups):
         if dim.node is not None and node == dim.node:
@@ -95,6 +95,9 @@ def figure_name(node: exp.Expr) -> str:
         return inner if inner != "?column?" else _CAST_NAMES.get(node.args["to"].this, "?column?")
     if isinstance(node, exp.Filter):
         return figure_name(node.this)
+    if isinstance(node, exp.WithinGroup):
+        return {exp.PercentileCont: "percentile_cont", exp.PercentileDisc: "percentile_disc"}.get(
+            type(node.this), "?column?")
     if isinstance(node, exp.AggFunc):
         return type(node).__name__.lower()
     if isinstance(node, exp.Case):

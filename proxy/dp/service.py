@@ -129,6 +129,7 @@ class DPService:
         notices = []
         if settings.get("lapras.show_stderr", "off").lower() in _TRUE:
             notices.append(self._notice(answer))
+            notices.extend(_interval_notices(plan, answer))
         log.debug("answered %s in %.2f ms", plan.table, (time.perf_counter() - t0) * 1e3)
         return QueryResult([ColumnDesc(c.name, c.type_oid) for c in plan.columns], rows,
                            f"SELECT {len(rows)}", notices, outcome=answer.outcome,
@@ -192,6 +193,16 @@ class DPService:
             units_to_eps = epoch.spec.budget.eps_delta
         rows = budget_rows(report, activity, admin=bool(u is not None and u.admin), units_to_eps=units_to_eps)
         return QueryResult(cols, rows, f"SELECT {len(rows)}")
+
+
+def _interval_notices(plan: Any, answer: Any, shown: int = 20) -> list[str]:
+    """One line per order statistic (MIN, MAX, median, percentiles) and group: its 95% interval."""
+    lines = []
+    for name, key, est, lo, hi in plan.intervals(answer.values, answer.stderrs)[:shown]:
+        group = f" group ({', '.join(map(str, key))})" if key else ""
+        span = f"95% interval [{lo}, {hi}]" if lo is not None else "no interval (extreme value)"
+        lines.append(f"lapras: {name}{group} = {est}: {span}")
+    return lines
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:

@@ -66,7 +66,7 @@ METABASE: list[Entry] = [
     ('SELECT "public"."adult"."age" AS "age", "public"."adult"."sex" AS "sex" FROM "public"."adult" LIMIT 2000',
      "42501", []),
     ('SELECT min("public"."adult"."age") AS "min", max("public"."adult"."age") AS "max" FROM "public"."adult"',
-     "0A000", []),
+     OK, []),  # order statistics from tree counts
     ('SELECT "public"."adult"."race" AS "race" FROM "public"."adult" GROUP BY "public"."adult"."race" '
      'ORDER BY "public"."adult"."race" ASC', OK, []),  # value list: the public domain
     ('SELECT count(*) AS "count" FROM "public"."adult" '
@@ -128,7 +128,7 @@ TABLEAU: list[Entry] = [
      'WHERE ((NOT ("adult"."race" IN (0, 4))) AND ("adult"."sex" = 0))', OK, []),
     ('SELECT "adult"."income_gt_50k" AS "income_gt_50k" FROM "public"."adult" "adult" GROUP BY 1', OK, []),  # values
     ('SELECT MIN("adult"."age") AS "TEMP(attr:age:qk)(2593)(0)", MAX("adult"."age") AS "TEMP(attr:age:qk)(3)(0)" '
-     'FROM "public"."adult" "adult" HAVING (COUNT(1) > 0)', "0A000", []),
+     'FROM "public"."adult" "adult" HAVING (COUNT(1) > 0)', OK, []),
     ('SELECT COUNT(DISTINCT "adult"."native_country") AS "ctd:native_country:ok" FROM "public"."adult" "adult"',
      "0A000", []),
     ('SELECT "adult"."sex" AS "sex", SUM(("adult"."capital_gain" - "adult"."capital_loss")) AS "sum:net:ok" '
@@ -266,8 +266,8 @@ ANALYST: list[Entry] = [
     ("SELECT count(*) FROM adult UNION ALL SELECT count(*) FROM adult", "0A000", []),
     ("SELECT count(*) OVER () FROM adult", "0A000", []),
     ("SELECT race, row_number() OVER (ORDER BY race) FROM adult GROUP BY race", "0A000", []),
-    ("SELECT min(age) FROM adult", "0A000", []),
-    ("SELECT max(capital_gain) FROM adult WHERE sex = 1", "0A000", []),
+    ("SELECT min(age) FROM adult", OK, []),
+    ("SELECT max(capital_gain) FROM adult WHERE sex = 1", OK, []),
     ("SELECT percentile_disc(0.9) WITHIN GROUP (ORDER BY hours_per_week) FROM adult", "0A000", []),
     ("SELECT variance(age) FROM adult", "0A000", []),
     ("SELECT string_agg(race::text, ',') FROM adult", "0A000", []),

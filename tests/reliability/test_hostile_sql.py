@@ -42,7 +42,7 @@ MUST_REFUSE: list[tuple[str, set[str]]] = [
     ("SELECT array_agg(age) FROM adult", RAW_READ),
     ("SELECT string_agg(fnlwgt::text, ',') FROM adult", RAW_READ),
     ("SELECT json_agg(a) FROM adult a", RAW_READ | {"42703"}),
-    ("SELECT max(age) FROM adult", RAW_READ),
+    ("SELECT mode() WITHIN GROUP (ORDER BY fnlwgt) FROM adult", RAW_READ),
     ("SELECT count(DISTINCT fnlwgt) FROM adult", RAW_READ),
     ("SELECT age, row_number() OVER () FROM adult", RAW_READ),
     ("SELECT count(*) FROM adult a JOIN adult b ON a.age = b.age", RAW_READ),

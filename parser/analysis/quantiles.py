@@ -1,0 +1,81 @@
+"""Pass: lower an order statistic (MIN, MAX, MEDIAN, ``percentile_cont`` / ``percentile_disc`` WITHIN GROUP
+(ORDER BY col)) over an ordered attribute to one COUNT slot per node of its public tree (parser.quantile)
+and the post-processing expression that reads the quantile from them."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from sqlglot import exp
+
+from .. import condition as C
+from .. import errors as E
+from .. import scalar as S
+from ..errors import Refusal
+from ..predicate import merge_ranges
+from ..quantile import Quantile, build_tree
+from ..syntax import position_of
+from ..template import AggSpec
+from .context import Context
+from .nodes import sql_of, strip_numeric_casts, strip_paren, unsupported
+from .scalars import fold
+
+ORDER_STATISTICS = (exp.Min, exp.Max, exp.Median, exp.WithinGroup)
+_HINT = ("MIN, MAX, MEDIAN and percentile_cont/percentile_disc(fraction) WITHIN GROUP (ORDER BY col) take one "
+         "integer attribute and a constant fraction in [0, 1].")
+
+
+def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
+    """The per-group expression computing ``node`` (restricted by a FILTER condition ``filt``)."""
+    if isinstance(node, exp.WithinGroup):
+        fn, order = node.this, node.expression
+        if not isinstance(fn, exp.PercentileCont | exp.PercentileDisc):
+            raise unsupported(f"{sql_of(fn)} WITHIN GROUP", node, hint=_HINT)
+        kind = "cont" if isinstance(fn, exp.PercentileCont) else "disc"
+        fraction = _fraction(fn.this, ctx)
+        items = order.expressions if isinstance(order, exp.Order) else []
+        if len(items) != 1:
+            raise unsupported("WITHIN GROUP with several ORDER BY items", order, hint=_HINT)
+        item = items[0]
+        if item.args.get("desc"):
+            fraction = 1.0 - fraction  # the p-th value in descending order is the (1-p)-th ascending
+        col = item.this
+        label = "percentile_cont" if kind == "cont" else "percentile_disc"
+    else:
+        kind = {exp.Min: "min", exp.Max: "max", exp.Median: "cont"}[type(node)]
+        fraction = 0.5 if isinstance(node, exp.Median) else (0.0 if kind == "min" else 1.0)
+        col = node.this
+        label = kind.upper() if kind != "cont" else "MEDIAN"
+        if isinstance(col, exp.Distinct):
+            col = col.expressions[0] if len(col.expressions) == 1 else col  # MIN(DISTINCT x) = MIN(x)
+    col = strip_numeric_casts(strip_paren(col))
+    if not isinstance(col, exp.Column):
+        raise unsupported(f"{label} of {sql_of(col)}", col, hint=_HINT)
+    attr = ctx.column(col)
+    if attr.domain.kind != "int":
+        raise unsupported(f"{label} of text attribute {attr.name}", col, hint=_HINT)
+    n = attr.domain.base_size
+    tree = build_tree(n)
+    ctx.budget.tick(len(tree.nodes))
+    slots = []
+    for i in range(len(tree.nodes)):
+        lo, hi = tree.node_cells(i)
+        rest = merge_ranges([r for r in ((0, lo - 1), (hi + 1, n - 1)) if r[0] <= r[1]])
+        cond: C.Cond = C.Cells(attr.name, ((lo, hi),), tuple(rest))
+        slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
+    values = [float(attr.domain.lo + i) for i in range(n)]
+    oid = S.FLOAT8 if kind == "cont" else S.INT4
+    return Quantile(tree, slots, values, kind, fraction, oid, name)
+
+
+def _fraction(node: exp.Expr, ctx: Context) -> float:
+    if isinstance(strip_paren(node), exp.Array):
+        raise unsupported("percentiles of an array of fractions", node, hint="Ask for each fraction separately.")
+    value = fold(node, ctx.budget)
+    if isinstance(value, bool) or not isinstance(value, int | Decimal | float):
+        raise unsupported(f"percentile fraction {sql_of(node)}", node, hint=_HINT)
+    p = float(value)
+    if not 0.0 <= p <= 1.0:
+        raise Refusal(E.NUMERIC_VALUE_OUT_OF_RANGE, f"percentile value {p:g} is not between 0 and 1",
+                      position=position_of(node))
+    return p

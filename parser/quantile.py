@@ -1,0 +1,213 @@
+"""Order statistics from noisy counts: MIN, MAX, median and percentiles of an ordered attribute.
+
+A quantile is not a linear query, but the CDF it reads is. The attribute's non-NULL cells are covered by a
+tree of intervals (``Tree``, public: it depends on the domain size only); each node is one COUNT, so the
+engine measures it like any other linear query (charged once, stored, repeated free, predicted nodes
+served by the matrix mechanism). One row lies in one node per level: the L2 sensitivity of the whole tree
+is sqrt(levels), computed by the engine from the query matrix as always.
+
+Post-processing (no privacy cost): the node counts are made consistent by least squares (one fixed
+projection per tree), negative leaves are clipped, and the quantile is read from the cumulative sums.
+The node standard errors give the variance of every CDF point, hence a 95% interval for each quantile
+and a noise-aware MIN/MAX: the first (last) value below (above) which the estimated count exceeds
+``EXTREME_Z`` standard errors, so an empty tail of pure noise is not mistaken for data.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from .scalar import FLOAT8, Env, Expr, Vector
+
+MAX_LEAVES = 512
+"""Leaves of the tree at most; larger domains group adjacent cells into equal-width blocks (a quantile
+inside a block is interpolated, an error of at most one block width)."""
+EXTREME_Z = 2.0
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Tree:
+    """Intervals over ``n_cells`` cells: ``leaves`` (cell ranges) and ``nodes`` (leaf ranges, root first)."""
+
+    n_cells: int
+    branching: int
+    leaves: tuple[tuple[int, int], ...]
+    nodes: tuple[tuple[int, int], ...]
+
+    @property
+    def levels(self) -> int:
+        return 1 if self.branching == 0 else int(round(math.log(self._padded, self.branching))) + 1
+
+    @property
+    def _padded(self) -> int:
+        n = 1
+        while n < len(self.leaves):
+            n *= self.branching
+        return n
+
+    def node_cells(self, i: int) -> tuple[int, int]:
+        """Cell index range of node ``i``."""
+        lo, hi = self.nodes[i]
+        return self.leaves[lo][0], self.leaves[hi][1]
+
+    @property
+    def projection(self) -> np.ndarray:
+        """(leaves x nodes): node counts -> least-squares leaf counts."""
+        return _projection(self)
+
+    @property
+    def cumulative(self) -> np.ndarray:
+        """(leaves x nodes): node counts -> least-squares CDF at the end of each leaf."""
+        return np.cumsum(self.projection, axis=0)
+
+
+@lru_cache(maxsize=64)
+def _projection(tree: Tree) -> np.ndarray:
+    a = np.zeros((len(tree.nodes), len(tree.leaves)))
+    for i, (lo, hi) in enumerate(tree.nodes):
+        a[i, lo : hi + 1] = 1.0
+    return np.linalg.pinv(a)
+
+
+def _prefix_cost(n: int, b: int) -> float:
+    """Mean number of nodes x levels needed for a prefix [0, k): the variance of a CDF point, in units of one
+    node's variance at sensitivity 1, before least squares (which only improves it). Chooses ``b``."""
+    if b == 0:
+        return (n + 1) / 2.0  # leaves only, one level
+    levels, padded = 1, 1
+    while padded < n:
+        padded *= b
+        levels += 1
+    total = 0
+    for k in range(1, n + 1):
+        used, rest, width = 0, k, padded
+        while rest and width >= 1:
+            used += rest // width
+            rest %= width
+            width //= b
+        total += used
+    return levels * total / n
+
+
+@lru_cache(maxsize=256)
+def build_tree(n_cells: int) -> Tree:
+    """The tree over ``n_cells`` cells with the lowest CDF variance among branchings 2..16 and a flat
+    histogram (which needs no tree at all for tiny domains)."""
+    width = max(1, math.ceil(n_cells / MAX_LEAVES))
+    leaves = tuple((s, min(s + width, n_cells) - 1) for s in range(0, n_cells, width))
+    n = len(leaves)
+    best = min([0, *range(2, 17)], key=lambda b: (_prefix_cost(n, b), b))
+    if best == 0:
+        return Tree(n_cells, 0, leaves, tuple((i, i) for i in range(n)))
+    nodes: list[tuple[int, int]] = []
+    span = 1
+    while span < n:
+        span *= best
+    while span >= 1:
+        nodes.extend((s, min(s + span, n) - 1) for s in range(0, n, span))
+        span //= best
+    return Tree(n_cells, best, leaves, tuple(nodes))
+
+
+class Quantile(Expr):
+    """An order statistic of attribute values ``values`` (one per cell) per group, from the node slots.
+
+    ``kind``: ``"cont"`` (percentile_cont, median), ``"disc"`` (percentile_disc), ``"min"``, ``"max"``.
+    """
+
+    def __init__(self, tree: Tree, slots: list[int], values: list[float], kind: str, fraction: float,
+                 oid: int, name: str) -> None:
+        self.tree, self.slots, self.values, self.kind, self.fraction = tree, slots, values, kind, fraction
+        self.oid, self.name = oid, name
+
+    def ev(self, env: Env) -> Vector:
+        assert env.aggs is not None
+        errs = env.errs[:, self.slots] if env.errs is not None else None
+        return [self._one(v, e)[0] for v, e in zip(self._leaves(env.aggs), self._errs(errs, env.n), strict=True)]
+
+    def intervals(self, aggs: np.ndarray, errs: np.ndarray | None) -> list[tuple[object, object, object]]:
+        """Per group: (estimate, low, high) of the 95% interval (None where there is no estimate)."""
+        e = errs[:, self.slots] if errs is not None else None
+        return [self._one(v, s) for v, s in zip(self._leaves(aggs), self._errs(e, aggs.shape[0]), strict=True)]
+
+    # -- post-processing -------------------------------------------------------------------------------
+
+    def _leaves(self, aggs: np.ndarray) -> np.ndarray:
+        return aggs[:, self.slots] @ self.tree.projection.T
+
+    def _errs(self, errs: np.ndarray | None, n: int) -> list[np.ndarray | None]:
+        return [None] * n if errs is None else list(errs)
+
+    def _value(self, leaf: int, share: float) -> float:
+        """The value ``share`` of the way through leaf ``leaf`` (exact for one-cell leaves)."""
+        lo, hi = self.tree.leaves[leaf]
+        cell = lo + min(hi - lo, int(math.floor(max(share, 0.0) * (hi - lo + 1))))
+        return self.values[cell]
+
+    def _at_rank(self, counts: np.ndarray, cdf: np.ndarray, rank: float) -> float:
+        j = int(np.searchsorted(cdf, rank, side="right"))
+        j = min(j, len(cdf) - 1)
+        before = cdf[j - 1] if j > 0 else 0.0
+        return self._value(j, (rank - before) / counts[j] if counts[j] > 0 else 0.0)
+
+    def _one(self, leaves: np.ndarray, node_err: np.ndarray | None) -> tuple[object, object, object]:
+        # Least squares leaves are unbiased; clipping each at 0 would bias the CDF up across every sparse
+        # leaf. The running maximum of the unbiased CDF is monotone and moves it only where noise dips.
+        raw = np.cumsum(leaves)
+        cdf = np.maximum.accumulate(raw)
+        counts = np.diff(cdf, prepend=0.0)
+        total = float(raw[-1])
+        if total <= 0:
+            return None, None, None
+        cum = self.tree.cumulative  # (leaves x nodes)
+        var = (cum**2) @ node_err**2 if node_err is not None else np.zeros(len(cdf))
+        if self.kind in ("min", "max"):
+            if self.kind == "min":
+                ok = np.flatnonzero(raw > np.maximum(EXTREME_Z * np.sqrt(var), 0.5))  # counts are whole
+                est = self._value(int(ok[0]), 0.0) if len(ok) else None
+            else:
+                tail = total - np.concatenate(([0.0], raw[:-1]))
+                tvar = ((cum[-1] - np.vstack([np.zeros(cum.shape[1]), cum[:-1]])) ** 2) @ (
+                    node_err**2 if node_err is not None else np.zeros(cum.shape[1]))
+                ok = np.flatnonzero(tail > np.maximum(EXTREME_Z * np.sqrt(tvar), 0.5))
+                est = self._value(int(ok[-1]), 1.0) if len(ok) else None
+            return self._typed(est), None, None
+        p = self.fraction
+        if self.kind == "disc":
+            target = p * total
+            j = int(np.searchsorted(cdf, target, side="left")) if p > 0 else int(np.flatnonzero(counts > 0)[0])
+            j = min(j, len(cdf) - 1)
+            before = cdf[j - 1] if j > 0 else 0.0
+            est: object = self._typed(self._value(j, (target - before) / counts[j] if counts[j] > 0 else 0.0))
+        else:
+            r = p * max(total - 1.0, 0.0)
+            lo_v, hi_v = self._at_rank(counts, cdf, math.floor(r)), self._at_rank(counts, cdf, math.ceil(r))
+            est = lo_v + (r - math.floor(r)) * (hi_v - lo_v)
+        if node_err is None:
+            return est, est, est
+        # 95% interval: the values where CDF - p * N is within 1.96 standard errors of 0.
+        d = raw - p * total
+        dvar = ((cum - p * cum[-1]) ** 2) @ node_err**2
+        band = Z95 * np.sqrt(dvar)
+        low_j = np.flatnonzero(d + band >= 0)
+        high_j = np.flatnonzero(d - band >= 0)
+        low = self._typed(self._value(int(low_j[0]), 0.0)) if len(low_j) else None
+        high = self._typed(self._value(int(high_j[0]), 1.0)) if len(high_j) else self._typed(self.values[-1])
+        return est, low, high
+
+    def _typed(self, v: float | None) -> object:
+        if v is None:
+            return None
+        return float(v) if self.oid == FLOAT8 else int(round(v))
+
+    def stderr(self, aggs: np.ndarray, errs: np.ndarray | None) -> list[float | None]:
+        """Half the 95% interval's width over 1.96, per group: a standard error for show_stderr."""
+        out: list[float | None] = []
+        for _, lo, hi in self.intervals(aggs, errs):
+            out.append(None if lo is None or hi is None else (float(hi) - float(lo)) / (2 * Z95))  # type: ignore[arg-type]
+        return out
