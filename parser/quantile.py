@@ -166,6 +166,7 @@ class Quantile(Expr):
             return None, None, None
         cum = self.tree.cumulative  # (leaves x nodes)
         var = (cum**2) @ node_err**2 if node_err is not None else np.zeros(len(cdf))
+        est: object
         if self.kind in ("min", "max"):
             if self.kind == "min":
                 ok = np.flatnonzero(raw > np.maximum(EXTREME_Z * np.sqrt(var), 0.5))  # counts are whole
@@ -183,7 +184,7 @@ class Quantile(Expr):
             j = int(np.searchsorted(cdf, target, side="left")) if p > 0 else int(np.flatnonzero(counts > 0)[0])
             j = min(j, len(cdf) - 1)
             before = cdf[j - 1] if j > 0 else 0.0
-            est: object = self._typed(self._value(j, (target - before) / counts[j] if counts[j] > 0 else 0.0))
+            est = self._typed(self._value(j, (target - before) / counts[j] if counts[j] > 0 else 0.0))
         else:
             r = p * max(total - 1.0, 0.0)
             lo_v, hi_v = self._at_rank(counts, cdf, math.floor(r)), self._at_rank(counts, cdf, math.ceil(r))

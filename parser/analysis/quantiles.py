@@ -42,7 +42,8 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
         col = item.this
         label = "percentile_cont" if kind == "cont" else "percentile_disc"
     else:
-        kind = {exp.Min: "min", exp.Max: "max", exp.Median: "cont"}[type(node)]
+        kinds: dict[type[exp.Expr], str] = {exp.Min: "min", exp.Max: "max", exp.Median: "cont"}
+        kind = kinds[type(node)]
         fraction = 0.5 if isinstance(node, exp.Median) else (0.0 if kind == "min" else 1.0)
         col = node.this
         label = kind.upper() if kind != "cont" else "MEDIAN"

@@ -201,8 +201,8 @@ def test_refusal_fields() -> None:
     r = refusal("SELECT COUNT(*) FROM adult WHERE salary > 3")
     assert (r.sqlstate, r.position) == ("42703", 34)
     assert "age" in (r.hint or "")
-    r = refusal("SELECT MAX(age) FROM adult")
-    assert r.sqlstate == "0A000" and "MAX" in r.message and r.position == 8 and "COUNT" in (r.hint or "")
+    r = refusal("SELECT STDDEV(age) FROM adult")
+    assert r.sqlstate == "0A000" and "STDDEV" in r.message and r.position == 8 and "COUNT" in (r.hint or "")
     r = refusal("SELECT COUNT(*) FROM adult JOIN other ON true")
     assert r.sqlstate == "0A000" and "JOIN" in r.message
     r = refusal("SELECT COUNT(*) FROM nosuch")
