@@ -85,3 +85,30 @@ def test_median_and_percentiles_through_the_proxy(proxy_factory) -> None:
             (outside,) = direct.execute("SELECT avg((age < %s OR age > %s)::int) FROM adult WHERE sex = %s",
                                         (lo, hi, sex)).fetchone()  # type: ignore[misc]
             assert float(outside) < 0.01, (sex, lo, hi, outside)
+
+
+SERIES_LIMITED = (
+    "SELECT education_num AS education_num, race AS race, COUNT(*) AS count FROM public.adult "
+    "JOIN (SELECT race AS race__, COUNT(*) AS mme_inner__ FROM public.adult WHERE age >= 30 GROUP BY race "
+    "ORDER BY mme_inner__ DESC LIMIT 2) AS series_limit ON race = race__ "
+    "WHERE age >= 30 GROUP BY education_num, race ORDER BY count DESC LIMIT 10000")
+
+
+def test_superset_series_limit_is_two_dp_statements(proxy, adult_db: str) -> None:
+    """Superset's series limit: the top-N subquery is answered first (noisy totals, charged), the chart
+    query then restricted to those series (charged); the whole is repeated free."""
+    notices: list[str] = []
+    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET lapras.show_stderr = on")
+        rows = conn.execute(SERIES_LIMITED).fetchall()
+        after = _budget(conn)
+        assert conn.execute(SERIES_LIMITED).fetchall() == rows and _budget(conn) == after
+        top = conn.execute("SELECT race AS \"race__\", COUNT(*) AS mme_inner__ FROM public.adult WHERE age >= 30 "
+                           "GROUP BY race ORDER BY mme_inner__ DESC LIMIT 2").fetchall()
+    assert {r[1] for r in rows} == {r[0] for r in top}  # the series the first statement released
+    assert any("series limit" in n for n in notices)
+    with psycopg.connect(adult_db) as direct:  # the session proxy's upstream; its budget makes noise tiny
+        exact_top = direct.execute("SELECT race FROM adult WHERE age >= 30 GROUP BY race ORDER BY count(*) DESC "
+                                   "LIMIT 2").fetchall()
+    assert {r[0] for r in top} == {r[0] for r in exact_top}

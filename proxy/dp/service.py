@@ -18,6 +18,7 @@ import psycopg
 import parser as sqlparser
 from lapras.errors import LaprasError
 from parser.pgtypes import INT8, TEXT
+from parser.series import SeriesLimit, series_limit
 from parser.sqlstate import SqlError
 
 from ..ops.config import Config
@@ -83,7 +84,14 @@ class DPService:
         if _NEW_EPOCH.match(sql):
             return [], list(EPOCH_COLUMNS)
         # Describe has no session settings: the server's statement timeout bounds its planning.
-        d = self.planner.describe(sql, deadline=time.monotonic() + self.config.server.statement_timeout_s)
+        deadline = time.monotonic() + self.config.server.statement_timeout_s
+        try:
+            d = self.planner.describe(sql, deadline=deadline)
+        except sqlparser.Refusal:
+            split = series_limit(sql, self.catalog)
+            if split is None:
+                raise
+            d = self.planner.describe(split.outer([]), deadline=deadline)  # the shape is the outer query's
         params = list(d.param_types)
         for i, oid in enumerate(param_oids[: len(params)]):
             if oid:
@@ -119,8 +127,14 @@ class DPService:
         if plan is None:
             # Planning a new text is bounded by the statement's deadline and work limits, and runs off the
             # event loop so a hard statement never stalls other clients while it is planned or refused.
-            plan = await asyncio.to_thread(self.planner.plan, sql, params or None,
-                                           deadline=self._deadline(settings))
+            try:
+                plan = await asyncio.to_thread(self.planner.plan, sql, params or None,
+                                               deadline=self._deadline(settings))
+            except sqlparser.Refusal:
+                split = None if params else series_limit(sql, self.catalog)
+                if split is None:
+                    raise
+                return await self._series_limited(split, user, settings)
         # Repeats and free answers come from memory without a thread hop: the hot path stays lean.
         answer = self.engine.lookup(plan)
         if answer is None:
@@ -135,6 +149,17 @@ class DPService:
                            f"SELECT {len(rows)}", notices, outcome=answer.outcome,
                            query_keys=tuple(q.key for q in plan.queries),
                            cost=answer.cost.to_json() if answer.cost is not None else None)
+
+    async def _series_limited(self, split: SeriesLimit, user: str, settings: Mapping[str, str]) -> QueryResult:
+        """Superset's series limit as two DP statements: the top-N subquery (noisy totals), then the query
+        restricted to the N series it released (see parser.series)."""
+        top = await self._execute(split.inner, (), user, settings)
+        keys = [tuple(r[: split.n_keys]) for r in top.rows]
+        main = await self._execute(split.outer(keys), (), user, settings)
+        note = (f"lapras: series limit: {len(keys)} series chosen from noisy totals by a separate DP statement "
+                "(charged like any statement; repeated free)")
+        return QueryResult(main.columns, main.rows, main.command_tag, [*top.notices, note, *main.notices],
+                           outcome=main.outcome, query_keys=top.query_keys + main.query_keys, cost=main.cost)
 
     def _deadline(self, settings: Mapping[str, str]) -> float:
         """When planning must stop: the session's statement_timeout, capped by server.statement_timeout_s."""

@@ -124,3 +124,20 @@ def test_probe_still_checks_its_where() -> None:
     with pytest.raises(Refusal) as info:
         plan_query("SELECT * FROM adult WHERE agee = 1 LIMIT 1", MIXED)
     assert info.value.sqlstate == "42703"
+
+
+def test_series_limit_split() -> None:
+    from parser.series import series_limit
+
+    sql = ("SELECT sex AS sex, race AS race, COUNT(*) AS count FROM public.adult JOIN (SELECT race AS race__, "
+           "COUNT(*) AS mme_inner__ FROM public.adult GROUP BY race ORDER BY mme_inner__ DESC LIMIT 2) AS "
+           "series_limit ON race = race__ WHERE age > 20 GROUP BY sex, race LIMIT 10000")
+    with pytest.raises(Refusal):
+        plan_query(sql, MIXED)  # one statement cannot answer it: its filter is the output of another
+    split = series_limit(sql, MIXED)
+    assert split is not None and split.n_keys == 1
+    assert [c.name for c in plan_query(split.inner, MIXED).columns] == ["race__", "mme_inner__"]
+    outer = plan_query(split.outer([(4,), (1,)]), MIXED)
+    assert {r[1] for r in outer.rows([0.0] * len(outer.queries))} == {1, 4}
+    assert plan_query(split.outer([]), MIXED).rows([]) == []
+    assert series_limit("SELECT count(*) FROM adult a JOIN adult b ON a.age = b.age", MIXED) is None
