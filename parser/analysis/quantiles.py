@@ -22,7 +22,7 @@ from .scalars import fold
 
 ORDER_STATISTICS = (exp.Min, exp.Max, exp.Median, exp.WithinGroup)
 _HINT = ("MIN, MAX, MEDIAN and percentile_cont/percentile_disc(fraction) WITHIN GROUP (ORDER BY col) take one "
-         "integer attribute and a constant fraction in [0, 1].")
+         "numeric attribute and a constant fraction in [0, 1].")
 
 
 def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
@@ -53,8 +53,8 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
     if not isinstance(col, exp.Column):
         raise unsupported(f"{label} of {sql_of(col)}", col, hint=_HINT)
     attr = ctx.column(col)
-    if attr.domain.kind != "int":
-        raise unsupported(f"{label} of text attribute {attr.name}", col, hint=_HINT)
+    if not (attr.domain.summable and attr.domain.ordered_keys):
+        raise unsupported(f"{label} of {attr.domain.type_name} attribute {attr.name}", col, hint=_HINT)
     n = attr.domain.base_size
     tree = build_tree(n)
     ctx.budget.tick(len(tree.nodes))
@@ -64,8 +64,8 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
         rest = merge_ranges([r for r in ((0, lo - 1), (hi + 1, n - 1)) if r[0] <= r[1]])
         cond: C.Cond = C.Cells(attr.name, ((lo, hi),), tuple(rest))
         slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
-    values = [float(attr.domain.lo + i) for i in range(n)]
-    oid = S.FLOAT8 if kind == "cont" else S.INT4
+    values = [float(v) for v in attr.domain.base_values()]
+    oid = S.FLOAT8 if kind == "cont" else attr.domain.oid
     return Quantile(tree, slots, values, kind, fraction, oid, name)
 
 
