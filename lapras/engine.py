@@ -23,6 +23,7 @@ import numpy as np
 
 from lapras.accounting import Budget
 from lapras.allocation import warmup_length
+from lapras.epochs import EpochPreparer, PreparedEpoch
 from lapras.errors import BudgetExhausted, UnknownTable
 from lapras.exact import ExactSource
 from lapras.ledger.base import (
@@ -33,7 +34,15 @@ from lapras.ledger.base import (
     StaleEpoch,
     StoredAnswer,
 )
-from lapras.matrix_mechanism import MMRelease, expected_query_variance, p_workloads, plan_groups, release_mm
+from lapras.matrix_mechanism import (
+    MMGroup,
+    MMRelease,
+    expected_query_variance,
+    p_workloads,
+    plan_groups,
+    quick_groups,
+    release_mm,
+)
 from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from lapras.online import OnlinePolicy, combine
@@ -114,6 +123,7 @@ class Engine:
         clock: Callable[[], float] = time.time,
         mechanism: type[Mechanism] = Gaussian,
         strategies: StrategyCache | None = None,
+        background: bool = False,
     ) -> None:
         self.catalog = catalog
         self.ledger = ledger
@@ -130,13 +140,25 @@ class Engine:
         self._mm: MMRelease | None = None
         self._pkeys: frozenset[str] = frozenset()
         self._stopped: set[int] = set()  # epochs whose stream this process saw stop (it never restarts)
+        # Epoch preparation off the serving path (see lapras.epochs): a thread prepares the next epoch
+        # and commits it at the boundary; an epoch begun without its release reserves the MM share.
+        self.background = background
+        self._mm_pending = False
+        self._mm_ready = threading.Event()
+        self._pending_keys: frozenset[str] = frozenset()
+        self._preparer: EpochPreparer | None = None
         self._load_or_start()
+        if background:
+            self._preparer = EpochPreparer(self)
+            self._preparer.start()
 
     # ----------------------------------------------------------------------------------- epochs
 
     def _load_or_start(self) -> None:
         ep = self.ledger.current_epoch()
-        if ep is None:
+        if ep is None and self.background:
+            self.begin_reserved(expected_current=None)  # serve at once; the release follows
+        elif ep is None:
             self.new_epoch(expected_current=None)
         else:
             self._adopt(ep)
@@ -157,7 +179,14 @@ class Engine:
                 else:
                     mm = MMRelease.from_bytes(meta.get("groups", []), rel.payload, rel.cost)
                 pkeys = frozenset(meta.get("keys", []))
-            self._epoch, self._mm, self._pkeys = ep, mm, pkeys
+            pending = rel is None and ep.spec.split.get("mm", 0.0) > 0 and ep.spec.predicted_keys > 0
+            if not pending:
+                self._pending_keys = frozenset()
+            self._epoch, self._mm, self._pkeys, self._mm_pending = ep, mm, pkeys, pending
+            if pending:
+                self._mm_ready.clear()
+            else:
+                self._mm_ready.set()
             if ep.state.stopped:
                 self._stopped.add(ep.id)
             self._cache = {k: (a.value, a.stderr) for k, a in self.ledger.answers(ep.id).items()}
@@ -165,41 +194,101 @@ class Engine:
                                         self.settings.free_answer_max_stderr or None, self.mechanism)
 
     def new_epoch(self, prediction: Prediction | None = None, expected_current: int | None = -1) -> EpochRecord:
-        """Start a new epoch: new budget, new P, and the MM release drawn before any query is answered."""
-        with self._lock:
-            if expected_current == -1:
-                expected_current = self._epoch.id if self._epoch is not None else None
-            pred = prediction if prediction is not None else self.predictions()
-            st = self.settings
-            s = int(pred.s_estimate or st.stream_length)
-            (eps_q, delta_q), (eps_r, delta_r) = st.stream_budget, st.regression_budget
-            groups_in = self._p_workloads(pred.queries)
+        """Start a new epoch now: new budget, new P, and the MM release drawn before any query is answered.
+
+        The strategy is optimised before the epoch's lock is taken, so other sessions keep being answered
+        (in the old epoch) meanwhile."""
+        if expected_current == -1:
+            expected_current = self._epoch.id if self._epoch is not None else None
+        return self.commit_epoch(self.prepare_epoch(prediction), expected_current)
+
+    def prepare_epoch(self, prediction: Prediction | None = None, quick: bool = False) -> PreparedEpoch:
+        """The data-independent part of a new epoch: P, its strategies (the slow part) and the budget split.
+
+        ``quick`` skips the optimisation (instant): the split is computed from an error estimate never below
+        the optimised one's (:func:`quick_groups`) and the strategies are optimised later."""
+        pred = prediction if prediction is not None else self.predictions()
+        st = self.settings
+        s = int(pred.s_estimate or st.stream_length)
+        (eps_q, delta_q), (eps_r, delta_r) = st.stream_budget, st.regression_budget
+        groups_in = self._p_workloads(pred.queries)
+        if quick:
+            groups = quick_groups(groups_in)
+        else:
             plan = self.strategies.plan_groups if self.strategies is not None else plan_groups
-            groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=self.rng,
+            groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
                           time_limit=st.mm_time_limit, progress=self._progress(len(groups_in)))
-            budget = Budget(st.accounting, eps_q, delta_q)
-            unit_rows = {t.name: t.unit_rows for t in self.catalog.tables}
-            v_unit = expected_query_variance(groups, budget.cost_of(1.0), unit_rows) if groups else None
-            rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
-            split = st.resolve_split(s, rho, v_unit, bool(groups))
-            n_pred = sum(g.n_queries for g in groups)
-            spec = EpochSpec(st.accounting, eps_q, delta_q, st.epsilon, st.delta, eps_r, delta_r,
-                             split.to_json(), st.allocation, s, st.warmup or warmup_length(s), st.min_fraction,
-                             prior_bad=(1 - rho) * s if rho is not None else None, rho_estimate=rho,
-                             predicted_keys=n_pred)
-            mm_rec, rel = None, None
-            units = split.mm * budget.units
-            if groups and units > 0:
-                cost = budget.cost_of(units)
-                hists = [self.exact.marginal(self.catalog.table(g.table), g.marginal)  # type: ignore[arg-type]
-                         for g in groups]
-                rel = release_mm(groups, hists, cost, self.rng, unit_rows)
-                keys = [q.key for q in pred.queries if self._group_of(q) in groups_in]
-                mm_rec = ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
-                                       {"groups": rel.meta(), "keys": keys}, rel.to_bytes())
-            ep = self.ledger.begin_epoch(spec, mm_rec, expected_current)
+        budget = Budget(st.accounting, eps_q, delta_q)
+        v_unit = expected_query_variance(groups, budget.cost_of(1.0), self._unit_rows()) if groups else None
+        rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
+        split = st.resolve_split(s, rho, v_unit, bool(groups))
+        n_pred = sum(g.n_queries for g in groups)
+        spec = EpochSpec(st.accounting, eps_q, delta_q, st.epsilon, st.delta, eps_r, delta_r,
+                         split.to_json(), st.allocation, s, st.warmup or warmup_length(s), st.min_fraction,
+                         prior_bad=(1 - rho) * s if rho is not None else None, rho_estimate=rho,
+                         predicted_keys=n_pred)
+        keys = tuple(q.key for q in pred.queries if self._group_of(q) in groups_in)
+        return PreparedEpoch(spec, None if quick else groups, keys, pred)
+
+    def _unit_rows(self) -> dict[str, int]:
+        return {t.name: t.unit_rows for t in self.catalog.tables}
+
+    def _measure(self, spec: EpochSpec, groups: Sequence[MMGroup],
+                 keys: Sequence[str]) -> tuple[ReleaseRecord, MMRelease] | None:
+        """The MM release of ``groups`` at the epoch's reserved share: reads P's marginals, draws the noise."""
+        units = spec.split.get("mm", 0.0) * spec.budget.units
+        if not groups or units <= 0:
+            return None
+        cost = spec.budget.cost_of(units)
+        hists = [self.exact.marginal(self.catalog.table(g.table), g.marginal)  # type: ignore[arg-type]
+                 for g in groups]
+        # The preparer thread draws from its own generator: a numpy Generator is not thread-safe.
+        rel = release_mm(groups, hists, cost, new_rng() if self.background else self.rng, self._unit_rows())
+        return ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
+                             {"groups": rel.meta(), "keys": list(keys)}, rel.to_bytes()), rel
+
+    def commit_epoch(self, prepared: PreparedEpoch, expected_current: int | None) -> EpochRecord:
+        """Begin the prepared epoch in the ledger, atomically with its MM release (measured now).
+
+        A prepared epoch without strategies (``quick``) begins with the MM share reserved and no release:
+        :meth:`fill_release` adds it. Returns the ledger's current epoch (another process may have won)."""
+        measured = self._measure(prepared.spec, prepared.groups, prepared.keys) if prepared.groups else None
+        mm_rec, rel = measured if measured is not None else (None, None)
+        ep = self.ledger.begin_epoch(prepared.spec, mm_rec, expected_current)
+        with self._lock:
+            if prepared.groups is None:
+                self._pending_keys = frozenset(prepared.keys)
             self._adopt(ep, rel, mm_rec.payload if mm_rec is not None else None)
-            return ep
+        return ep
+
+    def begin_reserved(self, expected_current: int | None) -> EpochRecord:
+        """Begin an epoch at once with the MM share reserved; its release is prepared afterwards."""
+        return self.commit_epoch(self.prepare_epoch(quick=True), expected_current)
+
+    def fill_release(self) -> bool:
+        """Optimise, measure and attach the release of an epoch begun without it; True when attached here.
+
+        The release spends exactly the share the epoch reserved for it, so nothing else could have used it;
+        when another process attached one first (or the epoch ended), this one is discarded unreleased."""
+        ep = self._epoch
+        if ep is None or not self._mm_pending:
+            return False
+        prepared = self.prepare_epoch()
+        if prepared.groups is None or not prepared.groups:
+            return False
+        measured = self._measure(ep.spec, prepared.groups, prepared.keys)
+        attached = measured is not None and self.ledger.attach_mm(ep.id, measured[0])
+        cur = self.ledger.current_epoch()
+        if cur is not None and cur.id == ep.id:
+            if measured is not None:
+                self._adopt(cur, measured[1], measured[0].payload)
+            else:
+                self._adopt(cur)
+        return attached
+
+    def wait_for_release(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds while the epoch's release is being prepared; True when ready."""
+        return self._mm_ready.wait(timeout)
 
     def _progress(self, total: int) -> Callable[[float], None] | None:
         """A bar over P's marginals; the postfix states the worst case left (the preparation's time limit)."""
@@ -226,6 +315,8 @@ class Engine:
         return p_workloads(self.catalog, queries, self.settings.mm_max_cells)
 
     def _maybe_roll(self) -> None:
+        if self.background:
+            return  # the preparer thread rolls the epoch; serving never waits for it
         length = self.settings.epoch_length
         ep = self._epoch
         if ep is not None and length is not None and self.clock() - ep.started_at >= length:
@@ -253,6 +344,14 @@ class Engine:
         hit = self.lookup(plan)
         if hit is not None:
             return hit
+        if self._mm_pending and self._pending_keys and all(
+                q.is_zero or q.key in self._pending_keys or q.key in self._cache for q in plan.queries):
+            # P's release is on its way: a predicted statement waits for it (bounded), then is answered
+            # fresh from the stream's parts (the release's share stays reserved either way).
+            self.wait_for_release(self.settings.mm_wait)
+            hit = self.lookup(plan)
+            if hit is not None:
+                return hit
         for _ in range(3):
             try:
                 return self._answer(plan, user)
@@ -371,6 +470,8 @@ class Engine:
         cur = self.ledger.current_epoch()
         if cur is not None and (self._epoch is None or cur.id != self._epoch.id):
             self._adopt(cur)
+        elif cur is not None and self._mm_pending and self.ledger.mm_release(cur.id) is not None:
+            self._adopt(cur)  # another process attached the release
         return self._epoch is not ep
 
     # ----------------------------------------------------------------------------------- reporting
@@ -378,9 +479,16 @@ class Engine:
     def budget_report(self) -> dict[str, object]:
         from lapras.report import budget_report
 
-        return budget_report(self.ledger)
+        report = budget_report(self.ledger)
+        cur = report.get("current")
+        if isinstance(cur, dict) and self._epoch is not None and cur.get("epoch") == self._epoch.id:
+            cur["matrix_mechanism"] = ("pending" if self._mm_pending else
+                                       "released" if self._mm is not None else "none")
+        return report
 
     def close(self) -> None:
+        if self._preparer is not None:
+            self._preparer.stop()
         self.ledger.close()
         close = getattr(self.exact, "close", None)
         if close is not None:

@@ -33,7 +33,8 @@ class EngineSettings:
       attribute only); ``mm_max_cells``: largest marginal the MM release covers (bigger groups of P are
       answered online); ``mm_time_limit``: seconds the strategy optimiser may spend on all of P's marginals
       (shared out cheapest first); a marginal whose share runs out keeps the best strategy found so far
-      (at worst the identity; its error is computed, not assumed).
+      (at worst the identity; its error is computed, not assumed); ``mm_wait``: while an epoch's release is
+      being prepared, how long a statement over predicted queries waits for it before it is answered fresh.
     - ``progress``: show a progress bar while the MM strategy is prepared.
     - ``max_statement_work``: steps one statement's sensitivity may take (grid cells of its segmented
       union marginal plus box corners); larger statements are refused with 54000 before anything is
@@ -57,6 +58,7 @@ class EngineSettings:
     epoch_seconds: float | None = None
     joint_max_cells: int = 256
     mm_time_limit: float = 30.0
+    mm_wait: float = 5.0
     mm_max_cells: int = 1 << 20
     progress: bool = False
     max_statement_work: int = 50_000_000

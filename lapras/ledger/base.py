@@ -128,6 +128,13 @@ class Ledger(ABC):
     @abstractmethod
     def mm_release(self, epoch_id: int) -> ReleaseRecord | None: ...
 
+    def attach_mm(self, epoch_id: int, mm: ReleaseRecord) -> bool:
+        """Add the MM release to an epoch begun without one (its share reserved by the split), durably.
+
+        False, and nothing recorded, when the epoch has ended or already has its release. The release's
+        units must be exactly the epoch's reserved MM share."""
+        raise NotImplementedError
+
     @abstractmethod
     def answers(self, epoch_id: int) -> dict[str, StoredAnswer]: ...
 
@@ -161,6 +168,14 @@ class Ledger(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass
+
+
+def check_reserved(spec: EpochSpec, mm: ReleaseRecord) -> None:
+    """An attached release may spend the reserved MM share and nothing else."""
+    share = spec.split.get("mm", 0.0) * spec.budget.units
+    if mm.kind != "mm" or abs(mm.units - share) > 1e-9 * max(share, 1.0) or set(mm.parts) - {"mm"}:
+        raise ValueError(f"an attached release must spend the reserved MM share ({share:g} units), "
+                         f"not {mm.units:g}")
 
 
 class StaleEpoch(Exception):

@@ -19,6 +19,7 @@ from lapras.ledger.base import (
     StaleEpoch,
     StoredAnswer,
     check_regression,
+    check_reserved,
 )
 
 
@@ -74,6 +75,16 @@ class MemoryLedger(Ledger):
                 self._releases[ep.id].append(mm)
                 ep.spent_units = mm.units
             return replace(ep)
+
+    def attach_mm(self, epoch_id: int, mm: ReleaseRecord) -> bool:
+        with self._lock:
+            ep = self._epochs[epoch_id - 1]
+            check_reserved(ep.spec, mm)
+            if ep.ended_at is not None or any(r.kind == "mm" for r in self._releases[epoch_id]):
+                return False
+            self._releases[epoch_id].append(mm)
+            ep.spent_units += mm.units
+            return True
 
     def mm_release(self, epoch_id: int) -> ReleaseRecord | None:
         with self._lock:

@@ -30,6 +30,7 @@ from lapras.ledger.base import (
     StaleEpoch,
     StoredAnswer,
     check_regression,
+    check_reserved,
     iter_parts,
 )
 from lapras.mechanisms import Cost
@@ -248,6 +249,21 @@ class PostgresLedger(Ledger):
                 c.execute("UPDATE lapras.epochs SET spent_units = %s WHERE id = %s", (mm.units, eid))
                 ep.spent_units = mm.units
         return ep
+
+    def attach_mm(self, epoch_id: int, mm: ReleaseRecord) -> bool:
+        with self._tx() as c:
+            row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE",
+                            (epoch_id,)).fetchone()
+            if row is None:
+                raise LedgerError(f"epoch {epoch_id} is not in the ledger")
+            ep = _epoch(row)
+            check_reserved(ep.spec, mm)
+            if ep.ended_at is not None or c.execute(
+                    "SELECT 1 FROM lapras.releases WHERE epoch_id = %s AND kind = 'mm'", (epoch_id,)).fetchone():
+                return False
+            _insert_release(c, ep, mm)
+            c.execute("UPDATE lapras.epochs SET spent_units = spent_units + %s WHERE id = %s", (mm.units, epoch_id))
+            return True
 
     def mm_release(self, epoch_id: int) -> ReleaseRecord | None:
         with self._tx() as c:

@@ -5,9 +5,12 @@ budgets, reuses them instead of optimising again."""
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,10 +39,15 @@ def workload_digest(table: str, marginal: Marginal, shape: tuple[int, ...], quer
 
 class StrategyCache:
     """``plan_groups`` with memory: groups seen before keep their strategy; the weights that split the
-    release across groups are recomputed for each epoch's set of groups. At most ``max_groups`` kept."""
+    release across groups are recomputed for each epoch's set of groups. At most ``max_groups`` kept.
 
-    def __init__(self, max_groups: int = 512) -> None:
+    With ``path``, strategies are also kept on disk, one file per workload digest (written atomically,
+    readable by the owner only), so another process (``lapras-proxy epoch --prepare``) or a restart finds
+    them instead of optimising again."""
+
+    def __init__(self, max_groups: int = 512, path: Path | None = None) -> None:
         self.max_groups = max_groups
+        self.path = path
         self._groups: OrderedDict[str, Any] = OrderedDict()
         self.hits = 0
         self.misses = 0
@@ -48,12 +56,16 @@ class StrategyCache:
         from lapras.matrix_mechanism import group_weights, plan_groups
 
         digests = {k: workload_digest(k[0], k[1], tuple(v[0]), v[1]) for k, v in workloads.items()}
+        for d in digests.values():
+            if d not in self._groups and (g := self._load(d)) is not None:
+                self._groups[d] = g
         missing = {k: v for k, v in workloads.items() if digests[k] not in self._groups}
         self.hits += len(workloads) - len(missing)
         self.misses += len(missing)
         if missing:
             for k, g in zip(missing, plan_groups(missing, **options), strict=True):
                 self._groups[digests[k]] = g
+                self._save(digests[k], g)
         groups = []
         for k in workloads:
             self._groups.move_to_end(digests[k])
@@ -63,3 +75,37 @@ class StrategyCache:
         for g, a in zip(groups, group_weights([g.unit_error for g in groups]), strict=True):
             g.weight = float(a)
         return groups
+
+    def _file(self, digest: str) -> Path | None:
+        return self.path / f"{digest}.npz" if self.path is not None else None
+
+    def _save(self, digest: str, group: Any) -> None:
+        f = self._file(digest)
+        if f is None:
+            return
+        f.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        meta = {"table": group.table, "marginal": list(group.marginal), "shape": list(group.shape),
+                "unit_error": group.unit_error, "n_queries": group.n_queries, "strategy": group.strategy.name}
+        arrays = {f"s_{k}": v for k, v in group.strategy.to_arrays().items()}
+        tmp = f.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            np.savez(out, meta=np.array(json.dumps(meta)), **arrays)
+        os.replace(tmp, f)
+
+    def _load(self, digest: str) -> Any:
+        from lapras.matrix_mechanism import MMGroup
+        from lapras.strategy.kron import KronStrategy
+
+        f = self._file(digest)
+        if f is None or not f.is_file():
+            return None
+        try:
+            with np.load(f, allow_pickle=False) as d:
+                meta = json.loads(str(d["meta"]))
+                strat = KronStrategy.from_arrays({k[2:]: d[k] for k in d.files if k.startswith("s_")},
+                                                 meta["strategy"])
+        except (OSError, ValueError, KeyError):
+            return None  # unreadable or from another version: optimise again
+        return MMGroup(meta["table"], tuple(meta["marginal"]), tuple(meta["shape"]), strat,
+                       float(meta["unit_error"]), int(meta["n_queries"]))

@@ -67,6 +67,8 @@ def budget_rows(report: Mapping[str, Any], activity: Mapping[str, float], *, adm
         rows.append(("spent.mu", _num(cur["mu"]["spent"])))
     rows.append(("epoch", _num(cur.get("epoch"))))
     rows.append(("epoch.started_at", timestamp(cur.get("started_at"))))
+    if "matrix_mechanism" in cur:  # released | pending (being prepared; its budget share reserved) | none
+        rows.append(("epoch.release_of_P", _num(cur["matrix_mechanism"])))
     rows.append(("accounting", mode))
     rows.append(("accounting.explained", ACCOUNTING_NOTES.get(mode, "")))
     if activity:
@@ -80,7 +82,7 @@ def budget_rows(report: Mapping[str, Any], activity: Mapping[str, float], *, adm
         if "mu" in cur:
             rows.append(("you.spent.mu", _num(units ** 0.5)))
     if admin:
-        shown = {"remaining", "budget", "spent", "mu", "epoch", "started_at", "accounting"}
+        shown = {"remaining", "budget", "spent", "mu", "epoch", "started_at", "accounting", "matrix_mechanism"}
         extra = {k: v for k, v in cur.items() if k not in shown}
         for key, value in _flatten(extra, "operator."):
             rows.append((key, timestamp(value) if key.endswith("_at") else _num(value)))

@@ -11,6 +11,7 @@ from lapras.engine import Engine, Prediction, load_prediction
 from lapras.exact import PostgresExactSource
 from lapras.ledger.postgres import PostgresLedger
 from lapras.settings import EngineSettings
+from lapras.strategy.cache import StrategyCache
 from parser.linear import LinearQuery
 
 from ..ops.config import Config
@@ -66,10 +67,40 @@ def _predictions(cfg: Config) -> Any:
     return load
 
 
-def build_engine(cfg: Config, upstream_dsn: str) -> Engine:
-    """The engine with its ledger and exact-answer source in the upstream database."""
+def strategy_store(state_dir: Path | None) -> StrategyCache:
+    """P's strategies, kept on disk under the state dir when there is one (`epoch --prepare` fills it)."""
+    return StrategyCache(path=state_dir / "strategies" if state_dir is not None else None)
+
+
+def build_engine(cfg: Config, upstream_dsn: str, *, background: bool = False,
+                 state_dir: Path | None = None) -> Engine:
+    """The engine with its ledger and exact-answer source in the upstream database.
+
+    ``background``: epochs are prepared by the engine's own thread, off the serving path (the proxy)."""
     return Engine(cfg.catalog, PostgresLedger(upstream_dsn), PostgresExactSource(upstream_dsn),
-                  engine_settings(cfg), _predictions(cfg))
+                  engine_settings(cfg), _predictions(cfg), strategies=strategy_store(state_dir),
+                  background=background)
+
+
+def prepare_strategies(cfg: Config, state_dir: Path) -> dict[str, Any]:
+    """Optimise the strategies of the current P into the state dir's store, touching no data and no budget:
+    the proxy's next epoch (or first start) then finds them instead of optimising."""
+    import time
+
+    from lapras.matrix_mechanism import p_workloads
+
+    settings = engine_settings(cfg, progress=True)
+    load = _predictions(cfg)
+    pred = load() if load is not None else Prediction()
+    workloads = p_workloads(cfg.catalog, pred.queries, settings.mm_max_cells)
+    store = strategy_store(state_dir)
+    t0 = time.monotonic()
+    groups = store.plan_groups(workloads, joint_max_cells=settings.joint_max_cells,
+                               time_limit=settings.mm_time_limit)
+    return {"marginals": len(groups), "queries": sum(g.n_queries for g in groups),
+            "reused": store.hits, "optimised": store.misses, "seconds": round(time.monotonic() - t0, 2),
+            "timed_out": sum(g.strategy.name.endswith("-timed-out") for g in groups),
+            "store": str(store.path)}
 
 
 def build_regression(cfg: Config, upstream_dsn: str, engine: Engine) -> Any:

@@ -11,6 +11,7 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -61,11 +62,12 @@ class DPService:
         self.regression = regression
 
     @classmethod
-    def open(cls, config: Config, upstream_dsn: str) -> DPService:
-        """Connect the engine (ledger + exact answers) to the upstream database."""
+    def open(cls, config: Config, upstream_dsn: str, state_dir: Path | None = None) -> DPService:
+        """Connect the engine (ledger + exact answers) to the upstream database; epochs are prepared by
+        the engine's own thread, so opening never waits for the matrix mechanism."""
         from .engine_factory import build_engine, build_regression
 
-        engine = build_engine(config, upstream_dsn)
+        engine = build_engine(config, upstream_dsn, background=True, state_dir=state_dir)
         return cls(config, engine, build_regression(config, upstream_dsn, engine))
 
     def close(self) -> None:
@@ -260,11 +262,11 @@ def open_ledger_report(cfg: Config, upstream_dsn: str) -> dict[str, Any]:
         ledger.close()
 
 
-def start_new_epoch(cfg: Config, upstream_dsn: str) -> dict[str, Any]:
-    """Close the current epoch and open a new one (admin command)."""
+def start_new_epoch(cfg: Config, upstream_dsn: str, state_dir: Path | None = None) -> dict[str, Any]:
+    """Close the current epoch and open a new one (admin command; strategies from the state dir's store)."""
     from .engine_factory import build_engine
 
-    engine = build_engine(cfg, upstream_dsn)
+    engine = build_engine(cfg, upstream_dsn, state_dir=state_dir)
     try:
         ep = engine.new_epoch()
         from lapras.report import epoch_report

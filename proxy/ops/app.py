@@ -130,7 +130,8 @@ async def _start_observability(cfg: Config, service: Any, worker: int) -> Any:
 
 
 async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
-                      reuse_port: bool, worker: int = 0, cancel_dir: Path | None = None) -> None:
+                      reuse_port: bool, worker: int = 0, cancel_dir: Path | None = None,
+                      state_dir: Path | None = None, t0: float | None = None) -> None:
     from ..catalog.hardening import SetupLockTimeout
     from ..catalog.relay import ensure_shadow
     from ..dp.service import DPService
@@ -141,7 +142,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
                                           protected_db=_dbname(upstream.dsn))
     except SetupLockTimeout as exc:
         raise StartupError(str(exc)) from None
-    service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn)
+    service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn, state_dir)
     metrics = await _start_observability(cfg, service, worker)
     from ..server.cancel_relay import CancelRelay
 
@@ -154,7 +155,13 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     if ready_line:
-        print(ready_line, flush=True)
+        # The real time to accepting connections; P's release may still be on its way (it does not block).
+        report = await asyncio.to_thread(service.engine.budget_report)
+        pending = (report.get("current") or {}).get("matrix_mechanism") == "pending"
+        elapsed = time.monotonic() - t0 if t0 is not None else 0.0
+        print(ready_line.format(elapsed=elapsed,
+                                mm=" (preparing the release of P in the background)" if pending else ""),
+              flush=True)
     try:
         await stop.wait()
     finally:
@@ -191,14 +198,14 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     except Exception as exc:  # embedded start-up failures carry their own message
         print(f"lapras-proxy: cannot start the embedded PostgreSQL: {exc}", file=sys.stderr)
         return 1
-    ready = (f"lapras-proxy ready in {time.monotonic() - t0:.1f} s; connect with:\n"
-             f"  {_psql_line(cfg, cfg.server.host, cfg.server.port)}")
+    psql = _psql_line(cfg, cfg.server.host, cfg.server.port).replace("{", "{{").replace("}", "}}")
+    ready = "lapras-proxy ready in {elapsed:.1f} s{mm}; connect with:\n  " + psql
     _install_loop()
     try:
         if workers <= 1:
-            asyncio.run(_run_server(cfg, upstream, ready, reuse_port=False))
+            asyncio.run(_run_server(cfg, upstream, ready, reuse_port=False, state_dir=state_dir, t0=t0))
         else:
-            if _run_workers(cfg, upstream, ready, workers) != 0:
+            if _run_workers(cfg, upstream, ready, workers, state_dir, t0) != 0:
                 print("lapras-proxy: workers kept dying; stopped (see the log above)", file=sys.stderr)
                 return 1
     except StartupError as exc:
@@ -217,13 +224,14 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     return 0
 
 
-def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int) -> int:
+def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int, state_dir: Path | None = None,
+                 t0: float | None = None) -> int:
     """N supervised servers sharing the port with SO_REUSEPORT and one ledger in the database."""
     from .supervisor import Supervisor
 
     def worker(index: int, directory: Path, first: bool) -> None:
         asyncio.run(_run_server(cfg, upstream, ready if index == 0 and first else None, reuse_port=True,
-                                worker=index, cancel_dir=directory))
+                                worker=index, cancel_dir=directory, state_dir=state_dir, t0=t0))
 
     return Supervisor(workers, worker).run()
 
@@ -254,7 +262,7 @@ def new_epoch(cfg: Config, state_dir: Path) -> dict[str, Any]:
     from ..dp.service import start_new_epoch
 
     with operator_upstream(cfg, state_dir) as upstream:
-        return start_new_epoch(cfg, upstream.dsn)
+        return start_new_epoch(cfg, upstream.dsn, state_dir)
 
 
 def _embedded_running(state_dir: Path) -> bool:

@@ -117,6 +117,12 @@ def _cmd_budget(args: argparse.Namespace) -> int:
 
 def _cmd_epoch(args: argparse.Namespace) -> int:
     cfg = _load(args.config)
+    if args.prepare:
+        from ..dp.engine_factory import prepare_strategies
+
+        info = prepare_strategies(cfg, Path(args.state_dir))
+        print(json.dumps(info, default=str))
+        return 0
     from .app import new_epoch
 
     info = new_epoch(cfg, Path(args.state_dir))
@@ -196,9 +202,15 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_budget)
 
-    p = sub.add_parser("epoch", help="start a new privacy epoch now",
-                       description="Close the current epoch and start a new one (new budget, new release of P).")
+    p = sub.add_parser("epoch", help="start a new privacy epoch now, or prepare the next one",
+                       description="Close the current epoch and start a new one (new budget, new release of P); "
+                       "with --prepare, only optimise the strategies of the current P.json into the state dir "
+                       "(no data read, no budget spent): the proxy's next epoch uses them.")
     _common(p)
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--new", action="store_true", help="start a new epoch now (the default)")
+    mode.add_argument("--prepare", action="store_true",
+                      help="prepare the next epoch's matrix-mechanism strategies ahead, without starting it")
     p.set_defaults(func=_cmd_epoch)
 
     p = sub.add_parser("psql", help="open psql on the embedded database (operator only)", description=(

@@ -91,6 +91,7 @@ class PrivacySettings:
     delta: float = default("privacy.delta")
     accounting: str = default("privacy.accounting")
     epoch: str = default("privacy.epoch")
+    epoch_seconds: float | None = default("privacy.epoch_seconds")
     regression_fraction: float = default("privacy.regression_fraction")
     stream_length: int = default("privacy.stream_length")
 
@@ -105,6 +106,7 @@ class LaprasSettings:
     free_answer_max_stderr: float = default("lapras.free_answer_max_stderr")
     mm_time_limit: float = default("lapras.mm_time_limit")
     max_statement_work: int = default("lapras.max_statement_work")
+    mm_wait: float = default("lapras.mm_wait")
 
 
 @dataclass(frozen=True)

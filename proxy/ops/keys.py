@@ -135,6 +135,8 @@ KEYS: tuple[Key, ...] = (
         "delta add up", choices=("gdp", "basic"), engine="accounting"),
     Key("privacy", "epoch", str, "daily", "when the budget renews; manual: `lapras-proxy epoch --new` or "
         "SELECT lapras.new_epoch()", choices=("daily", "hourly", "weekly", "manual"), engine="epoch"),
+    Key("privacy", "epoch_seconds", float, None, "epoch length in seconds; overrides epoch (short epochs for "
+        "demos and tests)", engine="epoch_seconds", check=_positive_seconds),
     Key("privacy", "regression_fraction", float, 0.2,
         "share of the epoch's budget (epsilon and delta) reserved for private regression",
         engine="regression_fraction",
@@ -163,6 +165,9 @@ KEYS: tuple[Key, ...] = (
         "of its segmented union marginal plus box corners); larger statements are refused with 54000 before "
         "anything is read or charged", engine="max_statement_work",
         check=lambda v: None if v > 0 else "must be > 0"),
+    Key("lapras", "mm_wait", float, 5.0, "while an epoch's release of P is being prepared (first start), how "
+        "long a statement over predicted queries waits for it before it is answered fresh", engine="mm_wait",
+        check=_nonnegative),
     # [tables.NAME]
     Key("tables.*", "schema", str, "public", "the table's schema upstream"),
     Key("tables.*", "description", str, "", "shown to tools as the table's comment"),

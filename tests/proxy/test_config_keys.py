@@ -86,16 +86,16 @@ def test_engine_settings_come_from_the_table() -> None:
         assert fields[k.engine].default == k.default, k.path
     assert set(EPOCH_SECONDS) == set(keys.key("privacy.epoch").choices)
     # Every engine key reaches the engine: set each to a non-default value and read it back.
-    values = {"privacy": {"epsilon": 2.5, "delta": 1e-6, "accounting": "basic", "epoch": "weekly",
+    values = {"privacy": {"epsilon": 2.5, "delta": 1e-6, "accounting": "basic", "epoch": "weekly", "epoch_seconds": 90.0,
                           "regression_fraction": 0.1, "stream_length": 77},
               "lapras": {"split": "custom", "fractions": {"mm": 0.5, "bad_init": 0.2, "rem_bad": 0.2,
                                                           "reserve": 0.1},
                          "allocation": "static", "warmup": 5, "free_answer_max_stderr": 3.0,
-                         "mm_time_limit": 7.5, "max_statement_work": 12345}}
+                         "mm_time_limit": 7.5, "max_statement_work": 12345, "mm_wait": 0.5}}
     settings = engine_settings(parse_config(minimal(**values)), progress=False)
     for k in engine_keys:
         assert getattr(settings, k.engine) == values[k.section][k.name], k.path
-    assert settings.epoch_length == 7 * 86400.0
+    assert settings.epoch_length == 90.0  # epoch_seconds overrides epoch
 
 
 @pytest.mark.parametrize("k", [k for k in keys.KEYS if k.section in ("server", "tls", "upstream", "privacy",
