@@ -11,7 +11,9 @@ def _budget(conn: psycopg.Connection) -> dict[str, str]:
 
 
 def test_virtual_dataset_probe_spends_nothing(proxy) -> None:
+    notices: list[str] = []
     with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
         before = _budget(conn)
         # Superset probes a virtual dataset's SQL with LIMIT 1 for its columns and types.
         cur = conn.execute("SELECT age, race AS r, CAST(age AS TEXT) AS t FROM (SELECT * FROM adult WHERE sex = 1) "
@@ -19,6 +21,7 @@ def test_virtual_dataset_probe_spends_nothing(proxy) -> None:
         assert [(d.name, d.type_code) for d in cur.description or []] == [("age", 23), ("r", 23), ("t", 25)]
         assert cur.fetchall() == []
         assert _budget(conn) == before
+        assert any("returns its columns and no row" in n for n in notices)
         # A larger row read is still refused.
         try:
             conn.execute("SELECT age FROM (SELECT * FROM adult) AS virtual_table LIMIT 100")

@@ -18,6 +18,7 @@ import psycopg
 
 import parser as sqlparser
 from lapras.errors import LaprasError
+from parser.analysis.probe import NO_ROWS
 from parser.pgtypes import INT8, TEXT
 from parser.series import SeriesLimit, series_limit
 from parser.sqlstate import SqlError
@@ -143,6 +144,9 @@ class DPService:
             answer = await asyncio.to_thread(self.engine.answer, plan, user)
         rows = plan.rows(answer.values, answer.stderrs)
         notices = []
+        if NO_ROWS in plan.template.groups:
+            notices.append("lapras: a row-level read of a protected table returns its columns and no row "
+                           "(answered for tools that probe a query's shape; nothing was read or spent)")
         if settings.get("lapras.show_stderr", "off").lower() in _TRUE:
             notices.append(self._notice(answer))
             notices.extend(_interval_notices(plan, answer))
