@@ -88,7 +88,7 @@ def run(name: str, workloads, hist_of, budget: Accountant, sizes: dict[str, int]
         groups = plan_groups(workloads, rng=rng, progress=bar.update)
     t1, c1 = time.perf_counter(), time.process_time()
     hists = [hist_of(g.marginal) for g in groups]
-    rel = release_mm(groups, hists, budget.cost_of(budget.units), rng)
+    rel = release_mm(groups, hists, budget.cost_of(budget.units))
     t2 = time.perf_counter()
     # Answer every query once (what the engine does when they arrive).
     errs = []

@@ -146,7 +146,7 @@ def workloads(ds: Dataset, qs: Sequence[Q]) -> dict[tuple[str, tuple[str, ...]],
 def mm_release(ds: Dataset, groups, budget: Accountant, units: float, rng: np.random.Generator) -> MMRelease | None:  # type: ignore[no-untyped-def]
     if units <= 0 or not groups:
         return None
-    return release_mm(groups, [ds.marginal(g.marginal) for g in groups], budget.cost_of(units), rng)
+    return release_mm(groups, [ds.marginal(g.marginal) for g in groups], budget.cost_of(units))
 
 
 def answer_from(rel: MMRelease | None, ds: Dataset, q: Q) -> tuple[float, float]:
@@ -173,7 +173,7 @@ def run_lapras(ds: Dataset, order: Sequence[Q], truths: dict[str, float], pkeys:
             spent += d.grant.total
             assert d.cost is not None
             mech = Gaussian.calibrate(d.cost, 1.0)
-            noisy = mech.release(np.array([truths[q.key]]), 1.0, rng)
+            noisy = mech.release(np.array([truths[q.key]]), 1.0)
             value = float(combine(noisy, mech.variance(1.0).reshape(1), np.array([free]), np.array([free_var]))[0][0])
         else:
             errs.append(abs(truths[q.key]))
@@ -219,7 +219,7 @@ def one_draw(args: tuple[str, float, int]) -> list[dict[str, object]]:
         budget = Budget(mode, EPSILON, DELTA)
         u = budget.units
         online = Gaussian.calibrate(budget.cost_of(u / S), 1.0).release(
-            np.array([truths[q.key] for q in stream]), 1.0, np.random.default_rng(seeds[("online",)]))
+            np.array([truths[q.key] for q in stream]), 1.0)
         mae_on = float(np.mean(np.abs(online - [truths[q.key] for q in stream])))
         off = mm_release(ds, s_groups, budget, u, np.random.default_rng(seeds[("off",)]))
         mae_off = float(np.mean([abs(answer_from(off, ds, q)[0] - truths[q.key]) for q in stream]))

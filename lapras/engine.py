@@ -242,8 +242,7 @@ class Engine:
         cost = spec.budget.cost_of(units)
         hists = [self.exact.marginal(self.catalog.table(g.table), g.marginal)  # type: ignore[arg-type]
                  for g in groups]
-        # The preparer thread draws from its own generator: a numpy Generator is not thread-safe.
-        rel = release_mm(groups, hists, cost, new_rng() if self.background else self.rng, self._unit_rows())
+        rel = release_mm(groups, hists, cost, self._unit_rows())
         return ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
                              {"groups": rel.meta(), "keys": list(keys)}, rel.to_bytes()), rel
 
@@ -382,6 +381,8 @@ class Engine:
         predicted = all(queries[i].key in self._pkeys for i in todo)
         need_exact = not (predicted and np.isfinite(free_var).all())
         exact = self.exact.answers(table, [queries[i] for i in todo]) if need_exact and todo else None
+        # Unit noise is drawn ahead (it does not depend on the grant), so the lock only scales it.
+        unit = self.mechanism.draw(len(todo)) if exact is not None else None
         with self.ledger.locked(ep.id) as tx:
             stored = tx.find([queries[i].key for i in todo])
             for k, a in stored.items():
@@ -414,11 +415,11 @@ class Engine:
                 values, var = fv.copy(), fvar.copy()
                 release = None
                 if d.outcome == "bad":
-                    assert exact is not None and d.cost is not None
+                    assert exact is not None and unit is not None and d.cost is not None
                     fresh = _pick(sub, d.fresh)
                     sens = sensitivity_of(d.fresh)
-                    mech = self.mechanism.calibrate(d.cost, sens)
-                    noisy = mech.release(exact[keep][d.fresh], scale[d.fresh], self.rng)
+                    mech = self.mechanism.calibrate(d.cost, sens, len(fresh))
+                    noisy = mech.release(exact[keep][d.fresh], scale[d.fresh], unit[keep][d.fresh])
                     values[d.fresh], var[d.fresh] = combine(noisy, mech.variance(scale[d.fresh]), fv[d.fresh],
                                                             fvar[d.fresh])
                     release = ReleaseRecord("fresh", d.cost, d.grant.total, mech.name, mech.params, sens, d.state.n,

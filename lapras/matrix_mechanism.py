@@ -164,7 +164,8 @@ def expected_query_variance(groups: Sequence[MMGroup], unit_cost: Cost,
     """Mean variance of P's answers when the release costs ``unit_cost`` (for the ``auto`` split)."""
     if not groups:
         return 0.0
-    sigma = Gaussian.calibrate(unit_cost, joint_sensitivity(groups, unit_rows)).sigma
+    sigma = Gaussian.calibrate(unit_cost, joint_sensitivity(groups, unit_rows),
+                               sum(g.strategy.rows for g in groups)).sigma
     total = sum(g.unit_error / g.strategy.sensitivity**2 / g.weight**2 for g in groups)
     return sigma**2 * total / sum(g.n_queries for g in groups)
 
@@ -244,12 +245,12 @@ class MMRelease:
 
 
 def release_mm(
-    groups: Sequence[MMGroup], histograms: Sequence[np.ndarray], cost: Cost, rng: np.random.Generator,
+    groups: Sequence[MMGroup], histograms: Sequence[np.ndarray], cost: Cost,
     unit_rows: Mapping[str, int] | None = None,
 ) -> MMRelease:
     """Draw the joint release: y_g = A_g x_g + N(0, (sigma / a_g)^2), sigma calibrated on the joint matrix
     (group g is the stacked row block a_g A_g, released at scale 1 / a_g; ``unit_rows`` as for
     ``joint_sensitivity``)."""
-    mech = Gaussian.calibrate(cost, joint_sensitivity(groups, unit_rows))
-    ys = [mech.release(g.strategy.measure(x), 1.0 / g.weight, rng) for g, x in zip(groups, histograms, strict=True)]
+    mech = Gaussian.calibrate(cost, joint_sensitivity(groups, unit_rows), sum(g.strategy.rows for g in groups))
+    ys = [mech.release(g.strategy.measure(x), 1.0 / g.weight) for g, x in zip(groups, histograms, strict=True)]
     return MMRelease(list(groups), ys, mech.sigma, cost)

@@ -85,8 +85,8 @@ class OnlinePolicy:
             limit = self.free_max_stderr**2
         else:
             # A fresh release of the whole statement at this grant: the accuracy a free estimate must match.
-            fresh_var = float(self.mechanism.calibrate(cost, sensitivity_of(np.ones(len(free_var), dtype=bool)))
-                              .variance())
+            everything = np.ones(len(free_var), dtype=bool)
+            fresh_var = float(self.mechanism.calibrate(cost, sensitivity_of(everything), len(free_var)).variance())
             limit = self.free_stderr_ratio**2 * fresh_var
         ok = has_free & (free_var <= limit)
         if ok.all():

@@ -33,8 +33,9 @@ class Mechanism(ABC):
 
     @classmethod
     @abstractmethod
-    def calibrate(cls, cost: Cost, sensitivity: float) -> Mechanism:
-        """The least noisy instance whose release of a query of this L2 sensitivity costs at most ``cost``."""
+    def calibrate(cls, cost: Cost, sensitivity: float, dims: int = 1) -> Mechanism:
+        """The least noisy instance whose release of ``dims`` rows at this L2 sensitivity costs at most
+        ``cost``."""
 
     @classmethod
     @abstractmethod
@@ -47,12 +48,20 @@ class Mechanism(ABC):
         """Parameters to store in the ledger (JSON numbers)."""
 
     @abstractmethod
-    def privacy_map(self, sensitivity: float, like: Cost) -> Cost:
-        """Cost of one release at this L2 sensitivity, in the form of ``like`` (mu, or eps at like's delta)."""
+    def privacy_map(self, sensitivity: float, like: Cost, dims: int = 1) -> Cost:
+        """Cost of releasing ``dims`` rows at this L2 sensitivity, in the form of ``like`` (mu, or eps at
+        like's delta)."""
+
+    @staticmethod
+    @abstractmethod
+    def draw(n: int) -> np.ndarray:
+        """Unit noise for ``n`` rows, independent of the parameters (so it can be drawn ahead)."""
 
     @abstractmethod
-    def release(self, exact: np.ndarray, scale: np.ndarray | float, rng: np.random.Generator) -> np.ndarray:
-        """Noisy values of ``exact`` (row ``i`` with noise ``scale[i]`` times the unit noise)."""
+    def release(self, exact: np.ndarray, scale: np.ndarray | float,
+                unit: np.ndarray | None = None) -> np.ndarray:
+        """Noisy values of ``exact`` (row ``i`` with noise ``scale[i]`` times the unit noise), from
+        ``unit`` (a :meth:`draw` for as many rows) or from a draw made now."""
 
     @abstractmethod
     def variance(self, scale: np.ndarray | float = 1.0) -> np.ndarray:

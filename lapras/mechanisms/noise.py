@@ -1,19 +1,44 @@
-"""The one place released noise is drawn.
+"""The one place released noise is drawn: exact discrete Gaussian samples from a CSPRNG.
 
-Every mechanism draws its noise through this module, so the source of randomness for released values is
-chosen (and audited) here alone.
+Released noise is never a floating-point Gaussian (whose low-order bits can betray the value it was added
+to, as Mironov showed for the Laplace mechanism). Each draw is an integer from the discrete Gaussian
+``N_Z(0, STEPS^2)``, sampled exactly (Canonne, Kamath & Steinke) by OpenDP's sampler from the operating
+system's CSPRNG; a mechanism turns it into noise on a lattice fixed by its public scale
+(:class:`lapras.mechanisms.gaussian.Gaussian`). Draws are vectorised (one call per release) and do not
+depend on the scale, so they can be taken before the epoch's lock.
 """
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
+
+# Lattice points per standard deviation. Large enough that the discrete Gaussian's privacy profile is the
+# continuous one to within exp(-2 pi^2 STEPS^2) and that rounding to the lattice costs a sensitivity margin
+# of 2 sqrt(d) / STEPS standard deviations; small enough that |value| / step stays below 2^53 for counts
+# up to 2^32 at a noise scale of 1.
+STEPS = 1 << 20
+
+
+@functools.cache
+def _sampler() -> Any:
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"),
+                              scale=float(STEPS))
+
+
+def lattice_gaussian(n: int) -> np.ndarray:
+    """``n`` independent integer draws from the discrete Gaussian N_Z(0, STEPS^2)."""
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.asarray(_sampler()([0] * n), dtype=np.int64)
 
 
 def new_rng() -> np.random.Generator:
-    """Generator seeded from the OS entropy pool: the noise must never be predictable."""
+    """Generator seeded from the OS entropy pool, for randomness that is never released (strategy search
+    starting points, sketches inside a regression)."""
     return np.random.default_rng()
-
-
-def standard_normal(shape: int | tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
-    """Independent N(0, 1) draws."""
-    return rng.standard_normal(shape)

@@ -10,7 +10,7 @@ from engine_helpers import CATALOG, plan
 from scipy.stats import chi2
 
 from lapras import Engine, EngineSettings, MemoryLedger, Prediction
-from lapras.mechanisms import Cost, Gaussian, Mechanism, mechanism_from, new_rng
+from lapras.mechanisms import Cost, Gaussian, Mechanism, mechanism_from
 
 
 @pytest.mark.parametrize("cost", [Cost(mu=0.3), Cost(eps=0.7, delta=1e-6)])
@@ -27,7 +27,7 @@ def test_gaussian_privacy_map_inverts_its_calibration(cost: Cost, sensitivity: f
 def test_stored_parameters_rebuild_the_mechanism() -> None:
     mech = Gaussian.calibrate(Cost(mu=0.5), 1.0)
     again = mechanism_from(mech.name, mech.params)
-    assert isinstance(again, Gaussian) and again.sigma == mech.sigma == pytest.approx(2.0)
+    assert isinstance(again, Gaussian) and again.sigma == mech.sigma == pytest.approx(2.0, rel=1e-4)
     with pytest.raises(ValueError, match="unknown mechanism"):
         mechanism_from("laplace-from-nowhere", {})
 
@@ -41,8 +41,8 @@ class Overcautious(Mechanism):
         self.inner = Gaussian(sigma)
 
     @classmethod
-    def calibrate(cls, cost: Cost, sensitivity: float) -> Overcautious:
-        return cls(3 * Gaussian.calibrate(cost, sensitivity).sigma)
+    def calibrate(cls, cost: Cost, sensitivity: float, dims: int = 1) -> Overcautious:
+        return cls(3 * Gaussian.calibrate(cost, sensitivity, dims).sigma)
 
     @classmethod
     def from_params(cls, params: Mapping[str, float]) -> Overcautious:
@@ -52,11 +52,16 @@ class Overcautious(Mechanism):
     def params(self) -> dict[str, float]:
         return self.inner.params
 
-    def privacy_map(self, sensitivity: float, like: Cost) -> Cost:
-        return self.inner.privacy_map(sensitivity, like)
+    def privacy_map(self, sensitivity: float, like: Cost, dims: int = 1) -> Cost:
+        return self.inner.privacy_map(sensitivity, like, dims)
 
-    def release(self, exact: np.ndarray, scale: np.ndarray | float, rng: np.random.Generator) -> np.ndarray:
-        return self.inner.release(exact, scale, rng)
+    @staticmethod
+    def draw(n: int) -> np.ndarray:
+        return Gaussian.draw(n)
+
+    def release(self, exact: np.ndarray, scale: np.ndarray | float,
+                unit: np.ndarray | None = None) -> np.ndarray:
+        return self.inner.release(exact, scale, unit)
 
     def variance(self, scale: np.ndarray | float = 1.0) -> np.ndarray:
         return self.inner.variance(scale)
@@ -91,6 +96,24 @@ def test_noise_scale_per_row() -> None:
     mech = Gaussian(2.0)
     n = 20000
     scale = np.where(np.arange(n) % 2 == 0, 1.0, 10.0)
-    out = mech.release(np.zeros(n), scale, new_rng())
+    out = mech.release(np.zeros(n), scale)
     stat = float(np.sum(out**2 / mech.variance(scale)))
     assert chi2.ppf(0.5e-4, n) < stat < chi2.ppf(1 - 0.5e-4, n)
+
+
+def test_released_values_are_lattice_points_of_a_discrete_gaussian() -> None:
+    """Noise is never a floating-point Gaussian: every released value is an integer number of lattice
+    steps (sigma * scale / STEPS), whatever the exact value, and its draws are integers of the right
+    scale (chi-square above); the calibration keeps room for the rounding to the lattice."""
+    from lapras.mechanisms import noise
+
+    mech = Gaussian.calibrate(Cost(mu=0.5), 1.0, dims=4)
+    assert mech.privacy_map(1.0, Cost(mu=0.5), dims=4).mu == pytest.approx(0.5, rel=1e-12)
+    assert mech.sigma > 2.0  # the margin for rounding four rows: a hair above Delta / mu
+    exact = np.array([0.1234567, 1e6 + 0.5, -3.0, 17.0])
+    scale = np.array([1.0, 1.0, 39.0, 2.5])
+    out = mech.release(exact, scale)
+    steps = out / (mech.sigma * scale / noise.STEPS)
+    assert np.allclose(steps, np.rint(steps), rtol=0, atol=1e-6)
+    draws = noise.lattice_gaussian(1000)
+    assert draws.dtype == np.int64 and 0.8 < draws.std() / noise.STEPS < 1.2

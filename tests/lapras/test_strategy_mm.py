@@ -136,7 +136,7 @@ def test_mm_release_stated_error_matches_empirical() -> None:
     truth2 = float(w2[0][0][1][0] @ x2 @ w2[0][0][1][1])
     stat, reps = 0.0, 400
     for _ in range(reps):
-        rel = release_mm(groups, [x1, x2], Cost(mu=0.5), rng)
+        rel = release_mm(groups, [x1, x2], Cost(mu=0.5))
         for marg, q, truth in ((("b",), w1[0], truth1), (("a", "c"), w2[0], truth2)):
             sizes = {"a": 6, "b": 12, "c": 30}
             est = rel.estimate("t", marg, q, sizes)
@@ -149,7 +149,7 @@ def test_mm_release_stated_error_matches_empirical() -> None:
 def test_mm_release_roundtrip_and_subquery_estimates() -> None:
     rng = np.random.default_rng(8)
     groups, _, _ = _mm_fixture(rng)
-    rel = release_mm(groups, [np.ones(12), np.ones((6, 30))], Cost(eps=0.5, delta=1e-4), rng)
+    rel = release_mm(groups, [np.ones(12), np.ones((6, 30))], Cost(eps=0.5, delta=1e-4))
     back = MMRelease.from_bytes(rel.meta(), rel.to_bytes(), rel.cost)
     q = [(1.0, [_range(30, 3, 9)])]  # a query on (c) only: in the span of the (a, c) group
     sizes = {"a": 6, "b": 12, "c": 30, "d": 3}
