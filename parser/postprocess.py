@@ -6,7 +6,8 @@ Typing follows PostgreSQL where it matters to clients: COUNT and SUM of an integ
 (noisy values rounded), integer arithmetic stays integer (``/`` truncates); AVG and anything involving a
 decimal literal is float8 (PostgreSQL says numeric; float8 avoids implying precision noise does not have).
 Deviation, chosen so a noisy value never raises mid-result: division by zero yields NULL (PostgreSQL
-raises 22012).
+raises 22012). Noisy counts are clamped at 0 (never shown negative) and AVG divides by that clamped,
+rounded count.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .scalar import FLOAT8, INT8, Env, Expr, Vector, round_count
+from .values import clamp_count
 
 if TYPE_CHECKING:
     from .template import Template
@@ -43,7 +45,8 @@ class Agg(Expr):
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
-        return [round_count(x) for x in env.aggs[:, self.slot].tolist()]
+        post = clamp_count if self.is_count else round_count
+        return [post(x) for x in env.aggs[:, self.slot].tolist()]
 
 
 class Scaled(Expr):
@@ -55,7 +58,7 @@ class Scaled(Expr):
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
-        return [round_count(x) * self.factor for x in env.aggs[:, self.slot].tolist()]
+        return [clamp_count(x) * self.factor for x in env.aggs[:, self.slot].tolist()]
 
 
 class Lin(Expr):
@@ -84,6 +87,7 @@ class Ratio(Expr):
         assert env.aggs is not None
         out: Vector = []
         for s, c in zip(_weighted(env.aggs, self.num).tolist(), _weighted(env.aggs, self.den).tolist(), strict=True):
+            c = clamp_count(c)  # the count a client would see for the same groups
             v = s / c if c > 0 else None
             out.append(v if v is None or self.lo > self.hi else min(max(v, self.lo), self.hi))
         return out
@@ -101,7 +105,8 @@ class Avg(Expr):
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
-        counts = env.aggs[:, self.count_slot].tolist()
+        # AVG divides by the post-processed count (rounded, clamped at 0): the one COUNT(*) would show.
+        counts = [clamp_count(c) for c in env.aggs[:, self.count_slot].tolist()]
         if self.const is not None:
             return [float(self.const) if c > 0 else None for c in counts]
         assert self.sum_slot is not None

@@ -41,8 +41,15 @@ def compare(op: str, a: object, b: object) -> bool | None:
 
 
 def round_count(x: float) -> int:
-    """Noisy count -> integer (post-processing; may be negative: clamping would bias sums of counts)."""
+    """Noisy value -> nearest integer (post-processing; a SUM over a signed domain may be negative)."""
     return int(math.floor(x + 0.5))
+
+
+def clamp_count(x: float) -> int:
+    """Noisy COUNT -> integer at least 0: post-processing, so free. A count is never released negative,
+    at the price of a small upward bias where the true count is near 0 (summing clamped counts of many
+    empty groups over-counts; sum the groups in SQL instead, as one count)."""
+    return max(round_count(x), 0)
 
 
 def dec(v: Any) -> Decimal:

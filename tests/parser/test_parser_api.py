@@ -119,6 +119,20 @@ def test_avg_of_nonpositive_noisy_count_is_null_and_avg_is_clamped() -> None:
     assert plan.rows(values) == [(0, None), (1, 90.0)]
 
 
+def test_noisy_counts_are_clamped_at_zero_and_avg_divides_by_the_shown_count() -> None:
+    """Post-processing: a noisy count is shown rounded and never negative; AVG divides the noisy sum by
+    that count (NULL when it is 0), and SUM over a signed weighting may stay negative."""
+    plan = plan_query("SELECT race, COUNT(*), AVG(age) FROM adult WHERE race < 3 GROUP BY race", CATALOG)
+    values = []
+    for q in plan.queries:
+        race = dict(q.boxes[0])["race"][0][0]
+        if q.kind == "count":
+            values.append({0: -2.4, 1: 0.4, 2: 1.6}[race])
+        else:
+            values.append(100.0)
+    assert plan.rows(values) == [(0, 0, None), (1, 0, None), (2, 2, 50.0)]
+
+
 def test_counts_round_and_stderr_columns() -> None:
     plan = plan_query("SELECT COUNT(*), SUM(1), SUM(2), AVG(age) FROM adult", CATALOG)
     counts = [i for i, q in enumerate(plan.queries) if q.kind == "count"]
@@ -128,14 +142,15 @@ def test_counts_round_and_stderr_columns() -> None:
     values[[i for i in range(len(values)) if i not in counts]] = 400.0
     errs = np.full(len(values), 2.0)
     (row,) = plan.rows(values, errs, with_stderr=True)
-    assert row[:4] == (11, 11, 22, pytest.approx(400.0 / 10.6))
+    assert row[:4] == (11, 11, 22, pytest.approx(400.0 / 11))  # AVG divides by the count shown
     assert row[4:] == (2.0, 2.0, 4.0, None)
     assert [c.name for c in plan.stderr_columns()] == ["count_stderr", "sum_stderr", "sum_stderr", "avg_stderr"]
 
 
 def test_integer_arithmetic_like_postgresql() -> None:
-    plan = plan_query("SELECT COUNT(*) / 3, COUNT(*) * 1.5, COUNT(*) / 0, -COUNT(*) FROM adult", CATALOG)
-    assert plan.rows([-7.0]) == [(-2, -10.5, None, 7)]
+    plan = plan_query("SELECT -COUNT(*) / 3, COUNT(*) * 1.5, COUNT(*) / 0, -COUNT(*) FROM adult", CATALOG)
+    assert plan.rows([7.0]) == [(-2, 10.5, None, -7)]  # integer division truncates toward zero
+    assert plan.rows([-7.0]) == [(0, 0.0, None, 0)]  # a noisy count is clamped at 0 first
     assert [c.type_oid for c in plan.columns] == [20, 701, 20, 20]
 
 
