@@ -162,7 +162,10 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
     slots: list[list[int]] = []
     factors: list[list[float]] = []
     groups = []
-    for key, cells in _groups(t):
+    limit = _count(t.limit, params, "LIMIT")
+    # LIMIT 0 (how Tableau and others ask for a query's columns) shows no row whatever is measured: measure
+    # nothing, so describing an aggregate costs nothing.
+    for key, cells in _groups(t) if limit != 0 else []:
         if t.groups:
             # A group the WHERE clause excludes by its own text is a known zero, not data: omitted (a pie
             # filtered with IN shows only its slices). Groups that merely might be empty stay.
@@ -194,7 +197,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
         slots=tuple(tuple(r) for r in slots),
         factors=tuple(tuple(f) for f in factors),
         params=tuple(params),
-        limit=_count(t.limit, params, "LIMIT"),
+        limit=limit,
         offset=_count(t.offset, params, "OFFSET"),
     )
 

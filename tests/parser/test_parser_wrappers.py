@@ -141,3 +141,15 @@ def test_series_limit_split() -> None:
     assert {r[1] for r in outer.rows([0.0] * len(outer.queries))} == {1, 4}
     assert plan_query(split.outer([]), MIXED).rows([]) == []
     assert series_limit("SELECT count(*) FROM adult a JOIN adult b ON a.age = b.age", MIXED) is None
+
+
+def test_limit_zero_measures_nothing(adult_conn: psycopg.Connection) -> None:
+    """Tableau reads a custom SQL query's columns with LIMIT 0: no row is shown, so nothing is measured."""
+    sql = ('SELECT * FROM (SELECT race, count(*) AS n, sum(age) AS a FROM adult GROUP BY race) '
+           '"Custom SQL Query" LIMIT 0')
+    plan = plan_query(sql, MIXED)
+    assert plan.queries == () and plan.rows([]) == []
+    cur = adult_conn.execute(sql)  # type: ignore[call-overload]
+    assert [(c.name, c.type_oid) for c in plan.columns] == [(d.name, d.type_code) for d in cur.description or []]
+    assert plan_query("SELECT count(*) FROM adult LIMIT $1", MIXED, [0]).queries == ()
+    assert len(plan_query("SELECT count(*) FROM adult LIMIT $1", MIXED, [1]).queries) == 1
