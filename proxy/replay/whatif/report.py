@@ -63,6 +63,7 @@ def plot(result: WhatIfResult, path: Path) -> None:
             off = [sum(o.outcome == "refused" for o in without[e].outcomes) if e in without else np.nan
                    for e, _ in days]
             ax.plot(x, off, "k_", markersize=14, mew=2, label="refused without P")
+        ax.set_ylim(0, max(1.0, float(bottom.max())) * 1.3)  # room for the legend above the bars
         ax.set_xticks(x, labels, rotation=90 if len(days) > 14 else 0, fontsize=8)
         ax.set_ylabel("statements")
         ax.set_title(f"epsilon = {eps:g} per {'day' if result.epoch_hours == 24 else 'epoch'}: outcomes with P")

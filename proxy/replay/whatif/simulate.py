@@ -4,13 +4,15 @@ Each epoch of the log (a day by default) is one epoch of every simulated engine:
 parser, the real matrix mechanism and online policy, exact answers from one data snapshot. Before each
 epoch the prediction P is trained on the epochs before it only (walk-forward, as the back-test does),
 declared templates included, and its overlap rho is the recall the previous epochs' predictions actually
-got (what ``predict`` measures). Every budget runs twice, with P and with P switched off (same S), so the
-difference is what the predictor buys. The operator is trusted: each released answer is compared with the
-exact one here, and only error figures leave this module (never an exact value).
+got (what ``predict`` measures; the model's own estimate until a week of history exists). Every budget
+runs twice, with P and with P switched off (same S), so the difference is what the predictor buys. The
+operator is trusted: each released answer is compared with the exact one here, and only error figures
+leave this module (never an exact value).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -36,6 +38,7 @@ from predictor.utility import CostModel
 
 from .exact import SnapshotExactSource
 
+MIN_HISTORY = 7  # epochs of history before an epoch whose recall measures rho (predictor.predict.measure_overlap)
 OUTCOMES = ("fresh", "from_p", "free", "refused")
 # The engine's statement outcome -> the what-if's: a repeat (or an all-zero statement) costs nothing and
 # reuses what was released; good / free_after_stop are served from P's release without a spend.
@@ -99,6 +102,7 @@ class WhatIfResult:
     skipped: dict[str, int]  # statements not replayed: undated, not over a protected table
     strategy_cache: tuple[int, int]  # (hits, misses)
     exact_fetches: tuple[int, int]  # (marginals, single answers) fetched from the upstream
+    timings: dict[str, float] = field(default_factory=dict)  # wall seconds per phase
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,7 @@ def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: Eng
              exact: SnapshotExactSource, options: WhatIfOptions,
              on_step: Callable[[int], None] | None = None, total: Callable[[int], None] | None = None) -> WhatIfResult:
     """Replay ``statements`` epoch by epoch at every budget of ``options``; see the module docstring."""
+    t0 = time.perf_counter()
     dated = sorted((s for s in statements if s.ts is not None), key=lambda s: s.ts)  # type: ignore[arg-type,return-value]
     skipped = {"undated": sum(max(1, s.calls) for s in statements if s.ts is None), "not_protected": 0}
     epochs, _, _ = bucket(dated, options.epoch_hours, catalog)
@@ -206,6 +211,7 @@ def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: Eng
         if vol:
             recall[d] = sum(o.count for o in epochs.buckets[d] if o.key in psets[d].keys) / vol
 
+    t1 = time.perf_counter()
     cache = StrategyCache()
     base = replace(settings, epoch="manual", epoch_seconds=None, progress=False,
                    split=options.split or settings.split)
@@ -217,8 +223,10 @@ def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: Eng
                                             strategies=cache)
     runs: list[EpochRun] = []
     for d in targets:
-        past = [recall[t] for t in range(max(0, d - 7), d) if t in recall]
-        rho = sum(past) / len(past) if past else None
+        # As `predict` measures it: only epochs with a week of history before them count; until there are
+        # some, the model's own estimate.
+        past = [recall[t] for t in range(max(MIN_HISTORY, d - 7), d) if t in recall]
+        rho = sum(past) / len(past) if past else psets[d].rho_estimate
         pred = _prediction(psets[d], planner, options.stream_length, rho)
         origin = epochs.start_of(d)
         day = origin.date().isoformat() if epochs.hours == 24 else origin.isoformat()
@@ -253,5 +261,6 @@ def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: Eng
                 on_step(len(per_epoch[d]))
             runs.append(EpochRun(d, day, eps, with_p, int(pred.s_estimate or base.stream_length),
                                  len(pred.queries) if with_p else 0, rho if with_p else None, outs))
+    timings = {"plan_and_predict_s": round(t1 - t0, 2), "replay_s": round(time.perf_counter() - t1, 2)}
     return WhatIfResult(runs, options.epoch_hours, skipped, (cache.hits, cache.misses),
-                        (exact.marginal_fetches, exact.answer_fetches))
+                        (exact.marginal_fetches, exact.answer_fetches), timings)
