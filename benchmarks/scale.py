@@ -242,6 +242,10 @@ def table(records: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _label(shards: int) -> str:
+    return "1 PostgreSQL" if shards == 0 else f"{shards} shard{'s' if shards > 1 else ''}"
+
+
 def plot(records: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -257,7 +261,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
         ax.bar([x - w for x in xs], [r["fresh_p50_ms"] for r in cells], w, label="fresh DP query via proxy")
         ax.bar(list(xs), [r["direct_p50_ms"] for r in cells], w, label="same aggregate, direct")
         ax.bar([x + w for x in xs], [r["exact_p50_ms"] for r in cells], w, label="proxy's exact SQL, direct")
-        ax.set_xticks(list(xs), [("1 PostgreSQL" if r["shards"] == 0 else f"{r['shards']} shards") for r in cells])
+        ax.set_xticks(list(xs), [_label(r["shards"]) for r in cells])
         ax.set_yscale("log")
         ax.set_ylabel("p50 latency (ms)")
         ax.set_title(f"events, {size:,} rows")
