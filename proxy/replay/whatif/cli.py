@@ -145,9 +145,12 @@ def _run(cfg: Any, state_dir: Path, data: dict[str, Path], statements: Any, sett
     from .exact import SnapshotExactSource
     from .simulate import simulate
 
-    bar = tqdm(total=0, unit="stmt", disable=not progress, file=sys.stderr, dynamic_ncols=True, desc="what-if")
+    # Planning every text and training P for each epoch come first (no count known yet), then the replay.
+    bar = tqdm(total=0, unit="stmt", disable=not progress, file=sys.stderr, dynamic_ncols=True,
+               desc="planning statements, training P")
 
     def set_total(n: int) -> None:
+        bar.set_description("what-if")
         bar.total = n
         bar.refresh()
 

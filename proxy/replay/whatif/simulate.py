@@ -198,8 +198,6 @@ def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: Eng
     first, last = options.days if options.days is not None else (0, n - 1)
     first, last = max(0, first), min(n - 1, last)
     targets = list(range(first, last + 1))
-    if total is not None:
-        total(sum(len(per_epoch[d]) for d in targets) * len(options.epsilons) * (2 if options.without_p else 1))
 
     # Walk-forward P and its measured overlap: the recall of each earlier epoch's own P.
     psets: dict[int, PredictionSet] = {}
@@ -211,6 +209,8 @@ def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: Eng
         if vol:
             recall[d] = sum(o.count for o in epochs.buckets[d] if o.key in psets[d].keys) / vol
 
+    if total is not None:
+        total(sum(len(per_epoch[d]) for d in targets) * len(options.epsilons) * (2 if options.without_p else 1))
     t1 = time.perf_counter()
     cache = StrategyCache()
     base = replace(settings, epoch="manual", epoch_seconds=None, progress=False,
