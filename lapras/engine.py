@@ -189,6 +189,9 @@ class Engine:
                 self._mm_ready.set()
             if ep.state.stopped:
                 self._stopped.add(ep.id)
+            snapshot_epoch = getattr(self.exact, "new_epoch", None)
+            if snapshot_epoch is not None:
+                snapshot_epoch(ep.id)  # a per-epoch snapshot of exact marginals starts afresh
             self._cache = {k: (a.value, a.stderr) for k, a in self.ledger.answers(ep.id).items()}
             self._policy = OnlinePolicy(ep.spec.allocator(), ep.spec.budget, self.settings.free_stderr_ratio,
                                         self.settings.free_answer_max_stderr or None, self.mechanism)

@@ -8,9 +8,10 @@ from typing import Any
 
 import parser as sqlparser
 from lapras.engine import Engine, Prediction, load_prediction
-from lapras.exact import PostgresExactSource
+from lapras.exact import ExactSource, PostgresExactSource
 from lapras.ledger.postgres import PostgresLedger
 from lapras.settings import EngineSettings
+from lapras.snapshot import SnapshotExactSource
 from lapras.strategy.cache import StrategyCache
 from parser.linear import LinearQuery
 
@@ -77,9 +78,17 @@ def build_engine(cfg: Config, upstream_dsn: str, *, background: bool = False,
     """The engine with its ledger and exact-answer source in the upstream database.
 
     ``background``: epochs are prepared by the engine's own thread, off the serving path (the proxy)."""
-    return Engine(cfg.catalog, PostgresLedger(upstream_dsn), PostgresExactSource(upstream_dsn),
+    return Engine(cfg.catalog, PostgresLedger(upstream_dsn), exact_source(cfg, upstream_dsn),
                   engine_settings(cfg), _predictions(cfg), strategies=strategy_store(state_dir),
                   background=background)
+
+
+def exact_source(cfg: Config, upstream_dsn: str) -> ExactSource:
+    """Exact answers pushed down to the upstream, through the per-epoch marginal snapshot when configured."""
+    live = PostgresExactSource(upstream_dsn)
+    if cfg.lapras.snapshot == "epoch":
+        return SnapshotExactSource(live, cfg.lapras.snapshot_max_cells)
+    return live
 
 
 def prepare_strategies(cfg: Config, state_dir: Path) -> dict[str, Any]:

@@ -107,6 +107,8 @@ class LaprasSettings:
     mm_time_limit: float = default("lapras.mm_time_limit")
     max_statement_work: int = default("lapras.max_statement_work")
     mm_wait: float = default("lapras.mm_wait")
+    snapshot: str = default("lapras.snapshot")
+    snapshot_max_cells: int = default("lapras.snapshot_max_cells")
 
 
 @dataclass(frozen=True)

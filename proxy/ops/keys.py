@@ -165,6 +165,12 @@ KEYS: tuple[Key, ...] = (
         "of its segmented union marginal plus box corners); larger statements are refused with 54000 before "
         "anything is read or charged", engine="max_statement_work",
         check=lambda v: None if v > 0 else "must be > 0"),
+    Key("lapras", "snapshot", str, "live", "exact answers: live (an aggregate pushed down per fresh statement) or "
+        "epoch (each marginal's histogram read once per epoch, at its first use, then answers are dot "
+        "products; data as of that first use, later writes appear next epoch)", choices=("live", "epoch")),
+    Key("lapras", "snapshot_max_cells", int, 1 << 24, "with snapshot = \"epoch\": histogram cells kept in "
+        "memory (8 bytes each; least recently used dropped first); larger marginals are answered live",
+        check=_positive_int),
     Key("lapras", "mm_wait", float, 5.0, "while an epoch's release of P is being prepared (first start), how "
         "long a statement over predicted queries waits for it before it is answered fresh", engine="mm_wait",
         check=_nonnegative),
