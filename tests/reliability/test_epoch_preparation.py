@@ -90,7 +90,9 @@ def test_startup_serves_before_the_release_is_prepared(own_adult_db: str, tmp_pa
             c.execute(sqls[0]).fetchone()  # predicted: waits up to mm_wait, then fresh
             predicted_s = time.monotonic() - t0
             assert _budget(p)["epoch.release_of_P"] == "pending", "preparation was too quick to test"
-            assert unpredicted_s < 5.0 and predicted_s < 1.0 + 5.0
+            # Both were answered while the release was still pending (asserted above); the bounds only say
+            # neither waited for it (the first fresh answer also loads the noise sampler, on 2 busy cores).
+            assert unpredicted_s < 30.0 and predicted_s < 1.0 + 30.0
             spent_pending = float(_budget(p)["spent.epsilon"])
             _wait_released(p)
             # After the release: another predicted query is free (no spend), the earlier one replayed.
@@ -112,6 +114,8 @@ def test_rollover_while_serving_does_not_block_clients(own_adult_db: str, tmp_pa
     p, sqls = _start(own_adult_db, tmp_path, privacy_extra="epoch_seconds = 15.0")
     try:
         _wait_released(p)
+        with psycopg.connect(p.dsn(), autocommit=True) as c:  # load the noise sampler before timing
+            c.execute("SELECT COUNT(*) FROM adult WHERE age = 90").fetchone()
         first = int(_budget(p)["epoch"])
         # Tomorrow's P differs: its strategies are not in the store, so the next epoch needs seconds of
         # search, which runs while the clients below are answered (in this epoch until the next commits).
