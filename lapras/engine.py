@@ -378,9 +378,18 @@ class Engine:
         sens_todo = statement_sensitivity(table, [queries[i] for i in todo], self.settings.max_statement_work)
         free, free_var = self._free_estimates(table, [queries[i] for i in todo], mm)
         if ep.id in self._stopped and not np.isfinite(free_var).all():
-            # The stream stopped for good: without a free estimate for every query this is refused, and
-            # decided before any exact aggregate is computed or anything is written.
-            self._refuse(ep.id, ep.state.n)
+            # The stream stopped for good: a query with neither a stored answer (another process may have
+            # released it) nor a free estimate is refused, before any exact aggregate or any write.
+            with self.ledger.locked(ep.id) as tx:
+                stored = tx.find([queries[i].key for i in todo])
+            for k, a in stored.items():
+                self._cache[k] = (a.value, a.stderr)
+            if any(queries[i].key not in stored and not np.isfinite(v) for i, v in zip(todo, free_var, strict=True)):
+                self._refuse(ep.id, ep.state.n)
+            if all(queries[i].key in stored for i in todo):
+                again = self.lookup(plan)
+                assert again is not None
+                return again
         predicted = all(queries[i].key in self._pkeys for i in todo)
         need_exact = not (predicted and np.isfinite(free_var).all())
         exact = self.exact.answers(table, [queries[i] for i in todo]) if need_exact and todo else None
@@ -476,6 +485,8 @@ class Engine:
             self._adopt(cur)
         elif cur is not None and self._mm_pending and self.ledger.mm_release(cur.id) is not None:
             self._adopt(cur)  # another process attached the release
+        if cur is not None and cur.state.stopped:
+            self._stopped.add(cur.id)  # another process stopped the stream: refuse before exact work here too
         return self._epoch is not ep
 
     # ----------------------------------------------------------------------------------- reporting

@@ -225,6 +225,7 @@ def test_refusal_after_the_stop_computes_and_writes_nothing(fresh_db: str, exact
     eng = Engine(CATALOG, PostgresLedger(fresh_db), source,
                  EngineSettings(epoch="manual", split="equal", allocation="static", warmup=2,
                                 min_fraction=0.5), predictions=lambda: Prediction((), 4, 0.0))
+    early = Engine(CATALOG, PostgresLedger(fresh_db), source, EngineSettings(epoch="manual"))  # adopts now
     refused = 0
     for i in range(30):
         try:
@@ -244,5 +245,12 @@ def test_refusal_after_the_stop_computes_and_writes_nothing(fresh_db: str, exact
     with pytest.raises(BudgetExhausted):
         eng2.answer(plan("SELECT count(*) FROM t WHERE b = 'x'"), "u")
     assert source.calls == calls and _ledger_rows(fresh_db) == rows
-    eng.close()
-    eng2.close()
+    # A process that learns of the stop from its poll refuses without exact work too, and still serves what
+    # another process released after it adopted.
+    early.sync_epoch()
+    with pytest.raises(BudgetExhausted):
+        early.answer(plan("SELECT count(*) FROM t WHERE b = 'y'"), "u")
+    again = early.answer(plan("SELECT count(*) FROM t WHERE c = 0"), "u")
+    assert again.outcome == "repeat" and source.calls == calls and _ledger_rows(fresh_db) == rows
+    for e in (eng, eng2, early):
+        e.close()
