@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from . import errors as E
 from .errors import Refusal
@@ -52,7 +53,7 @@ class Budget:
     steps only, so counting stays cheap on the hot path.
     """
 
-    __slots__ = ("limits", "deadline", "steps", "boxes", "next_check")
+    __slots__ = ("limits", "deadline", "steps", "boxes", "next_check", "now")
 
     _EVERY = 256
 
@@ -62,6 +63,14 @@ class Budget:
         self.steps = 0
         self.boxes = 0
         self.next_check = self._EVERY
+        self.now: datetime | None = None
+
+    def statement_time(self) -> datetime:
+        """The statement's one instant (UTC) for now(), current_date...: read once, the same for every call.
+        A statement that reads it is planned anew each time (its template depends on the day)."""
+        if self.now is None:
+            self.now = datetime.now(UTC)
+        return self.now
 
     def check_deadline(self) -> None:
         if self.deadline is not None and time.monotonic() > self.deadline:

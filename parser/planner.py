@@ -86,6 +86,8 @@ class Planner:
             t = _copy(r)  # without its traceback, whose frames hold the statement's text
         except RecursionError:
             t = Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
+        if isinstance(t, Template) and t.volatile:
+            return t  # now() was resolved to this instant: the next statement resolves it again
         # A template holds the lowered WHERE form and the groups: roughly proportional to the text.
         self.templates.put(key, t, 512 if isinstance(t, Refusal) else 8 * len(sql) + 64 * t.n_groups)
         if isinstance(t, Refusal):
@@ -108,6 +110,8 @@ class Planner:
             return hit
         t = self.template(sql, deadline=deadline)
         plan = bind(t, ptuple, Budget(self.limits, deadline))
+        if t.volatile:
+            return plan
         size = sum(len(q.key) + 96 * len(q.boxes) + 200 for q in plan.queries) + 64 * len(plan.group_keys)
         self.plans.put(key, plan, size + approx_size(ptuple) + len(pkey))
         return plan

@@ -24,14 +24,19 @@ from . import errors as E
 from .errors import Refusal
 from .values import (
     BOOL,
+    DATE,
     FLOAT8,
     FUNCTIONS,
     INT4,
     INT8,
     INTEGER_OIDS,
+    INTERVAL,
     NUMBER_OIDS,
     NUMERIC,
+    TEMPORAL_OIDS,
     TEXT,
+    TIMESTAMP,
+    TIMESTAMPTZ,
     UNKNOWN,
     arith_type,
     call_type,
@@ -43,9 +48,10 @@ from .values import (
     dec,
     int_div,
     round_count,
+    temporal_arith,
 )
 
-__all__ = ["BOOL", "FLOAT8", "INT4", "INT8", "INTEGER_OIDS", "NUMBER_OIDS", "NUMERIC", "TEXT", "UNKNOWN",
+__all__ = ["BOOL", "DATE", "INTERVAL", "TEMPORAL_OIDS", "TIMESTAMP", "TIMESTAMPTZ", "FLOAT8", "INT4", "INT8", "INTEGER_OIDS", "NUMBER_OIDS", "NUMERIC", "TEXT", "UNKNOWN",
            "Arith", "Call", "Case", "Cast", "Cell", "Cmp", "Const", "Env", "Expr", "IsNull", "Key", "Logic",
            "Neg", "Param", "Vector", "call_type", "cast_value", "coerce_param", "compare", "constant",
            "round_count"]
@@ -145,12 +151,15 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
 class Arith(Expr):
     """``a op b`` for + - * / %: integers stay integers (``/`` truncates), numeric is exact, float is float."""
 
-    def __init__(self, op: str, a: Expr, b: Expr, position: int | None = None) -> None:
+    def __init__(self, op: str, a: Expr, b: Expr, position: int | None = None, temporal: int | None = None) -> None:
         self.op, self.args, self.position = op, (a, b), position
-        self.oid = arith_type(a.oid, b.oid)
+        self.temporal = temporal is not None  # dates, timestamps and intervals (parser.values.temporal_arith)
+        self.oid = temporal if temporal is not None else arith_type(a.oid, b.oid)
 
     def _apply(self, x: Any, y: Any) -> Any:
         op, oid = self.op, self.oid
+        if self.temporal:
+            return temporal_arith(op, x, y)
         if oid in INTEGER_OIDS:
             return int_div(op, x, y) if op in "/%" else _OPS[op](x, y)
         if oid == NUMERIC:

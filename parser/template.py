@@ -51,6 +51,7 @@ class Template:
     limit: Operand | None
     offset: Operand | None
     param_types: dict[int, int] = field(default_factory=dict)
+    volatile: bool = False  # reads now() / current_date: resolved per statement, never cached
 
     @property
     def group_attrs(self) -> tuple[str, ...]:

@@ -10,15 +10,31 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from datetime import date, datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
 from typing import Any
 
 from . import errors as E
+from . import temporal as TM
 from .errors import Refusal
-from .pgtypes import BOOL, FLOAT8, INT4, INT8, NUMERIC, TEXT, UNKNOWN
+from .pgtypes import (
+    BOOL,
+    DATE,
+    FLOAT8,
+    INT4,
+    INT8,
+    INTERVAL,
+    NUMERIC,
+    TEMPORAL_OIDS,
+    TEXT,
+    TIMESTAMP,
+    TIMESTAMPTZ,
+    UNKNOWN,
+)
 
 INTEGER_OIDS = frozenset({INT4, INT8})
 NUMBER_OIDS = frozenset({INT4, INT8, FLOAT8, NUMERIC})
+_TEMPORAL_RANK = {DATE: 0, TIMESTAMP: 1, TIMESTAMPTZ: 2}
 
 
 def compare(op: str, a: object, b: object) -> bool | None:
@@ -76,9 +92,48 @@ def common_type(oids: Sequence[int], what: str) -> int:
         return INT8 if INT8 in known else INT4
     if known <= NUMBER_OIDS:
         return FLOAT8 if FLOAT8 in known else NUMERIC
+    if known <= TEMPORAL_OIDS:
+        return temporal_common(*known)
     if len(known) == 1:
         return known.pop()
     raise Refusal(E.DATATYPE_MISMATCH, f"{what} types text and numeric cannot be matched")
+
+
+def temporal_common(*oids: int) -> int:
+    """date < timestamp < timestamptz: the type two temporal values compare as (PostgreSQL's casts)."""
+    return max(oids, key=lambda o: _TEMPORAL_RANK[o])
+
+
+def temporal_arith_type(op: str, a: int, b: int) -> int | None:
+    """Result type of ``a op b`` when a date, timestamp or interval takes part; None: no such operator."""
+    if op == "+" and (a in INTEGER_OIDS or a == INTERVAL) and b in TEMPORAL_OIDS:
+        a, b = b, a
+    if a == DATE and b in INTEGER_OIDS and op in "+-":
+        return DATE
+    if a == DATE and b == DATE and op == "-":
+        return INT4
+    if a in TEMPORAL_OIDS and b == INTERVAL and op in "+-":
+        return TIMESTAMP if a == DATE else a
+    if a == INTERVAL and b == INTERVAL and op in "+-":
+        return INTERVAL
+    return None
+
+
+def temporal_arith(op: str, x: Any, y: Any) -> Any:
+    """``x op y`` for the operand types ``temporal_arith_type`` accepts."""
+    if op == "+" and not isinstance(x, date | TM.Interval):
+        x, y = y, x
+    if isinstance(x, TM.Interval) and isinstance(y, TM.Interval):
+        months, days, micros = (y.months, y.days, y.micros) if op == "+" else (-y.months, -y.days, -y.micros)
+        return TM.Interval(x.months + months, x.days + days, x.micros + micros)
+    if isinstance(y, TM.Interval):
+        return TM.add_interval(x, y if op == "+" else -y)
+    if isinstance(y, date):
+        return (x - y).days
+    try:
+        return x + timedelta(days=int(y)) if op == "+" else x - timedelta(days=int(y))
+    except OverflowError:
+        raise Refusal(TM.DATETIME_FIELD_OVERFLOW, "date out of range") from None
 
 
 def arith_type(a: int, b: int) -> int:
@@ -93,7 +148,13 @@ def arith_type(a: int, b: int) -> int:
 def cast_value(v: Any, src: int, to: int, type_name: str) -> Any:
     """``v::to`` as PostgreSQL casts it; a text that does not read as ``to`` raises 22P02."""
     if to == TEXT:
+        if isinstance(v, date):
+            return temporal_text(v)
         return ("true" if v else "false") if isinstance(v, bool) else str(v)
+    if to in TEMPORAL_OIDS:
+        return TM.cast_temporal(v, to)
+    if to == INTERVAL:
+        return v if isinstance(v, TM.Interval) else TM.parse_interval(str(v))
     if to == BOOL:
         return bool(v)
     try:
@@ -115,10 +176,20 @@ def cast_value(v: Any, src: int, to: int, type_name: str) -> Any:
     raise AssertionError(to)
 
 
+def temporal_text(v: date) -> str:
+    """A date or timestamp as PostgreSQL prints it (ISO DateStyle; a timestamptz in UTC)."""
+    if not isinstance(v, datetime):
+        return v.isoformat()
+    text = v.replace(tzinfo=None).isoformat(" ")
+    return text + "+00" if v.tzinfo is not None else text
+
+
 def coerce_param(v: object, oid: int) -> object:
     """A bound parameter read as a number of the type it is compared with (text params arrive as text)."""
     if v is None or oid == TEXT:
         return v
+    if oid in TEMPORAL_OIDS or oid == INTERVAL:
+        return cast_value(v.decode() if isinstance(v, bytes) else v, TEXT, oid, "")
     if isinstance(v, bytes):
         v = v.decode()
     if isinstance(v, str):
@@ -169,7 +240,29 @@ def _pick(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any], int], Any]:
     return f
 
 
+def _date_trunc(vs: list[Any], oid: int) -> Any:
+    unit, x = vs
+    if unit is None or x is None:
+        return None
+    out = TM.trunc(str(unit), x)
+    if isinstance(x, datetime) and x.tzinfo is not None or oid == TIMESTAMPTZ:
+        return out.replace(tzinfo=TM.UTC)
+    return out
+
+
+def _extract(vs: list[Any], oid: int) -> Any:
+    field, x = vs
+    return None if field is None or x is None else TM.extract(str(field), x)
+
+
+def _to_timestamp(vs: list[Any], oid: int) -> Any:
+    return None if vs[0] is None else TM.from_epoch(vs[0])
+
+
 FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
+    "date_trunc": _date_trunc,
+    "extract": _extract,
+    "to_timestamp": _to_timestamp,
     "round": _round,
     "floor": _floor_ceil("floor"),
     "ceil": _floor_ceil("ceil"),
@@ -192,4 +285,10 @@ def call_type(fn: str, oids: Sequence[int]) -> int:
         return FLOAT8 if first == FLOAT8 else NUMERIC
     if fn in ("abs", "nullif"):
         return first
+    if fn == "date_trunc":
+        return TIMESTAMPTZ if oids[1] in (DATE, TIMESTAMPTZ) else oids[1]
+    if fn == "extract":
+        return NUMERIC
+    if fn == "to_timestamp":
+        return TIMESTAMPTZ
     return common_type(oids, fn.upper())

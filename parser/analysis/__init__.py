@@ -50,7 +50,7 @@ def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
     outputs = lower_outputs(ctx)
     clauses = lower_clauses(ctx, outputs)
     t = Template(ctx.table, where, ctx.groups, ctx.aggs, outputs, clauses.having, clauses.order, clauses.limit,
-                 clauses.offset, ctx.param_types)
+                 clauses.offset, ctx.param_types, volatile=budget.now is not None)
     limit = budget.limits.max_groups
     if t.n_groups > limit:
         raise Refusal(E.PROGRAM_LIMIT_EXCEEDED,

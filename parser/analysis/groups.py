@@ -22,7 +22,7 @@ from ..syntax import position_of
 from ..template import GroupDim
 from .context import Context
 from .nodes import ident, sql_of, strip_paren, unsupported
-from .scalars import NotScalar, compile_scalar
+from .scalars import NotScalar, compile_scalar, on_cells
 
 _BUCKET_HINT = "GROUP BY takes attributes, or arithmetic / floor / round / CASE over one attribute."
 
@@ -100,14 +100,8 @@ def _bucket(node: exp.Expr, ctx: Context) -> GroupDim:
     except Refusal as r:
         r.position = r.position or position_of(node)
         raise
-    values = list(attr.domain)
-    ctx.budget.tick(len(values))
+    results = on_cells(e, attr, ctx.budget, node, "GROUP BY expression")
     by_key: dict[object, list[tuple[int, int]]] = {}
-    try:
-        results = e.ev(S.Env(len(values), {attr.name: values}, strict=True))
-    except Refusal as r:
-        r.position = position_of(node)
-        raise
     for i, key in enumerate(results):
         by_key.setdefault(_hashable(key), []).append((i, i))
     oid = _key_type(e.oid)

@@ -79,10 +79,12 @@ def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
 
 _FUNCTION_NAMES: dict[type[exp.Expr], str] = {
     exp.Coalesce: "coalesce", exp.Nullif: "nullif", exp.Round: "round", exp.Abs: "abs", exp.Ceil: "ceil",
-    exp.Floor: "floor", exp.Greatest: "greatest", exp.Least: "least",
+    exp.Floor: "floor", exp.Greatest: "greatest", exp.Least: "least", exp.TimestampTrunc: "date_trunc",
+    exp.DateTrunc: "date_trunc", exp.Extract: "extract", exp.UnixToTime: "to_timestamp",
 }
 _CAST_NAMES = {exp.DataType.Type.BIGINT: "int8", exp.DataType.Type.INT: "int4", exp.DataType.Type.DOUBLE: "float8",
-               exp.DataType.Type.DECIMAL: "numeric", exp.DataType.Type.TEXT: "text"}
+               exp.DataType.Type.DECIMAL: "numeric", exp.DataType.Type.TEXT: "text", exp.DataType.Type.DATE: "date",
+               exp.DataType.Type.TIMESTAMP: "timestamp", exp.DataType.Type.TIMESTAMPTZ: "timestamptz"}
 
 
 def figure_name(node: exp.Expr) -> str:

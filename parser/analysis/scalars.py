@@ -14,10 +14,16 @@ from typing import Any
 
 from sqlglot import exp
 
+from .. import errors as E
 from .. import scalar as S
+from .. import temporal as TM
+from ..errors import Refusal
 from ..limits import Budget
+from ..pgtypes import type_name
+from ..schema import Attribute
 from ..syntax import literal_value, position_of
-from .nodes import ARITH, CMP_OPS, FLOAT_TYPES, INT_TYPES, TEXT_TYPES, flatten, strip_paren
+from ..values import temporal_arith_type, temporal_common
+from .nodes import ARITH, CMP_OPS, FLOAT_TYPES, INT_TYPES, TEXT_TYPES, flatten, sql_of, strip_paren
 
 Leaf = Callable[[exp.Expr], "S.Expr | None"]
 NOT_CONSTANT: Any = object()
@@ -30,6 +36,10 @@ class NotScalar(Exception):
         super().__init__(type(node).__name__)
         self.node = node
 
+
+_CLOCK = (exp.CurrentTimestamp, exp.CurrentDate, exp.Localtimestamp, exp.CurrentDatetime)
+_TEMPORAL_TYPES = {exp.DataType.Type.DATE: S.DATE, exp.DataType.Type.TIMESTAMP: S.TIMESTAMP,
+                   exp.DataType.Type.TIMESTAMPTZ: S.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ: S.TIMESTAMPTZ}
 
 _FUNCTIONS: dict[type[exp.Expr], str] = {
     exp.Round: "round", exp.Floor: "floor", exp.Ceil: "ceil", exp.Abs: "abs", exp.Coalesce: "coalesce",
@@ -75,9 +85,45 @@ class _Compiler:
             return S.Neg(a)
         if type(node) in ARITH:
             a, b = self.compile(node.this, d), self.compile(node.expression, d)
+            op = ARITH[type(node)]
+            if {a.oid, b.oid} & (S.TEMPORAL_OIDS | {S.INTERVAL}):
+                return self.temporal_arith(op, a, b, node)
             if S.TEXT in (a.oid, b.oid) or S.BOOL in (a.oid, b.oid):
                 raise NotScalar(node)
-            return self.typed(S.Arith(ARITH[type(node)], a, b, position_of(node)))
+            return self.typed(S.Arith(op, a, b, position_of(node)))
+        if isinstance(node, _CLOCK):
+            return self.clock(node)
+        if isinstance(node, exp.Interval):
+            return self.interval(node)
+        if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
+            unit = node.args.get("unit")
+            text = unit.name if isinstance(unit, exp.Var | exp.Literal) else None
+            if text is None or not TM.truncatable(text):
+                raise NotScalar(node)
+            x = self.compile(node.this, d)
+            if x.oid not in S.TEMPORAL_OIDS:
+                raise NotScalar(node)
+            args = [S.Const(text.lower(), S.TEXT), x]
+            return S.Call("date_trunc", args, S.call_type("date_trunc", [S.TEXT, x.oid]))
+        if isinstance(node, exp.Extract):
+            field = node.this.name if isinstance(node.this, exp.Var | exp.Literal) else None
+            x = self.compile(node.expression, d)
+            if field is None or x.oid not in S.TEMPORAL_OIDS:
+                raise NotScalar(node)
+            return self.typed(S.Call("extract", [S.Const(field.lower(), S.TEXT), x], S.NUMERIC))
+        if isinstance(node, exp.StrToDate | exp.StrToTime):
+            source, fmt = self.compile(node.this, d), node.args.get("format")
+            oid = S.DATE if isinstance(node, exp.StrToDate) else S.TIMESTAMPTZ
+            if not isinstance(source, S.Const) or not isinstance(fmt, exp.Literal) or not isinstance(source.value, str):
+                raise NotScalar(node)
+            return S.Const(TM.strptime(source.value, str(fmt.this), oid), oid)
+        if isinstance(node, exp.UnixToTime):
+            if node.args.get("scale") is not None:
+                raise NotScalar(node)
+            x = self.compile(node.this, d)
+            if x.oid not in S.NUMBER_OIDS:
+                raise NotScalar(node)
+            return S.Call("to_timestamp", [x], S.TIMESTAMPTZ)
         if isinstance(node, exp.Cast):
             return self.cast(node, d)
         if type(node) in CMP_OPS:
@@ -123,11 +169,56 @@ class _Compiler:
             oid = S.NUMERIC
         elif to in TEXT_TYPES:
             oid = S.TEXT
+        elif to in _TEMPORAL_TYPES:
+            oid = _TEMPORAL_TYPES[to]
+            if a.oid not in S.TEMPORAL_OIDS | {S.TEXT, S.UNKNOWN}:
+                raise NotScalar(node)
+        elif to == exp.DataType.Type.INTERVAL:
+            if not (isinstance(a, S.Const) and a.oid in (S.TEXT, S.UNKNOWN)):
+                raise NotScalar(node)
+            return S.Const(None if a.value is None else TM.parse_interval(str(a.value)), S.INTERVAL)
         else:
             raise NotScalar(node)
         if not self.exact and a.oid == S.TEXT and oid != S.TEXT and not isinstance(a, S.Const):
             raise NotScalar(node)  # a text key read as a number could fail after the release
         return self.typed(S.Cast(a, oid, to.value.lower(), position_of(node)))
+
+    def clock(self, node: exp.Expr) -> S.Expr:
+        """now(), current_date, current_timestamp, localtimestamp: the statement's one instant (UTC)."""
+        now = self.budget.statement_time()
+        if isinstance(node, exp.CurrentDate):
+            return S.Const(now.date(), S.DATE)
+        if isinstance(node, exp.Localtimestamp):
+            return S.Const(now.replace(tzinfo=None), S.TIMESTAMP)
+        return S.Const(now, S.TIMESTAMPTZ)
+
+    def interval(self, node: exp.Interval) -> S.Expr:
+        """INTERVAL '7 days', INTERVAL '7' DAY."""
+        text = node.this
+        unit = node.args.get("unit")
+        if not isinstance(text, exp.Literal):
+            raise NotScalar(node)
+        return S.Const(TM.parse_interval(str(text.this), unit.name if unit is not None else None), S.INTERVAL)
+
+    def temporal_arith(self, op: str, a: S.Expr, b: S.Expr, node: exp.Expr) -> S.Expr:
+        """date +/- integer, date - date, date/timestamp(tz) +/- interval (a quoted literal takes the
+        other side's type first, as PostgreSQL resolves unknown literals)."""
+        a, b = self.as_temporal(a, b), self.as_temporal(b, a)
+        oid = temporal_arith_type(op, a.oid, b.oid)
+        if oid is None:
+            raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name(a.oid)} {op} {type_name(b.oid)}",
+                          position=position_of(node),
+                          hint="Dates take + or - an integer of days or an INTERVAL; an integer column takes "
+                          "no interval." if S.INTERVAL in (a.oid, b.oid) else None)
+        return S.Arith(op, a, b, position_of(node), temporal=oid)
+
+    def as_temporal(self, e: S.Expr, other: S.Expr) -> S.Expr:
+        if isinstance(e, S.Const) and e.oid in (S.TEXT, S.UNKNOWN) and e.value is not None:
+            if other.oid in S.TEMPORAL_OIDS:
+                return S.Const(S.cast_value(e.value, S.TEXT, S.INTERVAL, "interval"), S.INTERVAL)
+            if other.oid == S.INTERVAL:
+                return S.Const(S.cast_value(e.value, S.TEXT, S.TIMESTAMP, "timestamp"), S.TIMESTAMP)
+        return e
 
     def compare(self, op: str, left: exp.Expr, right: exp.Expr, d: int, node: exp.Expr) -> S.Expr:
         return self.compared(op, self.compile(left, d), self.compile(right, d), node)
@@ -135,9 +226,30 @@ class _Compiler:
     def compared(self, op: str, a: S.Expr, b: S.Expr, node: exp.Expr) -> S.Expr:
         _type_params(a, b)
         a, b = self.coerce(a, b), self.coerce(b, a)
-        if (a.oid == S.TEXT) != (b.oid == S.TEXT) and S.UNKNOWN not in (a.oid, b.oid):
+        if a.oid in S.TEMPORAL_OIDS or b.oid in S.TEMPORAL_OIDS:
+            a, b = self.temporal_operands(a, b, node)
+        elif (a.oid == S.TEXT) != (b.oid == S.TEXT) and S.UNKNOWN not in (a.oid, b.oid):
             raise NotScalar(node)  # text against a number: PostgreSQL has no such operator
         return S.Cmp(op, a, b)
+
+    def temporal_operands(self, a: S.Expr, b: S.Expr, node: exp.Expr) -> tuple[S.Expr, S.Expr]:
+        """Both sides of a comparison as one temporal type (a quoted literal reads as the other side's)."""
+        kinds = [e.oid for e in (a, b) if e.oid in S.TEMPORAL_OIDS]
+        for e in (a, b):
+            if e.oid not in S.TEMPORAL_OIDS and not (isinstance(e, S.Const) and e.oid in (S.TEXT, S.UNKNOWN)):
+                raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name(a.oid)} = {type_name(b.oid)}",
+                              position=position_of(node))
+        to = temporal_common(*kinds)
+
+        def conv(e: S.Expr) -> S.Expr:
+            if e.oid == to:
+                return e
+            if isinstance(e, S.Const):
+                v = None if e.value is None else S.cast_value(e.value, e.oid, to, type_name(to))
+                return S.Const(v, to)
+            return S.Cast(e, to, type_name(to), position_of(node))
+
+        return conv(a), conv(b)
 
     def coerce(self, e: S.Expr, other: S.Expr) -> S.Expr:
         """A quoted literal compared with a number reads as a number (PostgreSQL's unknown-type literal)."""
@@ -193,3 +305,61 @@ def fold(node: exp.Expr, budget: Budget) -> Any:
     except NotScalar:
         return NOT_CONSTANT
     return S.constant(e)
+
+
+def on_cells(e: S.Expr, attr: Attribute, budget: Budget, node: exp.Expr, what: str) -> list[Any]:
+    """``e`` (over ``attr`` only) on every cell of the attribute's public domain, one value a cell.
+
+    Where a cell holds many values (a timestamp's hour), ``e`` must be constant over every cell, else the
+    cell would be cut: refused with a hint naming the resolution, never rounded. It is when every step
+    from the column up to the first sub-expression equal at both ends of every cell is monotone
+    (date_trunc, extract, casts, arithmetic with constants, floor, ordering comparisons with constants).
+    """
+    d = attr.domain
+    values = list(d)
+    budget.tick(len(values))
+    try:
+        results = e.ev(S.Env(len(values), {attr.name: values}, strict=True))
+        lasts = d.last_values()
+        if lasts is not None:
+            starts, ends = S.Env(len(values), {attr.name: values}), S.Env(len(lasts), {attr.name: lasts})
+            if not _constant_per_cell(e, starts, ends, budget):
+                raise Refusal(E.FEATURE_NOT_SUPPORTED,
+                              f"{what} {sql_of(node)!r} cuts the cells of column {attr.name} "
+                              f"(cells of {d.coarseness()})", position=position_of(node),
+                              hint=f"{attr.name} is declared with cells of {d.coarseness()}: group or filter on "
+                              f"whole cells (date_trunc or extract of a unit of at least {d.coarseness()}, ::date, "
+                              ">= and < with cell boundaries).")
+    except Refusal as r:
+        r.position = r.position or position_of(node)
+        raise
+    return results
+
+
+_MONOTONE_CALLS = {"date_trunc", "extract", "floor", "ceil", "round", "to_timestamp"}
+
+
+def _monotone(e: S.Expr) -> bool:
+    """``e`` is monotone in its one non-constant argument within a cell (cells never cross midnight)."""
+    if isinstance(e, S.Cast | S.Neg):
+        return True
+    if isinstance(e, S.Call):
+        return e.fn in _MONOTONE_CALLS
+    if isinstance(e, S.Arith):
+        return e.op in "+-" or isinstance(e.args[1], S.Const) or (e.op == "*" and isinstance(e.args[0], S.Const))
+    if isinstance(e, S.Cmp):
+        return e.op in ("<", "<=", ">", ">=")
+    return False
+
+
+def _constant_per_cell(e: S.Expr, starts: S.Env, ends: S.Env, budget: Budget) -> bool:
+    """True when ``e`` takes one value over every cell (see ``on_cells``); raises nothing."""
+    if isinstance(e, S.Cell):
+        return False
+    if not any(isinstance(x, S.Cell) for x in e.walk()):
+        return True
+    inner = [_constant_per_cell(a, starts, ends, budget) for a in e.args]
+    if not all(inner) and (not _monotone(e) or sum(not c for c in inner) > 1):
+        return False
+    budget.tick(2 * starts.n)
+    return bool(e.ev(starts) == e.ev(ends))

@@ -29,7 +29,7 @@ from .nodes import (
     strip_paren,
     unsupported,
 )
-from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold
+from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold, on_cells
 
 _WHERE_HINT = ("WHERE supports =, <>, <, <=, >, >=, BETWEEN, IN, IS [NOT] NULL on attributes compared with "
                "literals or parameters, combined with AND, OR, NOT.")
@@ -178,13 +178,7 @@ class _Lowering:
             raise
         if e.oid not in (S.BOOL, S.UNKNOWN):
             raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
-        values = list(attr.domain)
-        ctx.budget.tick(len(values))
-        try:
-            results = e.ev(S.Env(len(values), {attr.name: values}, strict=True))
-        except Refusal as r:
-            r.position = r.position or position_of(node)
-            raise
+        results = on_cells(e, attr, ctx.budget, node, "condition")
         true = merge_ranges([(i, i) for i, v in enumerate(results) if v is True])
         false = merge_ranges([(i, i) for i, v in enumerate(results) if v is False])
         return C.Cells(attr.name, tuple(true), tuple(false))

@@ -8,9 +8,11 @@ from typing import Any
 
 from .base import ColumnType, DeclarationError
 from .integer import IntType
+from .temporal import DateType, TemporalType, TimestampType, TimestamptzType
 from .text import TextType
 
-__all__ = ["COLUMN_TYPES", "ColumnType", "DeclarationError", "IntType", "TextType", "from_config"]
+__all__ = ["COLUMN_TYPES", "ColumnType", "DateType", "DeclarationError", "IntType", "TemporalType", "TextType",
+           "TimestampType", "TimestamptzType", "from_config"]
 
 COLUMN_TYPES: dict[str, type[ColumnType]] = {}
 
@@ -21,7 +23,7 @@ def register(cls: type[ColumnType]) -> type[ColumnType]:
     return cls
 
 
-for _cls in (IntType, TextType):
+for _cls in (IntType, TextType, DateType, TimestampType, TimestamptzType):
     register(_cls)
 
 COMMON_KEYS = frozenset({"type", "nullable", "description"})

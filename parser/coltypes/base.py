@@ -93,6 +93,15 @@ class ColumnType:
     def __iter__(self) -> Iterator[Value]:
         return (self.value_at(i) for i in range(self.size))
 
+    def last_values(self) -> list[Value] | None:
+        """Per cell, the last value it holds, when a cell holds more than one value (None: one value each).
+        A per-row expression is exact over cells only if it agrees at both ends of every cell."""
+        return None
+
+    def coarseness(self) -> str:
+        """How wide a cell is, for hints (``one hour``)."""
+        return "one value"
+
     def base_values(self) -> np.ndarray:
         """The non-NULL cell values in cell order (the demo generator draws from them)."""
         return np.asarray([self._value(i) for i in range(self.base_size)], dtype=object)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
@@ -15,6 +16,7 @@ from sqlglot import exp
 from .. import errors as E
 from .. import pgtypes as T
 from ..errors import Refusal
+from ..temporal import Interval
 from .base import ColumnType, DeclarationError, Value, clamp_sql
 
 MAX_CELLS = 1_000_000
@@ -62,6 +64,11 @@ def read_int(p: object, type_name: str = "integer") -> Value:
 
 
 def check_int_literal(value: Value, position: int | None, type_name: str = "integer") -> Value:
+    if isinstance(value, date | Interval):
+        other = "interval" if isinstance(value, Interval) else ("timestamp" if isinstance(value, datetime) else "date")
+        raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name} = {other}", position=position,
+                      hint=f"An {type_name} column compares with numbers; dates and intervals apply to date and "
+                      "timestamp columns.")
     if isinstance(value, bool):
         raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name} = boolean", position=position,
                       hint="No operator matches the given name and argument types.")

@@ -1,26 +1,31 @@
-"""Text/binary codecs for the types the product exchanges (int, float8, numeric, text, bool); the
-oids come from the one table in parser.pgtypes."""
+"""Text/binary codecs for the types the product exchanges (int, float8, numeric, text, bool, date,
+timestamp, timestamptz); the oids come from the one table in parser.pgtypes."""
 
 from __future__ import annotations
 
 import math
 import struct
 from collections.abc import Callable
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from parser.pgtypes import (
     BOOL,
     BPCHAR,
+    DATE,
     FLOAT4,
     FLOAT8,
     INT2,
     INT4,
     INT8,
+    INTERVAL,
     NAME,
     NUMERIC,
     OID,
     TEXT,
+    TIMESTAMP,
+    TIMESTAMPTZ,
     UNKNOWN,
     VARCHAR,
     type_name,
@@ -39,6 +44,8 @@ def _bad(oid: int, raw: bytes | str) -> PgError:
 
 # -- parameters (client -> proxy) -----------------------------------------------------------------
 
+_PG_EPOCH = datetime(2000, 1, 1)
+_PG_EPOCH_DATE = date(2000, 1, 1)
 _TRUE = {"t", "true", "y", "yes", "on", "1"}
 _FALSE = {"f", "false", "n", "no", "off", "0"}
 
@@ -88,6 +95,13 @@ def decode_binary(oid: int, raw: bytes) -> Any:
             return raw != b"\0"
         if oid == NUMERIC:
             return _numeric_from_binary(raw)
+        if oid == DATE:
+            (days,) = struct.unpack("!i", raw)
+            return _PG_EPOCH_DATE + timedelta(days=days)
+        if oid in (TIMESTAMP, TIMESTAMPTZ):
+            (micros,) = struct.unpack("!q", raw)
+            ts = _PG_EPOCH + timedelta(microseconds=micros)
+            return ts.replace(tzinfo=UTC) if oid == TIMESTAMPTZ else ts
         if oid in (TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN):
             return raw.decode("utf-8")
     except struct.error:
@@ -157,7 +171,37 @@ def _str_text(v: Any) -> bytes:
     return str(v).encode("utf-8")
 
 
+def _date_text(v: Any) -> bytes:
+    return v.isoformat().encode() if isinstance(v, date) else str(v).encode()
+
+
+def _clock(v: datetime) -> str:
+    text = v.strftime("%Y-%m-%d %H:%M:%S")
+    return text + (f".{v.microsecond:06d}".rstrip("0") if v.microsecond else "")
+
+
+def _timestamp_text(v: Any) -> bytes:
+    if not isinstance(v, datetime):
+        return str(v).encode()
+    return _clock(v.replace(tzinfo=None)).encode()
+
+
+def _timestamptz_text(v: Any) -> bytes:
+    """In the value's own zone (the executor moves values into the session's TimeZone), as PostgreSQL
+    prints it: +HH, or +HH:MM for zones off the hour."""
+    if not isinstance(v, datetime):
+        return str(v).encode()
+    if v.tzinfo is None:
+        v = v.replace(tzinfo=UTC)
+    off = v.utcoffset() or timedelta(0)
+    sign = "-" if off < timedelta(0) else "+"
+    minutes = abs(int(off.total_seconds())) // 60
+    zone = f"{sign}{minutes // 60:02d}" + (f":{minutes % 60:02d}" if minutes % 60 else "")
+    return (_clock(v) + zone).encode()
+
+
 TEXT_ENCODERS: dict[int, Callable[[Any], bytes]] = {
+    DATE: _date_text, TIMESTAMP: _timestamp_text, TIMESTAMPTZ: _timestamptz_text, INTERVAL: _str_text,
     INT8: _int_text, INT4: _int_text, INT2: _int_text, OID: _int_text, FLOAT8: _float_text,
     FLOAT4: _float_text, NUMERIC: _numeric_text, BOOL: _bool_text, TEXT: _str_text, VARCHAR: _str_text,
     NAME: _str_text, BPCHAR: _str_text, UNKNOWN: _str_text,
@@ -196,7 +240,16 @@ def _numeric_binary(v: Any) -> bytes:
     return struct.pack(f"!hhHh{len(groups)}H", len(groups), weight, 0x4000 if sign else 0, dscale, *groups)
 
 
+def _micros(v: datetime) -> int:
+    naive = v.astimezone(UTC).replace(tzinfo=None) if v.tzinfo is not None else v
+    d = naive - _PG_EPOCH
+    return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+
+
 BINARY_ENCODERS: dict[int, Callable[[Any], bytes]] = {
+    DATE: lambda v: struct.pack("!i", (v - _PG_EPOCH_DATE).days),
+    TIMESTAMP: lambda v: struct.pack("!q", _micros(v)),
+    TIMESTAMPTZ: lambda v: struct.pack("!q", _micros(v if v.tzinfo is not None else v.replace(tzinfo=UTC))),
     INT8: lambda v: struct.pack("!q", int(v)),
     INT4: lambda v: struct.pack("!i", int(v)),
     INT2: lambda v: struct.pack("!h", int(v)),

@@ -15,7 +15,7 @@ from ..observability.querylog import finish_statement
 from ..protocol import backend, types
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
-from .results import ResultSet, command, encode_rows, format_for
+from .results import ResultSet, command, encode_rows, format_for, session_zone
 from .router import Kind, Route, Router
 from .session import PreparedStatement, Session, parse_declare, parse_execute, parse_prepare
 
@@ -164,7 +164,7 @@ class Executor:
         result = await self.service.execute(sql, values, s.user, s.settings)
         self._last_dp = result
         fields = [backend.field(c.name, c.type_oid) for c in result.columns]
-        rows = encode_rows(fields, result.rows, result_formats)
+        rows = encode_rows(fields, result.rows, result_formats, session_zone(s.get("timezone")))
         notices = [backend.notice_response(n) for n in result.notices]
         return ResultSet(fields or None, rows, result.command_tag, list(result_formats), notices)
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from parser.pgtypes import TIMESTAMPTZ
 
 from ..protocol import backend
 from ..protocol.backend import Field
@@ -36,9 +40,25 @@ def format_for(formats: Sequence[int], i: int) -> int:
     return 0 if n == 0 else formats[0] if n == 1 else formats[i]
 
 
-def encode_rows(fields: Sequence[Field], rows: Sequence[Sequence[Any]], formats: Sequence[int]) -> list[bytes]:
-    """Encode Python rows into DataRow messages in the requested formats."""
+def session_zone(name: str | None) -> tzinfo:
+    """The session's TimeZone setting as a zone (UTC when unset or not a zone name this host knows)."""
+    if not name or name.upper() in ("UTC", "GMT", "Z"):
+        return UTC
+    try:
+        return ZoneInfo(name)
+    except (ValueError, ZoneInfoNotFoundError):
+        return UTC
+
+
+def encode_rows(fields: Sequence[Field], rows: Sequence[Sequence[Any]], formats: Sequence[int],
+                zone: tzinfo = UTC) -> list[bytes]:
+    """Encode Python rows into DataRow messages in the requested formats; timestamptz values print in
+    ``zone`` (the session's TimeZone), as PostgreSQL prints them."""
     encs = [encoder(f[3], format_for(formats, i)) for i, f in enumerate(fields)]
+    if zone is not UTC and any(f[3] == TIMESTAMPTZ for f in fields):
+        tz_cols = [i for i, f in enumerate(fields) if f[3] == TIMESTAMPTZ]
+        rows = [tuple(v.astimezone(zone) if i in tz_cols and isinstance(v, datetime) else v
+                      for i, v in enumerate(row)) for row in rows]
     out = []
     data_row = backend.data_row
     for row in rows:

