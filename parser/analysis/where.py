@@ -6,6 +6,7 @@ IS [NOT] NULL, IS [NOT] DISTINCT FROM, combined with AND, OR, NOT; comparisons b
 
 from __future__ import annotations
 
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
@@ -139,8 +140,11 @@ class _Lowering:
             null = C.IsNull(self.column_subject(node.this).name)
             return C.Not(null) if node.args.get("negate") else null
         if isinstance(node, exp.Column):
-            raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean, not type integer",
-                          position=position_of(node))
+            attr = ctx.column(node)
+            if attr.domain.oid == S.BOOL:
+                return C.Compare(attr.name, "=", C.Lit(True))  # WHERE flag
+            raise Refusal(E.DATATYPE_MISMATCH, f"argument of WHERE must be type boolean, not type "
+                          f"{attr.domain.sql_type}", position=position_of(node))
         if node.find(exp.Select):
             raise unsupported("subquery", node.find(exp.Select))
         if node.find(exp.AggFunc):
@@ -207,6 +211,9 @@ class _Lowering:
         a, b = operand(left, None, ctx), operand(right, None, ctx)
         if not isinstance(a, C.Lit) or not isinstance(b, C.Lit):
             raise unsupported("a parameter compared with a literal", node)
+        if isinstance(a.value, date) or isinstance(b.value, date):
+            value = fold(node, ctx.budget)  # dates compare through the scalar evaluator's type rules
+            return C.Const(value if isinstance(value, bool) or value is None else bool(value))
         return C.Const(_const_compare(op, a.value, b.value, node))
 
 
