@@ -470,6 +470,8 @@ class Engine:
             return vals, var
         sizes = {a.name: a.domain.size for a in table.attributes}
         for i, q in enumerate(queries):
+            if q.measure:
+                continue  # the release measured counts; a measure's sum is not a function of them
             est = mm.estimate(table.name, tuple(q.marginal), q.factors(table), sizes)
             if est is not None:
                 vals[i], var[i] = est

@@ -29,6 +29,7 @@ class LinearQuery:
     boxes: tuple[Box, ...]
     value: str | None = None
     scale: float = 1.0
+    measure: bool = False  # ``value`` is a measure: each row adds its own clamped value (no histogram form)
     sensitivity: float = field(default=1.0, compare=False)
     key: str = field(default="", compare=False)
 
@@ -72,6 +73,9 @@ class LinearQuery:
         """Exact answer on a dense marginal histogram over ``self.marginal`` (for tests and simulations)."""
         if self.is_zero:
             return 0.0
+        if self.measure:
+            raise ValueError(f"{self.key}: a SUM over a measure has no histogram form; its exact answer is "
+                             "computed by the database (parser.sql.answers_sql)")
         total = 0.0
         for w, vecs in self.factors(table):
             acc = histogram
@@ -97,8 +101,16 @@ def _weight_of(domain: Domain, index: int) -> float:
 def make_linear_query(
     table: TableSchema, space: Space, pred: Pred, value: str | None = None, scale: float = 1.0
 ) -> LinearQuery:
-    """Canonicalise ``scale * SUM(value) FILTER (pred)`` (a count when ``value`` is None)."""
-    if value is not None:
+    """Canonicalise ``scale * SUM(value) FILTER (pred)`` (a count when ``value`` is None).
+
+    For a measure (``numeric`` / ``float``) each row adds its own clamped value: the vector's weights are
+    the largest a row can add in each cell (what sensitivities read), not its exact weights."""
+    measure = value is not None and _domain(table, value).measure
+    if measure:
+        assert value is not None
+        dom = _domain(table, value)
+        pred = space.and_(pred, space.cells(value, [(0, dom.base_size - 1)]))  # NULL adds nothing
+    elif value is not None:
         weights = _domain(table, value).numeric_weights()
         nonzero = [(int(i), int(i)) for i in np.flatnonzero(weights)]
         # Cells weighing 0 contribute nothing: drop them so equal vectors get equal predicates.
@@ -106,7 +118,7 @@ def make_linear_query(
     if scale == 0 or pred is False:
         return _zero(table)
     level_boxes = list(space.boxes(pred))
-    if value is not None:
+    if value is not None and not measure:
         value, scale = _canonical_value(table, space, level_boxes, value, scale)
     support = space.support(pred)
     marginal = tuple(sorted(set(support) | ({value} if value else set())))
@@ -119,7 +131,7 @@ def make_linear_query(
             max(abs(_weight_of(dom, i)) for lo, hi in dict(b).get(value, full) for i in range(lo, hi + 1))
             for b in boxes
         )
-    q = LinearQuery(table.name, table.schema, marginal, boxes, value, float(scale), sens)
+    q = LinearQuery(table.name, table.schema, marginal, boxes, value, float(scale), measure, sens)
     object.__setattr__(q, "key", _key(table, q))
     return q
 
@@ -129,7 +141,7 @@ def unit(q: LinearQuery) -> tuple[LinearQuery, float]:
     factor is applied to its noisy answer (post-processing; same accuracy as measuring the scaled query)."""
     if q.value is not None or q.scale == 1 or q.is_zero:
         return q, 1.0
-    u = LinearQuery(q.table, q.schema, q.marginal, q.boxes, None, 1.0, 1.0)
+    u = LinearQuery(q.table, q.schema, q.marginal, q.boxes, None, 1.0, sensitivity=1.0)
     object.__setattr__(u, "key", q.key.replace(f"|count*{_fmt_scale(q.scale)}|", "|count|", 1))
     return u, q.scale
 
@@ -173,7 +185,7 @@ def _canonical_value(
 
 
 def _zero(table: TableSchema) -> LinearQuery:
-    q = LinearQuery(table.name, table.schema, (), (), None, 1.0, 0.0)
+    q = LinearQuery(table.name, table.schema, (), (), None, 1.0, sensitivity=0.0)
     object.__setattr__(q, "key", f"{table.qualified_name}|zero")
     return q
 

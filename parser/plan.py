@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -85,7 +86,7 @@ class QueryPlan:
         out = np.full((n, len(cols)), np.nan)
         for j, col in enumerate(cols):
             for i, v in enumerate(col):
-                if isinstance(v, int | float) and not isinstance(v, bool):
+                if isinstance(v, int | float | Decimal) and not isinstance(v, bool):
                     out[i, j] = float(v)
         return out
 

@@ -13,15 +13,23 @@ rounded count.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .scalar import FLOAT8, INT8, Env, Expr, Vector, round_count
+from .scalar import FLOAT8, INT8, NUMERIC, Env, Expr, Vector, round_count
 from .values import clamp_count
 
 if TYPE_CHECKING:
     from .template import Template
+
+
+def _typed(x: float, oid: int) -> Any:
+    """A noisy number as its column's type: int8 rounded, numeric as a Decimal, float8 as is."""
+    if oid == INT8:
+        return round_count(x)
+    return Decimal(repr(x)) if oid == NUMERIC else x
 
 
 def _weighted(aggs: np.ndarray, terms: Sequence[tuple[int, float]]) -> np.ndarray:
@@ -40,13 +48,14 @@ class Agg(Expr):
 
     oid = INT8
 
-    def __init__(self, slot: int, is_count: bool, name: str) -> None:
-        self.slot, self.is_count, self.name = slot, is_count, name
+    def __init__(self, slot: int, is_count: bool, name: str, oid: int = INT8) -> None:
+        self.slot, self.is_count, self.name, self.oid = slot, is_count, name, oid
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
-        post = clamp_count if self.is_count else round_count
-        return [post(x) for x in env.aggs[:, self.slot].tolist()]
+        if self.is_count:
+            return [clamp_count(x) for x in env.aggs[:, self.slot].tolist()]
+        return [_typed(x, self.oid) for x in env.aggs[:, self.slot].tolist()]
 
 
 class Scaled(Expr):
@@ -99,9 +108,9 @@ class Avg(Expr):
     oid = FLOAT8
 
     def __init__(self, sum_slot: int | None, count_slot: int, lo: float, hi: float, name: str,
-                 const: float | None = None) -> None:
+                 const: float | None = None, oid: int = FLOAT8) -> None:
         self.sum_slot, self.count_slot, self.lo, self.hi, self.name = sum_slot, count_slot, lo, hi, name
-        self.const = const
+        self.const, self.oid = const, oid
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
@@ -111,7 +120,8 @@ class Avg(Expr):
             return [float(self.const) if c > 0 else None for c in counts]
         assert self.sum_slot is not None
         sums = env.aggs[:, self.sum_slot].tolist()
-        return [min(max(s / c, self.lo), self.hi) if c > 0 else None for s, c in zip(sums, counts, strict=True)]
+        return [_typed(min(max(s / c, self.lo), self.hi), self.oid) if c > 0 else None
+                for s, c in zip(sums, counts, strict=True)]
 
 
 def _sort_key(col: Vector, null_rank: int) -> Callable[[int], tuple[int, Any]]:

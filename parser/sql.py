@@ -114,7 +114,7 @@ def answer_expr(table: TableSchema, q: LinearQuery) -> str:
     else:
         attr = table.attribute(q.value)
         assert attr is not None
-        weight = cell_expr(attr)
+        weight = attr.domain.weight_sql(quote_ident(attr.name))
     inner = weight if pred == "TRUE" else f"CASE WHEN {pred} THEN {weight} ELSE 0 END"
     s = f"COALESCE(SUM({inner}), 0)::float8"
     return s if q.scale == 1 else f"({s} * {float(q.scale)!r})"

@@ -70,9 +70,9 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
                           position=position_of(node), hint="SUM and AVG need a numeric attribute.")
         s = ctx.slot(AggSpec("sum", attr.name, filt))
         if kind == "sum":
-            return pp.Agg(s, False, name)
+            return pp.Agg(s, False, name, oid=attr.domain.sum_oid)
         c = ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, filt))
-        return pp.Avg(s, c, *attr.domain.sum_bounds, name)
+        return pp.Avg(s, c, *attr.domain.sum_bounds, name, oid=attr.domain.avg_oid)
     lit = fold(arg, ctx.budget) if arg is not None else NOT_CONSTANT
     if isinstance(lit, int | Decimal) and not isinstance(lit, bool):
         c = ctx.slot(AggSpec("count", None, filt))

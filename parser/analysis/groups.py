@@ -32,6 +32,14 @@ def plain_dim(attr: Attribute) -> GroupDim:
     return GroupDim(attr.name, tuple(d), tuple(((i, i),) for i in range(d.size)), d.oid)
 
 
+def _plain(attr: Attribute, node: exp.Expr) -> GroupDim:
+    if attr.domain.measure:
+        raise unsupported(f"GROUP BY {attr.domain.type_name} measure {attr.name}", node,
+                          hint=f"A measure's values are not public keys: declare bins for {attr.name} and group by "
+                          f"an expression over it, e.g. floor({attr.name} / 50) * 50.")
+    return plain_dim(attr)
+
+
 def lower_group_by(ctx: Context) -> tuple[GroupDim, ...]:
     sel = ctx.select
     grp = sel.args.get("group")
@@ -46,7 +54,7 @@ def lower_group_by(ctx: Context) -> tuple[GroupDim, ...]:
         if isinstance(node, exp.AggFunc) or node.find(exp.AggFunc):
             raise Refusal(E.GROUPING_ERROR, "aggregate functions are not allowed in GROUP BY",
                           position=position_of(node))
-        dim = plain_dim(ctx.column(node)) if isinstance(node, exp.Column) else _bucket(node, ctx)
+        dim = _plain(ctx.column(node), node) if isinstance(node, exp.Column) else _bucket(node, ctx)
         if all(not (d.attr == dim.attr and d.node == dim.node) for d in dims):
             dims.append(dim)
     return tuple(dims)

@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import ColumnType, DeclarationError
+from .boolean import BoolType
 from .integer import IntType
+from .numeric import FloatType, NumericType
 from .temporal import DateType, TemporalType, TimestampType, TimestamptzType
 from .text import TextType
 
-__all__ = ["COLUMN_TYPES", "ColumnType", "DateType", "DeclarationError", "IntType", "TemporalType", "TextType",
+__all__ = ["COLUMN_TYPES", "BoolType", "ColumnType", "DateType", "FloatType", "NumericType", "DeclarationError", "IntType", "TemporalType", "TextType",
            "TimestampType", "TimestamptzType", "from_config"]
 
 COLUMN_TYPES: dict[str, type[ColumnType]] = {}
@@ -23,7 +25,7 @@ def register(cls: type[ColumnType]) -> type[ColumnType]:
     return cls
 
 
-for _cls in (IntType, TextType, DateType, TimestampType, TimestamptzType):
+for _cls in (IntType, TextType, DateType, TimestampType, TimestamptzType, NumericType, FloatType, BoolType):
     register(_cls)
 
 COMMON_KEYS = frozenset({"type", "nullable", "description"})

@@ -51,7 +51,10 @@ class ColumnType:
     sql_type: ClassVar[str] = ""  # PostgreSQL type of the column (catalog DDL, demo table)
     oid: ClassVar[int] = 0  # type oid of cell values (scalar evaluator, group keys on the wire)
     param_oid: ClassVar[int] = 0  # type a parameter compared with the column takes
-    summable: ClassVar[bool] = False  # SUM / AVG allowed: cells carry numeric weights
+    summable: ClassVar[bool] = False  # SUM / AVG allowed
+    measure: ClassVar[bool] = False  # SUM reads each row's (clamped) value; False: the cell's value
+    sum_oid: ClassVar[int] = 20  # type of SUM(col) (int8: rounded); AVG is float8 unless avg_oid says
+    avg_oid: ClassVar[int] = 701
 
     nullable: bool = field(default=False, kw_only=True)
 
@@ -154,6 +157,10 @@ class ColumnType:
 
     def literal_sql(self, value: Value) -> str:
         raise NotImplementedError
+
+    def weight_sql(self, col: str) -> str:
+        """SQL of one row's term in SUM(col) (its clamped value; NULL adds nothing)."""
+        return self.cell_sql(col)
 
     def range_sql(self, e: str, lo: int, hi: int) -> str | None:
         """A condition on the cell expression ``e`` for non-NULL cells lo..hi (lo < hi); None lists them."""

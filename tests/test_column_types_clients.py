@@ -1,6 +1,7 @@
-"""Dates and timestamps through the real proxy: psycopg (text and binary), asyncpg (binary, typed
-parameters) and psql receive date, timestamp and timestamptz group keys with PostgreSQL's types; timestamptz
-text follows the session's TimeZone; bad temporal input gets its SQLSTATE and the connection stays usable."""
+"""Column types through the real proxy: psycopg (text and binary), asyncpg (binary, typed parameters) and
+psql receive date, timestamp and timestamptz group keys, numeric and float sums, boolean keys with
+PostgreSQL's types; timestamptz text follows the session's TimeZone; bad input gets its SQLSTATE and the
+connection stays usable."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ ts = { type = "timestamptz", min = 2026-01-01T00:00:00Z, max = 2026-01-31T23:00:
 day = { type = "date", min = 2026-01-01, max = 2026-01-31 }
 at = { type = "timestamp", min = "2026-01-01", max = "2026-01-07", resolution = "day", nullable = true }
 pages = { type = "int", min = 0, max = 20 }
+amount = { type = "numeric", min = 0, max = 500, bins = [0, 10, 100, 500], nullable = true }
+secs = { type = "float", min = 0, max = 600 }
+paid = { type = "boolean", nullable = true }
 """
 
 
@@ -39,12 +43,16 @@ def temporal_proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pyte
     ensure_table(dsn, default_config.catalog.table("adult"), default_config.loads["adult"], None)
     rng = random.Random(5)
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE visits (ts timestamptz, day date, at timestamp, pages integer)")
-        with conn.cursor().copy("COPY visits (ts, day, at, pages) FROM STDIN") as copy:
+        conn.execute("CREATE TABLE visits (ts timestamptz, day date, at timestamp, pages integer, "
+                     "amount numeric(10,2), secs double precision, paid boolean)")
+        cols = "ts, day, at, pages, amount, secs, paid"
+        with conn.cursor().copy(f"COPY visits ({cols}) FROM STDIN") as copy:
             for _ in range(3000):
                 ts = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(31 * 86400))
                 at = None if rng.random() < 0.1 else datetime(2026, 1, 1) + timedelta(minutes=rng.randrange(7 * 1440))
-                copy.write_row((ts, ts.date(), at, rng.randrange(21)))
+                amount = None if rng.random() < 0.2 else round(rng.uniform(0, 400), 2)
+                copy.write_row((ts, ts.date(), at, rng.randrange(21), amount, rng.uniform(0, 600),
+                                rng.choice([True, False, None])))
     root = tmp_path_factory.mktemp("tzproxy")
     port = free_port()
     cfg = root / "config.toml"
@@ -86,6 +94,28 @@ def test_psycopg_receives_dates_and_timestamps(temporal_proxy: Any, binary: bool
         with pytest.raises(psycopg.errors.UndefinedColumn):
             cur.execute("SELECT count(*) FROM visits WHERE created > now()")
         assert len(cur.execute(DAILY).fetchall()) == 3
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_numeric_and_boolean_keep_their_types(temporal_proxy: Any, binary: bool) -> None:
+    from decimal import Decimal
+
+    with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
+        cur = conn.cursor(binary=binary)
+        row = cur.execute("SELECT sum(amount), avg(amount), sum(secs), count(amount) FROM visits "
+                          "WHERE amount >= 10 AND amount < 100").fetchone()
+        assert row is not None
+        assert isinstance(row[0], Decimal) and isinstance(row[1], Decimal) and isinstance(row[2], float)
+        assert [d.type_code for d in cur.description or []] == [1700, 1700, 701, 20]
+        rows = cur.execute("SELECT paid, count(*) FROM visits GROUP BY paid").fetchall()
+        assert [r[0] for r in rows] == [False, True, None] and cur.description[0].type_code == 16
+        assert cur.execute("SELECT count(*) FROM visits WHERE paid AND day < '2026-01-10'").fetchone()
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
+            cur.execute("SELECT count(*) FROM visits WHERE amount > 20")
+        assert "edges 0, 10, 100, 500" in (err.value.diag.message_hint or "")
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            cur.execute("SELECT secs, count(*) FROM visits GROUP BY secs")
+        assert cur.execute("SELECT count(*) FROM visits").fetchone()
 
 
 def test_timestamptz_text_follows_session_timezone(temporal_proxy: Any) -> None:

@@ -1,0 +1,145 @@
+"""Numeric and float measures and booleans against PostgreSQL: clamped SUM/AVG (their sensitivity from the
+clamp), filters and buckets over declared bins, boolean cells; the plan's exact linear answers (computed by
+PostgreSQL through the pushed-down SQL) equal PostgreSQL's own answer to the same SQL."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from conftest import _new_database, norm, rows_match
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from parser import Refusal, plan_query
+from parser.coltypes import BoolType, FloatType, NumericType, TextType, from_config
+from parser.schema import Attribute, Catalog, TableSchema
+from parser.sql import answers_sql_batches
+
+EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "200"))
+PRICE_EDGES = (0.0, 10.0, 25.0, 50.0, 100.0, 500.0)
+
+SALES = TableSchema("sales", (
+    Attribute("amount", NumericType(0.0, 500.0, nullable=True)),
+    Attribute("price", NumericType(0.0, 500.0, PRICE_EDGES)),
+    Attribute("dur", FloatType(0.0, 3600.0, tuple(float(x) for x in range(0, 3601, 600)))),
+    Attribute("paid", BoolType(nullable=True)),
+    Attribute("cat", TextType(values=("a", "b", "c"))),
+))
+CATALOG = Catalog((SALES,))
+
+
+def sales_rows(n: int = 3000, seed: int = 3) -> list[tuple[Any, ...]]:
+    """Rows inside the clamp ranges (values exactly at bin edges included); NULLs where declared."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        amount = None if rng.random() < 0.1 else Decimal(rng.randrange(0, 50_000)) / 100
+        price = Decimal(rng.choice([rng.randrange(0, 49_999), int(rng.choice(PRICE_EDGES[:-1]) * 100)])) / 100
+        dur = rng.uniform(0, 3599.9)
+        paid = rng.choice([True, False, None])
+        out.append((amount, price, dur, paid, rng.choice("abc")))
+    return out
+
+
+@pytest.fixture(scope="module")
+def sales_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(_new_database(embedded_pg, "parser_sales"), autocommit=True) as conn:
+        conn.execute("CREATE TABLE sales (amount numeric(10,2), price numeric(10,2), dur double precision, "
+                     "paid boolean, cat text)")
+        with conn.cursor().copy("COPY sales (amount, price, dur, paid, cat) FROM STDIN") as copy:
+            for row in sales_rows():
+                copy.write_row(row)
+        yield conn
+
+
+def exact_rows(sql: str, conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:
+    plan = plan_query(sql, CATALOG)
+    values: list[float] = []
+    for batch in answers_sql_batches(SALES, list(plan.queries)):
+        values.extend(float(v) for v in conn.execute(batch).fetchone() or ())
+    return [tuple(norm(v) for v in r) for r in plan.rows(np.array(values))], plan
+
+
+def _filter(rnd: random.Random) -> str:
+    a, b = sorted(rnd.sample(PRICE_EDGES[:-1], 2))  # a bound at max would cut the closed last bin
+    return rnd.choice([
+        f"price >= {a:g} AND price < {b:g}", f"price < {b:g}", "price BETWEEN 0 AND 500", f"NOT price >= {a:g}",
+        "paid", "NOT paid", "paid IS NULL", "paid = 'f'", f"cat IN ('{rnd.choice('abc')}', 'c')",
+        f"dur >= {rnd.randrange(0, 6) * 600} AND dur < {rnd.randrange(1, 6) * 600}",
+    ])
+
+
+@st.composite
+def measure_queries(draw: st.DrawFn) -> tuple[str, int]:
+    rnd = random.Random(draw(st.integers(0, 2**32)))
+    aggs = rnd.sample(["sum(amount)", "avg(amount)", "count(amount)", "sum(price)", "avg(dur)", "sum(dur)",
+                       "count(*)"], rnd.randrange(1, 3))
+    filters = [_filter(rnd) for _ in range(rnd.randrange(0, 3))]
+    where = f" WHERE {' AND '.join(filters)}" if filters else ""
+    key = rnd.choice([None, "paid", "cat", "floor(dur / 600) * 600", "floor(dur / 1200) * 1200"])
+    if key is None:
+        return f"SELECT {', '.join(aggs)} FROM sales{where}", 0
+    return f"SELECT {key} AS k, {', '.join(aggs)} FROM sales{where} GROUP BY 1", 1
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(case=measure_queries())
+def test_random_measure_queries_match_postgresql(case: tuple[str, int], sales_conn: psycopg.Connection) -> None:
+    sql, n_keys = case
+    ours, plan = exact_rows(sql, sales_conn)
+    theirs = sales_conn.execute(sql).fetchall()
+    problem = rows_match(ours, theirs, n_keys, ordered=False)
+    assert problem is None, f"{sql}\n{problem}"
+
+
+def test_sums_are_clamped_in_sql_and_keep_postgresql_types(sales_conn: psycopg.Connection) -> None:
+    sales_conn.execute("INSERT INTO sales VALUES (900.50, 2000, 5000, true, 'a'), (-30, -1, -5, true, 'a')")
+    try:
+        ours, plan = exact_rows("SELECT sum(amount), avg(dur) FROM sales WHERE paid", sales_conn)
+        clamped = sales_conn.execute("SELECT sum(LEAST(GREATEST(amount, 0), 500)), avg(LEAST(GREATEST(dur, 0), 3600)) "
+                                     "FROM sales WHERE paid").fetchone()
+    finally:
+        sales_conn.execute("DELETE FROM sales WHERE amount > 500 OR amount < 0")
+    assert clamped is not None and ours[0][0] == pytest.approx(float(clamped[0]))
+    assert ours[0][1] == pytest.approx(float(clamped[1]))
+    assert [c.oid for c in plan.columns] == [1700, 701]  # numeric stays numeric; float8 stays float8
+    sums = [q for q in plan.queries if q.value is not None]
+    assert [(q.value, q.measure, q.sensitivity) for q in sums] == [("amount", True, 500.0), ("dur", True, 3600.0)]
+
+
+@pytest.mark.parametrize(("sql", "state", "words"), [
+    ("SELECT count(*) FROM sales WHERE amount > 5", "0A000", "bins"),
+    ("SELECT amount, count(*) FROM sales GROUP BY amount", "0A000", "bins"),
+    ("SELECT count(*) FROM sales WHERE price >= 20", "0A000", "edges 0, 10, 25"),
+    ("SELECT count(*) FROM sales WHERE price = 10", "0A000", "edges"),
+    ("SELECT floor(dur / 60) * 60, count(*) FROM sales GROUP BY 1", "0A000", "one bin"),
+    ("SELECT count(*) FROM sales WHERE paid = 3", "42883", "boolean"),
+    ("SELECT count(*) FROM sales WHERE paid = 'maybe'", "22P02", "boolean"),
+    ("SELECT sum(paid) FROM sales", "42883", "sum(boolean)"),
+    ("SELECT count(*) FROM sales WHERE price > 'cheap'", "22P02", "numeric"),
+])
+def test_bad_measure_input_gets_its_sqlstate(sql: str, state: str, words: str) -> None:
+    with pytest.raises(Refusal) as err:
+        plan_query(sql, CATALOG)
+    r = err.value
+    assert r.sqlstate == state and words in r.message + " " + (r.hint or ""), (sql, r.sqlstate, r.message, r.hint)
+
+
+def test_measure_declarations() -> None:
+    d = from_config({"type": "numeric", "min": 0, "max": 500, "bins": 100})
+    assert isinstance(d, NumericType) and d.edges == (0.0, 100.0, 200.0, 300.0, 400.0, 500.0)
+    d = from_config({"type": "float", "min": -1, "max": 1, "bins": [0, 0.5]})
+    assert isinstance(d, FloatType) and d.edges == (-1.0, 0.0, 0.5, 1.0)
+    assert from_config({"type": "boolean", "nullable": True}).size == 3
+    for bad in ({"type": "numeric", "min": 5, "max": 5}, {"type": "numeric", "min": 0},
+                {"type": "numeric", "min": 0, "max": 1, "bins": -1}, {"type": "numeric", "min": 0, "max": 1,
+                                                                     "bins": [2]}):
+        with pytest.raises(ValueError):
+            from_config(bad)
