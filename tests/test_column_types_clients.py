@@ -30,6 +30,7 @@ pages = { type = "int", min = 0, max = 20 }
 amount = { type = "numeric", min = 0, max = 500, bins = [0, 10, 100, 500], nullable = true }
 secs = { type = "float", min = 0, max = 600 }
 paid = { type = "boolean", nullable = true }
+plan = { type = "text", values_from = "lookup.plans.name" }
 """
 
 
@@ -44,15 +45,19 @@ def temporal_proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pyte
     rng = random.Random(5)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE visits (ts timestamptz, day date, at timestamp, pages integer, "
-                     "amount numeric(10,2), secs double precision, paid boolean)")
-        cols = "ts, day, at, pages, amount, secs, paid"
+                     "amount numeric(10,2), secs double precision, paid boolean, plan text)")
+        # The public value list of `plan`: a table the DBA declares public ("enterprise" has no visit).
+        conn.execute("CREATE SCHEMA lookup")
+        conn.execute("CREATE TABLE lookup.plans (name text)")
+        conn.execute("INSERT INTO lookup.plans VALUES ('free'), ('pro'), ('enterprise'), (NULL)")
+        cols = "ts, day, at, pages, amount, secs, paid, plan"
         with conn.cursor().copy(f"COPY visits ({cols}) FROM STDIN") as copy:
             for _ in range(3000):
                 ts = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(31 * 86400))
                 at = None if rng.random() < 0.1 else datetime(2026, 1, 1) + timedelta(minutes=rng.randrange(7 * 1440))
                 amount = None if rng.random() < 0.2 else round(rng.uniform(0, 400), 2)
                 copy.write_row((ts, ts.date(), at, rng.randrange(21), amount, rng.uniform(0, 600),
-                                rng.choice([True, False, None])))
+                                rng.choice([True, False, None]), rng.choice(["free", "pro"])))
     root = tmp_path_factory.mktemp("tzproxy")
     port = free_port()
     cfg = root / "config.toml"
@@ -116,6 +121,26 @@ def test_numeric_and_boolean_keep_their_types(temporal_proxy: Any, binary: bool)
         with pytest.raises(psycopg.errors.FeatureNotSupported):
             cur.execute("SELECT secs, count(*) FROM visits GROUP BY secs")
         assert cur.execute("SELECT count(*) FROM visits").fetchone()
+
+
+def test_value_list_read_from_a_declared_public_table(temporal_proxy: Any) -> None:
+    with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
+        rows = conn.execute("SELECT plan, count(*) FROM visits GROUP BY plan ORDER BY plan").fetchall()
+        assert [r[0] for r in rows] == ["enterprise", "free", "pro"]
+        assert conn.execute("SELECT count(*) FROM visits WHERE plan = 'pro'").fetchone()
+
+
+def test_value_list_from_a_protected_table_is_refused(tmp_path: Path) -> None:
+    import tomllib
+
+    from conftest import REPO
+
+    from proxy.ops.config import ConfigError, parse_config
+
+    tree = tomllib.loads((REPO / "config.toml").read_text() + TABLE.replace("lookup.plans.name", "public.adult.sex"))
+    with pytest.raises(ConfigError) as err:
+        parse_config(tree)
+    assert "values_from" in str(err.value) and "protected table" in str(err.value)
 
 
 def test_timestamptz_text_follows_session_timezone(temporal_proxy: Any) -> None:

@@ -29,13 +29,14 @@ class TextType(ColumnType):
 
     type_name = "text"
     config_names = ("text", "categorical")
-    config_keys = frozenset({"values"})
+    config_keys = frozenset({"values", "values_from"})
     sql_type = "text"
     oid = T.TEXT
     param_oid = T.TEXT
     ordered_keys = False
 
     values: tuple[str, ...] = ()
+    values_from: str = ""  # "schema.table.column" of a public table the DBA declares; read at start-up
 
     @property
     def base_size(self) -> int:
@@ -96,6 +97,15 @@ class TextType(ColumnType):
 
     @classmethod
     def from_config(cls, spec: Mapping[str, Any], nullable: bool) -> ColumnType:
+        source = spec.get("values_from")
+        if source is not None:
+            parts = source.split(".") if isinstance(source, str) else []
+            if len(parts) != 3 or not all(parts):
+                raise DeclarationError([("values_from", "must name a public table's column as "
+                                         "\"schema.table.column\"")])
+            if "values" in spec:
+                raise DeclarationError([("values", "give either values or values_from, not both")])
+            return cls(values=(), values_from=source, nullable=nullable)
         values = spec.get("values")
         if not isinstance(values, list) or not values:
             raise DeclarationError([("", "empty domain: a categorical column needs a non-empty list `values`")])

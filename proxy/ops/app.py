@@ -136,7 +136,13 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     from ..catalog.relay import ensure_shadow
     from ..dp.service import DPService
     from ..server.listener import ProxyServer
+    from .value_lists import ValueListError, resolve_value_lists
 
+    try:
+        # Value lists declared with values_from are read from their public tables before anything plans.
+        cfg = await asyncio.to_thread(resolve_value_lists, cfg, upstream.dsn)
+    except ValueListError as exc:
+        raise StartupError(str(exc)) from None
     try:
         catalog_dsn = await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), cfg.catalog,
                                           protected_db=_dbname(upstream.dsn))

@@ -376,6 +376,14 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
                                     generator=lv["generator"])
     if not tables and not c.problems:
         c.bad("tables", "declare at least one protected table ([tables.NAME] with columns)")
+    for t in tables:
+        for a in t.attributes:
+            source = getattr(a.domain, "values_from", "")
+            if source:
+                schema, name, _ = source.split(".")
+                if any(o.schema == schema and o.name == name for o in tables):
+                    c.bad(f"tables.{t.name}.columns.{a.name}.values_from",
+                          f"{schema}.{name} is a protected table: a value list comes from a public table")
     return Catalog(tuple(tables)), loads
 
 

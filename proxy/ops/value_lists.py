@@ -1,0 +1,57 @@
+"""Text columns whose public value list lives in a table the DBA declares public (``values_from``): read
+the list from that table (never from a protected one) and put it into the catalog before serving."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import psycopg
+from psycopg import sql
+
+from parser.coltypes import TextType
+from parser.schema import Attribute, Catalog
+
+from .config import Config
+
+MAX_VALUES = 100_000
+
+
+class ValueListError(RuntimeError):
+    """The declared value list could not be read; the message names the column and the table."""
+
+
+def read_values(conn: psycopg.Connection, source: str) -> tuple[str, ...]:
+    """The distinct non-NULL values of ``schema.table.column``, in sorted order."""
+    schema, table, column = source.split(".")
+    query = sql.SQL("SELECT DISTINCT {c}::text FROM {s}.{t} WHERE {c} IS NOT NULL ORDER BY 1 LIMIT {n}").format(
+        c=sql.Identifier(column), s=sql.Identifier(schema), t=sql.Identifier(table), n=sql.Literal(MAX_VALUES + 1))
+    try:
+        rows = conn.execute(query).fetchall()
+    except psycopg.Error as exc:
+        conn.rollback()
+        raise ValueListError(f"cannot read the value list {source}: {str(exc).strip()}") from None
+    if len(rows) > MAX_VALUES:
+        raise ValueListError(f"the value list {source} has more than {MAX_VALUES:,} values")
+    if not rows:
+        raise ValueListError(f"the value list {source} is empty")
+    return tuple(str(r[0]) for r in rows)
+
+
+def resolve_value_lists(cfg: Config, dsn: str) -> Config:
+    """``cfg`` with every ``values_from`` column's values read from its public table (unchanged if none)."""
+    sources = {a.domain.values_from for t in cfg.catalog.tables for a in t.attributes
+               if isinstance(a.domain, TextType) and a.domain.values_from}
+    if not sources:
+        return cfg
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        lists = {s: read_values(conn, s) for s in sorted(sources)}
+    tables = []
+    for t in cfg.catalog.tables:
+        attrs = []
+        for a in t.attributes:
+            d = a.domain
+            if isinstance(d, TextType) and d.values_from:
+                a = Attribute(a.name, dataclasses.replace(d, values=lists[d.values_from]), a.description)
+            attrs.append(a)
+        tables.append(dataclasses.replace(t, attributes=tuple(attrs), _by_name={}))
+    return dataclasses.replace(cfg, catalog=Catalog(tuple(tables)))
