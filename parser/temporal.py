@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from . import errors as E
@@ -65,6 +66,7 @@ _UNIT_ALIASES = {"us": "microsecond", "usec": "microsecond", "ms": "millisecond"
                  "mon": "month", "mons": "month", "y": "year", "yr": "year", "yrs": "year"}
 
 
+@lru_cache(maxsize=256)
 def unit_name(text: str) -> str | None:
     """A unit as PostgreSQL spells it ('days', 'DAY', 'hrs' -> 'day', 'hour'); None if unknown."""
     u = text.strip().lower()
@@ -213,6 +215,7 @@ def trunc(unit: str, v: Any) -> Any:
     timestamp(tz) for it; the caller types the result)."""
     ts = v if isinstance(v, datetime) else datetime(v.year, v.month, v.day)
     u = unit_name(unit) or unit.strip().lower()
+    tz = ts.tzinfo
     if u == "microsecond":
         return ts
     if u == "millisecond":
@@ -220,10 +223,10 @@ def trunc(unit: str, v: Any) -> Any:
     if u == "second":
         return ts.replace(microsecond=0)
     if u == "minute":
-        return ts.replace(second=0, microsecond=0)
+        return datetime(ts.year, ts.month, ts.day, ts.hour, ts.minute, tzinfo=tz)
     if u == "hour":
-        return ts.replace(minute=0, second=0, microsecond=0)
-    day = ts.replace(hour=0, minute=0, second=0, microsecond=0)
+        return datetime(ts.year, ts.month, ts.day, ts.hour, tzinfo=tz)
+    day = datetime(ts.year, ts.month, ts.day, tzinfo=tz)
     if u == "day":
         return day
     if u == "week":

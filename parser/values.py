@@ -245,8 +245,8 @@ def _date_trunc(vs: list[Any], oid: int) -> Any:
     if unit is None or x is None:
         return None
     out = TM.trunc(str(unit), x)
-    if isinstance(x, datetime) and x.tzinfo is not None or oid == TIMESTAMPTZ:
-        return out.replace(tzinfo=TM.UTC)
+    if out.tzinfo is None and oid == TIMESTAMPTZ:
+        return out.replace(tzinfo=TM.UTC)  # a date truncates to a timestamptz, as in PostgreSQL
     return out
 
 

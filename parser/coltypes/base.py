@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -94,7 +95,12 @@ class ColumnType:
         raise NotImplementedError
 
     def __iter__(self) -> Iterator[Value]:
-        return (self.value_at(i) for i in range(self.size))
+        return iter(self.cell_values)
+
+    @cached_property
+    def cell_values(self) -> list[Value]:
+        """Every cell's value in cell order (NULL last when nullable), computed once per domain."""
+        return [self.value_at(i) for i in range(self.size)]
 
     def last_values(self) -> list[Value] | None:
         """Per cell, the last value it holds, when a cell holds more than one value (None: one value each).

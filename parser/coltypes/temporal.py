@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from functools import cached_property
 from typing import Any, ClassVar
 
 import numpy as np
@@ -83,6 +84,10 @@ class TemporalType(ColumnType):
         return self._out(self.start_of(index + 1) - self.eps)
 
     def last_values(self) -> list[Value] | None:
+        return self._lasts
+
+    @cached_property
+    def _lasts(self) -> list[Value]:
         lasts = [self.cell_last(i) for i in range(self.base_size)]
         return lasts + [None] if self.nullable else lasts
 

@@ -22,7 +22,7 @@ from parser.coltypes import BoolType, FloatType, NumericType, TextType, from_con
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql_batches
 
-EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "200"))
+EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 PRICE_EDGES = (0.0, 10.0, 25.0, 50.0, 100.0, 500.0)
 
 SALES = TableSchema("sales", (

@@ -23,7 +23,7 @@ from parser.coltypes import DateType, IntType, TextType, TimestampType, Timestam
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql_batches
 
-EXAMPLES = int(os.environ.get("PARSER_TEMPORAL_EXAMPLES", "300"))
+EXAMPLES = int(os.environ.get("PARSER_TEMPORAL_EXAMPLES", "100"))
 TS0, TS1 = datetime(2026, 1, 1), datetime(2026, 3, 31, 23)  # ts: hourly cells, Q1 2026
 T0, T1 = datetime(2026, 2, 1), datetime(2026, 2, 3, 23, 59)  # t: minute cells over three days
 D0, D1 = datetime(2026, 1, 1), datetime(2026, 6, 30)  # d: days, H1 2026
