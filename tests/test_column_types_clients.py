@@ -34,11 +34,24 @@ plan = { type = "text", values_from = "lookup.plans.name" }
 """
 
 
-@pytest.fixture(scope="module")
-def temporal_proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from conftest import ProxyProcess, create_database, free_port, make_test_config
+def _root_conftest(request: pytest.FixtureRequest) -> Any:
+    """tests/conftest.py as pytest loaded it (``import conftest`` may name another directory's)."""
+    want = Path(__file__).resolve().parent / "conftest.py"
+    for plugin in request.config.pluginmanager.get_plugins():
+        where = getattr(plugin, "__file__", None)
+        if where and Path(where).resolve() == want:
+            return plugin
+    raise RuntimeError("tests/conftest.py is not loaded")
 
+
+@pytest.fixture(scope="module")
+def temporal_proxy(request: pytest.FixtureRequest, embedded_pg: Any, default_config: Any,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from proxy.ops.demo_data import ensure_table
+
+    root_conftest = _root_conftest(request)
+    ProxyProcess, create_database = root_conftest.ProxyProcess, root_conftest.create_database  # noqa: N806
+    free_port, make_test_config = root_conftest.free_port, root_conftest.make_test_config
 
     dsn = create_database(embedded_pg, "tz")
     ensure_table(dsn, default_config.catalog.table("adult"), default_config.loads["adult"], None)
@@ -130,14 +143,13 @@ def test_value_list_read_from_a_declared_public_table(temporal_proxy: Any) -> No
         assert conn.execute("SELECT count(*) FROM visits WHERE plan = 'pro'").fetchone()
 
 
-def test_value_list_from_a_protected_table_is_refused(tmp_path: Path) -> None:
+def test_value_list_from_a_protected_table_is_refused() -> None:
     import tomllib
-
-    from conftest import REPO
 
     from proxy.ops.config import ConfigError, parse_config
 
-    tree = tomllib.loads((REPO / "config.toml").read_text() + TABLE.replace("lookup.plans.name", "public.adult.sex"))
+    shipped = Path(__file__).resolve().parents[1] / "config.toml"
+    tree = tomllib.loads(shipped.read_text() + TABLE.replace("lookup.plans.name", "public.adult.sex"))
     with pytest.raises(ConfigError) as err:
         parse_config(tree)
     assert "values_from" in str(err.value) and "protected table" in str(err.value)

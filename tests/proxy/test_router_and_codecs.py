@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from datetime import UTC, date, datetime
 from decimal import Decimal
 
 import pytest
@@ -123,4 +124,7 @@ def test_text_encoders() -> None:
     assert types.encoder(types.NUMERIC, 0)(Decimal("1.50")) == b"1.50"
     assert types.encoder(types.INT8, 1)(7) == struct.pack("!q", 7)
     with pytest.raises(PgError):
-        types.encoder(1184, 1)
+        types.encoder(1186, 1)  # interval: no binary output
+    assert types.encoder(1184, 0)(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == b"2026-01-02 03:04:05+00"
+    assert types.encoder(1082, 1)(date(2000, 1, 3)) == struct.pack("!i", 2)
+    assert types.decode_binary(1114, struct.pack("!q", 86_400_000_000)) == datetime(2000, 1, 2)
