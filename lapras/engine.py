@@ -43,7 +43,7 @@ from lapras.matrix_mechanism import (
     quick_groups,
     release_mm,
 )
-from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng
+from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng, noise
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from lapras.online import OnlinePolicy, combine
 from lapras.settings import EngineSettings
@@ -140,6 +140,7 @@ class Engine:
         self._mm: MMRelease | None = None
         self._pkeys: frozenset[str] = frozenset()
         self._stopped: set[int] = set()  # epochs whose stream this process saw stop (it never restarts)
+        noise.warm_up()
         # Epoch preparation off the serving path (see lapras.epochs): a thread prepares the next epoch
         # and commits it at the boundary; an epoch begun without its release reserves the MM share.
         self.background = background

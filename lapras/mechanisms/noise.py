@@ -11,6 +11,7 @@ depend on the scale, so they can be taken before the epoch's lock.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 import numpy as np
@@ -22,13 +23,27 @@ import numpy as np
 STEPS = 1 << 20
 
 
+_LOCK = threading.Lock()
+
+
 @functools.cache
-def _sampler() -> Any:
+def _sampler_unlocked() -> Any:
     import opendp.prelude as dp
 
     dp.enable_features("contrib")
     return dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"),
                               scale=float(STEPS))
+
+
+def _sampler() -> Any:
+    with _LOCK:  # one construction, even when the warm-up thread and a release race for it
+        return _sampler_unlocked()
+
+
+def warm_up() -> None:
+    """Load the sampler now (OpenDP's library takes seconds to import), e.g. from a thread at start-up, so
+    the first release after a (re)start does not wait for it."""
+    threading.Thread(target=_sampler, name="noise-warm-up", daemon=True).start()
 
 
 def lattice_gaussian(n: int) -> np.ndarray:
