@@ -100,12 +100,29 @@ def fresh_db(embedded_pg: EmbeddedPostgres) -> str:
     return create_database(embedded_pg, "fresh")
 
 
+TEST_EVENTS_ROWS = 20_000
+"""Rows of the generated `events` table in test databases: enough for its tests, made in a second."""
+
+
+def fill_demo_tables(dsn: str, cfg: Any) -> None:
+    """Every protected table of ``cfg`` in the database at ``dsn``, as the embedded default fills them:
+    census-like rows from the demo generator, event logs from the events generator (smaller here)."""
+    from proxy.ops.events_data import EventsSpec, ensure_events_table
+
+    for table in cfg.catalog.tables:
+        load = cfg.loads.get(table.name)
+        if load is not None and load.generator == "events":
+            ensure_events_table(dsn, EventsSpec(rows=TEST_EVENTS_ROWS), table.schema, table.name)
+        else:
+            ensure_table(dsn, table, load, None)
+
+
 @pytest.fixture(scope="session")
 def adult_db(embedded_pg: EmbeddedPostgres, default_config) -> str:
-    """Conninfo of a database holding public.adult with the demo generator's rows (the suite never
-    needs ../shared)."""
+    """Conninfo of a database holding the shipped config's tables (adult, events) with generated rows
+    (the suite never needs ../shared)."""
     dsn = create_database(embedded_pg, "adult")
-    ensure_table(dsn, default_config.catalog.table("adult"), default_config.loads["adult"], None)
+    fill_demo_tables(dsn, default_config)
     return dsn
 
 
@@ -234,8 +251,7 @@ def proxy_factory(embedded_pg: EmbeddedPostgres, default_config, tmp_path_factor
 
     def make(**overrides: Any) -> ProxyProcess:
         dsn = create_database(embedded_pg, "px")
-        table = default_config.catalog.table("adult")
-        ensure_table(dsn, table, default_config.loads["adult"], None)
+        fill_demo_tables(dsn, default_config)
         root = tmp_path_factory.mktemp("proxyf")
         port = free_port()
         cfg = root / "config.toml"

@@ -47,14 +47,13 @@ def _root_conftest(request: pytest.FixtureRequest) -> Any:
 @pytest.fixture(scope="module")
 def temporal_proxy(request: pytest.FixtureRequest, embedded_pg: Any, default_config: Any,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from proxy.ops.demo_data import ensure_table
 
     root_conftest = _root_conftest(request)
     ProxyProcess, create_database = root_conftest.ProxyProcess, root_conftest.create_database  # noqa: N806
     free_port, make_test_config = root_conftest.free_port, root_conftest.make_test_config
 
     dsn = create_database(embedded_pg, "tz")
-    ensure_table(dsn, default_config.catalog.table("adult"), default_config.loads["adult"], None)
+    root_conftest.fill_demo_tables(dsn, default_config)
     rng = random.Random(5)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE visits (ts timestamptz, day date, at timestamp, pages integer, "

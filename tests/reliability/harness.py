@@ -33,6 +33,7 @@ ProxyProcess: Any = _CONFTEST.ProxyProcess
 make_test_config = _CONFTEST.make_test_config
 free_port = _CONFTEST.free_port
 create_database = _CONFTEST.create_database
+fill_demo_tables = _CONFTEST.fill_demo_tables
 
 
 def set_server_keys(text: str, **values: object) -> str:
@@ -47,12 +48,9 @@ def set_server_keys(text: str, **values: object) -> str:
 
 
 def new_adult_db(embedded_pg: Any, default_config: Any, prefix: str = "rel") -> str:
-    """A database of its own with public.adult, so a test's ledger starts empty."""
-    from proxy.ops.demo_data import ensure_table
-
+    """A database of its own with the shipped config's tables, so a test's ledger starts empty."""
     dsn = create_database(embedded_pg, prefix)
-    table = default_config.catalog.table("adult")
-    ensure_table(dsn, table, default_config.loads["adult"], None)
+    _CONFTEST.fill_demo_tables(dsn, default_config)
     return dsn
 
 

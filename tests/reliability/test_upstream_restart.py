@@ -18,10 +18,9 @@ import pytest
 pytest.importorskip("proxy.server.listener")
 pytest.importorskip("proxy.dp.service")
 
-from proxy.ops.demo_data import ensure_table  # noqa: E402
 from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
 
-from .harness import budget_remaining, ledger_problems, start_proxy  # noqa: E402
+from .harness import budget_remaining, fill_demo_tables, ledger_problems, start_proxy  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +31,7 @@ def own_cluster(default_config: Any) -> Iterator[EmbeddedPostgres]:
     pg.start()
     with psycopg.connect(pg.dsn(), autocommit=True) as conn:
         conn.execute("CREATE DATABASE adult")
-    ensure_table(pg.dsn("adult"), default_config.catalog.table("adult"), default_config.loads["adult"], None)
+    fill_demo_tables(pg.dsn("adult"), default_config)
     try:
         yield pg
     finally:
