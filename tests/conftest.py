@@ -60,7 +60,7 @@ def pg_dsn(embedded_pg: EmbeddedPostgres) -> str:
 # A test whose fixtures (directly or through other fixtures) include one of these starts real processes.
 PROCESS_FIXTURES = frozenset({"embedded_pg", "e2e"})
 # Modules whose tests start processes of their own (linters, proxies, clusters, client runtimes).
-PROCESS_DIRS = ("reliability", "clients")
+PROCESS_DIRS = ("reliability", "clients", "scale")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
