@@ -232,7 +232,8 @@ def report(rows: dict[str, list[tuple[str, float, str]]], args: argparse.Namespa
         ax.bar(x - 0.2, [t["mae_lapras"] for t in table], 0.4, label="LAPRAS (P by matrix mechanism)")
         ax.bar(x + 0.2, [t["mae_independent"] for t in table], 0.4, label="independent Gaussian")
         ax.set_xticks(x, [t["kind"] for t in table], rotation=20, ha="right", fontsize=8)
-        ax.set_ylabel("mean absolute error")
+        ax.set_yscale("log")  # sums of money and counts differ by three orders of magnitude
+        ax.set_ylabel("mean absolute error (log)")
         ax.set_title(f"events dashboard stream, {STREAM} statements, (eps, delta) = ({args.epsilon}, {args.delta})")
         ax.legend()
         fig.tight_layout()
