@@ -12,13 +12,12 @@ import functools
 import os
 import pwd
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
 
-from ..ops.embedded import SYSTEM_USER, _ensure_system_user, _reachable_bin_dir, bin_dir
+from ..ops.embedded import SYSTEM_USER, _ensure_system_user, _reachable_bin_dir, bin_dir, wait_accepting
 
 _HBA = """# Written by lapras-proxy dev-cluster. Unix socket only (no TCP listener); passwords, never trust.
 local   all   all   scram-sha-256
@@ -112,15 +111,10 @@ class PgInstance:
             _give(self.log_file, 0o600)
         self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", str(int(timeout)), "-l", str(self.log_file),
                              "-o", " ".join(opts), "start"], timeout=timeout + 30)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with psycopg.connect(self.dsn(), connect_timeout=2):
-                    return
-            except psycopg.OperationalError as exc:
-                if time.monotonic() > deadline:
-                    raise ClusterError(f"{self.name} is not accepting connections: {exc}") from exc
-                time.sleep(0.1)
+        try:
+            wait_accepting(self.dsn(), timeout)
+        except psycopg.OperationalError as exc:
+            raise ClusterError(f"{self.name} is not accepting connections: {exc}") from exc
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (mode: smart, fast or immediate); no-op when it is not running."""

@@ -261,15 +261,10 @@ class EmbeddedPostgres:
     def _wait_ready(self, timeout: float = 30.0) -> None:
         import psycopg
 
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with psycopg.connect(self.dsn(), connect_timeout=2):
-                    return
-            except psycopg.OperationalError as exc:
-                if time.monotonic() > deadline:
-                    raise EmbeddedError(f"embedded PostgreSQL is not accepting connections: {exc}") from exc
-                time.sleep(0.1)
+        try:
+            wait_accepting(self.dsn(), timeout)
+        except psycopg.OperationalError as exc:
+            raise EmbeddedError(f"embedded PostgreSQL is not accepting connections: {exc}") from exc
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the cluster (mode: smart, fast or immediate)."""
@@ -289,6 +284,21 @@ class EmbeddedPostgres:
             shutil.rmtree(self.home, ignore_errors=True)
         if self.socket_dir.parent == Path("/tmp"):
             shutil.rmtree(self.socket_dir, ignore_errors=True)
+
+
+def wait_accepting(dsn: str, timeout: float) -> None:
+    """Return once the server at ``dsn`` accepts a connection; psycopg's OperationalError after ``timeout``."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with psycopg.connect(dsn, connect_timeout=2):
+                return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def system_user_exists() -> bool:
