@@ -8,13 +8,14 @@ from typing import Any
 
 from .base import ColumnType, DeclarationError
 from .boolean import BoolType
-from .integer import IntType
+from .intbins import BinnedBigIntType, BinnedIntType, BinnedSmallIntType
+from .integer import BigIntType, IntType, SmallIntType
 from .numeric import FloatType, NumericType
 from .temporal import DateType, TemporalType, TimestampType, TimestamptzType
 from .text import TextType
 
-__all__ = ["COLUMN_TYPES", "BoolType", "ColumnType", "DateType", "FloatType", "NumericType", "DeclarationError", "IntType", "TemporalType", "TextType",
-           "TimestampType", "TimestamptzType", "from_config"]
+__all__ = ["COLUMN_TYPES", "BigIntType", "BinnedBigIntType", "BinnedIntType", "BinnedSmallIntType", "BoolType", "ColumnType", "DateType", "FloatType", "NumericType", "DeclarationError", "IntType", "TemporalType", "TextType",
+           "SmallIntType", "TimestampType", "TimestamptzType", "from_config"]
 
 COLUMN_TYPES: dict[str, type[ColumnType]] = {}
 
@@ -25,7 +26,7 @@ def register(cls: type[ColumnType]) -> type[ColumnType]:
     return cls
 
 
-for _cls in (IntType, TextType, DateType, TimestampType, TimestamptzType, NumericType, FloatType, BoolType):
+for _cls in (IntType, SmallIntType, BigIntType, TextType, DateType, TimestampType, TimestamptzType, NumericType, FloatType, BoolType):
     register(_cls)
 
 COMMON_KEYS = frozenset({"type", "nullable", "description"})

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from sqlglot import exp
@@ -18,6 +18,9 @@ from .. import pgtypes as T
 from ..errors import Refusal
 from ..temporal import Interval
 from .base import ColumnType, DeclarationError, Value, clamp_sql
+
+if TYPE_CHECKING:
+    from .intbins import BinnedIntType
 
 MAX_CELLS = 1_000_000
 _NUMERIC_CASTS = {exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT,
@@ -83,12 +86,12 @@ def check_int_literal(value: Value, position: int | None, type_name: str = "inte
 
 @dataclass(frozen=True)
 class IntType(ColumnType):
-    """Integers ``lo..hi``. Stored values outside are clipped into the range (which bounds a row's SUM
+    """Integers ``lo..hi`` (with ``bins``, a wide range in bins). Stored values outside are clipped into the range (which bounds a row's SUM
     contribution); a NULL in a non-nullable domain lands on ``lo`` (GREATEST ignores NULLs)."""
 
     type_name = "int"
-    config_names = ("int", "integer")
-    config_keys = frozenset({"min", "max"})
+    config_names: ClassVar[tuple[str, ...]] = ("int", "integer", "int4")
+    config_keys = frozenset({"min", "max", "bins"})
     sql_type = "integer"
     oid = T.INT4
     param_oid = T.INT4
@@ -135,13 +138,13 @@ class IntType(ColumnType):
         return float(self.lo), float(self.hi)
 
     def check_literal(self, value: Value, position: int | None) -> Value:
-        return check_int_literal(value, position)
+        return check_int_literal(value, position, self.sql_type)
 
     def read_text(self, raw: str) -> Value:
         return int(float(raw))
 
     def coerce_param(self, p: object) -> Value:
-        return read_int(p)
+        return read_int(p, self.sql_type)
 
     def ranges(self, op: str, x: Value) -> list[tuple[int, int]]:
         return int_ranges(self.lo, self.hi, op, x)
@@ -166,7 +169,16 @@ class IntType(ColumnType):
         return str(v)
 
     @classmethod
+    def binned_type(cls) -> type[BinnedIntType]:
+        """The class of this integer width declared with ``bins`` (wide ranges: ids, epoch seconds, cents)."""
+        from .intbins import BinnedBigIntType, BinnedIntType, BinnedSmallIntType
+
+        return {"smallint": BinnedSmallIntType, "bigint": BinnedBigIntType}.get(cls.sql_type, BinnedIntType)
+
+    @classmethod
     def from_config(cls, spec: Mapping[str, Any], nullable: bool) -> ColumnType:
+        if spec.get("bins") is not None:
+            return cls.binned_type().from_bins(spec, nullable)
         lo, hi = spec.get("min"), spec.get("max")
         bad = [k for k, v in (("min", lo), ("max", hi)) if v is not None and (isinstance(v, bool) or not isinstance(v, int))]
         if bad:
@@ -177,5 +189,29 @@ class IntType(ColumnType):
             raise DeclarationError([("", f"empty domain: max ({hi}) is below min ({lo})")])
         if hi - lo + 1 > MAX_CELLS:
             raise DeclarationError([("", f"domain of {hi - lo + 1} values is too large; bin the column "
-                                         f"(at most {MAX_CELLS:,})")])
+                                         f"(at most {MAX_CELLS:,}): bins = WIDTH makes a wide range a "
+                                         "column of bins")])
         return cls(lo, hi, nullable=nullable)
+
+
+@dataclass(frozen=True)
+class SmallIntType(IntType):
+    """Integers ``lo..hi`` stored as smallint; with ``bins``, a wide range of them in bins."""
+
+    type_name = "smallint"
+    config_names = ("smallint", "int2")
+    sql_type = "smallint"
+    oid = T.INT2
+    param_oid = T.INT2
+
+
+@dataclass(frozen=True)
+class BigIntType(IntType):
+    """Integers ``lo..hi`` stored as bigint (ids, epoch seconds, cents); with ``bins``, a wide range in bins."""
+
+    type_name = "bigint"
+    config_names = ("bigint", "int8")
+    sql_type = "bigint"
+    oid = T.INT8
+    param_oid = T.INT8
+    sum_oid = T.NUMERIC

@@ -140,8 +140,8 @@ class NumericType(ColumnType):
             return Refusal(E.FEATURE_NOT_SUPPORTED, f"comparison {op} {x} on a {self.type_name} measure without bins",
                            hint="Declare bins = WIDTH or bins = [edges...] for the column to filter or group by it; "
                            "without bins it may only be summed, averaged and counted.")
-        edges = ", ".join(_fmt(e) for e in self.edges[:8]) + (", ..." if len(self.edges) > 8 else "")
-        return Refusal(E.FEATURE_NOT_SUPPORTED, f"comparison {op} {x} cuts a bin of a {self.type_name} column",
+        edges = ", ".join(_fmt(e) for e in dict.fromkeys(self.edges[:8])) + (", ..." if len(self.edges) > 8 else "")
+        return Refusal(E.FEATURE_NOT_SUPPORTED, f"comparison {op} {x} cuts a bin of the {self.type_name} column",
                        hint=f"Its cells are bins [a, b) with edges {edges}: compare with >= and < at an edge.")
 
     def _split(self, op: str, q: Fraction, raw: Value) -> int:
@@ -237,6 +237,8 @@ def _edges(bins: Any, lo: float, hi: float) -> tuple[float, ...]:
 
 @dataclass(frozen=True)
 class FloatType(NumericType):
+    """A clamped double-precision measure, cut into cells by ``bins`` when declared, as ``numeric``."""
+
     type_name = "float"
     config_names = ("float", "double precision", "float8")
     sql_type = "double precision"

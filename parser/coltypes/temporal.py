@@ -242,6 +242,8 @@ class TemporalType(ColumnType):
 
 @dataclass(frozen=True)
 class DateType(TemporalType):
+    """Days ``min..max``, one cell per ``resolution`` (a day unless declared coarser)."""
+
     type_name = "date"
     config_names = ("date",)
     value_kind = "date"
@@ -270,6 +272,8 @@ class DateType(TemporalType):
 
 @dataclass(frozen=True)
 class TimestampType(TemporalType):
+    """Instants ``min..max`` without time zone, one cell per ``resolution`` (day, hour or minute)."""
+
     type_name = "timestamp"
     config_names = ("timestamp",)
     value_kind = "timestamp"

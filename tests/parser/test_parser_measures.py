@@ -59,10 +59,10 @@ def sales_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
         yield conn
 
 
-def exact_rows(sql: str, conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:
-    plan = plan_query(sql, CATALOG)
+def exact_rows(sql: str, conn: psycopg.Connection, catalog: Catalog = CATALOG) -> tuple[list[tuple[Any, ...]], Any]:
+    plan = plan_query(sql, catalog)
     values: list[float] = []
-    for batch in answers_sql_batches(SALES, list(plan.queries)):
+    for batch in answers_sql_batches(plan.table_schema, list(plan.queries)):
         values.extend(float(v) for v in conn.execute(batch).fetchone() or ())
     return [tuple(norm(v) for v in r) for r in plan.rows(np.array(values))], plan
 
