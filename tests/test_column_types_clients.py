@@ -31,6 +31,7 @@ amount = { type = "numeric", min = 0, max = 500, bins = [0, 10, 100, 500], nulla
 secs = { type = "float", min = 0, max = 600 }
 paid = { type = "boolean", nullable = true }
 plan = { type = "text", values_from = "lookup.plans.name" }
+epoch_s = { type = "bigint", min = 1767225600, max = 1769903999, bins = 86400 }
 """
 
 
@@ -57,19 +58,19 @@ def temporal_proxy(request: pytest.FixtureRequest, embedded_pg: Any, default_con
     rng = random.Random(5)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE visits (ts timestamptz, day date, at timestamp, pages integer, "
-                     "amount numeric(10,2), secs double precision, paid boolean, plan text)")
+                     "amount numeric(10,2), secs double precision, paid boolean, plan text, epoch_s bigint)")
         # The public value list of `plan`: a table the DBA declares public ("enterprise" has no visit).
         conn.execute("CREATE SCHEMA lookup")
         conn.execute("CREATE TABLE lookup.plans (name text)")
         conn.execute("INSERT INTO lookup.plans VALUES ('free'), ('pro'), ('enterprise'), (NULL)")
-        cols = "ts, day, at, pages, amount, secs, paid, plan"
+        cols = "ts, day, at, pages, amount, secs, paid, plan, epoch_s"
         with conn.cursor().copy(f"COPY visits ({cols}) FROM STDIN") as copy:
             for _ in range(3000):
                 ts = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(31 * 86400))
                 at = None if rng.random() < 0.1 else datetime(2026, 1, 1) + timedelta(minutes=rng.randrange(7 * 1440))
                 amount = None if rng.random() < 0.2 else round(rng.uniform(0, 400), 2)
                 copy.write_row((ts, ts.date(), at, rng.randrange(21), amount, rng.uniform(0, 600),
-                                rng.choice([True, False, None]), rng.choice(["free", "pro"])))
+                                rng.choice([True, False, None]), rng.choice(["free", "pro"]), int(ts.timestamp())))
     root = tmp_path_factory.mktemp("tzproxy")
     port = free_port()
     cfg = root / "config.toml"
@@ -132,6 +133,22 @@ def test_numeric_and_boolean_keep_their_types(temporal_proxy: Any, binary: bool)
         assert "edges 0, 10, 100, 500" in (err.value.diag.message_hint or "")
         with pytest.raises(psycopg.errors.FeatureNotSupported):
             cur.execute("SELECT secs, count(*) FROM visits GROUP BY secs")
+        assert cur.execute("SELECT count(*) FROM visits").fetchone()
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_binned_bigint_keys_and_sums_keep_their_types(temporal_proxy: Any, binary: bool) -> None:
+    from decimal import Decimal
+
+    with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
+        cur = conn.cursor(binary=binary)
+        rows = cur.execute("SELECT (epoch_s - 1767225600) / 86400 AS d, sum(epoch_s), count(*) FROM visits "
+                           "WHERE epoch_s >= 1767312000 AND epoch_s <= 1767484799 GROUP BY 1 ORDER BY 1").fetchall()
+        assert [r[0] for r in rows] == [1, 2] and all(isinstance(r[1], Decimal) for r in rows)
+        assert [d.type_code for d in cur.description or []] == [20, 1700, 20]
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
+            cur.execute("SELECT count(*) FROM visits WHERE epoch_s > 1767312000")
+        assert "cuts a bin" in str(err.value)
         assert cur.execute("SELECT count(*) FROM visits").fetchone()
 
 
