@@ -36,7 +36,8 @@ class TextType(ColumnType):
     ordered_keys = False
 
     values: tuple[str, ...] = ()
-    values_from: str = ""  # "schema.table.column" of a public table the DBA declares; read at start-up
+    # "schema.table.column" of a public table the DBA declares; read at start-up and at each epoch start
+    values_from: str = ""
 
     @property
     def base_size(self) -> int:
