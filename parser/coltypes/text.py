@@ -36,8 +36,7 @@ class TextType(ColumnType):
     ordered_keys = False
 
     values: tuple[str, ...] = ()
-    # "schema.table.column" of a public table the DBA declares; read at start-up and at each epoch start
-    values_from: str = ""
+    values_from: str = ""  # "schema.table.column" of a public table the DBA declares; read at start-up
 
     @property
     def base_size(self) -> int:

@@ -55,14 +55,12 @@ _NEW_EPOCH = re.compile(r"^\s*select\s+(?:\*\s+from\s+)?lapras\s*\.\s*new_epoch\
 class DPService:
     """Answers statements over protected tables through the LAPRAS engine."""
 
-    def __init__(self, config: Config, engine: Any, regression: Any | None = None,
-                 upstream_dsn: str | None = None) -> None:
+    def __init__(self, config: Config, engine: Any, regression: Any | None = None) -> None:
         self.config = config
         self.catalog = config.catalog
         self.planner = sqlparser.Planner(config.catalog)  # owns the parse and plan caches
         self.engine = engine
         self.regression = regression
-        self.upstream_dsn = upstream_dsn  # where values_from lists are re-read at each epoch start
 
     @classmethod
     def open(cls, config: Config, upstream_dsn: str, state_dir: Path | None = None) -> DPService:
@@ -71,7 +69,7 @@ class DPService:
         from .engine_factory import build_engine, build_regression
 
         engine = build_engine(config, upstream_dsn, background=True, state_dir=state_dir)
-        return cls(config, engine, build_regression(config, upstream_dsn, engine), upstream_dsn)
+        return cls(config, engine, build_regression(config, upstream_dsn, engine))
 
     def close(self) -> None:
         close = getattr(self.engine, "close", None)
@@ -186,15 +184,10 @@ class DPService:
 
     async def sync_forever(self, every: float = 1.0, metrics: Any = None) -> None:
         """Follow epochs started elsewhere (other workers, the epoch command), roll timed epochs, and
-        publish the remaining budget to the metrics; at each new epoch, re-read the values_from lists."""
-        seen = None
+        publish the remaining budget to the metrics."""
         while True:
             try:
                 await asyncio.to_thread(self.engine.sync_epoch)
-                epoch = await asyncio.to_thread(self._epoch_id)
-                if seen is not None and epoch != seen:
-                    await asyncio.to_thread(self.refresh_value_lists)
-                seen = epoch
                 if metrics is not None:
                     report = await asyncio.to_thread(self.engine.budget_report)
                     cur = report.get("current") or {}
@@ -204,34 +197,6 @@ class DPService:
             except Exception as exc:  # the database may be down for a while; keep polling
                 log.warning("epoch sync failed: %s", exc)
             await asyncio.sleep(every)
-
-    def _epoch_id(self) -> int | None:
-        ledger = getattr(self.engine, "ledger", None)
-        epoch = ledger.current_epoch() if ledger is not None else None
-        return epoch.id if epoch is not None else None
-
-    def refresh_value_lists(self) -> bool:
-        """Re-read every values_from list from its public table; when one changed, plan from the new
-        catalog (in-flight statements finish on the old one). Canonical query keys name text values, not
-        cell numbers, so answers released under the old list still replay. True when the catalog changed."""
-        if self.upstream_dsn is None:
-            return False
-        from ..ops.value_lists import ValueListError, resolve_value_lists
-
-        try:
-            config = resolve_value_lists(self.config, self.upstream_dsn)
-        except ValueListError as exc:
-            log.warning("value lists kept as they were: %s", exc)
-            return False
-        if config.catalog == self.catalog:
-            return False
-        self.config, self.catalog = config, config.catalog
-        self.planner = sqlparser.Planner(config.catalog)
-        self.engine.catalog = config.catalog
-        if self.regression is not None:
-            self.regression.cfg = config
-        log.info("value lists re-read at the epoch start: the catalog changed")
-        return True
 
     @staticmethod
     def _notice(answer: Any) -> str:

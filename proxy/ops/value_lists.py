@@ -1,6 +1,5 @@
 """Text columns whose public value list lives in a table the DBA declares public (``values_from``): read
-the list from that table (never from a protected one) and put it into the catalog before serving, and
-again at each epoch start (``DPService.refresh_value_lists``)."""
+the list from that table (never from a protected one) and put it into the catalog before serving."""
 
 from __future__ import annotations
 
