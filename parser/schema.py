@@ -42,6 +42,9 @@ class TableSchema:
     max_rows_per_unit: int = 1
     """With a privacy unit: at most this many rows of each unit are kept (chosen by a seeded hash of the
     row, so the choice is the same in every process); neighbouring tables differ by one unit's rows."""
+    max_groups_per_unit: int | None = None
+    """With a privacy unit: cells one unit may be present in, in a histogram of units or of distinct values
+    (chosen by a seeded hash of the cell); None = ``max_rows_per_unit`` (k rows touch at most k cells)."""
     _by_name: dict[str, Attribute] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -58,6 +61,15 @@ class TableSchema:
     def unit_rows(self) -> int:
         """Rows one privacy unit may contribute (k): sensitivities scale by it (1 for row-level tables)."""
         return self.max_rows_per_unit if self.privacy_unit is not None else 1
+
+    @property
+    def unit_cells(self) -> int:
+        """Cells one privacy unit may be present in (g, at most k): the per-unit bound of every histogram
+        of units present or distinct values present (1 for row-level tables: a row is in one cell)."""
+        if self.privacy_unit is None:
+            return 1
+        g = self.max_groups_per_unit
+        return self.max_rows_per_unit if g is None else min(g, self.max_rows_per_unit)
 
     def shape(self, attrs: tuple[str, ...]) -> tuple[int, ...]:
         """Histogram shape of the marginal over ``attrs``."""

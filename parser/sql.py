@@ -17,7 +17,7 @@ from .predicate import Ranges
 from .schema import Attribute, TableSchema
 
 __all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql",
-           "quote_ident", "quote_literal", "table_ref"]
+           "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql"]
 
 MAX_COLUMNS = 1600
 """PostgreSQL allows at most 1664 entries in a target list; answers_sql_batches stays below."""
@@ -50,6 +50,39 @@ def bounding_seed(table: TableSchema) -> int:
     guarantee holds for any choice that depends only on the unit's own rows)."""
     h = hashlib.blake2b(f"lapras-bound|{table.schema}|{table.name}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "big") >> 1
+
+
+def groups_seed(table: TableSchema) -> int:
+    """A fixed 63-bit seed per table for the order in which a unit's cells are kept (public, as above)."""
+    h = hashlib.blake2b(f"lapras-groups|{table.schema}|{table.name}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "big") >> 1
+
+
+def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None = None) -> str:
+    """``SELECT lapras_unit, c0, c1, ...``: the distinct (unit, cell) pairs of the bounded table's rows
+    satisfying ``where``, each unit kept in at most ``table.unit_cells`` cells.
+
+    ``cells`` are SQL expressions over the table's columns (cell expressions, partition keys). A unit's
+    cells are kept in the order of a seeded hash of the cell's text, so the choice depends on that unit's
+    own rows only (one unit changes at most its own kept cells) and is the same in every process. On a
+    table without a privacy unit every row is its own unit and is in one cell: nothing to bound
+    (``lapras_unit`` is NULL there, so count rows, never distinct units).
+    The caller counts what it needs: ``count(*)`` per cell is the number of units present in it.
+    """
+    names = [f"c{i}" for i in range(len(cells))]
+    sel = "".join(f", {e} AS {n}" for e, n in zip(cells, names, strict=True))
+    cond = f" WHERE {where}" if where else ""
+    if table.privacy_unit is None:
+        return f"SELECT NULL::bigint AS lapras_unit{sel} FROM {table_ref(table)}{cond}"
+    unit = quote_ident(table.privacy_unit)
+    pairs = f"SELECT DISTINCT {unit} AS lapras_unit{sel} FROM {table_ref(table)}{cond}"
+    cols = ", ".join(names)
+    if not names or table.max_groups_per_unit is None or table.max_groups_per_unit >= table.max_rows_per_unit:
+        return pairs  # k kept rows are in at most k cells: the row bound is the cell bound
+    row = f"ROW({cols})::text"
+    return (f"SELECT lapras_unit, {cols} FROM (SELECT lapras_unit, {cols}, row_number() OVER (PARTITION BY "
+            f"lapras_unit ORDER BY hashtextextended({row}, {groups_seed(table)}), {row}) AS lapras_unit_cell "
+            f"FROM ({pairs}) AS p) AS b WHERE b.lapras_unit_cell <= {int(table.max_groups_per_unit)}")
 
 
 EXACT_SESSION_SQL = ("SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, MDY'", "SET IntervalStyle = 'postgres'",

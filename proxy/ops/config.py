@@ -360,8 +360,12 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
             unit = None
         if tv["max_rows_per_unit"] != 1 and unit is None and not tv["privacy_unit"]:
             c.bad(p + ".max_rows_per_unit", "needs privacy_unit")
+        groups = tv["max_groups_per_unit"]
+        if groups is not None and unit is None and not tv["privacy_unit"]:
+            c.bad(p + ".max_groups_per_unit", "needs privacy_unit")
         tables.append(TableSchema(name=tname, attributes=tuple(attrs), schema=schema, privacy_unit=unit,
-                                  max_rows_per_unit=int(tv["max_rows_per_unit"])))
+                                  max_rows_per_unit=int(tv["max_rows_per_unit"]),
+                                  max_groups_per_unit=int(groups) if groups is not None and unit else None))
         load = tv["load"] or {}
         lv = c.read(load, "tables.*.load", p + ".load.")
         rename, offset = lv["rename"] or {}, lv["offset"] or {}
