@@ -115,3 +115,54 @@ def test_superset_series_limit_is_two_dp_statements(proxy, adult_db: str) -> Non
         exact_top = direct.execute("SELECT race FROM adult WHERE age >= 30 GROUP BY race ORDER BY count(*) DESC "
                                    "LIMIT 2").fetchall()
     assert {r[0] for r in top} == {r[0] for r in exact_top}
+
+
+# Metabase's table sync (src/metabase/driver/postgres.clj, get-tables-sql, v50+), as HoneySQL formats it
+# with the :ansi dialect and pgjdbc sends it: strings and numbers as parameters.
+METABASE_GET_TABLES = (
+    'SELECT "n"."nspname" AS "schema", "c"."relname" AS "name", CASE "c"."relkind" WHEN \'r\' THEN \'TABLE\' '
+    "WHEN 'p' THEN 'PARTITIONED TABLE' WHEN 'v' THEN 'VIEW' WHEN 'f' THEN 'FOREIGN TABLE' "
+    "WHEN 'm' THEN 'MATERIALIZED VIEW' ELSE NULL END AS \"type\", \"d\".\"description\" AS \"description\", "
+    '"stat"."n_live_tup" AS "estimated_row_count" FROM "pg_catalog"."pg_class" AS "c" '
+    'INNER JOIN "pg_catalog"."pg_namespace" AS "n" ON "c"."relnamespace" = "n"."oid" '
+    'LEFT JOIN "pg_catalog"."pg_description" AS "d" ON ("c"."oid" = "d"."objoid") AND ("d"."objsubid" = %s) '
+    "AND (\"d\".\"classoid\" = 'pg_class'::regclass) "
+    'LEFT JOIN "pg_stat_user_tables" AS "stat" ON ("n"."nspname" = "stat"."schemaname") '
+    'AND ("c"."relname" = "stat"."relname") '
+    'WHERE ("c"."relnamespace" = "n"."oid") AND ("n"."nspname" !~ %s) AND ("n"."nspname" <> %s) '
+    "AND c.relkind in ('r', 'p', 'v', 'f', 'm') AND (\"n\".\"nspname\" IN (%s)) "
+    'ORDER BY "type" ASC, "schema" ASC, "name" ASC')
+
+
+def test_pg_stat_user_tables_rewrite_keeps_aliases_and_reads_no_counter() -> None:
+    from proxy.catalog.table_stats import figure_free_sql, rewrite
+
+    replacement = figure_free_sql([("relid", "oid"), ("schemaname", "name"), ("relname", "name"),
+                                   ("seq_scan", "bigint"), ("n_live_tup", "bigint"),
+                                   ("last_analyze", "timestamp with time zone")])
+    out = rewrite(METABASE_GET_TABLES.replace("%s", "$1"), replacement)
+    assert "pg_stat_user_tables" not in out.replace('AS "stat"', "")
+    assert 'AS "stat"' in out and "CAST(NULL AS BIGINT)" in out and "pg_stat_get" not in out
+    bare = rewrite("SELECT relname, n_live_tup FROM pg_catalog.pg_stat_user_tables", replacement)
+    assert "FROM (SELECT" in bare and "AS pg_stat_user_tables" in bare
+    assert rewrite("SELECT 1 FROM pg_class", replacement) == "SELECT 1 FROM pg_class"
+    assert rewrite("SELECT FROM pg_stat_user_tables ((", replacement).endswith("((")  # unparsable: as written
+
+
+def test_metabase_table_sync_lists_tables_without_figures(proxy) -> None:
+    """The exact get-tables query of Metabase's sync: every declared table, estimated_row_count NULL (no
+    figure read); the view itself answers with NULL counters; the statistics behind it stay refused."""
+    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        rows = conn.execute(METABASE_GET_TABLES, (0, "^pg_", "information_schema", "public")).fetchall()
+        assert {(r[0], r[1], r[2]) for r in rows} >= {("public", "adult", "TABLE"), ("public", "events", "TABLE")}
+        assert all(r[4] is None for r in rows)
+        stat = conn.execute("SELECT relname, seq_scan, n_live_tup, n_dead_tup, last_analyze FROM "
+                            "pg_catalog.pg_stat_user_tables s WHERE s.schemaname = 'public' ORDER BY 1").fetchall()
+        assert [r[0] for r in stat] == ["adult", "events"] and all(v is None for r in stat for v in r[1:])
+        for sql in ("SELECT pg_stat_get_live_tuples('adult'::regclass)", "SELECT * FROM pg_stat_all_tables",
+                    'SELECT * FROM U&"pg\\005fstat_user_tables"'):
+            try:
+                conn.execute(sql)
+                raise AssertionError(f"answered: {sql}")
+            except psycopg.errors.InsufficientPrivilege:
+                pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import struct
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from ..protocol.backend import Field
 from ..protocol.errors import PgError
 from .hardening import close_protected_database, harden_shadow, release_setup_lock, take_setup_lock
 from .pgclient import BackendConnection, BackendPool, Relayed
+from .table_stats import COLUMNS_SQL, figure_free_sql, mentions, rewrite
 
 
 def reader_role(shadow_dbname: str) -> str:
@@ -136,12 +138,16 @@ class CatalogDB:
         # Keyed by a digest of the text (not the text: statements reach 1 MB), bounded in bytes.
         self._describe_cache = DigestLRU(2048, 8 << 20)
         self.server_version = ""
+        self._table_stats = ""  # pg_stat_user_tables without figures (table_stats), learned at open()
 
     async def open(self) -> None:
         """Connect once to learn the server version (reported to clients) and fail early if unreachable."""
         conn = await self.pool.acquire()
         try:
             self.server_version = conn.params.get("server_version", "16.0").split()[0]
+            res = await conn.relay(COLUMNS_SQL, [], [], [], [0], False)
+            if res.error is None:
+                self._table_stats = figure_free_sql([(_text(r, 0), _text(r, 1)) for r in res.rows])
         finally:
             self.pool.release(conn)
 
@@ -150,6 +156,7 @@ class CatalogDB:
 
     async def describe(self, sql_text: str, param_oids: Sequence[int], owner: int | None = None,
                        user: str = "") -> DescribeResult:
+        sql_text = self._answerable(sql_text)
         key = digest(sql_text, ",".join(map(str, param_oids)))
         hit: DescribeResult | None = self._describe_cache.get(key)
         if hit is not None:
@@ -165,11 +172,18 @@ class CatalogDB:
                       params: Sequence[bytes | None], result_formats: Sequence[int],
                       describe: bool = True, owner: int | None = None, user: str = "") -> Relayed:
         """Run one statement for the client session `owner` of `user` (see BackendPool.acquire)."""
+        sql_text = self._answerable(sql_text)
         res = await self._with_conn(lambda c: c.relay(sql_text, param_oids, param_formats, params,
                                                       result_formats, describe), owner, user)
         if res.error is not None:
             raise res.error
         return res
+
+    def _answerable(self, sql_text: str) -> str:
+        """The statement as the shadow database runs it: pg_stat_user_tables without figures."""
+        if self._table_stats and mentions(sql_text):
+            return rewrite(sql_text, self._table_stats)
+        return sql_text
 
     async def _with_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]],
                          owner: int | None = None, user: str = "") -> Relayed:
@@ -198,6 +212,16 @@ class CatalogDB:
             finally:
                 self.pool.release(conn)
         raise AssertionError("unreachable")
+
+
+def _text(data_row: bytes, i: int) -> str:
+    """Column i of a relayed DataRow message (text format, not NULL)."""
+    pos = 7  # kind, length, column count
+    for _ in range(i):
+        (n,) = struct.unpack_from("!i", data_row, pos)
+        pos += 4 + max(n, 0)
+    (n,) = struct.unpack_from("!i", data_row, pos)
+    return data_row[pos + 4 : pos + 4 + n].decode()
 
 
 def catalog_error(exc: PgError) -> PgError:

@@ -50,9 +50,10 @@ QUERY_COMMANDS = frozenset({"SELECT", "WITH", "VALUES", "TABLE"})
 # on the unescaped text (U&"..." and E'...' written out; comments and literals included): every name of the
 # statement's parse tree appears verbatim there, and refusing a harmless query is acceptable where missing a
 # harmful one is not. The shadow database revokes the same objects itself (proxy/catalog/hardening.py).
-# pg_statistic_ext (definitions of extended statistics, none in the shadow) stays readable for psql's \d.
+# pg_statistic_ext (definitions of extended statistics, none in the shadow) stays readable for psql's \d;
+# pg_stat_user_tables is answered without figures by the catalog relay (proxy/catalog/table_stats.py).
 _DANGEROUS = re.compile(
-    r"\b(pg_stat(?!istic_ext\b)\w*|reltuples|relpages|relallvisible|relallfrozen|histogram_bounds|"
+    r"\b(pg_stat(?!istic_ext\b|_user_tables\b)\w*|reltuples|relpages|relallvisible|relallfrozen|histogram_bounds|"
     r"most_common_\w+|pg_read_file|pg_read_binary_file|pg_ls_\w+|pg_stat_file|pg_file_\w+|"
     r"pg_logdir_ls|pg_current_logfile|lo_import|lo_export|lo_get|lo_put|lo_open|lo_create|lo_from_bytea|"
     r"loread|lowrite|pg_largeobject\w*|dblink\w*|set_config|pg_terminate_backend|pg_cancel_backend|"

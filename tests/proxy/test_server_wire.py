@@ -79,7 +79,7 @@ def test_writes_and_ddl_refused(raw: RawClient) -> None:
 
 def test_statistics_and_dangerous_functions_refused(raw: RawClient) -> None:
     for sql in ("SELECT * FROM pg_stats", "SELECT * FROM pg_catalog.pg_statistic",
-                "SELECT * FROM pg_stat_user_tables", "SELECT reltuples FROM pg_class",
+                "SELECT * FROM pg_statio_user_tables", "SELECT reltuples FROM pg_class",
                 "SELECT relpages FROM pg_class WHERE relname = 'adult'",
                 "SELECT histogram_bounds FROM pg_stats", "SELECT pg_read_file('/etc/passwd')",
                 "SELECT * FROM pg_ls_dir('.')", "SELECT lo_import('/etc/passwd')",

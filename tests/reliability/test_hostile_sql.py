@@ -57,7 +57,7 @@ MUST_REFUSE: list[tuple[str, set[str]]] = [
     ("SELECT count(*) FROM adult WHERE pg_sleep(0.01) IS NOT NULL", RAW_READ | {"42883"}),
     ("SELECT * FROM pg_stats WHERE tablename = 'adult'", RAW_READ),
     ("SELECT * FROM pg_statistic", RAW_READ),
-    ("SELECT n_live_tup FROM pg_stat_user_tables", RAW_READ),
+    ("SELECT n_live_tup FROM pg_stat_all_tables", RAW_READ),
     ("SELECT reltuples FROM pg_class WHERE relname = 'adult'", RAW_READ),
     ("SELECT most_common_vals FROM pg_catalog.pg_stats", RAW_READ),
     ("SELECT pg_read_file('/etc/hostname')", RAW_READ),
