@@ -265,3 +265,14 @@ def proxy_factory(embedded_pg: EmbeddedPostgres, default_config, tmp_path_factor
     yield make
     for p in started:
         p.stop()
+
+
+@pytest.fixture(scope="session")
+def harness() -> Any:
+    """This module's helpers for tests outside tests/ itself or beside other conftest files (there,
+    ``import conftest`` may name another directory's): ProxyProcess, free_port, create_database, ..."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(REPO=REPO, ProxyProcess=ProxyProcess, free_port=free_port,
+                           create_database=create_database, make_test_config=make_test_config,
+                           fill_demo_tables=fill_demo_tables)

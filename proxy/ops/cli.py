@@ -1,5 +1,5 @@
-"""The `lapras-proxy` command: serve, check-config, hash-password, budget, epoch, psql, predict, replay,
-whatif, dev-cluster."""
+"""The `lapras-proxy` command: serve, check-config, draft-config, hash-password, budget, epoch, psql,
+predict, replay, whatif, dev-cluster."""
 
 from __future__ import annotations
 
@@ -62,6 +62,24 @@ def _check_prediction_inputs(cfg: Config) -> list[str]:
                 problems.append(f"predictor.templates: {sql!r} is refused: {exc.message}")
                 break
     return problems
+
+
+def _cmd_draft_config(args: argparse.Namespace) -> int:
+    from .draft_config import FROM_DATA_WARNING, DraftError, draft
+
+    try:
+        text = draft(args.dsn, args.table, schema=args.schema, from_data=args.from_data,
+                     max_values=args.max_values)
+    except DraftError as exc:
+        print(f"lapras-proxy: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # psycopg's connection and permission errors name the cause
+        print(f"lapras-proxy: cannot read the table: {str(exc).strip()}", file=sys.stderr)
+        return 1
+    if args.from_data:
+        print(FROM_DATA_WARNING, file=sys.stderr)
+    sys.stdout.write(text)
+    return 0
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -167,7 +185,7 @@ def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
                        help=f"state directory: embedded database and logs (default: ./{DEFAULT_STATE_DIR})")
 
 
-CORE_COMMANDS = ("serve", "check-config", "budget", "epoch", "psql", "dev-cluster")
+CORE_COMMANDS = ("serve", "check-config", "draft-config", "budget", "epoch", "psql", "dev-cluster")
 
 
 def build_parser(optional: bool = True) -> argparse.ArgumentParser:
@@ -195,6 +213,21 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
                        description="Validate a configuration and explain every problem found.")
     _common(p, state=False)
     p.set_defaults(func=_cmd_check_config)
+
+    p = sub.add_parser("draft-config", help="print the [tables.NAME] TOML for an existing table",
+                       description="Read a table's columns from PostgreSQL and print its declaration: every "
+                       "column with its type mapped, domains as TODO placeholders to fill from public "
+                       "knowledge (check-config refuses them until filled), or with --from-data filled from "
+                       "the rows (operator only: those values become public).")
+    p.add_argument("--dsn", required=True, help="libpq connection string of the database holding the table")
+    p.add_argument("--table", required=True, metavar="NAME",
+                   help="the table as stored (Sales 3) or as SQL (public.\"Sales_3\")")
+    p.add_argument("--schema", metavar="NAME", help="its schema (default: the first on the search path)")
+    p.add_argument("--from-data", action="store_true",
+                   help="fill min/max and short value lists from the data (they become PUBLIC)")
+    p.add_argument("--max-values", type=int, default=100, metavar="N",
+                   help="--from-data lists a text column's values when it has at most N (default 100)")
+    p.set_defaults(func=_cmd_draft_config)
 
     p = sub.add_parser("budget", help="print the privacy ledger",
                        description="Print the epoch's budget, spend, remaining budget and answers served.")
