@@ -5,7 +5,9 @@ Both rest on one curve. A Gaussian mechanism with L2 sensitivity ``s`` and noise
 
     delta(eps; mu) = Phi(-eps/mu + mu/2) - e^eps * Phi(-eps/mu - mu/2),
 
-which is exactly Balle & Wang's condition for the analytic Gaussian mechanism. Every inversion below is a
+which is exactly Balle & Wang's condition for the analytic Gaussian mechanism. Approximate zCDP costs
+(partition selection) convert to (epsilon, delta) by Canonne, Kamath & Steinke's Proposition 12 (the tight
+conversion from Renyi DP, at every order alpha > 1 of rho-zCDP's curve alpha * rho). Every inversion below is a
 bracketed root find (brentq) with a *relative* tolerance on the unknown and a check on log(delta), so that
 delta = 1/n^2 is calibrated as carefully as delta = 1e-3.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from scipy.optimize import brentq
+from scipy.optimize import brentq, minimize_scalar
 from scipy.special import log_ndtr, ndtr
 
 _RTOL = 1e-12
@@ -79,6 +81,37 @@ def agm_sigma(eps: float, delta: float, sensitivity: float = 1.0) -> float:
     if sensitivity == 0:
         return 0.0
     return sensitivity / gdp_mu(eps, delta)
+
+
+def zcdp_eps(rho: float, delta: float) -> float:
+    """Smallest eps at which rho-zCDP is (eps, delta)-DP (Canonne, Kamath & Steinke 2020, Prop. 12):
+    the minimum over alpha > 1 of alpha rho + log(1 - 1/alpha) - (log delta + log alpha) / (alpha - 1)."""
+    if not 0 < delta < 1:
+        raise ValueError("delta must be in (0, 1)")
+    if rho <= 0:
+        return 0.0
+    log_delta = math.log(delta)
+
+    def eps_at(log_am1: float) -> float:
+        a = 1.0 + math.exp(log_am1)
+        return a * rho + math.log1p(-1.0 / a) - (log_delta + math.log(a)) / (a - 1.0)
+
+    # The optimum sits near alpha - 1 = sqrt(log(1/delta) / rho); the curve is smooth and unimodal there.
+    centre = 0.5 * math.log(max(-log_delta, 1e-300) / rho)
+    res = minimize_scalar(eps_at, bounds=(centre - 12.0, centre + 12.0), method="bounded",
+                          options={"xatol": 1e-12})
+    return max(0.0, float(min(res.fun, eps_at(centre))))
+
+
+def zcdp_rho(eps: float, delta: float) -> float:
+    """Largest rho whose rho-zCDP guarantee is (eps, delta)-DP (inverse of :func:`zcdp_eps`)."""
+    _check(eps, delta)
+    f = lambda r: zcdp_eps(r, delta) - eps  # noqa: E731
+    hi = eps
+    while f(hi) < 0:
+        hi *= 2.0
+    # The root is found to a relative 1e-12; shaving a little more keeps the rho on the safe side.
+    return float(brentq(f, 1e-300, hi, xtol=1e-300, rtol=_RTOL, maxiter=500)) * (1.0 - 1e-9)
 
 
 def _check(eps: float, delta: float) -> None:

@@ -1,4 +1,5 @@
-"""The privacy cost of one release: ``mu`` (Gaussian DP) or ``(eps, delta)`` (basic composition).
+"""The privacy cost of one release: ``mu`` (Gaussian DP), ``(eps, delta)`` (basic composition) or
+``(rho, delta)`` (delta-approximate rho-zCDP, the cost of a threshold release such as partition selection).
 
 Every release carries one; only an accountant (:mod:`lapras.accounting`) adds costs up.
 """
@@ -7,22 +8,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lapras.calibration import gdp_eps
+from lapras.calibration import gdp_eps, zcdp_eps
 
 
 @dataclass(frozen=True)
 class Cost:
-    """Privacy cost of one release: ``Cost(mu=...)`` or ``Cost(eps=..., delta=...)``."""
+    """Privacy cost of one release: ``Cost(mu=...)``, ``Cost(eps=..., delta=...)`` or
+    ``Cost(rho=..., delta=...)`` (rho-zCDP except with probability delta: Bun & Steinke's approximate zCDP)."""
 
     mu: float | None = None
     eps: float | None = None
     delta: float | None = None
+    rho: float | None = None
 
     def __post_init__(self) -> None:
-        if (self.mu is None) == (self.eps is None):
-            raise ValueError("a Cost is either Cost(mu=...) or Cost(eps=..., delta=...)")
-        if self.eps is not None and self.delta is None:
-            raise ValueError("Cost(eps=...) needs delta")
+        if sum(x is not None for x in (self.mu, self.eps, self.rho)) != 1:
+            raise ValueError("a Cost is either Cost(mu=...), Cost(eps=..., delta=...) or Cost(rho=..., delta=...)")
+        if (self.eps is not None or self.rho is not None) and self.delta is None:
+            raise ValueError("Cost(eps=...) and Cost(rho=...) need delta")
+        if self.mu is not None and self.delta is not None:
+            raise ValueError("a GDP cost has no delta")
 
     @property
     def is_gdp(self) -> bool:
@@ -30,21 +35,32 @@ class Cost:
 
     @property
     def is_zero(self) -> bool:
-        return (self.mu or 0.0) == 0.0 and (self.eps or 0.0) == 0.0
+        return (self.mu or 0.0) == 0.0 and (self.eps or 0.0) == 0.0 and (self.rho or 0.0) == 0.0
 
     def as_eps_delta(self, delta: float) -> tuple[float, float]:
-        """(eps, delta) view: a GDP cost is converted exactly at the given delta."""
+        """(eps, delta) view: a GDP cost is converted exactly at the given delta; an approximate zCDP cost
+        at the given delta on top of its own (``delta`` must exceed it)."""
         if self.mu is not None:
             return gdp_eps(self.mu, delta), delta
-        assert self.eps is not None and self.delta is not None
+        assert self.delta is not None
+        if self.rho is not None:
+            return zcdp_eps(self.rho, delta - self.delta), delta
+        assert self.eps is not None
         return self.eps, self.delta
 
     def to_json(self) -> dict[str, float]:
         if self.mu is not None:
             return {"mu": self.mu}
-        assert self.eps is not None and self.delta is not None
+        assert self.delta is not None
+        if self.rho is not None:
+            return {"rho": self.rho, "delta": self.delta}
+        assert self.eps is not None
         return {"eps": self.eps, "delta": self.delta}
 
     @staticmethod
     def from_json(d: dict[str, float]) -> Cost:
-        return Cost(mu=d["mu"]) if "mu" in d else Cost(eps=d["eps"], delta=d["delta"])
+        if "mu" in d:
+            return Cost(mu=d["mu"])
+        if "rho" in d:
+            return Cost(rho=d["rho"], delta=d["delta"])
+        return Cost(eps=d["eps"], delta=d["delta"])

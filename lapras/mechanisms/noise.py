@@ -6,6 +6,10 @@ to, as Mironov showed for the Laplace mechanism). Each draw is an integer from t
 system's CSPRNG; a mechanism turns it into noise on a lattice fixed by its public scale
 (:class:`lapras.mechanisms.gaussian.Gaussian`). Draws are vectorised (one call per release) and do not
 depend on the scale, so they can be taken before the epoch's lock.
+
+Partition selection draws here too: OpenDP's Gaussian threshold measurement (discrete Gaussian noise on
+integer counts of privacy units, keys kept when the noisy count reaches the threshold) is built and run
+by :func:`threshold_keys`; its privacy map is read from the same measurement (:func:`threshold_measurement`).
 """
 
 from __future__ import annotations
@@ -57,3 +61,28 @@ def new_rng() -> np.random.Generator:
     """Generator seeded from the OS entropy pool, for randomness that is never released (strategy search
     starting points, sketches inside a regression)."""
     return np.random.default_rng()
+
+
+@functools.lru_cache(maxsize=64)
+def threshold_measurement(scale: float, threshold: int) -> Any:
+    """OpenDP's Gaussian threshold over a map of key -> count (i64), at noise ``scale`` (the discrete
+    Gaussian's sigma) and integer ``threshold``: its ``map((l0, l2, linf))`` is (rho, delta)."""
+    import opendp.prelude as dp
+
+    with _LOCK:
+        dp.enable_features("contrib")
+        domain = dp.map_domain(dp.atom_domain(T=str), dp.atom_domain(T=dp.i64))
+        metric = dp.l02inf_distance(dp.absolute_distance(T=dp.i64))
+        return dp.m.make_gaussian_threshold(domain, metric, scale=float(scale), threshold=int(threshold))
+
+
+def threshold_keys(counts: np.ndarray, scale: float, threshold: int) -> np.ndarray:
+    """Mask of the keys whose count plus discrete Gaussian noise of ``scale`` reaches ``threshold``
+    (OpenDP's sampler, OS CSPRNG). Keys are passed by position, so their text never reaches the sampler."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.size == 0:
+        return np.zeros(0, dtype=bool)
+    kept = threshold_measurement(scale, threshold)({str(i): int(c) for i, c in enumerate(counts)})
+    mask = np.zeros(counts.size, dtype=bool)
+    mask[[int(k) for k in kept]] = True
+    return mask

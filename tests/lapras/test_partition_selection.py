@@ -1,0 +1,96 @@
+"""Partition selection's threshold mechanism: calibration, privacy map, and release probabilities measured
+with the real sampler against the stated bound (exact binomial confidence bounds)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import beta, norm
+
+from lapras.calibration import zcdp_eps, zcdp_rho
+from lapras.mechanisms import Cost, noise
+from lapras.mechanisms.threshold import GaussianThreshold
+
+ALPHA = 1e-6  # per check: a correct mechanism fails one of these with probability below 1e-5
+
+
+def _clopper_pearson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
+    lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return lo, hi
+
+
+@pytest.mark.parametrize("m", [1, 3, 10])
+def test_calibration_meets_the_cost_and_its_threshold_is_the_least(m: int) -> None:
+    cost = Cost(rho=0.05, delta=1e-6)
+    mech = GaussianThreshold.calibrate(cost, m)
+    got = mech.privacy_map()
+    assert got.rho is not None and got.delta is not None
+    assert got.rho == pytest.approx(cost.rho, rel=1e-9) and got.rho <= cost.rho * (1 + 1e-9)
+    assert got.delta <= cost.delta
+    # One less is not enough: the threshold is the least meeting delta.
+    assert GaussianThreshold(mech.sigma, mech.threshold - 1, m).privacy_map().delta > cost.delta  # type: ignore[operator]
+    # delta is the union over m keys of a single unit's tail P[Z >= T - 1], the discrete Gaussian's mass
+    # at T - 1 included (about the continuous tail from T - 1.5); OpenDP 0.16 reports less (opendp#2922).
+    tail = norm.sf((mech.threshold - 1 - 0.5) / mech.sigma)
+    assert got.delta == pytest.approx(m * tail, rel=0.15)
+    assert got.delta >= noise.threshold_measurement(mech.sigma, mech.threshold).map((m, m, 1))[1]
+    assert mech.single_unit_bound() == pytest.approx(got.delta / m, rel=1e-9)
+    # Stored parameters rebuild the same mechanism.
+    again = GaussianThreshold.from_params(mech.params)
+    assert (again.sigma, again.threshold, again.max_keys) == (mech.sigma, mech.threshold, m)
+
+
+def test_zcdp_conversion_inverts() -> None:
+    for rho, delta in [(0.03, 1e-5), (0.5, 1e-8), (2.0, 1e-3)]:
+        eps = zcdp_eps(rho, delta)
+        # Never worse than Bun & Steinke's simple bound, and inverted by zcdp_rho on the safe side.
+        assert eps <= rho + 2 * math.sqrt(rho * math.log(1 / delta))
+        assert zcdp_rho(eps, delta) <= rho
+        assert zcdp_rho(eps, delta) == pytest.approx(rho, rel=1e-8)
+
+
+@pytest.mark.slow
+def test_a_single_units_key_is_released_at_most_at_the_stated_bound() -> None:
+    # A cost loose enough that the bound (about 1e-2 per key) is measurable: 40,000 keys of one unit each.
+    mech = GaussianThreshold.calibrate(Cost(rho=0.1, delta=1e-2), 1)
+    bound = mech.single_unit_bound()
+    n = 40_000
+    released = int(mech.select(np.ones(n, dtype=np.int64)).sum())
+    lo, hi = _clopper_pearson(released, n)
+    assert lo <= bound, f"{released}/{n} released, above the stated bound {bound:.3g}"
+    # The bound is tight (it is the release probability): the sampler is not suppressing more than stated.
+    assert hi >= bound, f"{released}/{n} released, far below {bound:.3g}: the noise is not the calibrated one"
+
+
+@pytest.mark.slow
+def test_at_the_product_default_a_single_units_key_is_almost_never_released() -> None:
+    # (eps, delta) = (1, 1e-5) for one selection: 100,000 single-unit keys; the stated bound is ~3e-6.
+    mech = GaussianThreshold.calibrate(Cost(rho=zcdp_rho(1.0, 0.5e-5), delta=0.5e-5), 1)
+    bound = mech.single_unit_bound()
+    assert bound <= 0.5e-5
+    n = 100_000
+    released = int(mech.select(np.ones(n, dtype=np.int64)).sum())
+    lo, _ = _clopper_pearson(released, n)
+    assert lo <= bound, f"{released}/{n} released against a bound of {bound:.3g}"
+
+
+@pytest.mark.slow
+def test_keys_held_by_many_units_are_released() -> None:
+    mech = GaussianThreshold.calibrate(Cost(rho=zcdp_rho(1.0, 0.5e-5), delta=0.5e-5), 4)
+    many = mech.threshold + int(math.ceil(6 * mech.sigma))
+    assert mech.select(np.full(5_000, many)).all()
+    # At the threshold itself about half are released (the noise is centred, its scale the stated one).
+    n = 5_000
+    at = int(mech.select(np.full(n, mech.threshold)).sum())
+    lo, hi = _clopper_pearson(at, n)
+    p = float(mech.release_probability(mech.threshold))
+    assert lo <= p <= hi, f"{at}/{n} released at the threshold, expected about {p:.3f}"
+    # Below it by two standard deviations: few, as stated.
+    below = mech.threshold - int(round(2 * mech.sigma))
+    k = int(mech.select(np.full(n, below)).sum())
+    lo, hi = _clopper_pearson(k, n)
+    p = float(mech.release_probability(below))
+    assert lo <= p <= hi, f"{k}/{n} released two sigma below, expected about {p:.3f}"
