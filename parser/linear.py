@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .identifiers import display_ident, qualified
 from .predicate import Pred, Ranges, Space
 from .schema import Domain, TableSchema
 
@@ -142,7 +143,9 @@ def unit(q: LinearQuery) -> tuple[LinearQuery, float]:
     if q.value is not None or q.scale == 1 or q.is_zero:
         return q, 1.0
     u = LinearQuery(q.table, q.schema, q.marginal, q.boxes, None, 1.0, sensitivity=1.0)
-    object.__setattr__(u, "key", q.key.replace(f"|count*{_fmt_scale(q.scale)}|", "|count|", 1))
+    prefix = qualified(q.schema, q.table)  # the weight follows the table's name, which may hold any text
+    rest = q.key[len(prefix):].replace(f"|count*{_fmt_scale(q.scale)}|", "|count|", 1)
+    object.__setattr__(u, "key", prefix + rest)
     return u, q.scale
 
 
@@ -195,11 +198,14 @@ def _fmt_scale(x: float) -> str:
 
 
 def _key(table: TableSchema, q: LinearQuery) -> str:
-    """Canonical text: stable across processes; written with domain values, not indices."""
+    """Canonical text: stable across processes; written with domain values, not indices. Names are
+    written as SQL shows them (``display_ident``): plain ones bare, so keys of plain names never change,
+    odd ones quoted, so a key reads one way only (column ``"a.b"`` is not table ``a`` column ``b``)."""
     if q.value is None:
         weight = "count" if q.scale == 1 else f"count*{_fmt_scale(q.scale)}"
     else:
-        weight = f"sum({q.value})" if q.scale == 1 else f"sum({q.value})*{_fmt_scale(q.scale)}"
+        value = display_ident(q.value)
+        weight = f"sum({value})" if q.scale == 1 else f"sum({value})*{_fmt_scale(q.scale)}"
     parts = []
     for box in q.boxes:
         if not box:
@@ -207,6 +213,6 @@ def _key(table: TableSchema, q: LinearQuery) -> str:
             continue
         conds = []
         for attr, rs in box:
-            conds.append(f"{attr}={_domain(table, attr).format_ranges(rs)}")
+            conds.append(f"{display_ident(attr)}={_domain(table, attr).format_ranges(rs)}")
         parts.append("&".join(conds))
     return f"{table.qualified_name}|{weight}|{'|'.join(parts)}"

@@ -2,29 +2,20 @@
 
 from __future__ import annotations
 
-import re
-
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from .identifiers import fold, mention_pattern
 from .schema import Catalog
 
 
-def _names(catalog: Catalog) -> set[str]:
-    return {t.name for t in catalog.tables}
-
-
 def _table_matches(node: exp.Table, catalog: Catalog) -> bool:
-    ident = node.this
-    if not isinstance(ident, exp.Identifier):
+    if not isinstance(node.this, exp.Identifier):
         return False
-    name = str(ident.this) if ident.quoted else str(ident.this).lower()
     db = node.args.get("db")
-    schema = None
-    if isinstance(db, exp.Identifier):
-        schema = str(db.this) if db.quoted else str(db.this).lower()
-    return catalog.table(name, schema) is not None if name == name.lower() else False
+    schema = fold(db) if isinstance(db, exp.Identifier) else None
+    return catalog.table(fold(node.this), schema) is not None
 
 
 def _parse(sql: str) -> tuple[exp.Expr, ...] | None:
@@ -47,7 +38,7 @@ def references_protected(sql_or_ast: str | exp.Expr, catalog: Catalog) -> bool:
     the upstream, answers (or refuses) the statement. Nothing is cached here: a parse tree is many times
     the size of its text (the proxy's router caches its decisions by digest instead).
     """
-    names = _names(catalog)
+    pattern = mention_pattern(t.name for t in catalog.tables)
     trees: tuple[exp.Expr, ...] | None
     if isinstance(sql_or_ast, exp.Expr):
         trees = (sql_or_ast,)
@@ -56,9 +47,7 @@ def references_protected(sql_or_ast: str | exp.Expr, catalog: Catalog) -> bool:
         text = sql_or_ast
         trees = _parse(sql_or_ast)
     if trees is None:
-        words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_$]*", text)}
-        return bool(words & names)
-    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in sorted(names)) + r")\b", re.I) if names else None
+        return bool(pattern is not None and pattern.search(text))
     for tree in trees:
         if isinstance(tree, exp.Command) and pattern is not None:
             # sqlglot kept the statement as text (EXPLAIN ANALYZE, PREPARE, DO, DECLARE CURSOR...): any

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .coltypes import ColumnType, IntType, TextType
+from .identifiers import qualified
 
 Domain = ColumnType
 """The declared public domain of an attribute: an instance of its column type (``parser.coltypes``)."""
@@ -51,11 +52,13 @@ class TableSchema:
         self._by_name.update({a.name: a for a in self.attributes})
 
     def attribute(self, name: str) -> Attribute | None:
-        return self._by_name.get(name.lower())
+        """The attribute named exactly ``name`` (fold SQL identifiers first: ``parser.identifiers.fold``)."""
+        return self._by_name.get(name)
 
     @property
     def qualified_name(self) -> str:
-        return f"{self.schema}.{self.name}"
+        """``schema.name`` as SQL shows it (odd names quoted); also the prefix of canonical keys."""
+        return qualified(self.schema, self.name)
 
     @property
     def unit_rows(self) -> int:
@@ -83,8 +86,9 @@ class Catalog:
     tables: tuple[TableSchema, ...]
 
     def table(self, name: str, schema: str | None = None) -> TableSchema | None:
-        name = name.lower()
+        """The table named exactly ``name`` (in ``schema`` if given): names are case-sensitive, as
+        PostgreSQL's are once folded (``parser.identifiers.fold``)."""
         for t in self.tables:
-            if t.name == name and (schema is None or schema.lower() == t.schema):
+            if t.name == name and (schema is None or schema == t.schema):
                 return t
         return None

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from .coltypes.base import clamp_sql
 from .coltypes.text import quote_literal
+from .identifiers import quote_ident
 from .linear import LinearQuery
 from .predicate import Ranges
 from .schema import Attribute, TableSchema
@@ -21,10 +22,6 @@ __all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "
 
 MAX_COLUMNS = 1600
 """PostgreSQL allows at most 1664 entries in a target list; answers_sql_batches stays below."""
-
-
-def quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def table_ref(table: TableSchema) -> str:

@@ -75,7 +75,7 @@ def _target(node: exp.Expr, item: exp.Expr, ctx: Context) -> exp.Expr:
                           position=position_of(item))
     elif isinstance(node, exp.Column) and not node.args.get("table"):
         name = ident(node.this)
-        if ctx.table.attribute(name) is None or name != name.lower():
+        if ctx.table.attribute(name) is None:
             # PostgreSQL falls back to an output column name when no input column matches.
             for target in items:
                 if isinstance(target, exp.Alias) and ident(target.args["alias"]) == name:

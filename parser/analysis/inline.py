@@ -112,7 +112,7 @@ def _protected_table(sel: exp.Select, catalog: Catalog) -> TableSchema | None:
         return None
     name = ident(src.this)
     schema = ident(src.args["db"]) if src.args.get("db") is not None else None
-    return catalog.table(name, schema) if name == name.lower() else None
+    return catalog.table(name, schema)
 
 
 def _aggregates(sel: exp.Select) -> bool:

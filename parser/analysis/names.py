@@ -9,6 +9,7 @@ from sqlglot import exp
 
 from .. import errors as E
 from ..errors import Refusal
+from ..identifiers import display_ident
 from ..schema import Attribute, Catalog, TableSchema
 from ..syntax import position_of
 from .nodes import ident, star_refusal, unsupported
@@ -34,12 +35,13 @@ class Scope:
                 raise Refusal(E.UNDEFINED_TABLE, f'missing FROM-clause entry for table "{names[-1]}"',
                               position=position_of(col))
         name = ident(col.this)
-        attr = self.table.attribute(name) if name == name.lower() else None
+        attr = self.table.attribute(name)
         if attr is None:
-            shown = ".".join([ident(p) for p in qual] + [name])
-            raise Refusal(E.UNDEFINED_COLUMN, f'column "{shown}" does not exist', position=position_of(col),
-                          hint=f"Protected table {self.table.name} exposes its declared attributes: "
-                          + ", ".join(a.name for a in self.table.attributes) + ".")
+            # PostgreSQL's wording: a bare name in quotes, a qualified one as written after folding.
+            shown = ".".join([ident(p) for p in qual] + [name]) if qual else f'"{name}"'
+            raise Refusal(E.UNDEFINED_COLUMN, f"column {shown} does not exist", position=position_of(col),
+                          hint=f"Protected table {display_ident(self.table.name)} exposes its declared "
+                          "attributes: " + ", ".join(display_ident(a.name) for a in self.table.attributes) + ".")
         return attr
 
     def star(self, node: exp.Expr) -> tuple[Attribute, ...]:
@@ -65,8 +67,7 @@ def resolve_names(sel: exp.Select, catalog: Catalog) -> Scope:
         raise unsupported("TABLESAMPLE", src.args["sample"])
     name = ident(src.this)
     schema = ident(src.args["db"]) if src.args.get("db") else None
-    table = catalog.table(name, schema) if name == name.lower() and (
-        schema is None or schema == schema.lower()) else None
+    table = catalog.table(name, schema)
     if table is None:
         full = f"{schema}.{name}" if schema else name
         raise Refusal(E.UNDEFINED_TABLE, f'relation "{full}" does not exist', position=position_of(src))

@@ -9,6 +9,7 @@ from sqlglot import exp
 
 from .. import errors as E
 from ..errors import Refusal
+from ..identifiers import display_ident, fold
 from ..schema import TableSchema
 from ..syntax import position_of
 
@@ -35,13 +36,8 @@ def sql_of(node: exp.Expr) -> str:
         return type(node).__name__
 
 
-def ident(node: Any) -> str:
-    """Identifier text as PostgreSQL folds it: unquoted names are lower-cased."""
-    if isinstance(node, exp.Identifier):
-        return str(node.this) if node.quoted else str(node.this).lower()
-    if isinstance(node, exp.Expr):
-        return ident(node.this) if node.this is not None else node.name
-    return str(node).lower()
+ident = fold
+"""Identifier text as PostgreSQL folds it (``parser.identifiers.fold``)."""
 
 
 def strip_paren(node: Any) -> Any:
@@ -92,7 +88,7 @@ def non_aggregate(table: TableSchema, sel: exp.Select) -> Refusal:
     return Refusal(E.INSUFFICIENT_PRIVILEGE,
                    f"permission denied: non-aggregate read of protected table {table.name}",
                    hint="Only aggregates (COUNT, SUM, AVG) may be read from a protected table, e.g. "
-                   f"SELECT count(*) FROM {table.name} WHERE ...",
+                   f"SELECT count(*) FROM {display_ident(table.name)} WHERE ...",
                    position=position_of(sel.expressions[0]) if sel.expressions else None)
 
 

@@ -13,6 +13,7 @@ from sqlglot import exp
 from .. import errors as E
 from .. import pgtypes as T
 from ..errors import Refusal
+from ..identifiers import split_qualified
 from .base import ColumnType, DeclarationError, Value
 
 _TEXT_CASTS = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR}
@@ -36,7 +37,7 @@ class TextType(ColumnType):
     ordered_keys = False
 
     values: tuple[str, ...] = ()
-    values_from: str = ""  # "schema.table.column" of a public table the DBA declares; read at start-up
+    values_from: str = ""  # "schema.table.column" of a public table the DBA declares (SQL quoting); read at start-up
 
     @property
     def base_size(self) -> int:
@@ -99,10 +100,11 @@ class TextType(ColumnType):
     def from_config(cls, spec: Mapping[str, Any], nullable: bool) -> ColumnType:
         source = spec.get("values_from")
         if source is not None:
-            parts = source.split(".") if isinstance(source, str) else []
-            if len(parts) != 3 or not all(parts):
+            parts = split_qualified(source) if isinstance(source, str) else None
+            if parts is None or len(parts) != 3:
                 raise DeclarationError([("values_from", "must name a public table's column as "
-                                         "\"schema.table.column\"")])
+                                         "\"schema.table.column\", written as in SQL (quote odd names: "
+                                         "'\"My Schema\".\"Cities\".\"City Name\"')")])
             if "values" in spec:
                 raise DeclarationError([("values", "give either values or values_from, not both")])
             return cls(values=(), values_from=source, nullable=nullable)

@@ -26,6 +26,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from parser.identifiers import quote_ident
 from parser.schema import TableSchema
 
 from ..ops.events_data import COLUMNS as EVENT_COLUMNS
@@ -53,22 +54,18 @@ def shard_key(table: str, n_shards: int, unit: str | None, columns: Sequence[tup
     By the privacy unit when there is one (all of a person's rows on one shard), otherwise by a hash of
     the first columns (rows spread evenly)."""
     if unit is not None:
-        h = f"hashint8({_q(unit)}::bigint)"
+        h = f"hashint8({quote_ident(unit)}::bigint)"
     else:
         # CASE, not COALESCE: postgres_fdw ships no COALESCE, and a key it cannot ship keeps the
         # per-shard aggregates on the coordinator.
         parts = []
         for name, typ in columns[:4]:
             if typ in ("integer", "bigint", "smallint"):
-                parts.append(f"hashint8(CASE WHEN {_q(name)} IS NULL THEN 0 ELSE {_q(name)}::bigint END)")
+                parts.append(f"hashint8(CASE WHEN {quote_ident(name)} IS NULL THEN 0 ELSE {quote_ident(name)}::bigint END)")
             else:
-                parts.append(f"hashtext(CASE WHEN {_q(name)} IS NULL THEN '' ELSE {_q(name)}::text END)")
+                parts.append(f"hashtext(CASE WHEN {quote_ident(name)} IS NULL THEN '' ELSE {quote_ident(name)}::text END)")
         h = " # ".join(parts) if parts else "0"
     return f"(({h}) & 2147483647) % {n_shards}"
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,15 @@ message lists each problem as `key: what is wrong (how to fix it)`.
 
 from __future__ import annotations
 
+import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from parser import coltypes
+from parser.identifiers import name_problem, qualified, split_qualified
 from parser.schema import Attribute, Catalog, TableSchema
 
 from .keys import SECTIONS, default, key, section_keys
@@ -304,12 +307,16 @@ def _predictor(c: _Checker, tree: dict[str, Any]) -> dict[str, Any]:
     return section
 
 
-_IDENT_OK = set("abcdefghijklmnopqrstuvwxyz0123456789_")
+def toml_key(name: str) -> str:
+    """``name`` as a TOML key: bare when TOML allows it, else a quoted key (JSON's escapes are TOML's)."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name, ensure_ascii=False)
 
 
 def _identifier(c: _Checker, key: str, name: str) -> bool:
-    if not name or name[0].isdigit() or not set(name) <= _IDENT_OK:
-        c.bad(key, f"{name!r} must be a lower-case SQL identifier (letters, digits, underscore)")
+    """Any name PostgreSQL stores is accepted, exactly as written (SQL refers to odd ones quoted)."""
+    problem = name_problem(name)
+    if problem is not None:
+        c.bad(key, f"name {name!r} {problem}")
         return False
     return True
 
@@ -333,7 +340,7 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
     tables: list[TableSchema] = []
     loads: dict[str, LoadSettings] = {}
     for tname, t in s.items():
-        p = f"tables.{tname}"
+        p = f"tables.{toml_key(tname)}"
         if not isinstance(t, dict):
             c.bad(p, "must be a table with `columns`")
             continue
@@ -341,13 +348,15 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
             continue
         tv = c.read(t, "tables.*", p + ".")
         schema = tv["schema"]
+        if not _identifier(c, p + ".schema", schema):
+            continue
         cols = t.get("columns")
         if not isinstance(cols, dict) or not cols:
             c.bad(p + ".columns", "declare at least one column with its public domain")
             continue
         attrs = []
         for cname, spec in cols.items():
-            key = f"{p}.columns.{cname}"
+            key = f"{p}.columns.{toml_key(cname)}"
             if _identifier(c, key, cname):
                 a = _column(c, key, cname, spec)
                 if a is not None:
@@ -371,9 +380,9 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
         rename, offset = lv["rename"] or {}, lv["offset"] or {}
         for col, v in offset.items():
             if col not in cols:
-                c.bad(f"{p}.load.offset.{col}", "names no declared column")
+                c.bad(f"{p}.load.offset.{toml_key(col)}", "names no declared column")
             if isinstance(v, bool) or not isinstance(v, int):
-                c.bad(f"{p}.load.offset.{col}", "must be an integer")
+                c.bad(f"{p}.load.offset.{toml_key(col)}", "must be an integer")
         loads[tname] = LoadSettings(rename={str(k): str(v) for k, v in rename.items()},
                                     offset={str(k): int(v) for k, v in offset.items()
                                             if isinstance(v, int)},
@@ -383,11 +392,13 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
     for t in tables:
         for a in t.attributes:
             source = getattr(a.domain, "values_from", "")
-            if source:
-                schema, name, _ = source.split(".")
+            parts = split_qualified(source) if source else None
+            if parts is not None:
+                schema, name, _ = parts
                 if any(o.schema == schema and o.name == name for o in tables):
-                    c.bad(f"tables.{t.name}.columns.{a.name}.values_from",
-                          f"{schema}.{name} is a protected table: a value list comes from a public table")
+                    c.bad(f"tables.{toml_key(t.name)}.columns.{toml_key(a.name)}.values_from",
+                          f"{qualified(schema, name)} is a protected table: a value list comes from a "
+                          "public table")
     return Catalog(tuple(tables)), loads
 
 

@@ -16,9 +16,11 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from parser.identifiers import display_ident
 from parser.schema import Attribute, IntType, TableSchema
 
 from .config import LoadSettings
+from .events_data import relation_exists
 
 log = logging.getLogger("lapras.demo")
 
@@ -32,8 +34,7 @@ class DataLoadError(RuntimeError):
 
 
 def table_exists(conn: psycopg.Connection, table: TableSchema) -> bool:
-    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{table.schema}"."{table.name}"',)).fetchone()
-    return bool(row and row[0])
+    return relation_exists(conn, table.schema, table.name)
 
 
 def create_table(conn: psycopg.Connection, table: TableSchema) -> None:
@@ -66,13 +67,18 @@ def csv_rows(path: Path, table: TableSchema, load: LoadSettings) -> Iterator[tup
             header = next(reader)
         except StopIteration:
             raise DataLoadError(f"{path} is empty; it needs a header row") from None
-        names = [load.rename.get(h.strip(), h.strip()).lower() for h in header]
+        names = [load.rename.get(h.strip(), h.strip()) for h in header]
+        folded = [n.lower() for n in names]
         index = {}
         for a in table.attributes:
-            if a.name not in names:
+            # The header names the column exactly, or in another case when that is unambiguous.
+            if a.name in names:
+                index[a.name] = names.index(a.name)
+            elif folded.count(a.name.lower()) == 1:
+                index[a.name] = folded.index(a.name.lower())
+            else:
                 raise DataLoadError(f"{path}: no column for {a.name!r} (header has {', '.join(header)}); "
-                                    f"map it with [tables.{table.name}.load] rename")
-            index[a.name] = names.index(a.name)
+                                    f"map it with [tables.{display_ident(table.name)}.load] rename")
         for lineno, rec in enumerate(reader, start=2):
             if not rec:
                 continue

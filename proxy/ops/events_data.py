@@ -165,13 +165,20 @@ def fill_events(conn: psycopg.Connection, spec: EventsSpec, schema: str = "publi
     return cur.rowcount
 
 
+def relation_exists(conn: psycopg.Connection, schema: str, name: str) -> bool:
+    """Whether ``schema.name`` exists; the names are compared as stored (bound values, never quoted text)."""
+    row = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+                       "ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s)",
+                       (schema, name)).fetchone()
+    return bool(row and row[0])
+
+
 def ensure_events_table(dsn: str, spec: EventsSpec | None = None, schema: str = "public",
                         name: str = "events") -> bool:
     """Create and fill the events table if it is missing; returns True when it was created."""
     spec = spec or EventsSpec()
     with psycopg.connect(dsn) as conn:
-        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f'"{schema}"."{name}"',)).fetchone()
-        if exists and exists[0]:
+        if relation_exists(conn, schema, name):
             return False
         with conn.transaction():
             create_events_table(conn, schema, name)

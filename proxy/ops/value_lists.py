@@ -9,6 +9,7 @@ import psycopg
 from psycopg import sql
 
 from parser.coltypes import TextType
+from parser.identifiers import split_qualified
 from parser.schema import Attribute, Catalog
 
 from .config import Config
@@ -22,7 +23,9 @@ class ValueListError(RuntimeError):
 
 def read_values(conn: psycopg.Connection, source: str) -> tuple[str, ...]:
     """The distinct non-NULL values of ``schema.table.column``, in sorted order."""
-    schema, table, column = source.split(".")
+    parts = split_qualified(source)
+    assert parts is not None and len(parts) == 3, source  # checked when the config was read
+    schema, table, column = parts
     query = sql.SQL("SELECT DISTINCT {c}::text FROM {s}.{t} WHERE {c} IS NOT NULL ORDER BY 1 LIMIT {n}").format(
         c=sql.Identifier(column), s=sql.Identifier(schema), t=sql.Identifier(table), n=sql.Literal(MAX_VALUES + 1))
     try:

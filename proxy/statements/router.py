@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from parser import references_protected as parser_check
 from parser.cache import DigestLRU, digest
+from parser.identifiers import mention_pattern
 from parser.schema import Catalog
 
 from ..protocol.errors import PgError
@@ -102,9 +103,7 @@ class Router:
     def __init__(self, catalog: Catalog, cache_size: int = 4096, cache_bytes: int = 16 << 20) -> None:
         self.catalog = catalog
         self._cache = DigestLRU(cache_size, cache_bytes)
-        names = sorted({t.name for t in catalog.tables})
-        self._mentions = (re.compile(r"\b(" + "|".join(map(re.escape, names)) + r")\b", re.IGNORECASE)
-                          if names else None)
+        self._mentions = mention_pattern(t.name for t in catalog.tables)
         self._references = _protected_checker(catalog)
 
     def route(self, sql: str) -> Route:

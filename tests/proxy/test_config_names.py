@@ -1,0 +1,107 @@
+"""Names in config.toml: every name PostgreSQL stores is accepted exactly as written (TOML quoted keys for
+odd ones); names PostgreSQL cannot store are refused with the key, the reason and the fix."""
+
+from __future__ import annotations
+
+import tomllib
+from typing import Any
+
+import pytest
+
+from parser.identifiers import display_ident, fold, mention_pattern, quote_ident, split_qualified
+from proxy.ops.config import ConfigError, parse_config
+
+ODD = ["Sales_3", "Number of Records", "FB.", "twitter#user#screen_name", "Agep (bin)", "a.b", "x:y", "Ärger",
+       'say "hi"; DROP TABLE t; --', "it's", "L" + "ö" * 31, "select", " lead", "$1", "日本語"]
+
+
+def tree(table: str, column: str, schema: str = "public") -> dict[str, Any]:
+    return {"users": [{"name": "a", "auth": "trust"}],
+            "tables": {table: {"schema": schema, "columns": {column: {"type": "int", "min": 0, "max": 3}}}}}
+
+
+@pytest.mark.parametrize("name", ODD)
+def test_any_postgresql_name_is_accepted_as_written(name: str) -> None:
+    cfg = parse_config(tree(name, name, name))
+    t = cfg.catalog.tables[0]
+    assert (t.schema, t.name, t.attributes[0].name) == (name, name, name)
+    assert cfg.catalog.table(name, name) is t and t.attribute(name) is not None
+
+
+def test_quoted_toml_keys_declare_odd_names() -> None:
+    text = '''
+[[users]]
+name = "a"
+auth = "trust"
+[tables."Sales_3"]
+schema = "Tableau Extract"
+[tables."Sales_3".columns]
+"Number of Records" = { type = "int", min = 0, max = 9 }
+"twitter#user#screen_name" = { type = "text", values = ["x"] }
+[tables.sales_3.columns]
+n = { type = "int", min = 0, max = 9 }
+'''
+    cfg = parse_config(tomllib.loads(text))
+    assert [t.name for t in cfg.catalog.tables] == ["Sales_3", "sales_3"]  # two tables, as in PostgreSQL
+    assert [a.name for a in cfg.catalog.tables[0].attributes] == ["Number of Records", "twitter#user#screen_name"]
+    assert cfg.catalog.table("SALES_3") is None
+
+
+@pytest.mark.parametrize("where", ["table", "column", "schema", "privacy_unit"])
+def test_names_postgresql_cannot_store_are_refused(where: str) -> None:
+    too_long = "x" * 64
+    t = tree("t", "c")
+    if where == "table":
+        t["tables"] = {too_long: t["tables"]["t"]}
+    elif where == "column":
+        t["tables"]["t"]["columns"] = {too_long: {"type": "int", "min": 0, "max": 3}}
+    elif where == "schema":
+        t["tables"]["t"]["schema"] = too_long
+    else:
+        t["tables"]["t"]["privacy_unit"] = too_long
+    with pytest.raises(ConfigError) as err:
+        parse_config(t)
+    assert "is 64 bytes long in UTF-8; PostgreSQL names are at most 63 bytes" in str(err.value)
+    assert "shorten it" in str(err.value)
+
+
+def test_63_bytes_is_the_limit_in_bytes_not_characters() -> None:
+    parse_config(tree("é" * 31 + "x", "c"))  # 63 bytes
+    with pytest.raises(ConfigError) as err:
+        parse_config(tree("é" * 32, "c"))  # 32 characters, 64 bytes
+    assert 'tables."' + "é" * 32 + '"' in str(err.value)  # the key as TOML writes it
+
+
+@pytest.mark.parametrize("name", ["", "a\x00b"])
+def test_empty_and_nul_names_are_refused(name: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_config(tree("t", name))
+
+
+def test_values_from_takes_a_dotted_sql_name() -> None:
+    t = tree("t", "c")
+    t["tables"]["t"]["columns"]["c"] = {"type": "text", "values_from": '"Public Lists"."Cities 2".Name'}
+    cfg = parse_config(t)
+    assert split_qualified(cfg.catalog.tables[0].attributes[0].domain.values_from) == (  # type: ignore[attr-defined]
+        "Public Lists", "Cities 2", "name")
+    t["tables"]["t"]["columns"]["c"] = {"type": "text", "values_from": "a.b.c; DROP TABLE x"}
+    with pytest.raises(ConfigError, match="values_from"):
+        parse_config(t)
+
+
+def test_quoting_and_folding_are_postgresql_s() -> None:
+    import sqlglot
+
+    def first(sql: str) -> Any:
+        return sqlglot.parse_one(sql, read="postgres").expressions[0]
+
+    assert fold(first('SELECT "Foo Bar"')) == "Foo Bar"
+    assert fold(first("SELECT FooBar")) == "foobar"
+    assert fold(first("SELECT ÄRGER")) == "Ärger"  # A-Z only, as PostgreSQL folds in UTF-8
+    assert fold(first('SELECT "' + "ö" * 40 + '"')) == "ö" * 31  # cut at 63 bytes, on a character
+    assert quote_ident('a"b') == '"a""b"'
+    assert [display_ident(n) for n in ("age", "Age", "a b", "a$1", "1a")] == ["age", '"Age"', '"a b"', "a$1", '"1a"']
+    p = mention_pattern(["FB.", 'a"b', "adult"])
+    assert p is not None
+    assert p.search('SELECT count(*) FROM "FB."') and p.search('FROM "a""b"') and p.search("FROM ADULT")
+    assert not p.search("FROM adults") and not p.search("FROM FB_x")
