@@ -53,8 +53,8 @@ def test_placeholder_draft_maps_every_type_and_fails_check_config(draft_db: str,
     text = draft(draft_db, TABLE)
     cols = tomllib.loads(text)["tables"][TABLE]["columns"]
     assert {k: v["type"] for k, v in cols.items()} == {
-        "id": "int", "qty": "int", "price": "numeric", "score": "float", "region": "text", "note": "text",
-        "ordered": "date", "seen": "timestamptz", "local_ts": "timestamp", "paid": "boolean", "big": "int"}
+        "id": "bigint", "qty": "int", "price": "numeric", "score": "float", "region": "text", "note": "text",
+        "ordered": "date", "seen": "timestamptz", "local_ts": "timestamp", "paid": "boolean", "big": "bigint"}
     assert "token" not in cols and "# token: uuid has no proxy column type" in text
     assert cols["price"]["nullable"] and "nullable" not in cols["qty"]  # from NOT NULL, not from the data
     assert "check-config refuses" in text
@@ -76,7 +76,7 @@ def test_from_data_draft_passes_check_config_and_answers(draft_db: str, tmp_path
     assert cols["qty"] == {"type": "int", "min": 0, "max": 6}
     assert cols["region"]["values"] == ["East", "North", "West"]
     assert "note" not in cols  # 3,000 distinct values: no list, left out with a comment
-    assert cols["big"]["type"] == "numeric" and cols["big"]["bins"] > 0  # too wide for one cell an integer
+    assert cols["big"]["type"] == "bigint" and cols["big"]["bins"] > 0  # too wide for one cell an integer
     assert cols["seen"]["resolution"] == "hour" and cols["local_ts"]["resolution"] == "hour"
     port = harness.free_port()
     cfg = tmp_path / "config.toml"
@@ -110,3 +110,15 @@ def test_odd_names_are_quoted_toml_keys(draft_db: str) -> None:
     assert list(cols) == ["Number of Records", "FB.", "twitter#user#screen_name", "Agep (bin)", "Größe: cm",
                           '"q"']
     assert text == draft(draft_db, 'public."Sales 3"')  # the name as SQL finds the same table
+
+
+def test_odd_names_from_data_pass_check_config(draft_db: str, tmp_path: Path, harness: Any) -> None:
+    with psycopg.connect(draft_db, autocommit=True) as conn:
+        conn.execute('CREATE TABLE "Orders (EU)" ("Order #" int NOT NULL, "Région" text, "Net €" numeric)')
+        conn.execute('INSERT INTO "Orders (EU)" SELECT g, (ARRAY[\'Île-de-France\', \'Bayern\'])[g % 2 + 1], g '
+                     "FROM generate_series(1, 50) g")
+    path = tmp_path / "odd.toml"
+    path.write_text(_config(draft_db, harness.free_port(), draft(draft_db, "Orders (EU)", from_data=True)))
+    table = load_config(path).catalog.tables[0]
+    assert table.name == "Orders (EU)"
+    assert [a.name for a in table.attributes] == ["Order #", "Région", "Net €"]

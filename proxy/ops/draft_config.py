@@ -29,7 +29,7 @@ TARGET_BINS = 20
 MAX_TIME_CELLS = 10_000
 """--from-data picks the finest time resolution with at most this many cells (a year by the hour)."""
 
-_INT = {"int2", "int4", "int8"}
+_INT = {"int2": "smallint", "int4": "int", "int8": "bigint"}
 _NUMERIC = {"numeric": "numeric", "float4": "float", "float8": "float"}
 _TEXT = {"text", "varchar", "bpchar", "name", "citext"}
 _TEMPORAL = {"date": "date", "timestamp": "timestamp", "timestamptz": "timestamptz"}
@@ -189,18 +189,19 @@ def _column(col: SourceColumn, data: _DataReader | None) -> tuple[InlineTable | 
 
 
 def _int_spec(spec: InlineTable, col: SourceColumn, data: _DataReader | None) -> str:
+    spec["type"] = _INT[col.type_name]
     lo, hi = data.min_max(col.name) if data is not None else (None, None)
     if lo is None or hi is None:
-        spec.update({"type": "int", "min": TODO, "max": TODO})
-        return "public range (at most 1,000,000 values; a wider one: numeric with bins)" if data is None \
+        spec.update({"min": TODO, "max": TODO})
+        return "public range (a range wider than 1,000,000 values also needs bins = WIDTH)" if data is None \
             else "no value in the data: fill min and max"
     if int(hi) - int(lo) + 1 <= MAX_CELLS:
-        spec.update({"type": "int", "min": int(lo), "max": int(hi)})
+        spec.update({"min": int(lo), "max": int(hi)})
         return ""
-    # Too many integers for one cell each: a measure with bins of a round width (still summed exactly).
+    # Too many integers for one cell each: integer bins of a round width (sums still read exact values).
     lo_f, hi_f, width = _round_bins(float(lo), float(hi))
-    spec.update({"type": "numeric", "min": int(lo_f), "max": int(hi_f), "bins": int(max(width, 1))})
-    return f"{col.display} with {int(hi) - int(lo) + 1:,} values: binned"
+    spec.update({"min": int(lo_f), "max": int(hi_f), "bins": int(max(width, 1))})
+    return f"{int(hi) - int(lo) + 1:,} values: binned"
 
 
 def _numeric_spec(spec: InlineTable, col: SourceColumn, data: _DataReader | None) -> str:
