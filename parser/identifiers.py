@@ -16,7 +16,7 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.tokens import TokenType
 
 __all__ = ["MAX_NAME_BYTES", "display_ident", "fold", "mention_pattern", "name_problem", "qualified", "quote_ident",
-           "split_qualified", "truncate"]
+           "split_list", "split_qualified", "truncate"]
 
 MAX_NAME_BYTES = 63
 """NAMEDATALEN - 1: the longest name PostgreSQL stores, in bytes of the server encoding (UTF-8 here)."""
@@ -47,6 +47,16 @@ def fold(node: Any) -> str:
 def split_qualified(text: str) -> tuple[str, ...] | None:
     """The names of a dotted SQL name such as ``public."Sales 3".city`` (each folded as in SQL), or None
     when ``text`` is not one (empty parts, keywords or anything else between the dots)."""
+    return _names(text, TokenType.DOT)
+
+
+def split_list(text: str) -> tuple[str, ...] | None:
+    """The names of a comma-separated list such as ``age, "Number of Records"`` (each folded as in SQL),
+    or None when ``text`` is not one."""
+    return _names(text, TokenType.COMMA)
+
+
+def _names(text: str, separator: TokenType) -> tuple[str, ...] | None:
     try:
         tokens = _DIALECT.tokenize(text)
     except Exception:  # noqa: BLE001 - sqlglot raises several kinds on bad text; all mean "not a name"
@@ -54,7 +64,7 @@ def split_qualified(text: str) -> tuple[str, ...] | None:
     names: list[str] = []
     for i, tok in enumerate(tokens):
         if i % 2:
-            if tok.token_type is not TokenType.DOT:
+            if tok.token_type is not separator:
                 return None
         elif tok.token_type is TokenType.IDENTIFIER:
             names.append(truncate(tok.text))

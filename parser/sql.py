@@ -17,7 +17,7 @@ from .linear import LinearQuery
 from .predicate import Ranges
 from .schema import Attribute, TableSchema
 
-__all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql",
+__all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
            "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql"]
 
 MAX_COLUMNS = 1600
@@ -134,6 +134,28 @@ def predicate_sql(table: TableSchema, q: LinearQuery) -> str:
     return " OR ".join(f"({b})" for b in boxes)
 
 
+def raw_predicate_sql(table: TableSchema, q: LinearQuery) -> str | None:
+    """A condition on the stored columns that every row the query counts satisfies (implied by its cell
+    predicate, column by column: ``ColumnType.raw_sql``), or None when no column gives one."""
+    if q.is_zero:
+        return "FALSE"
+    boxes = []
+    for box in q.boxes:
+        parts = []
+        for name, rs in box:
+            attr = table.attribute(name)
+            assert attr is not None
+            raw = attr.domain.raw_sql(quote_ident(attr.name), rs)
+            if raw is not None:
+                parts.append(raw)
+        if not parts:
+            return None
+        boxes.append(" AND ".join(parts))
+    if len(boxes) == 1:
+        return boxes[0]
+    return " OR ".join(f"({b})" for b in boxes)
+
+
 def answer_expr(table: TableSchema, q: LinearQuery) -> str:
     """One aggregate computing the query's exact answer as float8."""
     if q.is_zero:
@@ -154,21 +176,40 @@ MAX_FILTER_PREDICATES = 64
 """Above this many distinct predicates answers_sql reads every row rather than writing a long WHERE."""
 
 
+def _any_of(conds: Sequence[str]) -> str:
+    return conds[0] if len(conds) == 1 else " OR ".join(f"({c})" for c in conds)
+
+
 def _row_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None:
     """A WHERE keeping the rows some query counts: the others add 0 to every answer. It lets PostgreSQL
-    (and each shard) skip them before the per-query CASEs run. None when some query reads every row."""
+    (and each shard) skip them before the per-query CASEs run. None when some query reads every row.
+
+    The cell predicates come after the plain-column conditions they imply (``raw_predicate_sql``): those
+    are cheap to evaluate, and PostgreSQL can use an index or prune partitions with them; the exact cell
+    conditions then run only on the rows they keep."""
     preds: list[str] = []
+    raws: list[str] = []
+    every_raw = True  # every query implies a plain condition (else their union implies nothing)
     for q in queries:
         if q.is_zero:
             continue
         p = predicate_sql(table, q)
         if p == "TRUE":
             return None
-        if p not in preds:
-            preds.append(p)
+        if p in preds:
+            continue
+        preds.append(p)
+        raw = raw_predicate_sql(table, q) if every_raw else None
+        if raw is None:
+            every_raw = False
+        elif raw not in raws:
+            raws.append(raw)
     if not preds or len(preds) > MAX_FILTER_PREDICATES:
         return None
-    return preds[0] if len(preds) == 1 else " OR ".join(f"({p})" for p in preds)
+    exact = _any_of(preds)
+    if not every_raw or not raws:
+        return exact
+    return f"({_any_of(raws)})\n  AND ({exact})"
 
 
 def answers_sql(table: TableSchema, queries: Sequence[LinearQuery], partial_by: str | None = None) -> str:

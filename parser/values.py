@@ -1,6 +1,8 @@
 """SQL values by type, as PostgreSQL computes them: comparison, casts, the common type of CASE branches,
 the result types of arithmetic and functions, and the functions themselves (round, floor, ceil, abs,
-coalesce, nullif, greatest, least). The scalar evaluator (``parser.scalar``) applies these per row.
+coalesce, nullif, greatest, least, the numeric ones sign, sqrt, power, ln, exp, trunc, and the text ones
+lower, upper, length, strpos, substring, left, right, trim, replace, concat, ``||``, starts_with,
+split_part, reverse, LIKE / ILIKE). The scalar evaluator (``parser.scalar``) applies these per row.
 
 Python carries the values: int (int4/int8), Decimal (numeric: exact), float (float8), str (text), bool;
 None is NULL.
@@ -9,9 +11,10 @@ None is NULL.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from datetime import date, datetime, timedelta
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal
+from decimal import ROUND_CEILING, ROUND_DOWN, ROUND_FLOOR, ROUND_HALF_UP, Decimal
 from typing import Any
 
 from . import errors as E
@@ -30,6 +33,13 @@ from .pgtypes import (
     TIMESTAMP,
     TIMESTAMPTZ,
     UNKNOWN,
+)
+from .sqlstate import (
+    INVALID_ARGUMENT_FOR_LOG,
+    INVALID_ARGUMENT_FOR_POWER,
+    INVALID_ESCAPE_SEQUENCE,
+    INVALID_PARAMETER_VALUE,
+    SUBSTRING_ERROR,
 )
 
 INTEGER_OIDS = frozenset({INT4, INT8})
@@ -148,14 +158,19 @@ def arith_type(a: int, b: int) -> int:
 def cast_value(v: Any, src: int, to: int, type_name: str) -> Any:
     """``v::to`` as PostgreSQL casts it; a text that does not read as ``to`` raises 22P02."""
     if to == TEXT:
-        if isinstance(v, date):
-            return temporal_text(v)
-        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return as_text(v)
     if to in TEMPORAL_OIDS:
         return TM.cast_temporal(v, to)
     if to == INTERVAL:
         return v if isinstance(v, TM.Interval) else TM.parse_interval(str(v))
     if to == BOOL:
+        if isinstance(v, str):
+            low = v.strip().lower()
+            if low in ("t", "true", "y", "yes", "on", "1"):
+                return True
+            if low in ("f", "false", "n", "no", "off", "0"):
+                return False
+            raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type boolean: "{v}"')
         return bool(v)
     try:
         if to in INTEGER_OIDS:
@@ -259,7 +274,170 @@ def _to_timestamp(vs: list[Any], oid: int) -> Any:
     return None if vs[0] is None else TM.from_epoch(vs[0])
 
 
+def _strict(fn: Callable[..., Any]) -> Callable[[list[Any], int], Any]:
+    """A function that is NULL when any argument is (PostgreSQL's STRICT functions)."""
+    def f(vs: list[Any], oid: int) -> Any:
+        return None if any(v is None for v in vs) else fn(*vs)
+    return f
+
+
+def _substring(s: str, start: int, count: int | None = None) -> str:
+    """substring(s FROM start [FOR count]): characters start .. start+count-1, 1-based, clipped."""
+    if count is not None and count < 0:
+        raise Refusal(SUBSTRING_ERROR, "negative substring length not allowed")
+    end = len(s) + 1 if count is None else start + count
+    return s[max(start, 1) - 1:max(end, 1) - 1]
+
+
+def _right(s: str, n: int) -> str:
+    return (s[-n:] if n > 0 else "") if n >= 0 else s[-n:]
+
+
+def _replace(s: str, old: str, new: str) -> str:
+    return s if old == "" else s.replace(old, new)
+
+
+def _split_part(s: str, delim: str, n: int) -> str:
+    if n == 0:
+        raise Refusal(INVALID_PARAMETER_VALUE, "field position must not be zero")
+    parts = s.split(delim) if delim else [s]
+    if s == "":
+        return ""
+    i = n - 1 if n > 0 else len(parts) + n
+    return parts[i] if 0 <= i < len(parts) else ""
+
+
+def _sqrt(x: Any) -> Any:
+    if x < 0:
+        raise Refusal(INVALID_ARGUMENT_FOR_POWER, "cannot take square root of a negative number")
+    return dec(x).sqrt() if isinstance(x, Decimal) else math.sqrt(x)
+
+
+def _ln(x: Any) -> Any:
+    if x == 0:
+        raise Refusal(INVALID_ARGUMENT_FOR_LOG, "cannot take logarithm of zero")
+    if x < 0:
+        raise Refusal(INVALID_ARGUMENT_FOR_LOG, "cannot take logarithm of a negative number")
+    return dec(x).ln() if isinstance(x, Decimal) else math.log(x)
+
+
+def _power(x: Any, y: Any) -> Any:
+    if x == 0 and y < 0:
+        raise Refusal(INVALID_ARGUMENT_FOR_POWER, "zero raised to a negative power is undefined")
+    if x < 0 and y != int(y):
+        raise Refusal(INVALID_ARGUMENT_FOR_POWER, "a negative number raised to a non-integer power yields a complex "
+                      "result")
+    if isinstance(x, Decimal) or isinstance(y, Decimal):
+        return dec(x) ** dec(y) if dec(y) != dec(y).to_integral_value() else dec(x) ** int(y)
+    return float(x) ** float(y)
+
+
+def _trunc(x: Any, digits: int = 0) -> Any:
+    if isinstance(x, Decimal):
+        return x.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_DOWN)
+    q = 10.0 ** digits
+    return math.trunc(float(x) * q) / q
+
+
+def like_regex(pattern: str, escape: str | None = "\\") -> re.Pattern[str]:
+    """The regular expression a LIKE pattern denotes (``%`` any string, ``_`` one character)."""
+    key = (pattern, escape)
+    hit = _LIKE_CACHE.get(key)
+    if hit is not None:
+        return hit
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if escape and ch == escape:
+            if i + 1 >= len(pattern):
+                raise Refusal(INVALID_ESCAPE_SEQUENCE, "LIKE pattern must not end with escape character")
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
+    rx = re.compile("".join(out), re.DOTALL)
+    if len(_LIKE_CACHE) > 1024:
+        _LIKE_CACHE.clear()
+    _LIKE_CACHE[key] = rx
+    return rx
+
+
+_LIKE_CACHE: dict[tuple[str, str | None], re.Pattern[str]] = {}
+
+
+def _like(fold: bool) -> Callable[[list[Any], int], Any]:
+    def f(vs: list[Any], oid: int) -> Any:
+        s, pattern, *esc = vs
+        if s is None or pattern is None:
+            return None
+        escape = esc[0] if esc else "\\"
+        if fold:
+            s, pattern = s.lower(), pattern.lower()
+        return like_regex(pattern, escape or None).fullmatch(s) is not None
+    return f
+
+
+def _concat(vs: list[Any], oid: int) -> Any:
+    """concat(...): NULL arguments are skipped; the others are read as text."""
+    return "".join(as_text(v) for v in vs if v is not None)
+
+
+def as_text(v: Any) -> str:
+    """A value as ``v::text`` prints it."""
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, date):
+        return temporal_text(v)
+    if isinstance(v, float):
+        return _float_text(v)
+    return str(v)
+
+
+def _float_text(x: float) -> str:
+    """float8 output as PostgreSQL prints it (shortest round-trip form; no trailing .0)."""
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    if math.isnan(x):
+        return "NaN"
+    if x != 0 and not 1e-4 <= abs(x) < 1e15:
+        mantissa, exponent = f"{x:.17e}".split("e")
+        short = repr(x).split("e")[0].replace(".0", "") if "e" in repr(x) else repr(float(mantissa)).rstrip("0").rstrip(".")
+        return f"{short}e{int(exponent):+03d}"
+    return str(int(x)) if x.is_integer() else repr(x)
+
+
+TEXT_FUNCTIONS = frozenset({"lower", "upper", "length", "strpos", "substring", "left", "right", "btrim", "ltrim",
+                            "rtrim", "replace", "textcat", "starts_with", "split_part", "reverse", "like", "ilike"})
+"""Functions over text arguments (``concat`` takes any: its arguments are read as text)."""
+
 FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
+    "lower": _strict(str.lower),
+    "upper": _strict(str.upper),
+    "length": _strict(len),
+    "strpos": _strict(lambda s, sub: s.find(sub) + 1),
+    "substring": _strict(_substring),
+    "left": _strict(lambda s, n: s[:n]),
+    "right": _strict(_right),
+    "btrim": _strict(lambda s: s.strip(" ")),
+    "ltrim": _strict(lambda s: s.lstrip(" ")),
+    "rtrim": _strict(lambda s: s.rstrip(" ")),
+    "replace": _strict(_replace),
+    "textcat": _strict(lambda a, b: as_text(a) + as_text(b)),
+    "concat": _concat,
+    "starts_with": _strict(lambda s, p: s.startswith(p)),
+    "split_part": _strict(_split_part),
+    "reverse": _strict(lambda s: s[::-1]),
+    "like": _like(False),
+    "ilike": _like(True),
+    "sign": _strict(lambda x: (x > 0) - (x < 0)),
+    "sqrt": _strict(_sqrt),
+    "power": _strict(_power),
+    "ln": _strict(_ln),
+    "exp": _strict(lambda x: dec(x).exp() if isinstance(x, Decimal) else math.exp(x)),
+    "trunc": _strict(_trunc),
     "date_trunc": _date_trunc,
     "extract": _extract,
     "to_timestamp": _to_timestamp,
@@ -276,7 +454,15 @@ FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
 
 def call_type(fn: str, oids: Sequence[int]) -> int:
     """Result type of ``fn`` over arguments of types ``oids`` (NUMERIC where PostgreSQL computes exactly)."""
+    if fn in ("length", "strpos"):
+        return INT4
+    if fn in ("like", "ilike", "starts_with"):
+        return BOOL
+    if fn in TEXT_FUNCTIONS or fn == "concat":
+        return TEXT
     first = oids[0]
+    if fn in ("sign", "trunc", "sqrt", "ln", "exp", "power"):
+        return NUMERIC if first in INTEGER_OIDS and fn in ("sign", "trunc") or first == NUMERIC else FLOAT8
     if fn == "round":
         if first == FLOAT8:
             return FLOAT8

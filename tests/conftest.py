@@ -66,7 +66,8 @@ PROCESS_DIRS = ("reliability", "clients", "scale")
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark the `process` tier; `-m "not process and not slow"` is the fast tier (pure Python, seconds)."""
     for item in items:
-        in_dir = any(part in PROCESS_DIRS for part in item.path.parts)
+        # Parts below tests/ only: a checkout under a directory named like one (…/scale/) is not one.
+        in_dir = any(part in PROCESS_DIRS for part in item.path.relative_to(Path(__file__).parent).parts)
         if in_dir or PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.process)
 

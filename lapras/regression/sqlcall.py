@@ -13,6 +13,7 @@ import sqlglot
 from sqlglot import exp
 
 from lapras.regression.methods import METHODS
+from parser.identifiers import split_list, split_qualified
 from parser.sqlstate import SqlError
 
 FUNCTION = "linear_regression"
@@ -28,7 +29,7 @@ class RegressionError(SqlError):
 
 @dataclass(frozen=True)
 class RegressionCall:
-    """A parsed call: names as the user wrote them (lower-cased), method canonicalised."""
+    """A parsed call: names as SQL reads them (unquoted ones lower-cased), method canonicalised."""
 
     table: str
     y: str
@@ -106,12 +107,24 @@ def parse_regression_call(sql: str) -> RegressionCall | None:
         raise RegressionError("22023", "linear_regression takes (table, y, xs [, method [, epsilon [, delta]]])",
                               hint="e.g. SELECT * FROM lapras.linear_regression('adult', 'hours_per_week', "
                                    "'age, education_num', 'ihm', 0.5)")
-    table_arg = _string(args[0], "table").strip().lower()
-    schema = None
-    if "." in table_arg:
-        schema, table_arg = table_arg.split(".", 1)
-    y = _string(args[1], "y").strip().lower()
-    xs = tuple(x.strip().lower() for x in _string(args[2], "xs").split(",") if x.strip())
+    # Names are written as in SQL (as PostgreSQL reads a regclass text): unquoted ones fold to lower case,
+    # quoted ones are kept as written: 'public."Sales 3"', '"Number of Records", age'.
+    table_text = _string(args[0], "table")
+    parts = split_qualified(table_text)
+    if parts is None or len(parts) > 2:
+        raise RegressionError("42602", f"invalid name syntax: {table_text!r}",
+                              hint='write the table as in SQL: adult, public.adult or "My Schema"."My Table"')
+    schema, table_arg = (None, parts[0]) if len(parts) == 1 else parts
+    y_text = _string(args[1], "y")
+    ys = split_list(y_text)
+    if ys is None or len(ys) != 1:
+        raise RegressionError("42602", f"invalid name syntax: {y_text!r}", hint="name one column, as in SQL")
+    y = ys[0]
+    xs_text = _string(args[2], "xs")
+    xs = split_list(xs_text) if xs_text.strip() else ()
+    if xs is None:
+        raise RegressionError("42602", f"invalid name syntax: {xs_text!r}",
+                              hint='list columns as in SQL: \'age, "Number of Records"\'')
     if not xs:
         raise RegressionError("22023", "linear_regression: xs lists no column")
     if len(set(xs)) != len(xs) or y in xs:

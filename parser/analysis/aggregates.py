@@ -143,6 +143,7 @@ def _case_aggregate(kind: str, case: exp.Case, filt: C.Cond | None, name: str, c
             if counts:
                 counted.append((ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, f)), 1.0))
             if kind != "count":
+                integer = integer and attr.domain.sum_oid == S.INT8  # a numeric measure's sum stays numeric
                 total.append((ctx.slot(AggSpec("sum", attr.name, f)), 1.0))
                 a_lo, a_hi = attr.domain.sum_bounds
                 lo, hi = min(lo, a_lo), max(hi, a_hi)

@@ -44,8 +44,28 @@ _TEMPORAL_TYPES = {exp.DataType.Type.DATE: S.DATE, exp.DataType.Type.TIMESTAMP: 
 
 _FUNCTIONS: dict[type[exp.Expr], str] = {
     exp.Round: "round", exp.Floor: "floor", exp.Ceil: "ceil", exp.Abs: "abs", exp.Coalesce: "coalesce",
-    exp.Nullif: "nullif", exp.Greatest: "greatest", exp.Least: "least",
+    exp.Nullif: "nullif", exp.Greatest: "greatest", exp.Least: "least", exp.Sign: "sign", exp.Sqrt: "sqrt",
+    exp.Pow: "power", exp.Ln: "ln", exp.Exp: "exp", exp.Trunc: "trunc",
 }
+# Text functions: sqlglot node -> (function name, argument keys in order; a key ending in ? is optional).
+_TEXT_FUNCTIONS: dict[type[exp.Expr], tuple[str, tuple[str, ...]]] = {
+    exp.Lower: ("lower", ("this",)), exp.Upper: ("upper", ("this",)), exp.Length: ("length", ("this",)),
+    exp.StrPosition: ("strpos", ("this", "substr")), exp.Substring: ("substring", ("this", "start", "length?")),
+    exp.Left: ("left", ("this", "expression")), exp.Right: ("right", ("this", "expression")),
+    exp.Replace: ("replace", ("this", "expression", "replacement")),
+    exp.StartsWith: ("starts_with", ("this", "expression")),
+    exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")), exp.Reverse: ("reverse", ("this",)),
+    exp.DPipe: ("textcat", ("this", "expression")),
+}
+# Argument types of the text functions beyond the first (the first is text): int4 positions and counts.
+_INT_ARGS = {"substring", "left", "right", "split_part"}
+# Functions whose value is not a function of the row: a per-row expression must be computable from cells.
+_NONDETERMINISTIC = (exp.Rand, exp.Uuid)
+_NONDETERMINISTIC_NAMES = frozenset({
+    "random", "random_normal", "setseed", "clock_timestamp", "timeofday", "statement_timestamp",
+    "transaction_timestamp", "gen_random_uuid", "uuid_generate_v4", "nextval", "currval", "lastval",
+    "txid_current", "pg_backend_pid", "inet_client_addr", "pg_sleep",
+})
 
 
 def _type_params(a: S.Expr, b: S.Expr) -> None:
@@ -144,14 +164,104 @@ class _Compiler:
             swapped = S.Logic("and", [self.compared(">=", x, hi, node), self.compared("<=", x, lo, node)])
             return S.Logic("or", [inside, swapped])
         if isinstance(node, exp.In) and node.args.get("query") is None and not node.args.get("unnest"):
-            self.budget.in_list(len(node.expressions))
-            x = self.compile(node.this, d)
-            return S.Logic("or", [self.compared("=", x, self.compile(i, d), node) for i in node.expressions])
+            return self.in_list(node, d)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
+            return S.IsTruth(self.compile(node.this, d), bool(node.expression.this), bool(node.args.get("negate")))
         if isinstance(node, exp.Case):
             return self.case(node, d)
         if type(node) in _FUNCTIONS:
             return self.function(_FUNCTIONS[type(node)], node, d)
+        if type(node) in _TEXT_FUNCTIONS:
+            return self.text_function(node, d)
+        if isinstance(node, exp.Like | exp.ILike | exp.Escape):
+            return self.like(node, d)
+        if isinstance(node, exp.Trim):
+            return self.trim(node, d)
+        if isinstance(node, exp.Concat):
+            return S.Call("concat", [self.compile(a, d) for a in node.expressions], S.TEXT)
+        if isinstance(node, _NONDETERMINISTIC) or (isinstance(node, exp.Anonymous)
+                                                   and str(node.this).lower() in _NONDETERMINISTIC_NAMES):
+            name = str(node.this).lower() if isinstance(node, exp.Anonymous) else sql_of(node).split("(")[0].lower()
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"{name}() is not deterministic: a per-row value must be a "
+                          "function of the row's declared columns", position=position_of(node),
+                          hint="now(), current_date and current_timestamp are read once per statement; other "
+                          "volatile functions have no place in an aggregate over protected rows.")
+        if isinstance(node, exp.Anonymous):
+            args = [self.compile(a, d) for a in node.expressions]
+            raise Refusal(E.UNDEFINED_FUNCTION, f"function {str(node.this).lower()}("
+                          f"{', '.join(type_name(a.oid) for a in args)}) does not exist", position=position_of(node),
+                          hint="Per-row expressions take arithmetic, CAST, CASE, COALESCE, date_trunc / extract, "
+                          "and the text functions lower, upper, length, strpos, substring, left, right, trim, "
+                          "replace, concat, ||, LIKE, ILIKE.")
         raise NotScalar(node)
+
+    def in_list(self, node: exp.In, d: int) -> S.Expr:
+        """``x IN (...)``: one hash lookup a row when every item is a constant, else OR of equalities."""
+        self.budget.in_list(len(node.expressions))
+        x = self.compile(node.this, d)
+        tests = [self.compared("=", x, self.compile(i, d), node) for i in node.expressions]
+        lhs = {t.args[0].oid for t in tests}
+        if tests and len(lhs) == 1 and all(isinstance(t.args[1], S.Const) for t in tests):
+            first = tests[0].args[0]
+            return S.InList(first, [t.args[1].value for t in tests])  # type: ignore[attr-defined]
+        return S.Logic("or", tests)
+
+    def text_args(self, fn: str, node: exp.Expr, parts: list[exp.Expr], d: int) -> list[S.Expr]:
+        """Compiled arguments of a text function: the first text, positions integers (else 42883)."""
+        args = [self.compile(p, d) for p in parts]
+        want = [S.TEXT] + [S.INT4 if fn in _INT_ARGS and i > 0 and not (fn == "split_part" and i == 1) else S.TEXT
+                           for i in range(1, len(args))]
+        if fn == "textcat":  # anynonarray || text: the other side is read as text
+            if S.TEXT not in (args[0].oid, args[1].oid) and S.UNKNOWN not in (args[0].oid, args[1].oid):
+                raise self.no_function(fn, node, args)
+            return [a if a.oid in (S.TEXT, S.UNKNOWN) else S.Cast(a, S.TEXT, "text", position_of(node)) for a in args]
+        for a, w in zip(args, want, strict=True):
+            ok = a.oid in (w, S.UNKNOWN) or (w == S.INT4 and a.oid in S.INTEGER_OIDS)
+            if not ok:
+                raise self.no_function(fn, node, args)
+        return args
+
+    def no_function(self, fn: str, node: exp.Expr, args: list[S.Expr]) -> Refusal:
+        return Refusal(E.UNDEFINED_FUNCTION, f"function {fn}({', '.join(type_name(a.oid) for a in args)}) does not exist",
+                       position=position_of(node), hint="Cast the column to text first, e.g. CAST(col AS TEXT)."
+                       if args and args[0].oid != S.TEXT else None)
+
+    def text_function(self, node: exp.Expr, d: int) -> S.Expr:
+        fn, keys = _TEXT_FUNCTIONS[type(node)]
+        if isinstance(node, exp.StrPosition) and node.args.get("position") is not None:
+            raise NotScalar(node)
+        parts = []
+        for k in keys:
+            v = node.args.get(k.rstrip("?"))
+            if v is None:
+                if not k.endswith("?"):
+                    raise NotScalar(node)
+                continue
+            parts.append(v)
+        args = self.text_args(fn, node, parts, d)
+        return S.Call(fn, args, S.call_type(fn, [a.oid for a in args]))
+
+    def like(self, node: exp.Expr, d: int) -> S.Expr:
+        escape = None
+        if isinstance(node, exp.Escape):
+            escape, node = node.expression, node.this
+            if not isinstance(node, exp.Like | exp.ILike):
+                raise NotScalar(node)
+        fn = "ilike" if isinstance(node, exp.ILike) else "like"
+        parts = [node.this, node.expression] + ([escape] if escape is not None else [])
+        if any(isinstance(strip_paren(p), exp.Any | exp.All) for p in parts):
+            raise NotScalar(node)
+        args = self.text_args(fn, node, parts, d)
+        out: S.Expr = S.Call(fn, args, S.BOOL)
+        return S.Logic("not", [out]) if node.args.get("negate") else out
+
+    def trim(self, node: exp.Trim, d: int) -> S.Expr:
+        fn = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(str(node.args.get("position") or "").upper(), "btrim")
+        parts = [node.this] + ([node.expression] if node.expression is not None else [])
+        if node.args.get("collation") is not None:
+            raise NotScalar(node)
+        args = self.text_args(fn, node, parts, d)
+        return S.Call(fn, args, S.TEXT)
 
     def literal(self, node: exp.Literal) -> S.Expr:
         v = literal_value(node)
@@ -174,12 +284,20 @@ class _Compiler:
             oid = _TEMPORAL_TYPES[to]
             if a.oid not in S.TEMPORAL_OIDS | {S.TEXT, S.UNKNOWN}:
                 raise NotScalar(node)
+        elif to == exp.DataType.Type.BOOLEAN:
+            oid = S.BOOL
+            if a.oid not in (S.BOOL, S.INT4, S.TEXT, S.UNKNOWN):
+                raise Refusal(E.CANNOT_COERCE, f"cannot cast type {type_name(a.oid)} to boolean",
+                              position=position_of(node))
         elif to == exp.DataType.Type.INTERVAL:
             if not (isinstance(a, S.Const) and a.oid in (S.TEXT, S.UNKNOWN)):
                 raise NotScalar(node)
             return S.Const(None if a.value is None else TM.parse_interval(str(a.value)), S.INTERVAL)
         else:
             raise NotScalar(node)
+        if a.oid == S.BOOL and oid not in (S.BOOL, S.INT4, S.TEXT):
+            raise Refusal(E.CANNOT_COERCE, f"cannot cast type boolean to {type_name(oid)}", position=position_of(node),
+                          hint="boolean casts to integer (int4): CAST(flag AS INT).")
         if not self.exact and a.oid == S.TEXT and oid != S.TEXT and not isinstance(a, S.Const):
             raise NotScalar(node)  # a text key read as a number could fail after the release
         return self.typed(S.Cast(a, oid, to.value.lower(), position_of(node)))
@@ -317,9 +435,11 @@ def on_cells(e: S.Expr, attr: Attribute, budget: Budget, node: exp.Expr, what: s
     (date_trunc, extract, casts, arithmetic with constants, floor, ordering comparisons with constants).
     """
     d = attr.domain
-    key = (d, attr.name, what, sql_of(node))
-    hit = _CELLS.get(key) if budget.now is None else None
-    if hit is not None:
+    # Long expressions (IN lists of hundreds of values) are cheap to evaluate and costly to key by their text.
+    cacheable = budget.now is None and sum(len(x.values) if isinstance(x, S.InList) else 1 for x in e.walk()) <= 64
+    key = (d, attr.name, what, sql_of(node)) if cacheable else None
+    hit = _CELLS.get(key) if key is not None else None
+    if hit is not None and key is not None:
         _CELLS.move_to_end(key)
         return hit
     values = d.cell_values
@@ -339,7 +459,7 @@ def on_cells(e: S.Expr, attr: Attribute, budget: Budget, node: exp.Expr, what: s
     except Refusal as r:
         r.position = r.position or position_of(node)
         raise
-    if budget.now is None:  # an expression reading now() differs from one statement to the next
+    if key is not None:  # an expression reading now() differs from one statement to the next
         _CELLS[key] = results
         while len(_CELLS) > _CELLS_MAX:
             _CELLS.popitem(last=False)

@@ -114,6 +114,8 @@ class _Lowering:
             attr = ctx.column(left)
             same = C.NotDistinct(attr.name, operand(right, attr, ctx))
             return same if isinstance(node, exp.NullSafeEQ) else C.Not(same)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
+            return self.per_row(node)  # IS [NOT] TRUE / FALSE: never NULL, evaluated on the cells
         if isinstance(node, exp.Between | exp.Is | exp.In) and not isinstance(self.subject(node.this), exp.Column):
             if node.args.get("query") is None and (not isinstance(node, exp.Is) or isinstance(node.expression, exp.Null)):
                 return self.per_row(node)
@@ -159,6 +161,11 @@ class _Lowering:
         ``age * 2 >= 80``): evaluated by the scalar evaluator on every cell of the public domain."""
         ctx = self.ctx
         attrs = {ctx.column(c).name for c in node.find_all(exp.Column)}
+        if not attrs:  # no column: the same value on every row (a volatile function is refused by the compiler)
+            value = fold(node, ctx.budget)
+            if value is NOT_CONSTANT:
+                raise unsupported(f"predicate {sql_of(node)!r}", node, hint=_WHERE_HINT)
+            return C.Const(None if value is None else bool(value))
         if len(attrs) != 1:
             raise unsupported(f"predicate {sql_of(node)!r} over several columns", node, hint=_WHERE_HINT)
         if node.find(exp.Select) is not None:

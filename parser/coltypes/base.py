@@ -172,6 +172,43 @@ class ColumnType:
         """A condition on the cell expression ``e`` for non-NULL cells lo..hi (lo < hi); None lists them."""
         return None
 
+    def cell_start_sql(self, index: int) -> str | None:
+        """For a type whose cell ``i`` holds the stored values in ``[start(i), start(i + 1))`` (values below
+        the domain in cell 0, above it in the last): ``start(i)`` as a literal comparable with the stored
+        column. None: cells are not such intervals."""
+        return None
+
+    def raw_sql(self, col: str, ranges: Sequence[tuple[int, int]]) -> str | None:
+        """A condition on the stored column ``col`` that every row whose cell lies in ``ranges`` satisfies
+        (necessary, not sufficient), or None when there is none worth writing.
+
+        Pushed-down SQL filters rows with it before the exact cell expressions run: a plain comparison is
+        cheap, and PostgreSQL can use an index or prune partitions with it, which it cannot with a CASE."""
+        if self.cell_start_sql(0) is None:
+            return None
+        conds: list[str] = []
+        last = self.base_size - 1
+        for lo, hi in ranges:
+            if self.null_index is not None and hi == self.null_index:
+                conds.append(f"{col} IS NULL")
+                hi -= 1
+            if hi < lo:
+                continue
+            parts = []
+            if lo > 0:
+                parts.append(f"{col} >= {self.cell_start_sql(lo)}")
+            if hi < last:
+                parts.append(f"{col} < {self.cell_start_sql(hi + 1)}")
+            if not parts:
+                return None
+            cond = " AND ".join(parts)
+            if lo == 0 and not self.nullable:  # a NULL lands in cell 0 (clamp_sql)
+                cond = f"({col} IS NULL OR {cond})"
+            conds.append(cond)
+        if not conds:
+            return "FALSE"
+        return conds[0] if len(conds) == 1 else "(" + " OR ".join(conds) + ")"
+
     def ddl_check(self, col: str) -> str:
         """CHECK constraint body of the catalog's shadow column."""
         raise NotImplementedError

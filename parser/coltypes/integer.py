@@ -162,6 +162,9 @@ class IntType(ColumnType):
     def range_sql(self, e: str, lo: int, hi: int) -> str | None:
         return f"{e} BETWEEN {self._value(lo)} AND {self._value(hi)}"
 
+    def cell_start_sql(self, index: int) -> str | None:
+        return str(self.lo + index)
+
     def ddl_check(self, col: str) -> str:
         return f"{col} BETWEEN {self.lo} AND {self.hi}"
 

@@ -196,6 +196,9 @@ class NumericType(ColumnType):
     def range_sql(self, e: str, lo: int, hi: int) -> str | None:
         return f"{e} BETWEEN {_fmt(self.edges[lo])} AND {_fmt(self.edges[hi])}" if self.edges else None
 
+    def cell_start_sql(self, index: int) -> str | None:
+        return _fmt(self.edges[index]) if self.edges else None
+
     def ddl_check(self, col: str) -> str:
         return "TRUE"  # stored values may lie outside the clamp range: it bounds contributions, not the data
 

@@ -198,6 +198,9 @@ class TemporalType(ColumnType):
     def range_sql(self, e: str, lo: int, hi: int) -> str | None:
         return f"{e} BETWEEN {self.literal_sql(self.start_of(lo))} AND {self.literal_sql(self.start_of(hi))}"
 
+    def cell_start_sql(self, index: int) -> str | None:
+        return self.literal_sql(self.start_of(index))
+
     def ddl_check(self, col: str) -> str:
         return f"{self._stored_sql(col)} >= {self.literal_sql(self.lo)} AND {self._stored_sql(col)} < {self.literal_sql(self.end)}"
 
@@ -300,3 +303,7 @@ class TimestamptzType(TemporalType):
 
     def _stored_sql(self, col: str) -> str:
         return f"({col} AT TIME ZONE 'UTC')"
+
+    def cell_start_sql(self, index: int) -> str | None:
+        # compared with the stored timestamptz itself (not its UTC reading), so an index on it applies
+        return f"TIMESTAMPTZ '{self.start_of(index).isoformat(' ')}+00'"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,6 +89,18 @@ class TextType(ColumnType):
 
     def literal_sql(self, value: Value) -> str:
         return quote_literal(str(value))
+
+    def raw_sql(self, col: str, ranges: Sequence[tuple[int, int]]) -> str | None:
+        # Stored values outside the list (and NULL) land in the fallback cell: the first value, or NULL.
+        cells = {i for lo, hi in ranges for i in range(lo, hi + 1)}
+        fallback = self.null_index if self.nullable else 0
+        if fallback in cells:
+            others = [quote_literal(v) for i, v in enumerate(self.values) if i not in cells]
+            return f"({col} IS NULL OR {col}::text NOT IN ({', '.join(others)}))" if others else None
+        listed = [quote_literal(self.values[i]) for i in sorted(cells)]
+        if not listed:
+            return "FALSE"
+        return f"{col}::text = {listed[0]}" if len(listed) == 1 else f"{col}::text IN ({', '.join(listed)})"
 
     def ddl_check(self, col: str) -> str:
         return f"{col} IN ({', '.join(quote_literal(v) for v in self.values)})"

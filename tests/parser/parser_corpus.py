@@ -301,7 +301,7 @@ ANALYST: list[Entry] = [
     ("SELECT random() > 0.5, count(*) FROM adult GROUP BY 1", "0A000", []),
     ("SELECT race, count(*) FROM adult GROUP BY ROLLUP (race)", "0A000", []),
     ("SELECT count(*) FROM adult TABLESAMPLE SYSTEM (10)", "0A000", []),
-    ("SELECT count(*) FROM adult WHERE age LIKE '3%'", "0A000", []),
+    ("SELECT count(*) FROM adult WHERE age LIKE '3%'", "42883", []),  # integer ~~ unknown, as PostgreSQL says
     ("SELECT DISTINCT count(*) FROM adult", "0A000", []),
     ("SELECT native_country, education_num, hours_per_week, count(*) FROM adult GROUP BY 1, 2, 3", "54000", []),
     # errors PostgreSQL itself raises, with its SQLSTATE

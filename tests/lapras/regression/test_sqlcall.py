@@ -22,6 +22,14 @@ def test_optional_arguments_case_alias() -> None:
     assert parse_regression_call("SELECT * FROM lapras.linear_regression('t', 'y', 'x')").method == "ihm"  # type: ignore[union-attr]
 
 
+def test_names_are_read_as_sql_names() -> None:
+    c = parse_regression_call("""SELECT * FROM lapras.linear_regression('"Tableau Extract"."Sales_3"', """
+                              """'"Profit, €"', 'Age, "Number of Records", "a.b"')""")
+    assert c is not None
+    assert (c.schema, c.table, c.y, c.xs) == ("Tableau Extract", "Sales_3", "Profit, €",
+                                              ("age", "Number of Records", "a.b"))
+
+
 @pytest.mark.parametrize("sql", ["SELECT 1", "SELECT count(*) FROM adult", "SELECT linear_regression FROM t",
                                  "SELECT * FROM other.linear_regression('a', 'b', 'c')"])
 def test_not_a_regression(sql: str) -> None:
@@ -41,6 +49,9 @@ def test_not_a_regression(sql: str) -> None:
     ("SELECT secret FROM lapras.linear_regression('a', 'y', 'x')", "0A000"),
     ("SELECT * FROM lapras.linear_regression('a', 'y', 'x'); SELECT 1", "0A000"),
     ("SELECT * FROM lapras.linear_regression('a', 'y', x)", "22023"),
+    ("SELECT * FROM lapras.linear_regression('a.b.c', 'y', 'x')", "42602"),
+    ("SELECT * FROM lapras.linear_regression('a', 'y; z', 'x')", "42602"),
+    ("SELECT * FROM lapras.linear_regression('a', 'y', 'x,, z')", "42602"),
 ])
 def test_refusals(sql: str, state: str) -> None:
     with pytest.raises(RegressionError) as ei:
