@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 
 import numpy as np
 
-from .scalar import FLOAT8, Env, Expr, Vector
+from .scalar import FLOAT8, NUMERIC, Env, Expr, Vector
 
 MAX_LEAVES = 512
 """Leaves of the tree at most; larger domains group adjacent cells into equal-width blocks (a quantile
@@ -63,7 +64,7 @@ class Tree:
     @property
     def cumulative(self) -> np.ndarray:
         """(leaves x nodes): node counts -> least-squares CDF at the end of each leaf."""
-        return np.cumsum(self.projection, axis=0)
+        return _cumulative(self)
 
 
 @lru_cache(maxsize=64)
@@ -72,6 +73,11 @@ def _projection(tree: Tree) -> np.ndarray:
     for i, (lo, hi) in enumerate(tree.nodes):
         a[i, lo : hi + 1] = 1.0
     return np.linalg.pinv(a)
+
+
+@lru_cache(maxsize=64)
+def _cumulative(tree: Tree) -> np.ndarray:
+    return np.cumsum(_projection(tree), axis=0)
 
 
 def _prefix_cost(n: int, b: int) -> float:
@@ -121,9 +127,13 @@ class Quantile(Expr):
     """
 
     def __init__(self, tree: Tree, slots: list[int], values: list[float], kind: str, fraction: float,
-                 oid: int, name: str) -> None:
+                 oid: int, name: str, uppers: list[float] | None = None) -> None:
         self.tree, self.slots, self.values, self.kind, self.fraction = tree, slots, values, kind, fraction
         self.oid, self.name = oid, name
+        # A binned measure's cells are intervals [values[c], uppers[c]): a rank inside one is placed
+        # uniformly (as percentile_cont would over evenly spread rows), and an interval spans whole bins.
+        # Without it every cell is the single value values[c].
+        self.uppers = uppers
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
@@ -146,6 +156,9 @@ class Quantile(Expr):
     def _value(self, leaf: int, share: float) -> float:
         """The value ``share`` of the way through leaf ``leaf`` (exact for one-cell leaves)."""
         lo, hi = self.tree.leaves[leaf]
+        if self.uppers is not None:
+            start = self.values[lo]
+            return start + min(max(share, 0.0), 1.0) * (self.uppers[hi] - start)
         cell = lo + min(hi - lo, int(math.floor(max(share, 0.0) * (hi - lo + 1))))
         return self.values[cell]
 
@@ -198,13 +211,18 @@ class Quantile(Expr):
         low_j = np.flatnonzero(d + band >= 0)
         high_j = np.flatnonzero(d - band >= 0)
         low = self._typed(self._value(int(low_j[0]), 0.0)) if len(low_j) else None
-        high = self._typed(self._value(int(high_j[0]), 1.0)) if len(high_j) else self._typed(self.values[-1])
+        last = self.uppers[-1] if self.uppers is not None else self.values[-1]
+        high = self._typed(self._value(int(high_j[0]), 1.0)) if len(high_j) else self._typed(last)
         return est, low, high
 
     def _typed(self, v: float | None) -> object:
         if v is None:
             return None
-        return float(v) if self.oid == FLOAT8 else int(round(v))
+        if self.oid == FLOAT8:
+            return float(v)
+        if self.oid == NUMERIC:
+            return Decimal(f"{v:.6g}")
+        return int(round(v))
 
     def stderr(self, aggs: np.ndarray, errs: np.ndarray | None) -> list[float | None]:
         """Half the 95% interval's width over 1.96, per group: a standard error for show_stderr."""

@@ -65,8 +65,10 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
         cond: C.Cond = C.Cells(attr.name, ((lo, hi),), tuple(rest))
         slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
     values = [float(v) for v in attr.domain.base_values()]
+    edges = getattr(attr.domain, "edges", ())  # a binned numeric measure: cells are bins, not values
+    uppers = [float(e) for e in edges[1:]] if edges else None
     oid = S.FLOAT8 if kind == "cont" else attr.domain.oid
-    return Quantile(tree, slots, values, kind, fraction, oid, name)
+    return Quantile(tree, slots, values, kind, fraction, oid, name, uppers)
 
 
 def _fraction(node: exp.Expr, ctx: Context) -> float:
