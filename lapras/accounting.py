@@ -8,6 +8,11 @@ composition rule:
 - :class:`BasicAccountant`: units are epsilon. A release granted ``u`` units costs (u, delta * u / epsilon):
   delta is split in proportion to epsilon, so that the deltas sum to the part's delta exactly when the
   epsilons do.
+
+Partition selection (:class:`PartitionAccountant`) has its own part of the epoch, composed with the query
+stream and regression parts by basic composition (:func:`split_budget`): a threshold release is
+delta-approximately rho-zCDP, whose delta is the probability of an event (a key of one unit crossing the
+threshold), not a point of a trade-off curve, so it cannot be folded into the stream's mu^2.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from lapras.calibration import gdp_eps, gdp_mu
+from lapras.calibration import gdp_eps, gdp_mu, zcdp_eps, zcdp_rho
 from lapras.mechanisms.cost import Cost
 
 Mode = Literal["gdp", "basic"]
@@ -146,12 +151,69 @@ def Budget(mode: str, epsilon: float, delta: float) -> Accountant:  # noqa: N802
         raise ValueError(f"accounting must be one of {sorted(ACCOUNTANTS)}, got {mode!r}") from None
 
 
-def split_budget(epsilon: float, delta: float, regression_fraction: float) -> tuple[tuple[float, float], ...]:
-    """Split an epoch's (epsilon, delta) into (query stream, regression) parts by basic composition."""
-    if not 0 <= regression_fraction < 1:
-        raise ValueError("regression_fraction must be in [0, 1)")
-    q = 1.0 - regression_fraction
-    return (epsilon * q, delta * q), (epsilon * regression_fraction, delta * regression_fraction)
+def split_budget(epsilon: float, delta: float, regression_fraction: float,
+                 partition_fraction: float = 0.0) -> tuple[tuple[float, float], ...]:
+    """Split an epoch's (epsilon, delta) into (query stream, regression, partition selection) parts by basic
+    composition."""
+    if not 0 <= regression_fraction < 1 or not 0 <= partition_fraction < 1:
+        raise ValueError("regression_fraction and partition_fraction must be in [0, 1)")
+    q = 1.0 - regression_fraction - partition_fraction
+    if q <= 0:
+        raise ValueError("regression_fraction + partition_fraction must leave the query stream some budget")
+    return ((epsilon * q, delta * q), (epsilon * regression_fraction, delta * regression_fraction),
+            (epsilon * partition_fraction, delta * partition_fraction))
+
+
+@dataclass(frozen=True)
+class PartitionAccountant:
+    """The partition-selection part (epsilon, delta) of an epoch, shared by up to ``selections`` selections.
+
+    Selections compose as approximate zCDP (Bun & Steinke): their rho add up, and so do their deltas (the
+    probabilities of their bad events, a key of one unit released). Let E be the event that no selection
+    of the epoch releases a key held only by the unit that differs; P[not E] <= sum delta_i =: delta_E
+    whatever the adaptive choices, and on E every selection is a discrete Gaussian release of rho_i-zCDP.
+    For any set S of outputs, on the side holding the unit, P[M' in S] <= P[A' in S] + delta_E and
+    P[A' in S] <= P[M' in S] + delta_E (A' the release with that unit's own keys withheld), so the part is
+
+        (eps, delta_zCDP(eps; sum rho_i) + e^eps * delta_E)-DP.
+
+    Each selection is granted an equal share: rho = zcdp_rho(epsilon, (1 - share) delta) / selections and
+    delta_i = share * delta / (e^epsilon * selections); ``share`` of delta goes to the threshold events.
+    """
+
+    epsilon: float
+    delta: float
+    selections: int
+    share: float = 0.5
+
+    @property
+    def enabled(self) -> bool:
+        return self.epsilon > 0 and self.delta > 0 and self.selections > 0
+
+    @property
+    def rho_total(self) -> float:
+        return zcdp_rho(self.epsilon, (1.0 - self.share) * self.delta) if self.enabled else 0.0
+
+    @property
+    def events_total(self) -> float:
+        return self.share * self.delta / math.exp(self.epsilon) if self.enabled else 0.0
+
+    def cost_per_selection(self) -> Cost:
+        if not self.enabled:
+            raise ValueError("partition selection has no budget part")
+        return Cost(rho=self.rho_total / self.selections, delta=self.events_total / self.selections)
+
+    def admits(self, rho_spent: float, delta_spent: float, cost: Cost) -> bool:
+        assert cost.rho is not None and cost.delta is not None
+        return (self.enabled and rho_spent + cost.rho <= self.rho_total * (1 + 1e-12)
+                and delta_spent + cost.delta <= self.events_total * (1 + 1e-12))
+
+    def eps_delta(self, rho_spent: float, delta_spent: float) -> tuple[float, float]:
+        """(epsilon, delta) of what the part has spent, at the part's delta."""
+        if rho_spent <= 0:
+            return 0.0, 0.0
+        conv = self.delta - math.exp(self.epsilon) * delta_spent
+        return (zcdp_eps(rho_spent, conv), self.delta) if conv > 0 else (math.inf, self.delta)
 
 
 def cumulative(parts: Iterable[tuple[float, float]]) -> tuple[float, float]:

@@ -103,6 +103,24 @@ def zcdp_eps(rho: float, delta: float) -> float:
     return max(0.0, float(min(res.fun, eps_at(centre))))
 
 
+def approx_zcdp_eps(rho: float, delta_events: float, delta: float) -> float:
+    """Smallest eps at which a delta_events-approximately rho-zCDP release is (eps, delta)-DP, i.e. with
+    zCDP's delta at eps plus e^eps delta_events at most delta (see lapras.accounting.PartitionAccountant);
+    inf when delta cannot cover the events."""
+    if delta_events <= 0:
+        return zcdp_eps(rho, delta)
+    eps = 0.0
+    for _ in range(200):  # eps <- zcdp_eps(rho, delta - e^eps delta_events) rises to its fixed point
+        room = delta - math.exp(eps) * delta_events
+        if room <= 0:
+            return math.inf
+        nxt = zcdp_eps(rho, room)
+        if nxt <= eps * (1 + 1e-12):
+            return eps
+        eps = nxt * (1 + 1e-12)
+    return eps
+
+
 def zcdp_rho(eps: float, delta: float) -> float:
     """Largest rho whose rho-zCDP guarantee is (eps, delta)-DP (inverse of :func:`zcdp_eps`)."""
     _check(eps, delta)

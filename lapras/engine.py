@@ -30,9 +30,11 @@ from lapras.ledger.base import (
     EpochRecord,
     EpochSpec,
     Ledger,
+    PartitionRecord,
     ReleaseRecord,
     StaleEpoch,
     StoredAnswer,
+    check_partition,
 )
 from lapras.matrix_mechanism import (
     MMGroup,
@@ -45,11 +47,13 @@ from lapras.matrix_mechanism import (
 )
 from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng, noise
 from lapras.mechanisms.sensitivity import statement_sensitivity
+from lapras.mechanisms.threshold import GaussianThreshold
 from lapras.online import OnlinePolicy, combine
 from lapras.settings import EngineSettings
 from lapras.strategy import ProductQuery
 from lapras.strategy.cache import StrategyCache
 from parser.linear import LinearQuery
+from parser.partition import has_selected_keys
 from parser.schema import Catalog, TableSchema
 
 Workloads = dict[tuple[str, tuple[str, ...]], tuple[tuple[int, ...], list[ProductQuery]]]
@@ -140,6 +144,7 @@ class Engine:
         self._mm: MMRelease | None = None
         self._pkeys: frozenset[str] = frozenset()
         self._stopped: set[int] = set()  # epochs whose stream this process saw stop (it never restarts)
+        self._partitions: dict[tuple[int, str], PartitionRecord] = {}  # selected sets, as the ledger holds them
         noise.warm_up()
         # Epoch preparation off the serving path (see lapras.epochs): a thread prepares the next epoch
         # and commits it at the boundary; an epoch begun without its release reserves the MM share.
@@ -214,7 +219,7 @@ class Engine:
         pred = prediction if prediction is not None else self.predictions()
         st = self.settings
         s = int(pred.s_estimate or st.stream_length)
-        (eps_q, delta_q), (eps_r, delta_r) = st.stream_budget, st.regression_budget
+        (eps_q, delta_q), (eps_r, delta_r), (eps_p, delta_p) = st.stream_budget, st.regression_budget, st.partition_budget
         groups_in = self._p_workloads(pred.queries)
         if quick:
             groups = quick_groups(groups_in)
@@ -230,7 +235,8 @@ class Engine:
         spec = EpochSpec(st.accounting, eps_q, delta_q, st.epsilon, st.delta, eps_r, delta_r,
                          split.to_json(), st.allocation, s, st.warmup or warmup_length(s), st.min_fraction,
                          prior_bad=(1 - rho) * s if rho is not None else None, rho_estimate=rho,
-                         predicted_keys=n_pred)
+                         predicted_keys=n_pred, partition_epsilon=eps_p, partition_delta=delta_p,
+                         partition_selections=st.partition_selections)
         keys = tuple(q.key for q in pred.queries if self._group_of(q) in groups_in)
         return PreparedEpoch(spec, None if quick else groups, keys, pred)
 
@@ -368,7 +374,7 @@ class Engine:
 
     def _answer(self, plan: Statement, user: str) -> Answer:
         """Decide, calibrate, release, combine, commit: one stream item under the epoch's lock."""
-        table = self.catalog.table(plan.table)
+        table = _table_of(plan, self.catalog)
         if table is None:
             raise UnknownTable(f'relation "{plan.table}" is not a protected table')
         queries = list(plan.queries)
@@ -492,6 +498,53 @@ class Engine:
             self._stopped.add(cur.id)  # another process stopped the stream: refuse before exact work here too
         return self._epoch is not ep
 
+    # ----------------------------------------------------------------------------------- partitions
+
+    def partition_cost(self) -> Cost | None:
+        """What one new partition selection costs in the current epoch (None when the part is off)."""
+        ep = self._epoch
+        part = ep.spec.partition if ep is not None else None
+        return part.cost_per_selection() if part is not None and part.enabled else None
+
+    def select_partition(self, request: PartitionRequest) -> PartitionRecord:
+        """The keys released for ``request`` in this epoch: the stored set when one was selected (replayed,
+        never drawn again), else a new selection: admitted against the partition part before any data is
+        read, per-key unit counts read from the database, the threshold drawn, and the set committed with
+        its charge before it is returned. Raises BudgetExhausted (53400) when the part cannot cover it."""
+        for _ in range(3):
+            ep = self._epoch
+            assert ep is not None
+            hit = self._partitions.get((ep.id, request.key))
+            if hit is not None:
+                return hit
+            stored = self.ledger.partition(ep.id, request.key)
+            if stored is None:
+                try:
+                    stored = self._select(ep.id, request)
+                except StaleEpoch:
+                    cur = self.ledger.current_epoch()
+                    if cur is not None:
+                        self._adopt(cur)
+                    continue
+            self._partitions[(ep.id, request.key)] = stored
+            return stored
+        raise StaleEpoch("the epoch changed three times while selecting keys")
+
+    def _select(self, epoch_id: int, request: PartitionRequest) -> PartitionRecord:
+        cur = self.ledger.current_epoch()
+        if cur is None or cur.id != epoch_id:
+            raise StaleEpoch(epoch_id)
+        part = cur.spec.partition
+        cost = part.cost_per_selection() if part.enabled else Cost(rho=1.0, delta=0.5)
+        check_partition(cur, cost)  # refused before anything is read
+        mech = GaussianThreshold.calibrate(cost, request.max_keys)
+        keys, counts = self.exact.key_counts(request.sql)  # type: ignore[attr-defined]
+        kept = mech.select(np.asarray(counts, dtype=np.int64))
+        chosen = sorted((list(k) for k, m in zip(keys, kept, strict=True) if m), key=_key_order)
+        rec = PartitionRecord(request.key, chosen, cost, mech.name, mech.params)
+        stored, _ = self.ledger.commit_partition(epoch_id, rec)
+        return stored
+
     # ----------------------------------------------------------------------------------- reporting
 
     def budget_report(self) -> dict[str, object]:
@@ -511,6 +564,32 @@ class Engine:
         close = getattr(self.exact, "close", None)
         if close is not None:
             close()
+
+
+class PartitionRequest(Protocol):
+    """What a partition selection needs: its ledger key, the SQL of per-key unit counts, and m."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def sql(self) -> str: ...
+
+    @property
+    def max_keys(self) -> int: ...
+
+
+def _table_of(plan: Statement, catalog: Catalog) -> TableSchema | None:
+    """The schema a statement was planned over: the catalog's, or the one with a partition selection's
+    released keys as a column's domain (what the statement's cells and exact-answer SQL refer to)."""
+    planned = getattr(plan, "table_schema", None)
+    if isinstance(planned, TableSchema) and has_selected_keys(planned):
+        return planned
+    return catalog.table(plan.table)
+
+
+def _key_order(k: list[object]) -> tuple[tuple[bool, str], ...]:
+    return tuple((v is None, str(v)) for v in k)
 
 
 def _pick(items: Sequence[LinearQuery], mask: np.ndarray) -> list[LinearQuery]:

@@ -95,6 +95,12 @@ class PostgresExactSource:
             out.extend(float(v) for v in row)
         return np.asarray(out, dtype=np.float64)
 
+    def key_counts(self, sql: str) -> tuple[list[tuple[object, ...]], np.ndarray]:
+        """Rows of a per-key count statement (keys..., count): the keys and their counts, grouped by
+        PostgreSQL (partition selection's input; never leaves the engine)."""
+        rows = self._conn().execute(sql).fetchall()
+        return [tuple(r[:-1]) for r in rows], np.asarray([int(r[-1]) for r in rows], dtype=np.int64)
+
     def marginal(self, table: TableSchema, attrs: Sequence[str]) -> np.ndarray:
         from parser.sql import marginal_sql
 

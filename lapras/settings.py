@@ -18,6 +18,9 @@ class EngineSettings:
 
     - ``epsilon``, ``delta``: the epoch's whole budget; ``regression_fraction`` of it (both parameters,
       basic composition) goes to the regression part, the rest to the query stream.
+    - ``partition_fraction`` of the budget (both parameters, basic composition) goes to DP partition
+      selection, shared equally by up to ``partition_selections`` selections per epoch
+      (:class:`lapras.accounting.PartitionAccountant`); 0 leaves partition selection off.
     - ``accounting``: ``gdp`` (mu^2 composes; default) or ``basic`` (epsilons and deltas add; AGM).
     - ``split``: ``auto``, a preset (equal, matrix_heavy, query_heavy, reserve_heavy) or ``custom`` with
       ``fractions`` = {mm, bad_init, reserve[, rem_bad]} (rem_bad defaults to the remainder).
@@ -45,6 +48,8 @@ class EngineSettings:
     delta: float = 1e-3
     accounting: str = "gdp"
     regression_fraction: float = 0.2
+    partition_fraction: float = 0.0
+    partition_selections: int = 20
     split: str = "auto"
     fractions: Mapping[str, float] | None = None
     allocation: str = "smooth"
@@ -70,6 +75,8 @@ class EngineSettings:
             raise ConfigError(f"allocation must be smooth or static, got {self.allocation!r}")
         if not self.epsilon > 0 or not 0 < self.delta < 1:
             raise ConfigError("epsilon must be > 0 and delta in (0, 1)")
+        if not 0 <= self.partition_fraction < 1 or self.regression_fraction + self.partition_fraction >= 1:
+            raise ConfigError("regression_fraction + partition_fraction must leave the query stream some budget")
         if self.epoch not in EPOCH_SECONDS and self.epoch_seconds is None:
             raise ConfigError(f"epoch must be one of {sorted(EPOCH_SECONDS)}, got {self.epoch!r}")
 
@@ -79,11 +86,15 @@ class EngineSettings:
 
     @property
     def stream_budget(self) -> tuple[float, float]:
-        return split_budget(self.epsilon, self.delta, self.regression_fraction)[0]
+        return split_budget(self.epsilon, self.delta, self.regression_fraction, self.partition_fraction)[0]
 
     @property
     def regression_budget(self) -> tuple[float, float]:
-        return split_budget(self.epsilon, self.delta, self.regression_fraction)[1]
+        return split_budget(self.epsilon, self.delta, self.regression_fraction, self.partition_fraction)[1]
+
+    @property
+    def partition_budget(self) -> tuple[float, float]:
+        return split_budget(self.epsilon, self.delta, self.regression_fraction, self.partition_fraction)[2]
 
     def resolve_split(self, s: int, rho: float | None, mm_query_variance: float | None, has_p: bool) -> Split:
         """The epoch's fractions: a preset, custom, or auto from the expected overlap."""

@@ -20,6 +20,7 @@ import numpy as np
 
 from lapras.exact import ExactSource
 from parser.linear import LinearQuery
+from parser.partition import has_selected_keys
 from parser.schema import TableSchema
 
 # 16M cells = 128 MB of float64: a few hundred 2- and 3-way marginals of a typical table.
@@ -51,6 +52,10 @@ class SnapshotExactSource:
         # The MM release is measured for an epoch about to begin: always live, never kept for this one.
         return self.inner.marginal(table, attrs)
 
+    def key_counts(self, sql: str) -> tuple[list[tuple[object, ...]], np.ndarray]:
+        # A selection is stored and replayed for the whole epoch: read once, live.
+        return self.inner.key_counts(sql)  # type: ignore[attr-defined]
+
     def answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
         out = np.zeros(len(queries))
         live: list[int] = []
@@ -68,8 +73,8 @@ class SnapshotExactSource:
 
     def _histogram(self, table: TableSchema, attrs: tuple[str, ...]) -> np.ndarray | None:
         """The marginal over ``attrs`` (axes in that order) from the snapshot, read once if absent."""
-        if math.prod(table.shape(attrs)) > self.max_cells:
-            return None
+        if math.prod(table.shape(attrs)) > self.max_cells or has_selected_keys(table, attrs):
+            return None  # too large, or over a selection's keys (another selection's cells differ): live
         with self._lock:
             epoch = self._epoch
             hit = self._find(table.name, attrs)

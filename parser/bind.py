@@ -11,6 +11,7 @@ from . import errors as E
 from .errors import Refusal
 from .limits import Budget, Limits
 from .linear import LinearQuery, make_linear_query, unit
+from .partition import NeedsPartition, has_selected_keys, partition_request, private_columns
 from .plan import Column, QueryPlan
 from .predicate import Pred, Ranges, Space, merge_ranges
 from .scalar import coerce_param
@@ -149,6 +150,12 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
     b = Binder(t.table, params, budget)
     sp = b.space
     base = b.where(t.where)
+    if private_columns(t.table, [spec.attr for spec in t.aggs if spec.attr is not None]):
+        raise Refusal(E.FEATURE_NOT_SUPPORTED, "an aggregate over a column with private keys is not supported",
+                      hint="Group by the column: its keys are released by DP partition selection.")
+    private = private_columns(t.table, t.group_attrs)
+    if private:
+        raise NeedsPartition(partition_request(t.table, private, sp, base))
     agg_preds = []
     for spec in t.aggs:
         p = base if spec.filter is None else sp.and_(base, b.where(spec.filter))
@@ -206,6 +213,8 @@ def _check_value_list(t: Template, support: tuple[str, ...]) -> None:
     """A value list may be filtered on its own keys only: which values occur where another column has some
     value is data (DP partition selection would be needed), so that is refused."""
     keys = set(t.group_attrs)
+    if has_selected_keys(t.table, t.group_attrs):
+        return  # its keys were released by partition selection under this very filter
     others = [a for a in support if a not in keys]
     if others:
         raise Refusal(E.INSUFFICIENT_PRIVILEGE,

@@ -15,7 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lapras.accounting import Accountant, Budget
+from lapras.accounting import Accountant, Budget, PartitionAccountant
 from lapras.allocation import Allocator, AllocState, Split
 from lapras.errors import BudgetExhausted
 from lapras.mechanisms import Cost
@@ -40,10 +40,17 @@ class EpochSpec:
     prior_bad: float | None = None
     rho_estimate: float | None = None
     predicted_keys: int = 0
+    partition_epsilon: float = 0.0  # partition-selection part (basic composition with the others)
+    partition_delta: float = 0.0
+    partition_selections: int = 0
 
     @property
     def budget(self) -> Accountant:
         return Budget(self.mode, self.epsilon, self.delta)
+
+    @property
+    def partition(self) -> PartitionAccountant:
+        return PartitionAccountant(self.partition_epsilon, self.partition_delta, self.partition_selections)
 
     def allocator(self) -> Allocator:
         return Allocator(Split(**self.split), self.budget.units, self.s, self.warmup,
@@ -70,6 +77,19 @@ class EpochRecord:
     regression_delta_spent: float = 0.0
     ended_at: float | None = None
     answers_served: int = 0
+    partition_rho_spent: float = 0.0
+    partition_delta_spent: float = 0.0
+
+
+@dataclass(frozen=True)
+class PartitionRecord:
+    """A selected set of keys, stored before it is released: what it cost and how it was drawn."""
+
+    key: str
+    keys: list[list[Any]]
+    cost: Cost
+    mechanism: str
+    params: Mapping[str, float]
 
 
 @dataclass(frozen=True)
@@ -160,6 +180,16 @@ class Ledger(ABC):
         nothing is charged and the stored rows are returned with False; raises BudgetExhausted when the
         part cannot cover the cost (nothing is stored: the computed rows are never released)."""
 
+    def partition(self, epoch_id: int, key: str) -> PartitionRecord | None:
+        """The set selected under ``key`` in the epoch, or None."""
+        raise NotImplementedError
+
+    def commit_partition(self, epoch_id: int, record: PartitionRecord) -> tuple[PartitionRecord, bool]:
+        """Charge the partition part and store the selected set in ONE transaction under the epoch's lock.
+        When ``record.key`` was stored meanwhile, nothing is charged and the stored set is returned with
+        False; raises BudgetExhausted when the part cannot cover the cost (nothing is stored)."""
+        raise NotImplementedError
+
     def user_activity(self, epoch_id: int, user: str) -> dict[str, float]:
         """What `user` caused in the epoch: answers first released to them (`answers`), of which fresh
         (`fresh`), and the privacy units of the releases behind those answers (`units`). Empty when the
@@ -191,6 +221,19 @@ def check_regression(ep: EpochRecord, epsilon: float, delta: float) -> None:
                               detail=f"epoch {ep.id}: epsilon {ep.regression_epsilon_spent:.4g} of "
                                      f"{s.regression_epsilon:.4g} spent; the call needs {epsilon:.4g}",
                               hint="ask for a smaller epsilon, or wait for the next epoch")
+
+
+def check_partition(ep: EpochRecord, cost: Cost) -> None:
+    """Raise BudgetExhausted (53400) when the epoch's partition part cannot cover ``cost``."""
+    part = ep.spec.partition
+    if not part.admits(ep.partition_rho_spent, ep.partition_delta_spent, cost):
+        raise BudgetExhausted(
+            "the partition-selection budget of this epoch is exhausted" if part.enabled else
+            "partition selection is off: no budget part is reserved for it",
+            detail=f"epoch {ep.id}: {round(ep.partition_rho_spent / max(part.rho_total, 1e-300) * part.selections)} "
+                   f"of {part.selections} selections made" if part.enabled else None,
+            hint="repeat a value list or GROUP BY already answered in this epoch, or wait for the next epoch"
+                 if part.enabled else "set [privacy] partition_fraction in config.toml")
 
 
 def iter_parts(spec: EpochSpec) -> Iterator[tuple[str, float, float]]:

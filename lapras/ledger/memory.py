@@ -15,9 +15,11 @@ from lapras.ledger.base import (
     EpochSpec,
     EpochTxn,
     Ledger,
+    PartitionRecord,
     ReleaseRecord,
     StaleEpoch,
     StoredAnswer,
+    check_partition,
     check_regression,
     check_reserved,
 )
@@ -54,6 +56,7 @@ class MemoryLedger(Ledger):
         self._releases: dict[int, list[ReleaseRecord]] = {}
         self._answers: dict[int, dict[str, StoredAnswer]] = {}
         self._regressions: dict[tuple[int, str], list[list[Any]]] = {}
+        self._partitions: dict[tuple[int, str], PartitionRecord] = {}
 
     def current_epoch(self) -> EpochRecord | None:
         with self._lock:
@@ -128,3 +131,21 @@ class MemoryLedger(Ledger):
             ep.regression_delta_spent += delta
             self._regressions[(epoch_id, key)] = rows
             return rows, True
+
+    def partition(self, epoch_id: int, key: str) -> PartitionRecord | None:
+        with self._lock:
+            return self._partitions.get((epoch_id, key))
+
+    def commit_partition(self, epoch_id: int, record: PartitionRecord) -> tuple[PartitionRecord, bool]:
+        with self._lock:
+            ep = self._epochs[epoch_id - 1]
+            if ep.ended_at is not None:
+                raise StaleEpoch(epoch_id)
+            stored = self._partitions.get((epoch_id, record.key))
+            if stored is not None:
+                return stored, False
+            check_partition(ep, record.cost)
+            ep.partition_rho_spent += record.cost.rho or 0.0
+            ep.partition_delta_spent += record.cost.delta or 0.0
+            self._partitions[(epoch_id, record.key)] = record
+            return record, True

@@ -26,9 +26,11 @@ from lapras.ledger.base import (
     EpochSpec,
     EpochTxn,
     Ledger,
+    PartitionRecord,
     ReleaseRecord,
     StaleEpoch,
     StoredAnswer,
+    check_partition,
     check_regression,
     check_reserved,
     iter_parts,
@@ -94,6 +96,16 @@ CREATE TABLE IF NOT EXISTS lapras.answers (
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (epoch_id, key)
 );
+CREATE TABLE IF NOT EXISTS lapras.partitions (
+    epoch_id bigint NOT NULL REFERENCES lapras.epochs(id),
+    key text NOT NULL,
+    keys jsonb NOT NULL,
+    cost jsonb NOT NULL,
+    mechanism text NOT NULL,
+    params jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (epoch_id, key)
+);
 CREATE TABLE IF NOT EXISTS lapras.regression_answers (
     epoch_id bigint NOT NULL,
     call_key text NOT NULL,
@@ -118,17 +130,20 @@ BEGIN
     END IF;
 END $$;
 ALTER TABLE lapras.releases ALTER COLUMN mechanism SET NOT NULL, ALTER COLUMN params SET NOT NULL;
+ALTER TABLE lapras.epochs ADD COLUMN IF NOT EXISTS partition_rho_spent double precision NOT NULL DEFAULT 0;
+ALTER TABLE lapras.epochs ADD COLUMN IF NOT EXISTS partition_delta_spent double precision NOT NULL DEFAULT 0;
 """
 
 _EPOCH_COLS = ("id, extract(epoch from started_at), spec, state, spent_units, regression_epsilon_spent, "
                "regression_delta_spent, extract(epoch from ended_at), "
-               "(SELECT count(*) FROM lapras.answers a WHERE a.epoch_id = e.id)")
+               "(SELECT count(*) FROM lapras.answers a WHERE a.epoch_id = e.id), partition_rho_spent, "
+               "partition_delta_spent")
 
 
 def _epoch(row: Sequence[Any]) -> EpochRecord:
     return EpochRecord(int(row[0]), float(row[1]), EpochSpec.from_json(row[2]), AllocState.from_json(row[3]),
                        float(row[4]), float(row[5]), float(row[6]), float(row[7]) if row[7] is not None else None,
-                       int(row[8]))
+                       int(row[8]), float(row[9]), float(row[10]))
 
 
 _RELEASE_COLS = "kind, cost, units, mechanism, params, sensitivity, position, meta"
@@ -339,3 +354,37 @@ class PostgresLedger(Ledger):
             c.execute("INSERT INTO lapras.regression_answers (epoch_id, call_key, rows) VALUES (%s, %s, %s)",
                       (epoch_id, key, json.dumps(rows)))
         return rows, True
+
+    def partition(self, epoch_id: int, key: str) -> PartitionRecord | None:
+        with self._tx() as c:
+            row = c.execute("SELECT key, keys, cost, mechanism, params FROM lapras.partitions"
+                            " WHERE epoch_id = %s AND key = %s", (epoch_id, key)).fetchone()
+        return _partition(row) if row is not None else None
+
+    def commit_partition(self, epoch_id: int, record: PartitionRecord) -> tuple[PartitionRecord, bool]:
+        with self._tx() as c:
+            row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE", (epoch_id,)).fetchone()
+            if row is None:
+                raise LedgerError(f"epoch {epoch_id} is not in the ledger")
+            ep = _epoch(row)
+            if ep.ended_at is not None:
+                raise StaleEpoch(epoch_id)
+            stored = c.execute("SELECT key, keys, cost, mechanism, params FROM lapras.partitions"
+                               " WHERE epoch_id = %s AND key = %s", (epoch_id, record.key)).fetchone()
+            if stored is not None:
+                return _partition(stored), False  # selected meanwhile: that set is the answer
+            check_partition(ep, record.cost)
+            rho, delta = record.cost.rho or 0.0, record.cost.delta or 0.0
+            c.execute("UPDATE lapras.epochs SET partition_rho_spent = partition_rho_spent + %s,"
+                      " partition_delta_spent = partition_delta_spent + %s WHERE id = %s", (rho, delta, epoch_id))
+            c.execute("INSERT INTO lapras.spends (epoch_id, part, units, epsilon, delta) VALUES (%s, %s, %s, NULL, %s)",
+                      (epoch_id, "partition", rho, delta))
+            c.execute("INSERT INTO lapras.partitions (epoch_id, key, keys, cost, mechanism, params)"
+                      " VALUES (%s, %s, %s, %s, %s, %s)",
+                      (epoch_id, record.key, json.dumps(record.keys), json.dumps(record.cost.to_json()),
+                       record.mechanism, json.dumps(dict(record.params))))
+        return record, True
+
+
+def _partition(row: Sequence[Any]) -> PartitionRecord:
+    return PartitionRecord(row[0], row[1], Cost.from_json(row[2]), row[3], dict(row[4]))

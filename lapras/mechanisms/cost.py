@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lapras.calibration import gdp_eps, zcdp_eps
+from lapras.calibration import approx_zcdp_eps, gdp_eps
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,13 @@ class Cost:
         return (self.mu or 0.0) == 0.0 and (self.eps or 0.0) == 0.0 and (self.rho or 0.0) == 0.0
 
     def as_eps_delta(self, delta: float) -> tuple[float, float]:
-        """(eps, delta) view: a GDP cost is converted exactly at the given delta; an approximate zCDP cost
-        at the given delta on top of its own (``delta`` must exceed it)."""
+        """(eps, delta) view: a GDP cost is converted exactly at the given delta; an approximate zCDP cost at
+        the given delta, which covers zCDP's delta plus e^eps times its own (inf eps when it cannot)."""
         if self.mu is not None:
             return gdp_eps(self.mu, delta), delta
         assert self.delta is not None
         if self.rho is not None:
-            return zcdp_eps(self.rho, delta - self.delta), delta
+            return approx_zcdp_eps(self.rho, self.delta, delta), delta
         assert self.eps is not None
         return self.eps, self.delta
 

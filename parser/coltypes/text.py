@@ -26,11 +26,15 @@ def quote_literal(value: str) -> str:
 @dataclass(frozen=True)
 class TextType(ColumnType):
     """Declared values in declared order. A stored value outside the list becomes NULL when the domain
-    is nullable and the first declared value otherwise (so every row lands in exactly one cell)."""
+    is nullable and the first declared value otherwise (so every row lands in exactly one cell).
+
+    ``keys = "private"`` declares a column with no public list (cities, product names): it is grouped on
+    only through DP partition selection (:mod:`parser.partition`), which plans the statement again over
+    the released keys as a ``keys = "selected"`` domain, where a stored value outside them is in no cell."""
 
     type_name = "text"
     config_names = ("text", "categorical")
-    config_keys = frozenset({"values", "values_from"})
+    config_keys = frozenset({"values", "values_from", "keys"})
     sql_type = "text"
     oid = T.TEXT
     param_oid = T.TEXT
@@ -38,6 +42,11 @@ class TextType(ColumnType):
 
     values: tuple[str, ...] = ()
     values_from: str = ""  # "schema.table.column" of a public table the DBA declares (SQL quoting); read at start-up
+    keys: str = "public"  # public | private (no list: partition selection) | selected (a released set)
+
+    @property
+    def private_keys(self) -> bool:
+        return self.keys == "private"
 
     @property
     def base_size(self) -> int:
@@ -69,6 +78,9 @@ class TextType(ColumnType):
         return p.decode() if isinstance(p, bytes) else str(p)
 
     def ranges(self, op: str, x: Value) -> list[tuple[int, int]]:
+        if self.private_keys:
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, "a condition on a column with private keys is not supported",
+                          hint="Group by the column instead: its keys are released by DP partition selection.")
         if op not in ("=", "<>"):
             raise Refusal(E.FEATURE_NOT_SUPPORTED, f"ordering comparison {op} on a text attribute is not supported",
                           hint="Use = , <>, IN or NOT IN on text attributes.")
@@ -83,8 +95,11 @@ class TextType(ColumnType):
         return to in _TEXT_CASTS
 
     def cell_sql(self, col: str) -> str:
+        if not self.values:
+            return "NULL::text"  # private keys: no cell until a set is selected
         values = ", ".join(quote_literal(v) for v in self.values)
-        fallback = "NULL" if self.nullable else quote_literal(self.values[0])
+        # A selected set's other values are in no cell (folding them into a released key would add them).
+        fallback = "NULL" if self.nullable or self.keys == "selected" else quote_literal(self.values[0])
         return f"CASE WHEN {col}::text IN ({values}) THEN {col}::text ELSE {fallback} END"
 
     def literal_sql(self, value: Value) -> str:
@@ -103,6 +118,8 @@ class TextType(ColumnType):
         return f"{col}::text = {listed[0]}" if len(listed) == 1 else f"{col}::text IN ({', '.join(listed)})"
 
     def ddl_check(self, col: str) -> str:
+        if self.keys != "public":
+            return "true"
         return f"{col} IN ({', '.join(quote_literal(v) for v in self.values)})"
 
     def format_value(self, v: Value) -> str:
@@ -110,6 +127,14 @@ class TextType(ColumnType):
 
     @classmethod
     def from_config(cls, spec: Mapping[str, Any], nullable: bool) -> ColumnType:
+        keys = spec.get("keys", "public")
+        if keys not in ("public", "private"):
+            raise DeclarationError([("keys", "must be \"public\" (declared values) or \"private\" (no public "
+                                     "list: grouped through DP partition selection)")])
+        if keys == "private":
+            if "values" in spec or "values_from" in spec:
+                raise DeclarationError([("keys", "a column with private keys has no values or values_from")])
+            return cls(values=(), keys="private", nullable=nullable)
         source = spec.get("values_from")
         if source is not None:
             parts = split_qualified(source) if isinstance(source, str) else None

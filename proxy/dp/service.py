@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -18,7 +19,9 @@ import psycopg
 
 import parser as sqlparser
 from lapras.errors import LaprasError
+from lapras.ledger.base import PartitionRecord
 from parser.analysis.probe import NO_ROWS
+from parser.partition import NeedsPartition, PartitionRequest, selected_catalog, selected_table
 from parser.pgtypes import INT8, TEXT
 from parser.series import SeriesLimit, series_limit
 from parser.sqlstate import SqlError
@@ -31,6 +34,7 @@ from .service_api import ColumnDesc, QueryResult
 log = logging.getLogger("lapras.service")
 
 _TRUE = {"on", "true", "1", "yes"}
+MAX_SELECTED_PLANNERS = 256
 
 
 class ServiceError(SqlError):
@@ -61,6 +65,8 @@ class DPService:
         self.planner = sqlparser.Planner(config.catalog)  # owns the parse and plan caches
         self.engine = engine
         self.regression = regression
+        self._selected: dict[str, sqlparser.Planner] = {}
+        self._selected_lock = threading.Lock()
 
     @classmethod
     def open(cls, config: Config, upstream_dsn: str, state_dir: Path | None = None) -> DPService:
@@ -127,12 +133,19 @@ class DPService:
             return await asyncio.to_thread(self._new_epoch, user)
         t0 = time.perf_counter()
         plan = self.planner.cached_plan(sql, params or None)
+        selection = None
         if plan is None:
             # Planning a new text is bounded by the statement's deadline and work limits, and runs off the
             # event loop so a hard statement never stalls other clients while it is planned or refused.
             try:
                 plan = await asyncio.to_thread(self.planner.plan, sql, params or None,
                                                deadline=self._deadline(settings))
+            except NeedsPartition as need:
+                # Private keys: the engine selects (or replays) the released keys, charged to the partition
+                # part, then the statement is planned over them like any other.
+                selection = await asyncio.to_thread(self.engine.select_partition, need.request)
+                planner = self._selected_planner(need.request, selection)
+                plan = await asyncio.to_thread(planner.plan, sql, params or None, deadline=self._deadline(settings))
             except sqlparser.Refusal:
                 split = None if params else series_limit(sql, self.catalog)
                 if split is None:
@@ -148,6 +161,8 @@ class DPService:
             notices.append("lapras: a row-level read of a protected table returns its columns and no row "
                            "(answered for tools that probe a query's shape; nothing was read or spent)")
         if settings.get("lapras.show_stderr", "off").lower() in _TRUE:
+            if selection is not None:
+                notices.append(_selection_notice(selection))
             notices.append(self._notice(answer))
             notices.extend(_interval_notices(plan, answer))
         log.debug("answered %s in %.2f ms", plan.table, (time.perf_counter() - t0) * 1e3)
@@ -155,6 +170,22 @@ class DPService:
                            f"SELECT {len(rows)}", notices, outcome=answer.outcome,
                            query_keys=tuple(q.key for q in plan.queries),
                            cost=answer.cost.to_json() if answer.cost is not None else None)
+
+    def _selected_planner(self, request: PartitionRequest, selection: PartitionRecord) -> sqlparser.Planner:
+        """The planner over the catalog in which the request's column has the selected keys as its domain
+        (one per selection; a selection is fixed for its epoch, so its planner's caches stay valid)."""
+        ident = f"{request.key}|{selection.cost.to_json()}|{len(selection.keys)}"
+        with self._selected_lock:
+            planner = self._selected.get(ident)
+            if planner is None:
+                base = self.catalog.table(request.table, request.schema)
+                assert base is not None
+                table = selected_table(base, request.columns, selection.keys)
+                planner = sqlparser.Planner(selected_catalog(self.catalog, table), cache_bytes=4 << 20)
+                self._selected[ident] = planner
+                while len(self._selected) > MAX_SELECTED_PLANNERS:
+                    self._selected.pop(next(iter(self._selected)))
+            return planner
 
     async def _series_limited(self, split: SeriesLimit, user: str, settings: Mapping[str, str]) -> QueryResult:
         """Superset's series limit as two DP statements: the top-N subquery (noisy totals), then the query
@@ -224,6 +255,14 @@ class DPService:
             units_to_eps = epoch.spec.budget.eps_delta
         rows = budget_rows(report, activity, admin=bool(u is not None and u.admin), units_to_eps=units_to_eps)
         return QueryResult(cols, rows, f"SELECT {len(rows)}")
+
+
+def _selection_notice(selection: PartitionRecord) -> str:
+    c = selection.cost
+    eps, delta = c.as_eps_delta(4 * (c.delta or 0.0))
+    return (f"lapras: keys from DP partition selection: {len(selection.keys)} released "
+            f"(cost rho={c.rho:.4g}, delta={c.delta:.3g}; alone about (epsilon, delta) = ({eps:.3g}, {delta:.3g}); "
+            "charged once per epoch for this filter, repeated free)")
 
 
 def _interval_notices(plan: Any, answer: Any, shown: int = 20) -> list[str]:

@@ -96,6 +96,8 @@ class PrivacySettings:
     epoch: str = default("privacy.epoch")
     epoch_seconds: float | None = default("privacy.epoch_seconds")
     regression_fraction: float = default("privacy.regression_fraction")
+    partition_fraction: float = default("privacy.partition_fraction")
+    partition_selections: int = default("privacy.partition_selections")
     stream_length: int = default("privacy.stream_length")
 
 

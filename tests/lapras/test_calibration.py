@@ -80,7 +80,9 @@ def test_budget_units_and_composition() -> None:
     b = Budget("basic", 1.0, 1e-3)
     tot = b.compose([b.cost_of(0.25)] * 4)
     assert tot.eps == pytest.approx(1.0) and tot.delta == pytest.approx(1e-3)
-    assert split_budget(1.0, 1e-3, 0.2) == ((0.8, 8e-4), (0.2, 2e-4))
+    assert split_budget(1.0, 1e-3, 0.2) == ((0.8, 8e-4), (0.2, 2e-4), (0.0, 0.0))
+    parts = split_budget(1.0, 1e-3, 0.2, 0.1)
+    assert parts[0] == pytest.approx((0.7, 7e-4)) and parts[2] == pytest.approx((0.1, 1e-4))
 
 
 def test_gaussian_noise_variance_matches_sigma() -> None:

@@ -87,7 +87,8 @@ def test_engine_settings_come_from_the_table() -> None:
     assert set(EPOCH_SECONDS) == set(keys.key("privacy.epoch").choices)
     # Every engine key reaches the engine: set each to a non-default value and read it back.
     values = {"privacy": {"epsilon": 2.5, "delta": 1e-6, "accounting": "basic", "epoch": "weekly", "epoch_seconds": 90.0,
-                          "regression_fraction": 0.1, "stream_length": 77},
+                          "regression_fraction": 0.1, "partition_fraction": 0.05, "partition_selections": 7,
+                          "stream_length": 77},
               "lapras": {"split": "custom", "fractions": {"mm": 0.5, "bad_init": 0.2, "rem_bad": 0.2,
                                                           "reserve": 0.1},
                          "allocation": "static", "warmup": 5, "free_answer_max_stderr": 3.0,

@@ -1,0 +1,135 @@
+"""DP partition selection through the real proxy (real sockets, the embedded PostgreSQL): GROUP BY a
+``keys = "private"`` column and a filtered value list release only keys held by many units, each
+selection charged once in the ledger before it is released, reused by later statements, and replayed
+after a restart without a new draw or charge."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+pytestmark = pytest.mark.process
+
+TABLE = """
+[tables.shops]
+schema = "public"
+privacy_unit = "user_id"
+max_rows_per_unit = 4
+max_groups_per_unit = 2
+[tables.shops.columns]
+city = { type = "text", keys = "private" }
+state = { type = "text", values = ["WA", "OR"] }
+amount = { type = "int", min = 0, max = 100 }
+"""
+
+POPULAR = {"Seattle": ("WA", 500), "Spokane": ("WA", 350), "Tacoma": ("WA", 300), "Portland": ("OR", 400)}
+RARE = [f"Rare town {i}" for i in range(40)]  # each held by a single user
+
+
+def _root_conftest(request: pytest.FixtureRequest) -> Any:
+    want = Path(__file__).resolve().parent / "conftest.py"
+    for plugin in request.config.pluginmanager.get_plugins():
+        where = getattr(plugin, "__file__", None)
+        if where and Path(where).resolve() == want:
+            return plugin
+    raise RuntimeError("tests/conftest.py is not loaded")
+
+
+@pytest.fixture(scope="module")
+def shops_proxy(request: pytest.FixtureRequest, embedded_pg: Any, default_config: Any,
+                tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    rc = _root_conftest(request)
+    dsn = rc.create_database(embedded_pg, "shops")
+    rc.fill_demo_tables(dsn, default_config)
+    rng = random.Random(18)
+    rows = []
+    user = 0
+    for city, (state, users) in POPULAR.items():
+        for _ in range(users):
+            user += 1
+            rows += [(user, city, state, rng.randrange(101)) for _ in range(rng.randrange(1, 4))]
+            if rng.random() < 0.3:  # some users also shop in a second city (max_groups_per_unit = 2 keeps both)
+                other = rng.choice(list(POPULAR))
+                rows.append((user, other, POPULAR[other][0], rng.randrange(101)))
+    for city in RARE:
+        user += 1
+        rows += [(user, city, "WA", 10)] * 3
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE shops (user_id bigint, city text, state text, amount integer)")
+        with conn.cursor().copy("COPY shops (user_id, city, state, amount) FROM STDIN") as copy:
+            for r in rows:
+                copy.write_row(r)
+    root = tmp_path_factory.mktemp("shops")
+    port = rc.free_port()
+    cfg = root / "config.toml"
+    # Per selection about (0.5, 1e-6); the stream keeps plenty for the aggregates.
+    cfg.write_text(rc.make_test_config(dsn, port, epsilon=8.0, delta=1e-5, stream_length=1000, extra=TABLE,
+                                       privacy_extra="partition_fraction = 0.25\npartition_selections = 4"))
+    p = rc.ProxyProcess(cfg, root / "state", port)
+    p.upstream_dsn = dsn
+    p.start()
+    yield p
+    p.stop()
+
+
+def _ledger(p: Any) -> tuple[list[tuple[Any, ...]], int]:
+    with psycopg.connect(p.upstream_dsn, autocommit=True) as conn:
+        parts = conn.execute("SELECT key, keys FROM lapras.partitions ORDER BY key").fetchall()
+        spends = conn.execute("SELECT count(*) FROM lapras.spends WHERE part = 'partition'").fetchone()
+    return parts, int(spends[0])
+
+
+def test_group_by_private_keys_releases_popular_keys_only(shops_proxy: Any) -> None:
+    with psycopg.connect(shops_proxy.dsn(), autocommit=True) as conn:
+        conn.execute("SET lapras.show_stderr = on")
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        rows = conn.execute("SELECT city, COUNT(*) FROM shops GROUP BY city ORDER BY city").fetchall()
+        assert [r[0] for r in rows] == sorted(POPULAR)  # no single-user town
+        exact = {c: n for c, n in psycopg.connect(shops_proxy.upstream_dsn).execute(
+            "SELECT city, count(*) FROM shops GROUP BY city").fetchall()}
+        for city, n in rows:
+            assert abs(n - exact[city]) < 0.25 * exact[city], (city, n, exact[city])
+        assert any("partition selection" in m and "rho=" in m for m in notices), notices
+        parts, spends = _ledger(shops_proxy)
+        assert len(parts) == 1 and spends == 1
+        assert sorted(k[0] for k in parts[0][1]) == sorted(POPULAR)
+        # The same keys serve later statements over them, with no new selection.
+        again = conn.execute("SELECT state, city, SUM(amount) FROM shops GROUP BY city, state").fetchall()
+        assert {r[1] for r in again} == set(POPULAR)
+        assert _ledger(shops_proxy)[1] == 1
+
+
+def test_filtered_value_list_is_its_own_selection(shops_proxy: Any) -> None:
+    with psycopg.connect(shops_proxy.dsn(), autocommit=True) as conn:
+        before = _ledger(shops_proxy)[1]
+        rows = conn.execute("SELECT \"city\" FROM shops WHERE \"state\" = 'WA' GROUP BY \"city\"").fetchall()
+        assert sorted(r[0] for r in rows) == ["Seattle", "Spokane", "Tacoma"]
+        assert _ledger(shops_proxy)[1] == before + 1
+        # Another spelling of the same filter is the same selection: no charge.
+        rows2 = conn.execute("SELECT city FROM shops WHERE state IN ('WA') GROUP BY 1").fetchall()
+        assert sorted(r[0] for r in rows2) == ["Seattle", "Spokane", "Tacoma"]
+        assert _ledger(shops_proxy)[1] == before + 1
+        # Conditions on the private column itself are refused, and the connection keeps serving.
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            conn.execute("SELECT COUNT(*) FROM shops WHERE city = 'Seattle'")
+        assert conn.execute("SELECT COUNT(*) FROM shops WHERE state = 'OR'").fetchone() is not None
+
+
+def test_selections_replay_after_restart(shops_proxy: Any) -> None:
+    q = "SELECT city, COUNT(*) FROM shops GROUP BY city ORDER BY city"
+    with psycopg.connect(shops_proxy.dsn(), autocommit=True) as conn:
+        first = conn.execute(q).fetchall()
+    parts, spends = _ledger(shops_proxy)
+    shops_proxy.stop()
+    shops_proxy.start()
+    with psycopg.connect(shops_proxy.dsn(), autocommit=True) as conn:
+        assert conn.execute(q).fetchall() == first  # the stored keys and the stored answers
+        rows = conn.execute("SELECT city FROM shops WHERE state = 'WA' GROUP BY city").fetchall()
+        assert sorted(r[0] for r in rows) == ["Seattle", "Spokane", "Tacoma"]
+    assert _ledger(shops_proxy) == (parts, spends)  # nothing drawn or charged again
