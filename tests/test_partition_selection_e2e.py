@@ -68,7 +68,7 @@ def shops_proxy(request: pytest.FixtureRequest, embedded_pg: Any, default_config
     port = rc.free_port()
     cfg = root / "config.toml"
     # Per selection about (0.5, 1e-6); the stream keeps plenty for the aggregates.
-    cfg.write_text(rc.make_test_config(dsn, port, epsilon=8.0, delta=1e-5, stream_length=1000, extra=TABLE,
+    cfg.write_text(rc.make_test_config(dsn, port, epsilon=8.0, delta=1e-5, stream_length=20, extra=TABLE,
                                        privacy_extra="partition_fraction = 0.25\npartition_selections = 4"))
     p = rc.ProxyProcess(cfg, root / "state", port)
     p.upstream_dsn = dsn

@@ -106,9 +106,10 @@ class TextType(ColumnType):
         return quote_literal(str(value))
 
     def raw_sql(self, col: str, ranges: Sequence[tuple[int, int]]) -> str | None:
-        # Stored values outside the list (and NULL) land in the fallback cell: the first value, or NULL.
+        # Stored values outside the list (and NULL) land in the fallback cell: the first value, or NULL
+        # (none at all for a selection's keys).
         cells = {i for lo, hi in ranges for i in range(lo, hi + 1)}
-        fallback = self.null_index if self.nullable else 0
+        fallback = self.null_index if self.nullable else (None if self.keys == "selected" else 0)
         if fallback in cells:
             others = [quote_literal(v) for i, v in enumerate(self.values) if i not in cells]
             return f"({col} IS NULL OR {col}::text NOT IN ({', '.join(others)}))" if others else None
