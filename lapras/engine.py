@@ -140,6 +140,7 @@ class Engine:
         self.strategies = strategies  # shared by engines that replay the same P (what-if replays)
         self._lock = threading.RLock()
         self._cache: dict[str, tuple[float, float]] = {}
+        self._derived: dict[str, TableSchema] = {}  # P's derived histograms (COUNT(DISTINCT)) by name
         self._epoch: EpochRecord | None = None
         self._mm: MMRelease | None = None
         self._pkeys: frozenset[str] = frozenset()
@@ -228,7 +229,8 @@ class Engine:
             groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
                           time_limit=st.mm_time_limit, progress=self._progress(len(groups_in)))
         budget = Budget(st.accounting, eps_q, delta_q)
-        v_unit = expected_query_variance(groups, budget.cost_of(1.0), self._unit_rows()) if groups else None
+        v_unit = (expected_query_variance(groups, budget.cost_of(1.0), self._unit_rows(), self._unit_tables())
+                  if groups else None)
         rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
         split = st.resolve_split(s, rho, v_unit, bool(groups))
         n_pred = sum(g.n_queries for g in groups)
@@ -241,7 +243,13 @@ class Engine:
         return PreparedEpoch(spec, None if quick else groups, keys, pred)
 
     def _unit_rows(self) -> dict[str, int]:
-        return {t.name: t.unit_rows for t in self.catalog.tables}
+        return {t.name: t.unit_rows for t in (*self.catalog.tables, *self._derived.values())}
+
+    def _unit_tables(self) -> dict[str, str]:
+        return {name: t.unit_table for name, t in self._derived.items()}
+
+    def _table(self, name: str) -> TableSchema | None:
+        return self._derived.get(name) or self.catalog.table(name)
 
     def _measure(self, spec: EpochSpec, groups: Sequence[MMGroup],
                  keys: Sequence[str]) -> tuple[ReleaseRecord, MMRelease] | None:
@@ -250,9 +258,9 @@ class Engine:
         if not groups or units <= 0:
             return None
         cost = spec.budget.cost_of(units)
-        hists = [self.exact.marginal(self.catalog.table(g.table), g.marginal)  # type: ignore[arg-type]
+        hists = [self.exact.marginal(self._table(g.table), g.marginal)  # type: ignore[arg-type]
                  for g in groups]
-        rel = release_mm(groups, hists, cost, self._unit_rows())
+        rel = release_mm(groups, hists, cost, self._unit_rows(), self._unit_tables())
         return ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
                              {"groups": rel.meta(), "keys": list(keys)}, rel.to_bytes()), rel
 
@@ -321,6 +329,9 @@ class Engine:
         return (q.table, tuple(q.marginal))
 
     def _p_workloads(self, queries: Sequence[LinearQuery]) -> Workloads:
+        for q in queries:
+            if q.source is not None:
+                self._derived.setdefault(q.source.name, q.source)
         return p_workloads(self.catalog, queries, self.settings.mm_max_cells)
 
     def _maybe_roll(self) -> None:
@@ -475,11 +486,12 @@ class Engine:
         var = np.full(len(queries), np.inf)
         if mm is None:
             return vals, var
-        sizes = {a.name: a.domain.size for a in table.attributes}
         for i, q in enumerate(queries):
             if q.measure:
                 continue  # the release measured counts; a measure's sum is not a function of them
-            est = mm.estimate(table.name, tuple(q.marginal), q.factors(table), sizes)
+            t = q.source if q.source is not None else table
+            sizes = {a.name: a.domain.size for a in t.attributes}
+            est = mm.estimate(t.name, tuple(q.marginal), q.factors(t), sizes)
             if est is not None:
                 vals[i], var[i] = est
         return vals, var

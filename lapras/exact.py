@@ -83,6 +83,8 @@ class PostgresExactSource:
     def answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
         from parser.sql import answers_sql_batches
 
+        if any(q.source is not None for q in queries):
+            return derived_answers(self, table, queries)
         if len(queries) >= MARGINAL_MIN_QUERIES:
             attrs = tuple(a.name for a in table.attributes if any(a.name in q.marginal for q in queries))
             if math.prod(table.shape(attrs)) <= MARGINAL_MAX_CELLS:
@@ -102,14 +104,19 @@ class PostgresExactSource:
         return [tuple(r[:-1]) for r in rows], np.asarray([int(r[-1]) for r in rows], dtype=np.int64)
 
     def marginal(self, table: TableSchema, attrs: Sequence[str]) -> np.ndarray:
-        from parser.sql import marginal_sql
+        from parser.sql import derived_index, derived_marginal_sql, marginal_sql
 
         attrs = tuple(attrs)
         hist = np.zeros(table.shape(attrs))
-        rows = self._conn().execute(marginal_sql(table, attrs, self.partition_key(table))).fetchall()
-        domains = [table.attribute(a).domain for a in attrs]  # type: ignore[union-attr]
+        if table.derived is not None:
+            # Units (or values) present per group: counted across the whole table, never per shard.
+            rows = self._conn().execute(derived_marginal_sql(table, attrs)).fetchall()
+            index = [derived_index(table, a) for a in attrs]
+        else:
+            rows = self._conn().execute(marginal_sql(table, attrs, self.partition_key(table))).fetchall()
+            index = [table.attribute(a).domain.index_of for a in attrs]  # type: ignore[union-attr]
         for row in rows:
-            idx = tuple(d.index_of(v) for d, v in zip(domains, row[:-1], strict=True))
+            idx = tuple(f(v) for f, v in zip(index, row[:-1], strict=True))
             if None not in idx:
                 hist[idx] += row[-1]
         return hist
@@ -118,6 +125,25 @@ class PostgresExactSource:
         c = getattr(self._local, "conn", None)
         if c is not None:
             c.close()
+
+
+def derived_answers(source: ExactSource, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
+    """Exact answers of a statement with queries over derived tables (``LinearQuery.source``: units or
+    values present per group): those from their derived histograms read through ``source.marginal``
+    (one aggregate per derived marginal), the rest through ``source.answers``."""
+    out = np.zeros(len(queries))
+    plain = [i for i, q in enumerate(queries) if q.source is None]
+    if plain:
+        out[plain] = source.answers(table, [queries[i] for i in plain])
+    hists: dict[tuple[str, tuple[str, ...]], np.ndarray] = {}
+    for i, q in enumerate(queries):
+        if q.source is None or q.is_zero:
+            continue
+        key = (q.source.name, tuple(q.marginal))
+        if key not in hists:
+            hists[key] = source.marginal(q.source, q.marginal)
+        out[i] = q.answer(q.source, hists[key])
+    return out
 
 
 def partition_key_sql(definition: str) -> str | None:
@@ -148,4 +174,6 @@ class HistogramExactSource:
         return np.transpose(m, [kept.index(a) for a in attrs])
 
     def answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
+        if any(q.source is not None for q in queries):
+            raise ValueError("COUNT(DISTINCT) needs the rows: a histogram of counts does not determine it")
         return np.array([q.answer(table, self.marginal(table, q.marginal)) for q in queries], dtype=np.float64)

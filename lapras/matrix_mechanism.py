@@ -61,7 +61,7 @@ def p_workloads(
     """
     out: dict[tuple[str, Marginal], tuple[tuple[int, ...], list[ProductQuery]]] = {}
     for q in queries:
-        t = catalog.table(q.table)
+        t = q.source if q.source is not None else catalog.table(q.table)
         if t is None or q.is_zero or q.measure:
             continue  # a SUM over a measure has no histogram form: answered online
         shape = t.shape(tuple(q.marginal))
@@ -153,18 +153,22 @@ def _dense(query: ProductQuery, shape: Sequence[int]) -> np.ndarray:
     return out
 
 
-def joint_sensitivity(groups: Sequence[MMGroup], unit_rows: Mapping[str, int] | None = None) -> float:
+def joint_sensitivity(groups: Sequence[MMGroup], unit_rows: Mapping[str, int] | None = None,
+                      unit_tables: Mapping[str, str] | None = None) -> float:
     """L2 sensitivity of the stacked strategy of all groups (per table; the largest over tables), each
-    table's scaled by its rows per privacy unit (``unit_rows``: table -> k, 1 where absent)."""
-    return stacked_sensitivity(((g.table, g.weight * g.strategy.sensitivity) for g in groups), unit_rows)
+    table's scaled by its rows per privacy unit (``unit_rows``: table -> k, 1 where absent); groups over
+    histograms derived from one table (``unit_tables``: derived -> protected) share its unit."""
+    return stacked_sensitivity(((g.table, g.weight * g.strategy.sensitivity) for g in groups), unit_rows,
+                               unit_tables)
 
 
 def expected_query_variance(groups: Sequence[MMGroup], unit_cost: Cost,
-                            unit_rows: Mapping[str, int] | None = None) -> float:
+                            unit_rows: Mapping[str, int] | None = None,
+                            unit_tables: Mapping[str, str] | None = None) -> float:
     """Mean variance of P's answers when the release costs ``unit_cost`` (for the ``auto`` split)."""
     if not groups:
         return 0.0
-    sigma = Gaussian.calibrate(unit_cost, joint_sensitivity(groups, unit_rows),
+    sigma = Gaussian.calibrate(unit_cost, joint_sensitivity(groups, unit_rows, unit_tables),
                                sum(g.strategy.rows for g in groups)).sigma
     total = sum(g.unit_error / g.strategy.sensitivity**2 / g.weight**2 for g in groups)
     return sigma**2 * total / sum(g.n_queries for g in groups)
@@ -246,11 +250,12 @@ class MMRelease:
 
 def release_mm(
     groups: Sequence[MMGroup], histograms: Sequence[np.ndarray], cost: Cost,
-    unit_rows: Mapping[str, int] | None = None,
+    unit_rows: Mapping[str, int] | None = None, unit_tables: Mapping[str, str] | None = None,
 ) -> MMRelease:
     """Draw the joint release: y_g = A_g x_g + N(0, (sigma / a_g)^2), sigma calibrated on the joint matrix
     (group g is the stacked row block a_g A_g, released at scale 1 / a_g; ``unit_rows`` as for
     ``joint_sensitivity``)."""
-    mech = Gaussian.calibrate(cost, joint_sensitivity(groups, unit_rows), sum(g.strategy.rows for g in groups))
+    mech = Gaussian.calibrate(cost, joint_sensitivity(groups, unit_rows, unit_tables),
+                              sum(g.strategy.rows for g in groups))
     ys = [mech.release(g.strategy.measure(x), 1.0 / g.weight) for g, x in zip(groups, histograms, strict=True)]
     return MMRelease(list(groups), ys, mech.sigma, cost)

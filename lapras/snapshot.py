@@ -62,6 +62,9 @@ class SnapshotExactSource:
         for i, q in enumerate(queries):
             if q.is_zero:
                 continue
+            if q.source is not None:
+                live.append(i)  # a derived histogram (COUNT(DISTINCT)) is read live, as the release's are
+                continue
             hist = self._histogram(table, tuple(q.marginal))
             if hist is None:
                 live.append(i)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
 from . import condition as C
 from . import errors as E
+from .distinct import DistinctQueries
 from .errors import Refusal
 from .limits import Budget, Limits
 from .linear import LinearQuery, make_linear_query, unit
@@ -159,9 +161,11 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
     agg_preds = []
     for spec in t.aggs:
         p = base if spec.filter is None else sp.and_(base, b.where(spec.filter))
-        if spec.kind == "count" and spec.attr is not None:
+        if spec.kind in ("count", "distinct") and spec.attr is not None:
             p = sp.and_(p, b.base(b._attr(spec.attr)))  # COUNT(col) skips NULL cells
         agg_preds.append(p)
+    derived = {i: DistinctQueries(t, sp, p, spec.attr) for i, (spec, p) in enumerate(zip(t.aggs, agg_preds, strict=True))
+               if spec.kind == "distinct"}
     if not t.aggs and t.groups:
         _check_value_list(t, sp.support(base))
     queries: list[LinearQuery] = []
@@ -172,7 +176,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
     limit = _count(t.limit, params, "LIMIT")
     # LIMIT 0 (how Tableau and others ask for a query's columns) shows no row whatever is measured: measure
     # nothing, so describing an aggregate costs nothing.
-    for key, cells in _groups(t) if limit != 0 else []:
+    for (key, cells), at in zip(_groups(t), _group_indices(t), strict=True) if limit != 0 else []:
         if t.groups:
             # A group the WHERE clause excludes by its own text is a known zero, not data: omitted (a pie
             # filtered with IN shows only its slices). Groups that merely might be empty stay.
@@ -183,11 +187,14 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
                 continue
         groups.append((key, cells))
         row, frow = [], []
-        for spec, p in zip(t.aggs, agg_preds, strict=True):
+        for i, (spec, p) in enumerate(zip(t.aggs, agg_preds, strict=True)):
             for gattr, granges in cells:
                 p = sp.restrict(p, gattr, granges)
             budget.add_boxes(sp.count_boxes(p))
-            q, factor = unit(make_linear_query(t.table, sp, p, spec.attr if spec.kind == "sum" else None))
+            if i in derived:
+                q, factor = derived[i].query(at, p is False), 1.0
+            else:
+                q, factor = unit(make_linear_query(t.table, sp, p, spec.attr if spec.kind == "sum" else None))
             if q not in index:
                 index[q] = len(queries)
                 queries.append(q)
@@ -222,6 +229,11 @@ def _check_value_list(t: Template, support: tuple[str, ...]) -> None:
                       f"{', '.join(others)} would reveal which values occur in the data",
                       hint="A value list without aggregates returns the declared public domain; filter it on its "
                       "own column only, or ask for counts: SELECT col, COUNT(*) ... WHERE ... GROUP BY col.")
+
+
+def _group_indices(t: Template) -> list[tuple[int, ...]]:
+    """Per group of :func:`_groups` (same order), its key index along each dimension."""
+    return list(itertools.product(*(range(len(d.keys)) for d in t.groups)))
 
 
 def _groups(t: Template) -> list[tuple[tuple[object, ...], list[tuple[str, Ranges]]]]:

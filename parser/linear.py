@@ -33,6 +33,9 @@ class LinearQuery:
     measure: bool = False  # ``value`` is a measure: each row adds its own clamped value (no histogram form)
     sensitivity: float = field(default=1.0, compare=False)
     key: str = field(default="", compare=False)
+    source: TableSchema | None = field(default=None, compare=False, repr=False)
+    """The derived table the vector is over (``parser.distinct``: units or distinct values present per
+    group), named by ``table``; None: the protected table itself."""
 
     @property
     def is_zero(self) -> bool:

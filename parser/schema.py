@@ -8,6 +8,7 @@ marginals, the proxy to answer catalog queries.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .coltypes import ColumnType, IntType, TextType
 from .identifiers import qualified
@@ -46,6 +47,9 @@ class TableSchema:
     max_groups_per_unit: int | None = None
     """With a privacy unit: cells one unit may be present in, in a histogram of units or of distinct values
     (chosen by a seeded hash of the cell); None = ``max_rows_per_unit`` (k rows touch at most k cells)."""
+    derived: Any = field(default=None, compare=False, repr=False)
+    """A virtual table derived from a protected one (``parser.distinct.Derived``: units or distinct values
+    present per group); None for a protected table itself."""
     _by_name: dict[str, Attribute] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +77,12 @@ class TableSchema:
             return 1
         g = self.max_groups_per_unit
         return self.max_rows_per_unit if g is None else min(g, self.max_rows_per_unit)
+
+    @property
+    def unit_table(self) -> str:
+        """The protected table whose privacy unit this table's rows belong to (itself unless derived):
+        releases over tables sharing it see the same unit, so their squared sensitivities add."""
+        return self.derived.base.name if self.derived is not None else self.name
 
     def shape(self, attrs: tuple[str, ...]) -> tuple[int, ...]:
         """Histogram shape of the marginal over ``attrs``."""

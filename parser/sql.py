@@ -8,7 +8,7 @@ histogram. Clipping into the domain is what bounds a row's contribution, hence t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .coltypes.base import clamp_sql
 from .coltypes.text import quote_literal
@@ -18,7 +18,8 @@ from .predicate import Ranges
 from .schema import Attribute, TableSchema
 
 __all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
-           "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql"]
+           "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql",
+           "derived_marginal_sql", "derived_index"]
 
 MAX_COLUMNS = 1600
 """PostgreSQL allows at most 1664 entries in a target list; answers_sql_batches stays below."""
@@ -80,6 +81,56 @@ def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None =
     return (f"SELECT lapras_unit, {cols} FROM (SELECT lapras_unit, {cols}, row_number() OVER (PARTITION BY "
             f"lapras_unit ORDER BY hashtextextended({row}, {groups_seed(table)}), {row}) AS lapras_unit_cell "
             f"FROM ({pairs}) AS p) AS b WHERE b.lapras_unit_cell <= {int(table.max_groups_per_unit)}")
+
+
+def _axis_sql(base: TableSchema, attr: str, cells: Sequence[Ranges], plain: bool) -> str:
+    """A group axis per row: the cell value of a plain ``GROUP BY col`` (mapped to its index when read),
+    else the group's index (NULL for a row in no group)."""
+    a = base.attribute(attr)
+    assert a is not None
+    if plain:
+        return cell_expr(a)
+    whens = " ".join(f"WHEN {_attr_condition(a, rs)} THEN {i}" for i, rs in enumerate(cells))
+    return f"CASE {whens} END"
+
+
+def derived_marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
+    """``SELECT axis..., count(*) GROUP BY`` over the marginal ``attrs`` of a derived table
+    (``parser.distinct``): per cell, the units present in it (each unit in at most ``unit_cells`` cells of
+    the whole derived table), or, with a counted column, whether any row is in it (summed over the axes
+    left out)."""
+    d = table.derived
+    base: TableSchema = d.base
+    exprs = [_axis_sql(base, ax.attr, ax.cells, ax.plain(base)) for ax in d.axes]
+    conds = [f"{e} IS NOT NULL" for e, ax in zip(exprs, d.axes, strict=True) if not ax.plain(base)]
+    if d.counted is not None:
+        col = base.attribute(d.counted)
+        assert col is not None
+        exprs.append(cell_expr(col))
+    if d.within is not None:
+        conds.insert(0, f"({predicate_sql(base, d.within)})")
+    pairs = unit_cells_sql(base, exprs, " AND ".join(conds) or None)
+    names = [table.attributes[i].name for i in range(len(exprs))]
+    pick = [f"c{names.index(a)}" for a in attrs]
+    if d.counted is not None:
+        pairs = f"SELECT DISTINCT {', '.join(f'c{i}' for i in range(len(exprs)))} FROM ({pairs}) AS p"
+    if not pick:
+        return f"SELECT count(*) FROM ({pairs}) AS b"
+    groups = ", ".join(str(i + 1) for i in range(len(pick)))
+    return f"SELECT {', '.join(pick)}, count(*) FROM ({pairs}) AS b GROUP BY {groups}"
+
+
+def derived_index(table: TableSchema, attr: str) -> Callable[[object], int | None]:
+    """Reads one axis of ``derived_marginal_sql``'s rows back as the derived attribute's cell index."""
+    d = table.derived
+    base: TableSchema = d.base
+    names = [a.name for a in table.attributes]
+    i = names.index(attr)
+    if i < len(d.axes) and not d.axes[i].plain(base):
+        return lambda v: None if v is None else int(v)  # type: ignore[call-overload]
+    src = base.attribute(d.axes[i].attr if i < len(d.axes) else d.counted)
+    assert src is not None
+    return src.domain.index_of
 
 
 EXACT_SESSION_SQL = ("SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, MDY'", "SET IntervalStyle = 'postgres'",

@@ -80,7 +80,7 @@ METABASE = [
     ('SELECT min("public"."adult"."age") AS "min", max("public"."adult"."age") AS "max" FROM "public"."adult"', OK),
     ('SELECT "public"."adult"."age" AS "age", "public"."adult"."sex" AS "sex" FROM "public"."adult" LIMIT 2000',
      "42501"),
-    ('SELECT count(distinct "public"."adult"."age") AS "count" FROM "public"."adult"', "0A000"),
+    ('SELECT count(distinct "public"."adult"."age") AS "count" FROM "public"."adult"', OK),
 ]
 GRAFANA = [
     ('SELECT floor(age/10)*10 AS "time", count(*) AS "value" FROM adult WHERE age >= 20 AND age <= 80 '
@@ -122,7 +122,7 @@ TABLEAU = [
     ('SELECT "adult"."sex" AS "sex" FROM "public"."adult" "adult" WHERE ("adult"."age" >= 60) GROUP BY 1',
      "42501"),
     ('SELECT COUNT(DISTINCT "adult"."native_country") AS "ctd:native_country:ok" FROM "public"."adult" "adult"',
-     "0A000"),
+     OK),
     ('SELECT "adult"."race" AS "race" FROM "public"."adult" "adult" LEFT JOIN (SELECT "race", SUM(1) AS "n" FROM '
      '"public"."adult" GROUP BY 1) "t0" ON "adult"."race" = "t0"."race" GROUP BY 1', "0A000"),
 ]

@@ -35,18 +35,23 @@ def kron_sensitivity(factors: Sequence[np.ndarray]) -> float:
     return float(math.prod(l2_sensitivity(a) for a in factors))
 
 
-def stacked_sensitivity(parts: Iterable[tuple[str, float]], unit_rows: Mapping[str, int] | None = None) -> float:
+def stacked_sensitivity(parts: Iterable[tuple[str, float]], unit_rows: Mapping[str, int] | None = None,
+                        unit_tables: Mapping[str, str] | None = None) -> float:
     """Sensitivity of blocks released together, given (table, row-level block sensitivity) per block.
 
-    Blocks over the same table see the same unit: their squared norms add, and the table's k
-    (``unit_rows``, 1 where absent) scales the sum. Blocks over different tables never share a unit, so the
-    release's sensitivity is the largest table's.
+    Each block's norm is scaled by its table's per-unit bound (``unit_rows``: k, or g for a derived
+    histogram of units or values present; 1 where absent). Blocks over tables of the same privacy unit (a
+    table and the tables derived from it, ``unit_tables``: derived -> protected) see the same unit: their
+    squared norms add. Blocks over different protected tables never share a unit, so the release's
+    sensitivity is the largest table's.
     """
     per_table: dict[str, float] = {}
-    for table, s in parts:
-        per_table[table] = per_table.get(table, 0.0) + s * s
     k = unit_rows or {}
-    return max((k.get(t, 1) * math.sqrt(v) for t, v in per_table.items()), default=0.0)
+    base = unit_tables or {}
+    for table, s in parts:
+        t = base.get(table, table)
+        per_table[t] = per_table.get(t, 0.0) + (k.get(table, 1) * s) ** 2
+    return max((math.sqrt(v) for v in per_table.values()), default=0.0)
 
 
 def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None) -> float:
@@ -58,7 +63,42 @@ def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], ma
     (:mod:`lapras.factored`), never a loop over cells. Raises :class:`StatementTooComplex` (54000) when
     the work exceeds ``max_work``, before any of it is done.
     """
-    return table.unit_rows * _row_sensitivity(table, queries, max_work)
+    by_table: dict[str, tuple[TableSchema, list[LinearQuery]]] = {}
+    for q in queries:
+        t = q.source if q.source is not None else table
+        by_table.setdefault(t.name, (t, []))[1].append(q)
+    if len(by_table) <= 1 and table.derived is None and all(q.source is None for q in queries):
+        return table.unit_rows * _row_sensitivity(table, queries, max_work)
+    # Histograms of one table (rows, units present per group, values present) move together when one unit
+    # changes: their squared sensitivities add.
+    return math.sqrt(sum(derived_sensitivity(t, qs, max_work) ** 2 if t.derived is not None
+                         else (t.unit_rows * _row_sensitivity(t, qs, max_work)) ** 2 for t, qs in by_table.values()))
+
+
+def derived_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None) -> float:
+    """Sensitivity over a derived histogram (``parser.distinct``): one unit is present in at most
+    g = ``table.unit_rows`` of its cells, adding 1 to each, so it moves the histogram by a 0/1 vector with at
+    most g ones: at most g times the largest column norm (the triangle inequality, reached when the g
+    cells fall in one query's support). When every query is one cell (a statement's groups of units
+    present) the columns are unit vectors of distinct rows, and g ones reach at most g of them: sqrt(g),
+    or sqrt(number of queries) when that is smaller."""
+    live = [q for q in queries if q.sensitivity > 0 and not q.is_zero]
+    if not live:
+        return 0.0
+    g = table.unit_rows
+    sizes = {a.name: a.domain.size for a in table.attributes}
+    if all(_single_cell(q, sizes) for q in live):
+        return math.sqrt(min(g, len({q.key for q in live})))
+    return g * _row_sensitivity(table, live, max_work)
+
+
+def _single_cell(q: LinearQuery, sizes: Mapping[str, int]) -> bool:
+    """The query is the indicator of one cell of its table (every attribute pinned to one index)."""
+    if len(q.boxes) != 1 or q.value is not None or q.scale != 1:
+        return False
+    pinned = dict(q.boxes[0])
+    return all((a in pinned and len(pinned[a]) == 1 and pinned[a][0][0] == pinned[a][0][1]) or
+               (a not in pinned and n == 1) for a, n in sizes.items())
 
 
 def _row_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None) -> float:

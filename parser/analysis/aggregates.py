@@ -15,6 +15,7 @@ from .. import condition as C
 from .. import errors as E
 from .. import postprocess as pp
 from .. import scalar as S
+from ..distinct import countable
 from ..errors import Refusal
 from ..syntax import position_of
 from ..template import AggSpec
@@ -48,7 +49,10 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
                           hint="COUNT, SUM, AVG, MIN, MAX, MEDIAN and percentiles are answered; " + E.SUPPORTED_HINT)
     arg = node.this
     if isinstance(arg, exp.Distinct):
-        raise unsupported(f"{kind.upper()}(DISTINCT ...)", node)
+        if kind != "count":
+            raise unsupported(f"{kind.upper()}(DISTINCT ...)", node,
+                              hint="COUNT(DISTINCT col) is answered; SUM and AVG take every row's value.")
+        return _count_distinct(arg, filt, name, ctx)
     if len(node.expressions) > 0 and not isinstance(node, exp.Count):
         raise unsupported(f"{kind.upper()} with several arguments", node)
     arg = strip_paren(arg) if arg is not None else None
@@ -96,6 +100,33 @@ def _count(arg: exp.Expr | None, filt: C.Cond | None, name: str, ctx: Context) -
     if lit is None:
         return S.Const(0, S.INT8)  # COUNT(NULL) counts nothing, whatever the data
     return pp.Agg(ctx.slot(AggSpec("count", None, filt)), True, name)
+
+
+def _count_distinct(arg: exp.Distinct, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
+    """``COUNT(DISTINCT unit)``: units present per group; ``COUNT(DISTINCT col)``: values of a declared
+    column present per group. Both are cells of a derived histogram (``parser.distinct``)."""
+    cols = arg.expressions
+    if len(cols) != 1:
+        raise unsupported("COUNT(DISTINCT ...) of several expressions", arg,
+                          hint="COUNT(DISTINCT col) takes one column.")
+    raw = strip_paren(cols[0])
+    while isinstance(raw, exp.Cast):  # the unit's distinct values are those of its text or any cast of it
+        raw = strip_paren(raw.this)
+    if isinstance(raw, exp.Column) and ctx.scope.is_unit(raw):
+        return pp.Agg(ctx.slot(AggSpec("distinct", None, filt)), True, name)
+    col = strip_identity_casts(strip_paren(cols[0]), ctx)
+    if not isinstance(col, exp.Column):
+        raise unsupported(f"COUNT(DISTINCT {sql_of(col)})", col,
+                          hint="COUNT(DISTINCT col) takes the privacy unit or one declared column.")
+    table = ctx.table
+    attr = ctx.column(col)
+    if not countable(table, attr.name):
+        raise unsupported(f"COUNT(DISTINCT {attr.name})", col,
+                          hint=f"{attr.name} is declared in cells that hold many values ({attr.domain.coarseness()} "
+                          "each), so its distinct values are not known from them; COUNT(DISTINCT) takes the "
+                          "privacy unit or a column whose cells are single values (integers, text, booleans, "
+                          "dates by the day).")
+    return pp.Agg(ctx.slot(AggSpec("distinct", attr.name, filt)), True, name)
 
 
 def _case_aggregate(kind: str, case: exp.Case, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:

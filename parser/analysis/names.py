@@ -44,6 +44,14 @@ class Scope:
                           "attributes: " + ", ".join(display_ident(a.name) for a in self.table.attributes) + ".")
         return attr
 
+    def is_unit(self, col: exp.Column) -> bool:
+        """Whether the reference names the table's privacy unit (never an attribute; COUNT(DISTINCT) only)."""
+        unit = self.table.privacy_unit
+        if unit is None or isinstance(col.this, exp.Star) or ident(col.this) != unit:
+            return False
+        qual = col.args.get("table")
+        return qual is None or ident(qual) == (self.alias if self.alias is not None else self.table.name)
+
     def star(self, node: exp.Expr) -> tuple[Attribute, ...]:
         """The attributes ``*`` or ``alias.*`` stands for (declared order)."""
         qual = node.args.get("table") if isinstance(node, exp.Column) else None

@@ -9,8 +9,13 @@ from dataclasses import replace
 import numpy as np
 import psycopg
 import pytest
+from scipy.stats import chi2
 
-from parser.schema import Attribute, IntType, TableSchema
+import parser as sqlparser
+from lapras import Engine, EngineSettings, MemoryLedger, Prediction
+from lapras.exact import PostgresExactSource
+from lapras.mechanisms.sensitivity import statement_sensitivity
+from parser.schema import Attribute, Catalog, IntType, TableSchema
 from parser.sql import cell_expr, unit_cells_sql
 
 K, G = 6, 2
@@ -80,3 +85,151 @@ def test_each_unit_is_kept_in_at_most_g_cells_the_same_ones_in_any_order(data) -
     assert {p for p in kept if p[0] < 1500} == light  # light users are in at most 2 cells: all kept
     # A filter applies before the bound: the cells kept are among the rows that pass it.
     assert all(a >= 5 for _, a in _cells(first, BOUNDED, "a >= 5"))
+
+
+WIDE = replace(UNIT, max_rows_per_unit=1000)  # no unit exceeds the bounds: every row, every cell kept
+WIDE_G = replace(WIDE, max_groups_per_unit=G)
+
+
+def _plan(sql: str, table: TableSchema):  # type: ignore[no-untyped-def]
+    return sqlparser.plan_query(sql, Catalog((table,)))
+
+
+def _pg(dsn: str, sql: str) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(sql).fetchall()
+
+
+@pytest.mark.parametrize("sql, pg", [
+    ("SELECT a, COUNT(DISTINCT user_id) FROM visits GROUP BY a",
+     "SELECT a, count(DISTINCT user_id) FROM visits GROUP BY a ORDER BY a"),
+    ("SELECT a, COUNT(DISTINCT user_id) FROM visits WHERE c BETWEEN 5 AND 24 GROUP BY a",
+     "SELECT a, count(DISTINCT user_id) FROM visits WHERE c BETWEEN 5 AND 24 GROUP BY a ORDER BY a"),
+    ("SELECT a, COUNT(DISTINCT c) FROM visits WHERE c < 30 GROUP BY a",
+     "SELECT a, count(DISTINCT c) FROM visits WHERE c < 30 GROUP BY a ORDER BY a"),
+    ("SELECT COUNT(DISTINCT user_id) FILTER (WHERE a > 3), COUNT(DISTINCT a) FROM visits",
+     "SELECT count(DISTINCT user_id) FILTER (WHERE a > 3), count(DISTINCT a) FROM visits"),
+])
+def test_exact_linear_answers_equal_postgres_when_no_unit_exceeds_the_bound(data, sql, pg) -> None:  # type: ignore[no-untyped-def]
+    _, dsn, _ = data
+    p = _plan(sql, WIDE)
+    assert all(q.source is not None for q in p.queries)
+    src = PostgresExactSource(dsn)
+    got = p.rows(src.answers(WIDE, p.queries), None)
+    src.close()
+    want = [tuple(int(v) for v in r) for r in _pg(dsn, pg)]
+    assert [tuple(int(v) for v in r) for r in got] == want
+
+
+def test_bounded_figure_when_units_exceed_g(data) -> None:  # type: ignore[no-untyped-def]
+    """With g = 2 each unit counts in at most 2 groups: light users (in at most 2 values of a) all count,
+    the 15 heavy ones in exactly 2 groups each, never more than PostgreSQL's own distinct count."""
+    rows, dsn, second = data
+    sql = "SELECT a, COUNT(DISTINCT user_id) FROM visits GROUP BY a"
+    p = _plan(sql, WIDE_G)
+    src = PostgresExactSource(dsn)
+    got = src.answers(WIDE_G, p.queries)
+    np.testing.assert_array_equal(got, PostgresExactSource(second).answers(WIDE_G, p.queries))
+    src.close()
+    exact = np.array([r[1] for r in _pg(dsn, sql.replace("COUNT(DISTINCT", "count(DISTINCT") + " ORDER BY a")])
+    light = np.zeros(10)
+    for a in range(10):
+        light[a] = len({u for u, x, _ in rows if x == a and u < 1500})
+    assert (light <= got).all() and (got <= exact).all()
+    assert got.sum() == light.sum() + 15 * G
+    assert exact.sum() > got.sum()  # the bound bit: heavy users are in all 10 groups
+
+
+def test_sensitivity_is_computed_from_the_per_unit_cell_bound() -> None:
+    by_group = _plan("SELECT a, COUNT(DISTINCT user_id) FROM visits GROUP BY a", BOUNDED).queries
+    assert statement_sensitivity(BOUNDED, by_group) == pytest.approx(np.sqrt(G))  # g ones, one per group
+    assert statement_sensitivity(UNIT, by_group[:1]) == pytest.approx(1.0)
+    unbounded = _plan("SELECT a, COUNT(DISTINCT user_id) FROM visits GROUP BY a", UNIT).queries
+    assert statement_sensitivity(UNIT, unbounded) == pytest.approx(np.sqrt(K))  # g unset: k rows, k cells
+    # Distinct values: a unit's g cells may all fall in one group's sum.
+    values = _plan("SELECT a, COUNT(DISTINCT c) FROM visits GROUP BY a", BOUNDED).queries
+    assert statement_sensitivity(BOUNDED, values) == pytest.approx(G)
+    assert statement_sensitivity(ROWLEVEL, _plan("SELECT a, COUNT(DISTINCT c) FROM visits GROUP BY a",
+                                                 ROWLEVEL).queries) == pytest.approx(1.0)
+    # Released beside counts of the same table: the same unit moves both, squares add.
+    both = _plan("SELECT a, COUNT(*), COUNT(DISTINCT user_id) FROM visits GROUP BY a", BOUNDED).queries
+    assert statement_sensitivity(BOUNDED, both) == pytest.approx(np.sqrt(K**2 + G))
+
+
+class _Cached:
+    """Real PostgreSQL answers, computed once per query (the statistical test replays many epochs)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.inner = PostgresExactSource(dsn)
+        self.memo: dict[str, float] = {}
+
+    def answers(self, table: TableSchema, queries):  # type: ignore[no-untyped-def]
+        missing = [q for q in queries if q.key not in self.memo]
+        if missing:
+            for q, v in zip(missing, self.inner.answers(table, missing), strict=True):
+                self.memo[q.key] = float(v)
+        return np.array([self.memo[q.key] for q in queries])
+
+    def marginal(self, table: TableSchema, attrs):  # type: ignore[no-untyped-def]
+        return self.inner.marginal(table, attrs)
+
+
+def _engine(table: TableSchema, exact) -> Engine:  # type: ignore[no-untyped-def]
+    return Engine(Catalog((table,)), MemoryLedger(), exact,
+                  EngineSettings(split="equal", rho_estimate=0.5, joint_max_cells=0),
+                  predictions=lambda: Prediction([], 12, 0.5))
+
+
+@pytest.mark.slow
+def test_released_noise_matches_the_sigma_of_the_computed_sensitivity(data) -> None:  # type: ignore[no-untyped-def]
+    """Over independent epochs, (released - bounded exact) / stated stderr is chi-square with as many degrees
+    of freedom as answers (two-sided, false-failure rate 1e-4), and the stated stderr is sqrt(g) times that
+    of one row-level count per group (sensitivity 1) released at the same point of the stream."""
+    _, dsn, _ = data
+    exact = _Cached(dsn)
+    sql = "SELECT a, COUNT(DISTINCT user_id) FROM visits GROUP BY a"
+    p = _plan(sql, BOUNDED)
+    truth = exact.answers(BOUNDED, p.queries)
+    ref = _plan("SELECT a, COUNT(*) FROM visits GROUP BY a", ROWLEVEL)
+    ref_exact = _Cached(dsn)
+    stat, df, errs, sds = 0.0, 0, [], []
+    for _ in range(60):
+        a = _engine(BOUNDED, exact).answer(p, "u")
+        b = _engine(ROWLEVEL, ref_exact).answer(ref, "u")
+        np.testing.assert_allclose(a.stderrs, np.sqrt(G) * b.stderrs, rtol=1e-9)
+        stat += float((((a.values - truth) / a.stderrs) ** 2).sum())
+        df += len(truth)
+        errs.extend(a.values - truth)
+        sds.extend(a.stderrs)
+    assert chi2.ppf(0.5e-4, df) < stat < chi2.ppf(1 - 0.5e-4, df)
+    assert np.std(errs) == pytest.approx(np.mean(sds), rel=0.15)
+
+
+def test_predicted_count_distinct_is_served_from_the_matrix_mechanism_release(data) -> None:  # type: ignore[no-untyped-def]
+    """P holds COUNT(DISTINCT user_id) by a (a derived histogram) beside COUNT(*) by a: the epoch's one MM
+    release measures both histograms, read from PostgreSQL, calibrated with the units' and rows' bounds
+    added in squares; the statements are then answered from it at no further cost, near the bounded truth."""
+    _, dsn, _ = data
+    sqls = ["SELECT a, COUNT(DISTINCT user_id) FROM visits GROUP BY a", "SELECT a, COUNT(*) FROM visits GROUP BY a"]
+    plans = [_plan(s, BOUNDED) for s in sqls]
+    pred = [q for p in plans for q in p.queries]
+    src = PostgresExactSource(dsn)
+    eng = Engine(Catalog((BOUNDED,)), MemoryLedger(), src,
+                 EngineSettings(split="matrix_heavy", rho_estimate=1.0, joint_max_cells=0, mm_time_limit=2.0),
+                 predictions=lambda: Prediction(pred, 10, 1.0))
+    rel = eng._mm
+    assert rel is not None and {g.table for g in rel.groups} == {"visits", plans[0].queries[0].table}
+    # The joint sensitivity adds the row histogram's (k x its strategy's) and the units' (g x its) in squares.
+    parts = {g.table: g.weight * g.strategy.sensitivity for g in rel.groups}
+    want = np.sqrt((K * parts["visits"]) ** 2 + (G * parts[plans[0].queries[0].table]) ** 2)
+    from lapras.mechanisms import Gaussian
+    cost = eng.ledger.mm_release(eng._epoch.id).cost  # type: ignore[union-attr]
+    sigma = Gaussian.calibrate(cost, want, sum(g.strategy.rows for g in rel.groups)).sigma
+    assert rel.sigma == pytest.approx(sigma, rel=1e-9)
+    for p in plans:
+        a = eng.answer(p, "u")
+        assert a.outcome == "good" and a.cost is None and np.isfinite(a.stderrs).all()
+        truth = src.answers(BOUNDED, p.queries)
+        assert np.abs(a.values - truth).max() < 6 * a.stderrs.max()
+    assert eng.ledger.current_epoch().state.b == 0  # type: ignore[union-attr]
+    src.close()

@@ -15,8 +15,9 @@ import pytest
 from parser_catalog import ADULT, PEOPLE
 
 from parser.histogram import to_dense
+from parser.linear import LinearQuery
 from parser.schema import TableSchema
-from parser.sql import marginal_sql
+from parser.sql import derived_index, derived_marginal_sql, marginal_sql
 
 
 class Histograms:
@@ -31,6 +32,21 @@ class Histograms:
             rows = self.conn.execute(marginal_sql(self.table, attrs)).fetchall()
             self.cache[attrs] = to_dense(self.table, attrs, rows)
         return self.cache[attrs]
+
+    def answer(self, q: LinearQuery) -> float:
+        """The exact answer of ``q``; over a derived table (COUNT(DISTINCT)) from its histogram, read by
+        PostgreSQL as the engine reads it."""
+        if q.source is None:
+            return q.answer(self.table, self[q.marginal])
+        if q.is_zero:
+            return 0.0
+        hist = np.zeros(q.source.shape(q.marginal))
+        index = [derived_index(q.source, a) for a in q.marginal]
+        for row in self.conn.execute(derived_marginal_sql(q.source, q.marginal)).fetchall():
+            idx = tuple(f(v) for f, v in zip(index, row[:-1], strict=True))
+            if None not in idx:
+                hist[idx] += row[-1]
+        return q.answer(q.source, hist)
 
 
 def _new_database(embedded_pg: Any, name: str) -> str:

@@ -43,7 +43,8 @@ MUST_REFUSE: list[tuple[str, set[str]]] = [
     ("SELECT string_agg(fnlwgt::text, ',') FROM adult", RAW_READ),
     ("SELECT json_agg(a) FROM adult a", RAW_READ | {"42703"}),
     ("SELECT mode() WITHIN GROUP (ORDER BY fnlwgt) FROM adult", RAW_READ),
-    ("SELECT count(DISTINCT fnlwgt) FROM adult", RAW_READ),
+    ("SELECT sum(DISTINCT fnlwgt) FROM adult", RAW_READ),
+    ("SELECT count(DISTINCT (fnlwgt, age)) FROM adult", RAW_READ | {"42703"}),
     ("SELECT age, row_number() OVER () FROM adult", RAW_READ),
     ("SELECT count(*) FROM adult a JOIN adult b ON a.age = b.age", RAW_READ),
     # Wrappers that pick rows (which rows would be data) are refused; plain wrappers are DP (DP_QUERIES).
@@ -146,6 +147,7 @@ DP_QUERIES: list[tuple[str, tuple[Any, ...], int]] = [
     ("SELECT count(*) FROM adult WHERE age > %s", (40,), 0),
     ("SELECT count(*) FROM adult WHERE age > %s", (60,), 0),
     ("SELECT count(*) FROM adult WHERE age BETWEEN %s AND %s AND sex = %s", (20, 29, 1), 0),
+    ("SELECT count(DISTINCT fnlwgt) FROM adult", (), 0),  # values present per cell, sensitivity 1 per row
 ]
 
 # A parameter that sets the statement's shape (how many values the predicate lists): answered through the

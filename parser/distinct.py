@@ -1,0 +1,104 @@
+"""COUNT(DISTINCT): derived histograms of a protected table whose cells are a statement's groups.
+
+``COUNT(DISTINCT unit) ... GROUP BY g`` is not a linear function of the row histogram (a unit with rows in
+two cells of one group counts once), but it is one cell of a *units-present histogram*: per group of the
+statement, the number of privacy units with at least one row in it among the rows its WHERE/FILTER keeps.
+``COUNT(DISTINCT col)`` is the sum over ``col``'s cells of a *values-present histogram* over (group, col):
+1 where the cell holds a row, else 0. Both are histograms of the table, derived by a fixed transformation
+(the rows kept, each unit bounded to ``table.unit_cells`` cells by a seeded hash of the cell: one unit
+moves at most that many cells by 1 each), so each is a virtual :class:`TableSchema` whose attributes are
+the group axes (and the counted column's cells) and whose ``unit_rows`` is that bound: the engine measures
+linear queries over it, computes their sensitivity, and plans P's over it, like any other table.
+
+Two statements with the same rows kept (canonical WHERE), the same grouping and the same counted column
+name the same derived table (a digest of that definition), so their answers are one release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from .coltypes import IntType
+from .linear import LinearQuery, make_linear_query
+from .predicate import Pred, Ranges, Space
+from .schema import Attribute, TableSchema
+from .template import Template
+
+__all__ = ["Axis", "Derived", "DistinctQueries", "countable", "derived_table"]
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One group axis: the base attribute and, per group key (in order), the cells it covers."""
+
+    attr: str
+    cells: tuple[Ranges, ...]
+
+    def plain(self, base: TableSchema) -> bool:
+        """Key i is cell i of a non-nullable attribute, for every cell (a plain ``GROUP BY col``)."""
+        a = base.attribute(self.attr)
+        assert a is not None
+        d = a.domain
+        return not d.nullable and len(self.cells) == d.size and all(r == ((i, i),) for i, r in enumerate(self.cells))
+
+
+@dataclass(frozen=True)
+class Derived:
+    """The definition of a derived histogram: what it counts, over which rows, per which groups."""
+
+    base: TableSchema
+    counted: str | None  # None: privacy units present; else the attribute whose distinct values are counted
+    within: LinearQuery | None  # a count over the base whose predicate keeps the rows (None: every row)
+    axes: tuple[Axis, ...]
+
+    @property
+    def label(self) -> str:
+        return f"count(distinct {self.counted if self.counted is not None else self.base.privacy_unit or 'row'})"
+
+    def digest(self) -> str:
+        text = "|".join([self.base.qualified_name, self.label, self.within.key if self.within else "all",
+                         *(f"{a.attr}:{a.cells!r}" for a in self.axes)])
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def countable(base: TableSchema, attr: str) -> bool:
+    """Whether COUNT(DISTINCT attr) is a function of the attribute's cells: every cell holds one value
+    (not a measure, a binned range, or a timestamp cut into hours)."""
+    a = base.attribute(attr)
+    assert a is not None
+    return not a.domain.measure and a.domain.last_values() is None
+
+
+def derived_table(d: Derived) -> TableSchema:
+    """The virtual table of ``d``: axes ``g0, g1, ...`` (group indices), then ``v`` (the counted column's
+    non-NULL cells) for distinct values; one unit is in at most ``base.unit_cells`` of its cells."""
+    attrs = [Attribute(f"g{i}", IntType(0, len(ax.cells) - 1)) for i, ax in enumerate(d.axes)]
+    if d.counted is not None:
+        col = d.base.attribute(d.counted)
+        assert col is not None
+        attrs.append(Attribute("v", IntType(0, col.domain.base_size - 1)))
+    name = f"{d.base.name}|{d.label}|{d.digest()}"
+    return TableSchema(name, tuple(attrs), d.base.schema, privacy_unit=d.base.privacy_unit,
+                       max_rows_per_unit=d.base.unit_cells, derived=d)
+
+
+class DistinctQueries:
+    """The COUNT(DISTINCT) queries of one aggregate of a bound statement: one derived table (built once),
+    one linear query per group, the cell of that group (summed over ``v`` for distinct values)."""
+
+    def __init__(self, t: Template, space: Space, rows: Pred, counted: str | None) -> None:
+        self.empty = rows is False
+        within = None if rows is True or rows is False else make_linear_query(t.table, space, rows)
+        axes = tuple(Axis(d.attr, d.cells) for d in t.groups)
+        self.table = derived_table(Derived(t.table, counted, within, axes))
+        names = [a.name for a in self.table.attributes]
+        self.space = Space(sorted(names), [self.table.shape((n,))[0] for n in sorted(names)])
+
+    def query(self, at: tuple[int, ...], empty: bool) -> LinearQuery:
+        """The query of the group with key indices ``at``; ``empty``: the statement's rows miss it."""
+        sp = self.space
+        pred: Pred = False if self.empty or empty else sp.all_of([sp.cells(f"g{i}", [(k, k)]) for i, k in enumerate(at)])
+        q = make_linear_query(self.table, sp, pred)
+        object.__setattr__(q, "source", self.table)
+        return q
