@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 from sqlglot import exp
@@ -38,7 +39,10 @@ def fold(node: Any) -> str:
     """The name an identifier in SQL denotes: quoted ones as written, unquoted ones with A-Z lower-cased
     (sqlglot's PostgreSQL normalisation, ASCII only as PostgreSQL does in UTF-8), both cut to 63 bytes."""
     if isinstance(node, exp.Identifier):
-        return truncate(str(_DIALECT.normalize_identifier(node.copy()).this))
+        text = str(node.this)
+        # Only short texts are cached: a key may be as long as a statement allows.
+        fn = _fold if len(text) <= 4 * MAX_NAME_BYTES else _fold.__wrapped__
+        return fn(text, bool(node.quoted))
     if isinstance(node, exp.Expr):
         return fold(node.this) if node.this is not None else truncate(node.name)
     return truncate(str(node).lower())
@@ -69,10 +73,16 @@ def _names(text: str, separator: TokenType) -> tuple[str, ...] | None:
         elif tok.token_type is TokenType.IDENTIFIER:
             names.append(truncate(tok.text))
         elif _BARE.fullmatch(tok.text):  # a bare word, keywords included (PostgreSQL takes them after a dot)
-            names.append(fold(exp.Identifier(this=tok.text, quoted=False)))
+            names.append(_fold.__wrapped__(tok.text, False))
         else:
             return None
     return tuple(names) if names and len(tokens) % 2 else None
+
+
+@lru_cache(maxsize=16384)
+def _fold(text: str, quoted: bool) -> str:
+    # Cached: statements repeat their few names many times, and a tree node's copy costs ~10 us.
+    return truncate(str(_DIALECT.normalize_identifier(exp.Identifier(this=text, quoted=quoted)).this))
 
 
 def quote_ident(name: str) -> str:

@@ -73,7 +73,14 @@ SECTIONS: tuple[Section, ...] = (
                                     "(epsilon, delta)-DP."),
     Section("lapras", "[lapras]", "How the query stream's budget is spent (LAPRAS)."),
     Section("tables.*", "[tables.NAME]", "One protected table. Its columns and their public domains go in "
-                                         "`[tables.NAME.columns]` (below)."),
+                                         "`[tables.NAME.columns]` (below). Table, column and schema names "
+                                         "are PostgreSQL's, exactly as stored: any name of at most 63 bytes "
+                                         "(mixed case, spaces, punctuation, non-ASCII), as a quoted TOML key "
+                                         "when a bare key cannot hold it: `[tables.\"Sales 3\".columns]`, "
+                                         "`\"Number of Records\" = { ... }`. Case counts: `Sales_3` and "
+                                         "`sales_3` are two tables, and SQL names the first quoted, "
+                                         "`\"Sales_3\"` (unquoted names fold to lower case, as in "
+                                         "PostgreSQL)."),
     Section("tables.*.load", "[tables.NAME.load]", "How `serve --data FILE.csv` maps a CSV onto the table "
                                                    "(only used to fill the embedded demo database)."),
     Section("predictor", "[predictor]", "Options of `lapras-proxy predict` (its command-line flags win)."),
