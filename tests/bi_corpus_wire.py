@@ -180,26 +180,24 @@ def _tableau() -> list[Stmt]:
                      f"AS \"avg:Quantity:ok\" FROM {TT} WHERE ({tc('Region')} IN ('East', 'West')) GROUP BY 1"),
         _s(t, "avg", f'SELECT AVG({tc("Discount")}) AS "avg:Discount:ok" FROM {TT} HAVING (COUNT(1) > 0)'),
         _s(t, "date logic", f'SELECT CAST(EXTRACT(YEAR FROM {tc("Order Date")}) AS BIGINT) AS "yr:Order Date:ok", '
-                            f'SUM({tc("Sales")}) AS "sum:Sales:ok" FROM {TT} GROUP BY 1', "answer", "rowexpr"),
+                            f'SUM({tc("Sales")}) AS "sum:Sales:ok" FROM {TT} GROUP BY 1'),
         _s(t, "date logic", f'SELECT SUM({tc("Profit")}) AS "sum:Profit:ok" FROM {TT} '
                             f"WHERE (CAST(EXTRACT(YEAR FROM {tc('Order Date')}) AS BIGINT) >= 2023) "
-                            "HAVING (COUNT(1) > 0)", "answer", "rowexpr"),
+                            "HAVING (COUNT(1) > 0)"),
         _s(t, "date logic", f'SELECT CAST(EXTRACT(QUARTER FROM {tc("Order Date")}) AS BIGINT) AS "qr:Order Date:ok", '
-                            f'SUM(1) AS "cnt:Sales_3_5C1B:ok" FROM {TT} GROUP BY 1', "answer", "rowexpr"),
+                            f'SUM(1) AS "cnt:Sales_3_5C1B:ok" FROM {TT} GROUP BY 1'),
         _s(t, "date logic", f"SELECT CAST(DATE_TRUNC('MONTH', CAST({tc('Order Date')} AS DATE)) AS DATE) AS "
                             f'"tmn:Order Date:ok", SUM({tc("Sales")}) AS "sum:Sales:ok" FROM {TT} '
-                            f"WHERE ({tc('Order Date')} >= DATE '2024-01-01') GROUP BY 1", "answer", "rowexpr"),
+                            f"WHERE ({tc('Order Date')} >= DATE '2024-01-01') GROUP BY 1"),
         _s(t, "date logic", f"SELECT CAST(DATE_TRUNC('DAY', {tc('Created (UTC)')}) AS DATE) AS "
                             f'"tdy:Created (UTC):ok", SUM(1) AS "cnt:Sales_3_5C1B:ok" FROM {TT} '
                             f"WHERE (({tc('Created (UTC)')} >= TIMESTAMP '2025-03-01 00:00:00') AND "
-                            f"({tc('Created (UTC)')} < TIMESTAMP '2025-03-08 00:00:00')) GROUP BY 1",
-           "answer", "rowexpr"),
+                            f"({tc('Created (UTC)')} < TIMESTAMP '2025-03-08 00:00:00')) GROUP BY 1"),
         _s(t, "date logic", f"SELECT SUM({tc('Quantity')}) AS \"sum:Quantity:ok\" FROM {TT} WHERE "
                             f"(({tc('Order Date')} >= DATE '2023-01-01') AND ({tc('Order Date')} <= DATE '2023-12-31'))"
                             " HAVING (COUNT(1) > 0)"),
         _s(t, "date logic", f"SELECT CAST(EXTRACT(MONTH FROM {tc('Ship Date: Local')}) AS BIGINT) AS "
-                            f'"mn:Ship Date: Local:ok", AVG({tc("Sales")}) AS "avg:Sales:ok" FROM {TT} GROUP BY 1',
-           "answer", "rowexpr"),
+                            f'"mn:Ship Date: Local:ok", AVG({tc("Sales")}) AS "avg:Sales:ok" FROM {TT} GROUP BY 1'),
         _s(t, "IS NULL", f'SELECT SUM(1) AS "cnt:Sales_3_5C1B:ok" FROM {TT} WHERE ({tc("Ship Mode")} IS NULL) '
                          "HAVING (COUNT(1) > 0)"),
         _s(t, "IS NULL", f'SELECT {tc("Region")} AS "Region", SUM({tc("FB.")}) AS "sum:FB.:ok" FROM {TT} '
@@ -212,14 +210,11 @@ def _tableau() -> list[Stmt]:
                          f"WHERE (({tc('Ship Mode')} IN ('First Class', 'Same Day')) OR ({tc('Ship Mode')} IS NULL)) "
                          "GROUP BY 1"),
         _s(t, "CASE/LIKE", f"SELECT (CASE WHEN ({tc('Quantity')} >= 5) THEN 'Bulk' ELSE 'Single' END) AS "
-                           f'"Calculation_0172", SUM({tc("Profit")}) AS "sum:Profit:ok" FROM {TT} GROUP BY 1',
-           "answer", "rowexpr"),
+                           f'"Calculation_0172", SUM({tc("Profit")}) AS "sum:Profit:ok" FROM {TT} GROUP BY 1'),
         _s(t, "CASE/LIKE", f"SELECT SUM({tc('Sales')}) AS \"sum:Sales:ok\" FROM {TT} WHERE "
-                           f"(STRPOS(CAST({tc('City')} AS TEXT), CAST('an' AS TEXT)) > 0) HAVING (COUNT(1) > 0)",
-           "answer", "rowexpr"),
+                           f"(STRPOS(CAST({tc('City')} AS TEXT), CAST('an' AS TEXT)) > 0) HAVING (COUNT(1) > 0)"),
         _s(t, "CASE/LIKE", f"SELECT {tc('Region')} AS \"Region\", SUM(CAST((CASE WHEN {tc('Returned?')} THEN 1 "
-                           "ELSE 0 END) AS BIGINT)) AS \"sum:Calculation_ret:ok\" FROM " + TT + " GROUP BY 1",
-           "answer", "rowexpr"),
+                           "ELSE 0 END) AS BIGINT)) AS \"sum:Calculation_ret:ok\" FROM " + TT + " GROUP BY 1"),
         _s(t, "two keys", f"SELECT {tc('Region')} AS \"Region\", {tc('Returned?')} AS \"Returned?\", "
                           f"SUM({tc('Sales')}) AS \"sum:Sales:ok\" FROM {TT} GROUP BY 1, 2"),
         _s(t, "min/max", f"SELECT MIN({tc('Quantity')}) AS \"TEMP(attr:Quantity:qk)(1)(0)\", MAX({tc('Quantity')}) "
@@ -286,9 +281,9 @@ def _metabase() -> list[Stmt]:
         _s(t, "min/max", _mb_group(mc("Region"), "Region", f'max({mc("Created (UTC)")}) AS "max"'),
            "answer", "temporal-minmax"),
         _s(t, "count", f'SELECT sum(CASE WHEN {mc("Returned?")} = TRUE THEN 1 ELSE 0.0 END) AS "count-where" '
-                       f"FROM {MT}", "answer", "rowexpr"),
+                       f"FROM {MT}"),
         _s(t, "avg", f'SELECT sum(CASE WHEN {mc("Region")} = \'West\' THEN 1 ELSE 0.0 END) / count(*) AS "share" '
-                     f"FROM {MT}", "answer", "rowexpr"),
+                     f"FROM {MT}"),
         _s(t, "count distinct", f'SELECT count(distinct {mc("City")}) AS "count" FROM {MT}', "answer", "distinct"),
         _s(t, "count distinct", _mb_group(mc("Region"), "Region", f'count(distinct {mc("Ship Mode")}) AS "count"'),
            "answer", "distinct"),
@@ -296,30 +291,28 @@ def _metabase() -> list[Stmt]:
                                       'count(*) AS "count"',
                                       where=f"{mc('Created (UTC)')} >= timestamp with time zone '2025-01-01 00:00:00.000Z' "
                                             f"AND {mc('Created (UTC)')} < timestamp with time zone "
-                                            "'2025-07-01 00:00:00.000Z'"), "answer", "rowexpr"),
+                                            "'2025-07-01 00:00:00.000Z'")),
         _s(t, "date logic", _mb_group(f"CAST(date_trunc('month', {mc('Order Date')}) AS date)", "Order Date",
-                                      f'sum({mc("Sales")}) AS "sum"'), "answer", "rowexpr"),
+                                      f'sum({mc("Sales")}) AS "sum"')),
         _s(t, "date logic", _mb_group(f"CAST(date_trunc('quarter', {mc('Order Date')}) AS date)", "Order Date",
-                                      'count(*) AS "count"'), "answer", "rowexpr"),
+                                      'count(*) AS "count"')),
         _s(t, "date logic", _mb_group(f"CAST(extract(year from {mc('Order Date')}) AS integer)", "Order Date",
-                                      f'avg({mc("Profit")}) AS "avg"'), "answer", "rowexpr"),
+                                      f'avg({mc("Profit")}) AS "avg"')),
         _s(t, "date logic", _mb_group(f"CAST(extract(dow from {mc('Created (UTC)')}) AS integer) + 1",
-                                      "Created (UTC)", 'count(*) AS "count"'), "answer", "rowexpr"),
+                                      "Created (UTC)", 'count(*) AS "count"')),
         _s(t, "date logic", _mb_group(f"CAST(extract(hour from {mc('Created (UTC)')}) AS integer)",
-                                      "Created (UTC)", 'count(*) AS "count"'), "answer", "rowexpr"),
+                                      "Created (UTC)", 'count(*) AS "count"')),
         _s(t, "date logic", _mb_group(f"CAST((CAST(date_trunc('week', CAST(({mc('Order Date')} + INTERVAL '1 day') "
                                       "AS date)) AS date) + INTERVAL '-1 day') AS date)", "Order Date",
                                       'count(*) AS "count"',
                                       where=f"{mc('Order Date')} >= CAST('2025-01-01' AS date) AND "
-                                            f"{mc('Order Date')} < CAST('2025-04-01' AS date)"), "answer", "rowexpr"),
+                                            f"{mc('Order Date')} < CAST('2025-04-01' AS date)")),
         _s(t, "date logic", _mb_group(f"CAST({mc('Ship Date: Local')} AS date)", "Ship Date: Local",
                                       'count(*) AS "count"',
                                       where=f"{mc('Ship Date: Local')} >= timestamp '2024-06-01 00:00:00.000' AND "
-                                            f"{mc('Ship Date: Local')} < timestamp '2024-06-15 00:00:00.000'"),
-           "answer", "rowexpr"),
+                                            f"{mc('Ship Date: Local')} < timestamp '2024-06-15 00:00:00.000'")),
         _s(t, "date logic", f'SELECT count(*) AS "count" FROM {MT} WHERE {mc("Order Date")} >= '
-                            f"CAST((NOW() + INTERVAL '-30 day') AS date) AND {mc('Order Date')} < CAST(NOW() AS date)",
-           "answer", "rowexpr"),
+                            f"CAST((NOW() + INTERVAL '-30 day') AS date) AND {mc('Order Date')} < CAST(NOW() AS date)"),
         _s(t, "date logic", f'SELECT sum({mc("Sales")}) AS "sum" FROM {MT} WHERE {mc("Order Date")} BETWEEN '
                             "'2024-01-01' AND '2024-06-30'"),
         _s(t, "IS NULL", f'SELECT count(*) AS "count" FROM {MT} WHERE {mc("Ship Mode")} IS NULL'),
@@ -333,16 +326,12 @@ def _metabase() -> list[Stmt]:
                          f"({mc('Region')} IS NULL))"),
         _s(t, "IN list", f'SELECT sum({mc("Sales")}) AS "sum" FROM {MT} WHERE {mc("Quantity")} BETWEEN 2 AND 5'),
         _s(t, "IN list", f'SELECT count(*) AS "count" FROM {MT} WHERE {mc("Returned?")} = TRUE'),
-        _s(t, "CASE/LIKE", f'SELECT count(*) AS "count" FROM {MT} WHERE {mc("City")} LIKE \'%an%\'',
-           "answer", "rowexpr"),
-        _s(t, "CASE/LIKE", f'SELECT count(*) AS "count" FROM {MT} WHERE lower({mc("City")}) LIKE \'%san%\'',
-           "answer", "rowexpr"),
-        _s(t, "CASE/LIKE", f'SELECT sum({mc("Profit")}) AS "sum" FROM {MT} WHERE {mc("City")} LIKE \'New%\'',
-           "answer", "rowexpr"),
-        _s(t, "CASE/LIKE", _mb_group(f"(floor(({mc('Sales')} / 500.0)) * 500.0)", "Sales", 'count(*) AS "count"'),
-           "answer", "rowexpr"),
+        _s(t, "CASE/LIKE", f'SELECT count(*) AS "count" FROM {MT} WHERE {mc("City")} LIKE \'%an%\''),
+        _s(t, "CASE/LIKE", f'SELECT count(*) AS "count" FROM {MT} WHERE lower({mc("City")}) LIKE \'%san%\''),
+        _s(t, "CASE/LIKE", f'SELECT sum({mc("Profit")}) AS "sum" FROM {MT} WHERE {mc("City")} LIKE \'New%\''),
+        _s(t, "CASE/LIKE", _mb_group(f"(floor(({mc('Sales')} / 500.0)) * 500.0)", "Sales", 'count(*) AS "count"')),
         _s(t, "CASE/LIKE", _mb_group(f"(floor((({mc('Größe cm')} - 140.0) / 10.0)) * 10.0) + 140.0", "Größe cm",
-                                     'count(*) AS "count"'), "answer", "rowexpr"),
+                                     'count(*) AS "count"')),
         _s(t, "subquery", f'SELECT "source"."Region" AS "Region", sum("source"."Sales") AS "sum" FROM (SELECT '
                           f'{mc("Region")} AS "Region", {mc("Sales")} AS "Sales" FROM {MT} WHERE '
                           f'{mc("Returned?")} = FALSE) AS "source" GROUP BY "source"."Region" ORDER BY '
@@ -416,8 +405,7 @@ def _looker() -> list[Stmt]:
         _s(t, "count distinct", _lk([], [(f"COUNT(DISTINCT {lc('City')})", "count_cities")]), "answer", "distinct"),
         _s(t, "count distinct", _lk([(lc("Region"), "region")], [(f"COUNT(DISTINCT {lc('Customer Name')})",
                                                                   "count_customers")]), "answer", "distinct"),
-        _s(t, "date logic", _lk([(year, "order_year")], [("COUNT(*)", "count")], order=" ORDER BY 1 DESC"),
-           "answer", "rowexpr"),
+        _s(t, "date logic", _lk([(year, "order_year")], [("COUNT(*)", "count")], order=" ORDER BY 1 DESC")),
         _s(t, "date logic", _lk([(month, "created_month")], [(f"COALESCE(SUM({lc('Sales')}), 0)", "total_sales")],
                                 where=f"(({lc('Created (UTC)')} ) >= ((TIMESTAMP '2025-01-01')) AND "
                                       f"({lc('Created (UTC)')} ) < ((TIMESTAMP '2026-01-01')))",
@@ -432,8 +420,7 @@ def _looker() -> list[Stmt]:
         _s(t, "date logic", _lk([(f"(DATE_TRUNC('week', {lc('Order Date')} ))::date", "order_week")],
                                 [("COUNT(*)", "count")],
                                 where=f"(({lc('Order Date')} ) >= ((DATE '2025-03-03')) AND "
-                                      f"({lc('Order Date')} ) < ((DATE '2025-04-28')))", order=" ORDER BY 1 DESC"),
-           "answer", "rowexpr"),
+                                      f"({lc('Order Date')} ) < ((DATE '2025-04-28')))", order=" ORDER BY 1 DESC")),
         _s(t, "date logic", _lk([], [("COUNT(*)", "count")],
                                 where=f"(({lc('Order Date')} ) >= ((DATE_TRUNC('year', DATE_TRUNC('day', "
                                       "CURRENT_TIMESTAMP)) + (-1 || ' year')::INTERVAL)) AND "
@@ -442,14 +429,11 @@ def _looker() -> list[Stmt]:
         _s(t, "date logic", _lk([(lc("Region"), "region")], [("COUNT(*)", "count")],
                                 where=f"(({lc('Ship Date: Local')} ) >= ((TIMESTAMP '2023-07-01')) AND "
                                       f"({lc('Ship Date: Local')} ) < ((TIMESTAMP '2023-10-01')))")),
-        _s(t, "CASE/LIKE", _lk([(tier, "sales_tier")], [("COUNT(*)", "count")], order=" ORDER BY 1"),
-           "answer", "rowexpr"),
-        _s(t, "CASE/LIKE", _lk([(yesno, "is_returned")], [(f"COALESCE(SUM({lc('Sales')}), 0)", "total_sales")]),
-           "answer", "rowexpr"),
-        _s(t, "CASE/LIKE", _lk([], [("COUNT(*)", "count")], where=f"({lc('City')} ) ILIKE '%an%'"),
-           "answer", "rowexpr"),
+        _s(t, "CASE/LIKE", _lk([(tier, "sales_tier")], [("COUNT(*)", "count")], order=" ORDER BY 1")),
+        _s(t, "CASE/LIKE", _lk([(yesno, "is_returned")], [(f"COALESCE(SUM({lc('Sales')}), 0)", "total_sales")])),
+        _s(t, "CASE/LIKE", _lk([], [("COUNT(*)", "count")], where=f"({lc('City')} ) ILIKE '%an%'")),
         _s(t, "CASE/LIKE", _lk([(lc("Region"), "region")], [(f"COALESCE(SUM({lc('Sales')}), 0)", "total_sales")],
-                               where=f"NOT ({lc('Returned?')} ) OR ({lc('Returned?')} ) IS NULL"), "answer", "rowexpr"),
+                               where=f"NOT ({lc('Returned?')} ) OR ({lc('Returned?')} ) IS NULL")),
         _s(t, "IS NULL", _lk([(lc("twitter#user#screen_name"), "screen_name")], [("COUNT(*)", "count")],
                              where=f"({lc('twitter#user#screen_name')}) IS NOT NULL")),
         _s(t, "IS NULL", _lk([], [(f"COALESCE(SUM({lc('FB.')}), 0)", "total_fb")],
@@ -534,7 +518,7 @@ def _powerbi() -> list[Stmt]:
                                        where="\"Order Date\" >= date '2025-12-01'")),
         _s(t, "date logic", f'select date_part(\'year\', "_"."Order Date") as "c0", count(1) as "a0" from '
                             f'{_pbi_inner(["Order Date"])} group by date_part(\'year\', "_"."Order Date") '
-                            "limit 1000001", "answer", "rowexpr"),
+                            "limit 1000001"),
         _s(t, "IS NULL", _pbi_group(["Region"], ["count(1)"], ["Region", "Ship Mode"],
                                     where='not "Ship Mode" is null')),
         _s(t, "IS NULL", _pbi_group([], ["count(1)"], ["FB."], where='"FB." is null')),
@@ -545,10 +529,8 @@ def _powerbi() -> list[Stmt]:
         _s(t, "IN list", _pbi_group(["twitter#user#screen_name"], ["count(1)"], ["twitter#user#screen_name"],
                                     where="\"twitter#user#screen_name\" in ('@alpha', '@gamma') or "
                                           "\"twitter#user#screen_name\" is null")),
-        _s(t, "CASE/LIKE", _pbi_group([], ['sum("Sales")'], ["City", "Sales"], where="\"City\" like '%on%'"),
-           "answer", "rowexpr"),
-        _s(t, "CASE/LIKE", _pbi_group([], ["count(1)"], ["City"], where="strpos(\"City\", 'San') = 1"),
-           "answer", "rowexpr"),
+        _s(t, "CASE/LIKE", _pbi_group([], ['sum("Sales")'], ["City", "Sales"], where="\"City\" like '%on%'")),
+        _s(t, "CASE/LIKE", _pbi_group([], ["count(1)"], ["City"], where="strpos(\"City\", 'San') = 1")),
         _s(t, "two keys", _pbi_group(["Region", "Returned?"], ['sum("Profit")'], ["Region", "Returned?", "Profit"])),
         _s(t, "HAVING", f'select "_"."Region", "_"."a0" from (select "Region", sum("Sales") as "a0" from '
                         f'{_pbi_inner(["Region", "Sales"])} group by "Region") "_" where "_"."a0" > 1000000 '
