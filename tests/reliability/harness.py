@@ -56,12 +56,13 @@ def new_adult_db(embedded_pg: Any, default_config: Any, prefix: str = "rel") -> 
 
 def start_proxy(root: Path, upstream_dsn: str, *, epsilon: float = 1.0, delta: float = 1e-3,
                 server: dict[str, object] | None = None, privacy_extra: str = "", lapras_extra: str = "",
-                port: int | None = None, start: bool = True) -> Any:
-    """A real `lapras-proxy serve` process on its own port with the given limits and budget."""
+                port: int | None = None, start: bool = True, extra: str = "") -> Any:
+    """A real `lapras-proxy serve` process on its own port with the given limits and budget (``extra``:
+    TOML appended to the config, e.g. more protected tables)."""
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     text = make_test_config(upstream_dsn, port, epsilon=epsilon, delta=delta, privacy_extra=privacy_extra,
-                            lapras_extra=lapras_extra)
+                            lapras_extra=lapras_extra, extra=extra)
     if server:
         text = set_server_keys(text, **server)
     cfg = root / "config.toml"

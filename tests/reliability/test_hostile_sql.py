@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql as psql
 
 pytest.importorskip("proxy.server.listener")
 pytest.importorskip("proxy.dp.service")
@@ -113,6 +114,35 @@ MUST_REFUSE: list[tuple[str, set[str]]] = [
     ("SELECT pg_terminate_backend(1)", RAW_READ),
 ]
 
+# A protected copy of adult whose names are hostile (quotes, semicolons, comment markers): referring to
+# it any way that reads rows is refused like adult; its names never become SQL of their own.
+HOSTILE_SCHEMA, HOSTILE_TABLE = 'S"; DROP SCHEMA public; --', 'adult "x"; SELECT 1; --'
+HOSTILE_T = '"S""; DROP SCHEMA public; --"."adult ""x""; SELECT 1; --"'
+MUST_REFUSE += [
+    (f"SELECT * FROM {HOSTILE_T}", RAW_READ),
+    (f"TABLE {HOSTILE_T}", RAW_READ),
+    (f"SELECT age, sex FROM {HOSTILE_T} LIMIT 5", RAW_READ),
+    (f"COPY {HOSTILE_T} TO STDOUT", RAW_READ),
+    (f"COPY (SELECT * FROM {HOSTILE_T}) TO STDOUT", RAW_READ),
+    (f"SELECT count(*) FROM {HOSTILE_T}; SELECT * FROM {HOSTILE_T}", RAW_READ),
+    ('SELECT * FROM "S""; DROP SCHEMA public; --".U&"\\0061dult ""x""; SELECT 1; --"', RAW_READ),
+    (f"WITH t AS (SELECT * FROM {HOSTILE_T}) SELECT * FROM t", RAW_READ),
+    (f"EXPLAIN SELECT count(*) FROM {HOSTILE_T}", RAW_READ),
+]
+
+
+def _hostile_table_toml() -> str:
+    """The hostile table declared with adult's columns (their lines in the shipped config.toml)."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "config.toml").read_text()
+    body = text.split("[tables.adult.columns]\n", 1)[1].split("\n[", 1)[0]
+    cols = "\n".join(line for line in body.splitlines() if line and not line.startswith("#"))
+    key = '"adult \\"x\\"; SELECT 1; --"'
+    return (f'[tables.{key}]\nschema = "S\\"; DROP SCHEMA public; --"\n'
+            f"[tables.{key}.columns]\n{cols}\n")
+
+
 # Catalog-side probes that may be answered (from the schema-only shadow catalog) but must carry no data.
 MAY_ANSWER_WITHOUT_DATA = [
     "SELECT * FROM pg_class WHERE relname = 'adult'",
@@ -200,7 +230,12 @@ def _fields(body: bytes) -> list[str | None]:
 @pytest.fixture(scope="module")
 def setup(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     dsn = new_adult_db(embedded_pg, default_config, "hostile")
-    proc = start_proxy(tmp_path_factory.mktemp("hostile"), dsn, epsilon=1.0, delta=1e-3)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(psql.SQL("CREATE SCHEMA {}").format(psql.Identifier(HOSTILE_SCHEMA)))
+        c.execute(psql.SQL("CREATE TABLE {} AS SELECT * FROM adult").format(
+            psql.Identifier(HOSTILE_SCHEMA, HOSTILE_TABLE)))
+    proc = start_proxy(tmp_path_factory.mktemp("hostile"), dsn, epsilon=1.0, delta=1e-3,
+                       extra=_hostile_table_toml())
     relay = CapturingRelay(proc.host, proc.port)
     conninfo = (f"host=127.0.0.1 port={relay.port} user=analyst password=lapras dbname=adult "
                 f"sslmode=disable")
