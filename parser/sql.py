@@ -168,8 +168,19 @@ def _attr_condition(attr: Attribute, ranges: Ranges) -> str:
     return conds[0] if len(conds) == 1 else "(" + " OR ".join(conds) + ")"
 
 
-def predicate_sql(table: TableSchema, q: LinearQuery) -> str:
-    """The query's predicate (a union of disjoint boxes) as a SQL condition over cell expressions."""
+def _attr_sql(attr: Attribute, ranges: Ranges, cells_only: bool = False) -> str:
+    """The attribute's cells as a condition: on the stored column where its type says that is exact
+    (``ColumnType.raw_exact``), else on the cell expression."""
+    if not cells_only and attr.domain.raw_exact:
+        raw = attr.domain.raw_sql(quote_ident(attr.name), ranges)
+        if raw is not None:
+            return raw
+    return _attr_condition(attr, ranges)
+
+
+def predicate_sql(table: TableSchema, q: LinearQuery, cells_only: bool = False) -> str:
+    """The query's predicate (a union of disjoint boxes) as a SQL condition: plain comparisons on the stored
+    columns where exact, cell expressions otherwise (``cells_only``: cell expressions everywhere)."""
     if q.is_zero:
         return "FALSE"
     boxes = []
@@ -178,7 +189,9 @@ def predicate_sql(table: TableSchema, q: LinearQuery) -> str:
         for name, rs in box:
             attr = table.attribute(name)
             assert attr is not None
-            parts.append(_attr_condition(attr, rs))
+            cond = _attr_sql(attr, rs, cells_only)
+            if cond != "TRUE":
+                parts.append(cond)
         boxes.append(" AND ".join(parts) if parts else "TRUE")
     if len(boxes) == 1:
         return boxes[0]
@@ -187,7 +200,7 @@ def predicate_sql(table: TableSchema, q: LinearQuery) -> str:
 
 def raw_predicate_sql(table: TableSchema, q: LinearQuery) -> str | None:
     """A condition on the stored columns that every row the query counts satisfies (implied by its cell
-    predicate, column by column: ``ColumnType.raw_sql``), or None when no column gives one."""
+    predicate, column by column: ``ColumnType.raw_sql``), or None when it would not narrow the rows."""
     if q.is_zero:
         return "FALSE"
     boxes = []
@@ -197,7 +210,7 @@ def raw_predicate_sql(table: TableSchema, q: LinearQuery) -> str | None:
             attr = table.attribute(name)
             assert attr is not None
             raw = attr.domain.raw_sql(quote_ident(attr.name), rs)
-            if raw is not None:
+            if raw is not None and raw != "TRUE":
                 parts.append(raw)
         if not parts:
             return None
@@ -207,11 +220,11 @@ def raw_predicate_sql(table: TableSchema, q: LinearQuery) -> str | None:
     return " OR ".join(f"({b})" for b in boxes)
 
 
-def answer_expr(table: TableSchema, q: LinearQuery) -> str:
+def answer_expr(table: TableSchema, q: LinearQuery, cells_only: bool = False) -> str:
     """One aggregate computing the query's exact answer as float8."""
     if q.is_zero:
         return "0::float8"
-    pred = predicate_sql(table, q)
+    pred = predicate_sql(table, q, cells_only)
     if q.value is None:
         weight = "1"
     else:
@@ -231,20 +244,21 @@ def _any_of(conds: Sequence[str]) -> str:
     return conds[0] if len(conds) == 1 else " OR ".join(f"({c})" for c in conds)
 
 
-def _row_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None:
+def _row_filter(table: TableSchema, queries: Sequence[LinearQuery], cells_only: bool = False) -> str | None:
     """A WHERE keeping the rows some query counts: the others add 0 to every answer. It lets PostgreSQL
     (and each shard) skip them before the per-query CASEs run. None when some query reads every row.
 
-    The cell predicates come after the plain-column conditions they imply (``raw_predicate_sql``): those
-    are cheap to evaluate, and PostgreSQL can use an index or prune partitions with them; the exact cell
-    conditions then run only on the rows they keep."""
+    Where a predicate still has cell expressions (a type without an exact plain form), the plain-column
+    conditions it implies (``raw_predicate_sql``) come first, so the cell expressions run only on the rows
+    those keep."""
     preds: list[str] = []
     raws: list[str] = []
-    every_raw = True  # every query implies a plain condition (else their union implies nothing)
+    every_raw = not cells_only  # every query implies a plain condition (else their union implies nothing)
+    all_plain = True  # every predicate is its plain condition: the union of those is the whole filter
     for q in queries:
         if q.is_zero:
             continue
-        p = predicate_sql(table, q)
+        p = predicate_sql(table, q, cells_only)
         if p == "TRUE":
             return None
         if p in preds:
@@ -255,27 +269,30 @@ def _row_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str | Non
             every_raw = False
         elif raw not in raws:
             raws.append(raw)
+        all_plain = all_plain and raw == p
     if not preds or len(preds) > MAX_FILTER_PREDICATES:
         return None
     exact = _any_of(preds)
-    if not every_raw or not raws:
+    if not every_raw or not raws or all_plain:
         return exact
     return f"({_any_of(raws)})\n  AND ({exact})"
 
 
-def answers_sql(table: TableSchema, queries: Sequence[LinearQuery], partial_by: str | None = None) -> str:
+def answers_sql(table: TableSchema, queries: Sequence[LinearQuery], partial_by: str | None = None,
+                cells_only: bool = False) -> str:
     """One row, one float8 column per query (in order): the exact answers, computed by PostgreSQL.
 
     ``partial_by`` (the upstream's partition key, on a table partitioned over shards) computes the sums per
     partition in an inner query grouped by that key, which a postgres_fdw coordinator pushes down whole to
-    each shard, and adds the partial sums up."""
+    each shard, and adds the partial sums up. ``cells_only`` reads every attribute through its cell
+    expression, with no plain-column conditions (the same answers, slower; kept for comparisons)."""
     if len(queries) > MAX_COLUMNS:
         raise ValueError(f"{len(queries)} queries exceed one SELECT's target list; use answers_sql_batches")
     if not queries:
         return "SELECT"
-    cols = ",\n  ".join(f"{answer_expr(table, q)} AS q{i}" for i, q in enumerate(queries))
+    cols = ",\n  ".join(f"{answer_expr(table, q, cells_only)} AS q{i}" for i, q in enumerate(queries))
     inner = f"SELECT\n  {cols}\nFROM {table_ref(table)}"
-    rows = _row_filter(table, queries)
+    rows = _row_filter(table, queries, cells_only)
     if rows is not None:
         inner += f"\nWHERE {rows}"
     if partial_by is None:

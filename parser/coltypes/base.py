@@ -178,12 +178,17 @@ class ColumnType:
         column. None: cells are not such intervals."""
         return None
 
-    def raw_sql(self, col: str, ranges: Sequence[tuple[int, int]]) -> str | None:
-        """A condition on the stored column ``col`` that every row whose cell lies in ``ranges`` satisfies
-        (necessary, not sufficient), or None when there is none worth writing.
+    raw_exact: ClassVar[bool] = False
+    """``raw_sql`` holds exactly for the rows whose cell is in the ranges (not only for a superset of them)."""
 
-        Pushed-down SQL filters rows with it before the exact cell expressions run: a plain comparison is
-        cheap, and PostgreSQL can use an index or prune partitions with it, which it cannot with a CASE."""
+    def raw_sql(self, col: str, ranges: Sequence[tuple[int, int]]) -> str | None:
+        """A condition on the stored column ``col`` that every row whose cell lies in ``ranges`` satisfies,
+        or None when the type has no such plain form. Exactly those rows where ``raw_exact``.
+
+        Pushed-down SQL reads rows with it rather than with cell expressions: a plain comparison is cheap,
+        and PostgreSQL can use an index or prune partitions with it, which it cannot with a CASE. For cells
+        that are intervals of the stored values (``cell_start_sql``) it is exact: a value below the domain
+        is in cell 0 and above it in the last (as the clamp puts them), a NULL in cell 0 unless nullable."""
         if self.cell_start_sql(0) is None:
             return None
         conds: list[str] = []
@@ -199,11 +204,14 @@ class ColumnType:
                 parts.append(f"{col} >= {self.cell_start_sql(lo)}")
             if hi < last:
                 parts.append(f"{col} < {self.cell_start_sql(hi + 1)}")
+            if not parts and not self.nullable:
+                return "TRUE"  # every cell, NULL's included
             if not parts:
-                return None
-            cond = " AND ".join(parts)
-            if lo == 0 and not self.nullable:  # a NULL lands in cell 0 (clamp_sql)
-                cond = f"({col} IS NULL OR {cond})"
+                cond = f"{col} IS NOT NULL"
+            else:
+                cond = " AND ".join(parts)
+                if lo == 0 and not self.nullable:  # a NULL lands in cell 0 (clamp_sql)
+                    cond = f"({col} IS NULL OR {cond})"
             conds.append(cond)
         if not conds:
             return "FALSE"

@@ -96,6 +96,7 @@ class IntType(ColumnType):
     oid = T.INT4
     param_oid = T.INT4
     summable = True
+    raw_exact = True
 
     lo: int = 0
     hi: int = -1

@@ -47,6 +47,7 @@ def _fmt(x: Fraction | float | int) -> str:
 @dataclass(frozen=True)
 class NumericType(ColumnType):
     """A clamped measure; ``edges`` (ascending, from ``lo`` to ``hi``) cut it into cells when declared."""
+    raw_exact = True
 
     type_name = "numeric"
     config_names: ClassVar[tuple[str, ...]] = ("numeric", "decimal")

@@ -50,6 +50,7 @@ class TemporalType(ColumnType):
     summable = False
     value_kind: ClassVar[str] = ""
     eps: ClassVar[timedelta] = _ONE_US  # the smallest step between two values of the type
+    raw_exact = True
     config_keys = frozenset({"min", "max", "resolution"})
 
     lo: datetime = datetime(2000, 1, 1)

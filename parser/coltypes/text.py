@@ -39,6 +39,7 @@ class TextType(ColumnType):
     oid = T.TEXT
     param_oid = T.TEXT
     ordered_keys = False
+    raw_exact = True
 
     values: tuple[str, ...] = ()
     values_from: str = ""  # "schema.table.column" of a public table the DBA declares (SQL quoting); read at start-up
@@ -112,7 +113,7 @@ class TextType(ColumnType):
         fallback = self.null_index if self.nullable else (None if self.keys == "selected" else 0)
         if fallback in cells:
             others = [quote_literal(v) for i, v in enumerate(self.values) if i not in cells]
-            return f"({col} IS NULL OR {col}::text NOT IN ({', '.join(others)}))" if others else None
+            return f"({col} IS NULL OR {col}::text NOT IN ({', '.join(others)}))" if others else "TRUE"
         listed = [quote_literal(self.values[i]) for i in sorted(cells)]
         if not listed:
             return "FALSE"
