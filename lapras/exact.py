@@ -85,7 +85,8 @@ class PostgresExactSource:
 
         if any(q.source is not None for q in queries):
             return derived_answers(self, table, queries)
-        if len(queries) >= MARGINAL_MIN_QUERIES:
+        if len(queries) >= MARGINAL_MIN_QUERIES and not any(q.measure for q in queries):
+            # (A SUM over a measure adds each row's own value: a count histogram cannot answer it.)
             attrs = tuple(a.name for a in table.attributes if any(a.name in q.marginal for q in queries))
             if math.prod(table.shape(attrs)) <= MARGINAL_MAX_CELLS:
                 # Many queries over a small union marginal (a wide GROUP BY): one pushed-down GROUP BY

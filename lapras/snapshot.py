@@ -65,7 +65,8 @@ class SnapshotExactSource:
             if q.source is not None:
                 live.append(i)  # a derived histogram (COUNT(DISTINCT)) is read live, as the release's are
                 continue
-            hist = self._histogram(table, tuple(q.marginal))
+            # A SUM over a measure adds each row's own value: no count histogram answers it.
+            hist = None if q.measure else self._histogram(table, tuple(q.marginal))
             if hist is None:
                 live.append(i)
             else:

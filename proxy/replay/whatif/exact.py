@@ -3,7 +3,8 @@
 The replay asks for the same exact answers many times (each budget, with and without P, and once more to
 measure errors). Marginal histograms are fetched once from the upstream (aggregate SQL, never rows) and
 every linear query over a small enough marginal is answered from its histogram by a dot product; larger
-ones go to the upstream once per query. The data is taken as it is now for every day of the log.
+ones, and SUMs over a measure (each row adds its own value, which no count histogram holds), go to the
+upstream once per query. The data is taken as it is now for every day of the log.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class SnapshotExactSource:
                 out[i] = hit
             elif q.is_zero:
                 out[i] = 0.0
-            elif math.prod(table.shape(tuple(q.marginal))) <= self.max_cells:
+            elif not q.measure and q.source is None and math.prod(table.shape(tuple(q.marginal))) <= self.max_cells:
                 out[i] = self._answers[q.key] = q.answer(table, self.marginal(table, q.marginal))
             else:
                 remote.append(i)
