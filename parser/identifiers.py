@@ -27,12 +27,13 @@ _PLAIN = re.compile(r"[a-z_][a-z0-9_$]*")
 _BARE = re.compile(r"[^\W\d][\w$]*")
 
 
-def truncate(name: str) -> str:
-    """``name`` cut to 63 bytes at a character boundary, as PostgreSQL's lexer cuts long identifiers."""
+def truncate(name: str, limit: int = MAX_NAME_BYTES) -> str:
+    """``name`` cut to ``limit`` bytes (63) at a character boundary, as PostgreSQL's lexer cuts long
+    identifiers."""
     raw = name.encode("utf-8")
-    if len(raw) <= MAX_NAME_BYTES:
+    if len(raw) <= limit:
         return name
-    return raw[:MAX_NAME_BYTES].decode("utf-8", errors="ignore")
+    return raw[:limit].decode("utf-8", errors="ignore")
 
 
 def fold(node: Any) -> str:

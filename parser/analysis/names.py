@@ -37,8 +37,9 @@ class Scope:
         name = ident(col.this)
         attr = self.table.attribute(name)
         if attr is None:
-            # PostgreSQL's wording: a bare name in quotes, a qualified one as written after folding.
-            shown = ".".join([ident(p) for p in qual] + [name]) if qual else f'"{name}"'
+            # PostgreSQL's wording (errorMissingColumn): a bare name in quotes, a qualified one as
+            # relation.column, unquoted.
+            shown = f"{ident(qual[-1])}.{name}" if qual else f'"{name}"'
             raise Refusal(E.UNDEFINED_COLUMN, f"column {shown} does not exist", position=position_of(col),
                           hint=f"Protected table {display_ident(self.table.name)} exposes its declared "
                           "attributes: " + ", ".join(display_ident(a.name) for a in self.table.attributes) + ".")

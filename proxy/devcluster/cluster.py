@@ -26,7 +26,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from parser.identifiers import quote_ident
+from parser.identifiers import MAX_NAME_BYTES, quote_ident, truncate
 from parser.schema import TableSchema
 
 from ..ops.events_data import COLUMNS as EVENT_COLUMNS
@@ -237,12 +237,19 @@ class DevCluster:
                     conn.execute(sql.SQL(
                         "CREATE FOREIGN TABLE {} PARTITION OF {} FOR VALUES IN ({}) SERVER {} "
                         "OPTIONS (schema_name 'public', table_name {})").format(
-                            sql.Identifier(f"{load.name}_{inst.name}"), sql.Identifier(load.name),
+                            sql.Identifier(_partition_name(load.name, inst.name)), sql.Identifier(load.name),
                             sql.Literal(i), sql.Identifier(inst.name), sql.Literal(load.name)))
                 if not load.fill_on_shards:
                     with conn.transaction():
                         load.fill(conn, None)
                 conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(load.name)))
+
+
+def _partition_name(table: str, shard: str) -> str:
+    """``table_shard``, the table's part cut so the whole fits 63 bytes (PostgreSQL would cut the shard's
+    suffix off a long name, and every shard's partition would get the same name)."""
+    suffix = f"_{shard}"
+    return truncate(table, MAX_NAME_BYTES - len(suffix.encode("utf-8"))) + suffix
 
 
 def _init_and_start(inst: PgInstance) -> None:

@@ -191,3 +191,22 @@ def test_keys_of_odd_names_are_unambiguous(names_db: tuple[str, Catalog]) -> Non
     assert odd.startswith('"Odd Schema.ü"."Sales_3 ""Q""; x"|sum("a.b")|'), odd
     plain = planner.plan("SELECT SUM(ab) FROM plain_sales WHERE fb = 1").queries[0].key
     assert plain == "public.plain_sales|sum(ab)|ab={1..4}&fb={1}"
+
+
+@pytest.mark.parametrize("template", [
+    'SELECT COUNT("Foo Bar") FROM {t}',
+    'SELECT COUNT(*) FROM {t} AS x WHERE x."no Such" = 1',
+    'SELECT SUM({s}.{t}."no Such") FROM {s}.{t}',
+    'SELECT COUNT(*) FROM "PLAIN_SALES"',
+    'SELECT COUNT(*) FROM {s}."Nope"',
+    "SELECT COUNT(*) FROM {t} WHERE y.{fb} = 1",
+])
+def test_errors_name_things_as_postgresql(template: str, names_db: tuple[str, Catalog]) -> None:
+    dsn, catalog = names_db
+    text = _render(template, "odd")
+    with pytest.raises(Refusal) as ours:
+        Planner(catalog).plan(text)
+    with psycopg.connect(dsn) as conn, pytest.raises(psycopg.Error) as theirs:
+        conn.execute(sql.SQL("SET search_path = {}, public").format(sql.Identifier(ODD_SCHEMA)))
+        conn.execute(text.encode())  # type: ignore[call-overload]
+    assert (ours.value.sqlstate, ours.value.message) == (theirs.value.sqlstate, theirs.value.diag.message_primary)

@@ -71,3 +71,13 @@ def test_catalog_ddl_regression_scan_and_shard_key_keep_names_inside_quotes() ->
 @pytest.mark.parametrize("name", HOSTILE)
 def test_quote_ident_is_psycopg_s(name: str) -> None:
     assert quote_ident(name) == sql.Identifier(name).as_string(None)
+
+
+def test_dev_cluster_partitions_of_a_63_byte_table_keep_distinct_names() -> None:
+    from proxy.devcluster.cluster import _partition_name
+
+    long = "L" + "ö" * 31
+    names = {_partition_name(long, f"shard{i}") for i in (1, 2, 10)}
+    assert len(names) == 3 and all(len(n.encode()) <= 63 and n.endswith(("_shard1", "_shard2", "_shard10"))
+                                   for n in names)
+    assert _partition_name("events", "shard1") == "events_shard1"
