@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from . import errors as E
 from .coltypes.text import TextType
 from .errors import Refusal
+from .identifiers import display_ident, qualified
 from .linear import make_linear_query
 from .predicate import Pred, Space
 from .schema import Attribute, Catalog, TableSchema
@@ -36,7 +37,9 @@ class PartitionRequest:
 
     @property
     def key(self) -> str:
-        return f"{self.schema}.{self.table}|keys({','.join(self.columns)})|{self.filter_key}"
+        # Names as in canonical keys (parser.identifiers.display_ident): odd ones quoted, so unambiguous.
+        cols = ",".join(display_ident(c) for c in self.columns)
+        return f"{qualified(self.schema, self.table)}|keys({cols})|{self.filter_key}"
 
 
 class NeedsPartition(Refusal):
@@ -44,7 +47,8 @@ class NeedsPartition(Refusal):
 
     def __init__(self, request: PartitionRequest) -> None:
         super().__init__(E.FEATURE_NOT_SUPPORTED,
-                         f"grouping by {', '.join(request.columns)} needs DP partition selection",
+                         f"grouping by {', '.join(map(display_ident, request.columns))} needs DP partition "
+                         "selection",
                          hint="Run it through the proxy's DP service, which selects the keys first.")
         self.request = request
 

@@ -105,3 +105,15 @@ def test_quoting_and_folding_are_postgresql_s() -> None:
     assert p is not None
     assert p.search('SELECT count(*) FROM "FB."') and p.search('FROM "a""b"') and p.search("FROM ADULT")
     assert not p.search("FROM adults") and not p.search("FROM FB_x")
+
+
+def test_partition_selection_keys_quote_odd_names() -> None:
+    from parser.partition import PartitionRequest
+
+    def key(schema: str, table: str, *cols: str) -> str:
+        return PartitionRequest(table, schema, cols, "all", "", 1).key
+
+    assert key("public", "t", "city") == "public.t|keys(city)|all"  # plain names: as before
+    assert key("public", "t", "a,b") != key("public", "t", "a", "b")
+    assert key("public", "a.b", "c") != key("public.a", "b", "c")
+    assert key("public", "T", "City") == 'public."T"|keys("City")|all'
