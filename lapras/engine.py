@@ -552,7 +552,7 @@ class Engine:
         mech = GaussianThreshold.calibrate(cost, request.max_keys)
         keys, counts = self.exact.key_counts(request.sql)  # type: ignore[attr-defined]
         kept = mech.select(np.asarray(counts, dtype=np.int64))
-        chosen = sorted((list(k) for k, m in zip(keys, kept, strict=True) if m), key=_key_order)
+        chosen = sorted(request.encode([k for k, m in zip(keys, kept, strict=True) if m]), key=_key_order)
         rec = PartitionRecord(request.key, chosen, cost, mech.name, mech.params)
         stored, _ = self.ledger.commit_partition(epoch_id, rec)
         return stored
@@ -590,6 +590,8 @@ class PartitionRequest(Protocol):
     @property
     def max_keys(self) -> int: ...
 
+    def encode(self, keys: Sequence[Sequence[object]]) -> list[list[object]]: ...
+
 
 def _table_of(plan: Statement, catalog: Catalog) -> TableSchema | None:
     """The schema a statement was planned over: the catalog's, or the one with a partition selection's
@@ -600,8 +602,8 @@ def _table_of(plan: Statement, catalog: Catalog) -> TableSchema | None:
     return catalog.table(plan.table)
 
 
-def _key_order(k: list[object]) -> tuple[tuple[bool, str], ...]:
-    return tuple((v is None, str(v)) for v in k)
+def _key_order(k: list[object]) -> tuple[tuple[bool, str, object], ...]:
+    return tuple((v is None, type(v).__name__, v if isinstance(v, int) else str(v)) for v in k)
 
 
 def _pick(items: Sequence[LinearQuery], mask: np.ndarray) -> list[LinearQuery]:

@@ -13,7 +13,13 @@ from .distinct import DistinctQueries
 from .errors import Refusal
 from .limits import Budget, Limits
 from .linear import LinearQuery, make_linear_query, unit
-from .partition import NeedsPartition, has_selected_keys, partition_request, private_columns
+from .partition import (
+    NeedsPartition,
+    has_selected_keys,
+    partition_request,
+    private_columns,
+    value_list_request,
+)
 from .plan import Column, QueryPlan
 from .predicate import Pred, Ranges, Space, merge_ranges
 from .scalar import coerce_param
@@ -140,8 +146,12 @@ def _count(spec: C.Operand | None, params: Sequence[object], what: str) -> int |
     return n
 
 
-def bind(t: Template, params: Sequence[object], budget: Budget | None = None) -> QueryPlan:
-    """Build the QueryPlan: one linear query per (group of the public domain, aggregate)."""
+def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
+         selected: frozenset[tuple[int, ...]] | None = None) -> QueryPlan:
+    """Build the QueryPlan: one linear query per (group of the public domain, aggregate).
+
+    ``selected``: the cells (index tuples over the GROUP BY attributes) a partition selection released for
+    this value list's filter; only groups covering one of them are listed."""
     budget = budget if budget is not None else Budget(Limits())
     needed = max(t.param_types, default=0)
     if needed > len(params):
@@ -166,8 +176,9 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
         agg_preds.append(p)
     derived = {i: DistinctQueries(t, sp, p, spec.attr) for i, (spec, p) in enumerate(zip(t.aggs, agg_preds, strict=True))
                if spec.kind == "distinct"}
-    if not t.aggs and t.groups:
-        _check_value_list(t, sp.support(base))
+    if not t.aggs and t.groups and selected is None and _filtered_elsewhere(t, sp.support(base)):
+        # Which values occur where another column has some value is data: DP partition selection.
+        raise NeedsPartition(value_list_request(t.table, t.group_attrs, sp, base))
     queries: list[LinearQuery] = []
     index: dict[LinearQuery, int] = {}
     slots: list[list[int]] = []
@@ -185,6 +196,8 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
                 gp = sp.restrict(gp, gattr, granges)
             if gp is False:
                 continue
+            if selected is not None and not _covers(cells, selected):
+                continue  # not released by the partition selection
         groups.append((key, cells))
         row, frow = [], []
         for i, (spec, p) in enumerate(zip(t.aggs, agg_preds, strict=True)):
@@ -216,19 +229,19 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None) ->
     )
 
 
-def _check_value_list(t: Template, support: tuple[str, ...]) -> None:
-    """A value list may be filtered on its own keys only: which values occur where another column has some
-    value is data (DP partition selection would be needed), so that is refused."""
-    keys = set(t.group_attrs)
+def _filtered_elsewhere(t: Template, support: tuple[str, ...]) -> bool:
+    """True when a value list's WHERE reads columns other than its keys (filtered on its own keys only,
+    it is the public domain's values and free)."""
     if has_selected_keys(t.table, t.group_attrs):
-        return  # its keys were released by partition selection under this very filter
-    others = [a for a in support if a not in keys]
-    if others:
-        raise Refusal(E.INSUFFICIENT_PRIVILEGE,
-                      f"permission denied: a list of the values of {', '.join(sorted(keys))} filtered on "
-                      f"{', '.join(others)} would reveal which values occur in the data",
-                      hint="A value list without aggregates returns the declared public domain; filter it on its "
-                      "own column only, or ask for counts: SELECT col, COUNT(*) ... WHERE ... GROUP BY col.")
+        return False  # its keys were released by partition selection under this very filter
+    keys = set(t.group_attrs)
+    return any(a not in keys for a in support)
+
+
+def _covers(cells: list[tuple[str, Ranges]], selected: frozenset[tuple[int, ...]]) -> bool:
+    """True when a group's cells include a released cell tuple."""
+    per_dim = [[i for lo, hi in granges for i in range(lo, hi + 1)] for _, granges in cells]
+    return any(combo in selected for combo in itertools.product(*per_dim))
 
 
 def _group_indices(t: Template) -> list[tuple[int, ...]]:

@@ -1,27 +1,30 @@
 """DP partition selection, the parser's side: which keys a statement needs selected, and the plan over them.
 
-A GROUP BY (or value list) over a column with ``keys = "private"`` has no public list of groups. The
-binder raises :class:`NeedsPartition` with a :class:`PartitionRequest`: the selection's identity (table,
+A GROUP BY (or value list) over a column with ``keys = "private"`` has no public list of groups, and a
+value list of public columns filtered on other columns (``SELECT city FROM t WHERE state = 'WA' GROUP BY
+city``) would tell which values occur there. The binder raises :class:`NeedsPartition` with a :class:`PartitionRequest`: the selection's identity (table,
 key columns, the WHERE clause's canonical linear query, so every spelling of one filter is one selection)
 and the SQL that makes PostgreSQL count, per key, the privacy units holding it under the filter (each
 unit kept in at most ``TableSchema.unit_cells`` keys, :func:`parser.sql.unit_cells_sql`). The engine
 selects (or replays) the released keys; :func:`selected_table` then gives the table with those keys as the
-column's domain, over which the same statement plans as any other.
+column's domain, over which the same statement plans as any other; a public value list lists the groups
+covering a released cell (:func:`parser.bind.bind` with ``selected``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from . import errors as E
+from .coltypes.base import ColumnType
 from .coltypes.text import TextType
 from .errors import Refusal
 from .identifiers import display_ident, qualified
 from .linear import make_linear_query
 from .predicate import Pred, Space
 from .schema import Attribute, Catalog, TableSchema
-from .sql import predicate_sql, quote_ident, unit_cells_sql
+from .sql import cell_expr, predicate_sql, quote_ident, unit_cells_sql
 
 
 @dataclass(frozen=True)
@@ -34,22 +37,47 @@ class PartitionRequest:
     filter_key: str
     sql: str
     max_keys: int
+    kind: str = "private"  # private: keys are the column's text; cells: keys are cell indices of public columns
+    domains: tuple[ColumnType, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def key(self) -> str:
         # Names as in canonical keys (parser.identifiers.display_ident): odd ones quoted, so unambiguous.
         cols = ",".join(display_ident(c) for c in self.columns)
-        return f"{qualified(self.schema, self.table)}|keys({cols})|{self.filter_key}"
+        kind = "keys" if self.kind == "private" else "cells"
+        return f"{qualified(self.schema, self.table)}|{kind}({cols})|{self.filter_key}"
+
+    def encode(self, keys: Sequence[Sequence[object]]) -> list[list[object]]:
+        """Released keys as the ledger stores them (JSON): text for private keys, cell indices for public
+        columns (rows outside every cell dropped)."""
+        if self.kind == "private":
+            return [[None if v is None else str(v) for v in k] for k in keys]
+        out: list[list[object]] = []
+        for k in keys:
+            idx: list[object] = [d.index_of(v) for d, v in zip(self.domains, k, strict=True)]
+            if None not in idx:
+                out.append(idx)
+        return out
 
 
 class NeedsPartition(Refusal):
-    """The statement groups on private keys: select them first (a refusal wherever that is not done)."""
+    """The statement needs its keys selected first. Where no selection runs (no partition budget, or a caller
+    without an engine) it is the refusal the user sees: 42501 for a filtered value list (as before partition
+    selection existed), 0A000 for private keys."""
 
     def __init__(self, request: PartitionRequest) -> None:
-        super().__init__(E.FEATURE_NOT_SUPPORTED,
-                         f"grouping by {', '.join(map(display_ident, request.columns))} needs DP partition "
-                         "selection",
-                         hint="Run it through the proxy's DP service, which selects the keys first.")
+        cols = ", ".join(map(display_ident, request.columns))
+        enable = "set [privacy] partition_fraction in config.toml to answer it with DP partition selection"
+        if request.kind == "cells":
+            super().__init__(E.INSUFFICIENT_PRIVILEGE,
+                             f"permission denied: a list of the values of {cols} filtered on other columns "
+                             "would reveal which values occur in the data",
+                             hint="A value list without aggregates returns the declared public domain; filter it "
+                                  f"on its own column only, ask for counts, or {enable}.")
+        else:
+            super().__init__(E.FEATURE_NOT_SUPPORTED,
+                             f"the keys of {cols} are private: grouping by it needs DP partition selection",
+                             hint=enable[0].upper() + enable[1:] + ".")
         self.request = request
 
 
@@ -63,17 +91,31 @@ def private_columns(table: TableSchema, attrs: Sequence[str]) -> tuple[str, ...]
 
 
 def partition_request(table: TableSchema, columns: tuple[str, ...], space: Space, where: Pred) -> PartitionRequest:
-    """The selection of ``columns``' keys among the rows satisfying ``where`` (NULL keys are never keys)."""
+    """The selection of private ``columns``' keys among the rows satisfying ``where`` (NULL is never a key)."""
+    exprs = [f"{quote_ident(c)}::text" for c in columns]
+    return _request(table, columns, space, where, exprs, [f"{quote_ident(c)} IS NOT NULL" for c in columns],
+                    "private", ())
+
+
+def value_list_request(table: TableSchema, columns: tuple[str, ...], space: Space, where: Pred) -> PartitionRequest:
+    """The selection of the cells of public ``columns`` holding rows that satisfy ``where``."""
+    attrs = [table.attribute(c) for c in columns]
+    assert all(a is not None for a in attrs)
+    return _request(table, columns, space, where, [cell_expr(a) for a in attrs], [], "cells",  # type: ignore[arg-type]
+                    tuple(a.domain for a in attrs))  # type: ignore[union-attr]
+
+
+def _request(table: TableSchema, columns: tuple[str, ...], space: Space, where: Pred, exprs: list[str],
+             extra: list[str], kind: str, domains: tuple[ColumnType, ...]) -> PartitionRequest:
     filt = make_linear_query(table, space, where)
-    conds = [] if filt.is_zero else [predicate_sql(table, filt)]
-    if filt.is_zero:
-        conds = ["FALSE"]
-    conds = [c for c in conds if c != "TRUE"] + [f"{quote_ident(c)} IS NOT NULL" for c in columns]
-    inner = unit_cells_sql(table, [f"{quote_ident(c)}::text" for c in columns], " AND ".join(f"({c})" for c in conds))
+    conds = ["FALSE"] if filt.is_zero else [predicate_sql(table, filt)]
+    conds = [c for c in conds if c != "TRUE"] + extra
+    inner = unit_cells_sql(table, exprs, " AND ".join(f"({c})" for c in conds) or None)
     names = ", ".join(f"k.c{i}" for i in range(len(columns)))
     sql = f"SELECT {names}, count(*) FROM ({inner}) AS k GROUP BY {names}"
+    # The filter's canonical linear query names it: every spelling of one filter is one selection.
     filter_key = "where:" + (filt.key.split("|", 2)[2] if not filt.is_zero else "false")
-    return PartitionRequest(table.name, table.schema, columns, filter_key, sql, table.unit_cells)
+    return PartitionRequest(table.name, table.schema, columns, filter_key, sql, table.unit_cells, kind, domains)
 
 
 def has_selected_keys(table: TableSchema, attrs: Sequence[str] | None = None) -> bool:

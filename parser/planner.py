@@ -116,6 +116,13 @@ class Planner:
         self.plans.put(key, plan, size + approx_size(ptuple) + len(pkey))
         return plan
 
+    def plan_selected(self, sql: str, params: Sequence[object] | None, selected: frozenset[tuple[int, ...]], *,
+                      deadline: float | None = None) -> QueryPlan:
+        """The plan of a value list listing only the groups covering ``selected`` cells (what a partition
+        selection released for its filter); not cached (a value list binds in microseconds)."""
+        t = self.template(sql, deadline=deadline)
+        return bind(t, tuple(params) if params is not None else (), Budget(self.limits, deadline), selected=selected)
+
     def describe(self, sql: str, *, deadline: float | None = None) -> Description:
         """Parameter type oids ($1.. in order; 25 text when unconstrained) and result columns of ``sql``."""
         t = self.template(sql, deadline=deadline)

@@ -24,6 +24,7 @@ max_groups_per_unit = 2
 [tables.shops.columns]
 city = { type = "text", keys = "private" }
 state = { type = "text", values = ["WA", "OR"] }
+tier = { type = "text", values = ["bronze", "silver", "gold", "platinum"] }
 amount = { type = "int", min = 0, max = 100 }
 """
 
@@ -52,16 +53,17 @@ def shops_proxy(request: pytest.FixtureRequest, embedded_pg: Any, default_config
     for city, (state, users) in POPULAR.items():
         for _ in range(users):
             user += 1
-            rows += [(user, city, state, rng.randrange(101)) for _ in range(rng.randrange(1, 4))]
+            tier = rng.choice(["bronze", "silver", "gold"])
+            rows += [(user, city, state, rng.randrange(101), tier) for _ in range(rng.randrange(1, 4))]
             if rng.random() < 0.3:  # some users also shop in a second city (max_groups_per_unit = 2 keeps both)
                 other = rng.choice(list(POPULAR))
-                rows.append((user, other, POPULAR[other][0], rng.randrange(101)))
-    for city in RARE:
+                rows.append((user, other, POPULAR[other][0], rng.randrange(101), tier))
+    for i, city in enumerate(RARE):
         user += 1
-        rows += [(user, city, "WA", 10)] * 3
+        rows += [(user, city, "WA", 10, "platinum" if i < 3 else "gold")] * 3  # three platinum users
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE shops (user_id bigint, city text, state text, amount integer)")
-        with conn.cursor().copy("COPY shops (user_id, city, state, amount) FROM STDIN") as copy:
+        conn.execute("CREATE TABLE shops (user_id bigint, city text, state text, amount integer, tier text)")
+        with conn.cursor().copy("COPY shops (user_id, city, state, amount, tier) FROM STDIN") as copy:
             for r in rows:
                 copy.write_row(r)
     root = tmp_path_factory.mktemp("shops")
@@ -115,6 +117,14 @@ def test_filtered_value_list_is_its_own_selection(shops_proxy: Any) -> None:
         rows2 = conn.execute("SELECT city FROM shops WHERE state IN ('WA') GROUP BY 1").fetchall()
         assert sorted(r[0] for r in rows2) == ["Seattle", "Spokane", "Tacoma"]
         assert _ledger(shops_proxy)[1] == before + 1
+        # A value list of a public column filtered on another: only values many users hold under the filter
+        # (the few platinum users are not enough), one more selection.
+        tiers = conn.execute("SELECT DISTINCT tier FROM shops WHERE state = 'WA'").fetchall()
+        assert sorted(r[0] for r in tiers) == ["bronze", "gold", "silver"]
+        assert _ledger(shops_proxy)[1] == before + 2
+        # Unfiltered (or filtered on itself) it stays the public domain, free.
+        assert len(conn.execute("SELECT tier FROM shops GROUP BY tier").fetchall()) == 4
+        assert _ledger(shops_proxy)[1] == before + 2
         # Conditions on the private column itself are refused, and the connection keeps serving.
         with pytest.raises(psycopg.errors.FeatureNotSupported):
             conn.execute("SELECT COUNT(*) FROM shops WHERE city = 'Seattle'")
@@ -132,4 +142,6 @@ def test_selections_replay_after_restart(shops_proxy: Any) -> None:
         assert conn.execute(q).fetchall() == first  # the stored keys and the stored answers
         rows = conn.execute("SELECT city FROM shops WHERE state = 'WA' GROUP BY city").fetchall()
         assert sorted(r[0] for r in rows) == ["Seattle", "Spokane", "Tacoma"]
+        tiers = conn.execute("SELECT tier FROM shops WHERE state = 'WA' GROUP BY tier").fetchall()
+        assert sorted(r[0] for r in tiers) == ["bronze", "gold", "silver"]
     assert _ledger(shops_proxy) == (parts, spends)  # nothing drawn or charged again

@@ -141,11 +141,19 @@ class DPService:
                 plan = await asyncio.to_thread(self.planner.plan, sql, params or None,
                                                deadline=self._deadline(settings))
             except NeedsPartition as need:
-                # Private keys: the engine selects (or replays) the released keys, charged to the partition
-                # part, then the statement is planned over them like any other.
+                # Private keys or a filtered value list: the engine selects (or replays) the released keys,
+                # charged to the partition part, then the statement is planned over them like any other.
+                if self.engine.partition_cost() is None:
+                    raise  # no partition budget: refused as before, saying how to turn it on
                 selection = await asyncio.to_thread(self.engine.select_partition, need.request)
-                planner = self._selected_planner(need.request, selection)
-                plan = await asyncio.to_thread(planner.plan, sql, params or None, deadline=self._deadline(settings))
+                if need.request.kind == "cells":
+                    cells = frozenset(tuple(int(i) for i in k) for k in selection.keys)
+                    plan = await asyncio.to_thread(self.planner.plan_selected, sql, params or None, cells,
+                                                   deadline=self._deadline(settings))
+                else:
+                    planner = self._selected_planner(need.request, selection)
+                    plan = await asyncio.to_thread(planner.plan, sql, params or None,
+                                                   deadline=self._deadline(settings))
             except sqlparser.Refusal:
                 split = None if params else series_limit(sql, self.catalog)
                 if split is None:
