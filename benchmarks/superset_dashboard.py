@@ -20,7 +20,6 @@ import json
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -32,39 +31,6 @@ from superset_harness import ADMIN, SupersetServer, ensure_installed  # noqa: E4
 
 OUT = REPO / "benchmarks" / "results" / "superset_dashboard.png"
 STATE = REPO / "benchmarks" / "scratch" / "superset-dashboard"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_proxy(port: int) -> subprocess.Popen[str]:
-    """`lapras-proxy serve` on the embedded default; returns once it prints that it is ready."""
-    STATE.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(REPO / "config.toml"),
-                             "--state-dir", str(STATE), "--listen", f"127.0.0.1:{port}"],
-                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    ready = threading.Event()
-    lines: list[str] = []
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if "ready" in line:
-                ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    deadline = time.monotonic() + 600
-    while not ready.wait(0.5):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError("proxy did not start:\n" + "".join(lines))
-    return proc
 
 
 def _filter(subject: str, operator: str, comparator: Any) -> dict[str, Any]:
@@ -181,10 +147,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
+    # Here, not at the top: the screenshot step runs this file in Superset's virtualenv, without pytest.
+    from conftest import ProxyProcess, free_port
+
     t0 = time.monotonic()
     venv = ensure_installed()
     proxy_port = free_port()
-    proxy = start_proxy(proxy_port)
+    proxy = ProxyProcess(REPO / "config.toml", STATE, proxy_port, ("--listen", f"127.0.0.1:{proxy_port}"))
+    proxy.start(timeout=600)  # the first start fills the embedded database
     t_proxy = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lapras-superset-") as work:
         s = SupersetServer(venv, Path(work), free_port())
@@ -198,8 +168,7 @@ def main() -> None:
             t_done = time.monotonic()
         finally:
             s.stop()
-            proxy.terminate()
-            proxy.wait(30)
+            proxy.stop()
     print(f"wrote {args.out}: proxy ready in {t_proxy - t0:.0f} s, superset in {t_superset - t_proxy:.0f} s, "
           f"dashboard built and rendered in {t_done - t_superset:.0f} s")
 
