@@ -8,12 +8,12 @@ message lists each problem as `key: what is wrong (how to fix it)`.
 
 from __future__ import annotations
 
-import json
-import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomlkit
 
 from parser import coltypes
 from parser.identifiers import name_problem, qualified, split_qualified
@@ -310,8 +310,8 @@ def _predictor(c: _Checker, tree: dict[str, Any]) -> dict[str, Any]:
 
 
 def toml_key(name: str) -> str:
-    """``name`` as a TOML key: bare when TOML allows it, else a quoted key (JSON's escapes are TOML's)."""
-    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name, ensure_ascii=False)
+    """``name`` as a TOML key: bare when TOML allows it, else quoted (tomlkit's spelling)."""
+    return str(tomlkit.key(name).as_string())
 
 
 def _identifier(c: _Checker, key: str, name: str) -> bool:

@@ -20,6 +20,9 @@ from psycopg import sql
 from tomlkit.items import InlineTable
 
 from parser.coltypes.integer import MAX_CELLS
+from parser.identifiers import qualified
+
+from .config import toml_key
 
 TODO = "TODO"
 MAX_LISTED_VALUES = 100
@@ -118,7 +121,7 @@ class _DataReader:
 
 def _render(schema: str, table: str, columns: list[SourceColumn], data: _DataReader | None) -> str:
     doc = tomlkit.document()
-    doc.add(tomlkit.comment(f"Drafted by `lapras-proxy draft-config` for {_sql_name(schema)}.{_sql_name(table)}."))
+    doc.add(tomlkit.comment(f"Drafted by `lapras-proxy draft-config` for {qualified(schema, table)}."))
     if data is not None:
         doc.add(tomlkit.comment("Domains were read from the table's rows (--from-data): they are PUBLIC now."))
     else:
@@ -134,7 +137,7 @@ def _render(schema: str, table: str, columns: list[SourceColumn], data: _DataRea
     for col in columns:
         spec, note = _column(col, data)
         if spec is None:
-            cols.add(tomlkit.comment(f"{_key(col.name)}: {note}"))
+            cols.add(tomlkit.comment(f"{toml_key(col.name)}: {note}"))
             continue
         cols.add(col.name, spec)
         if note:
@@ -145,17 +148,6 @@ def _render(schema: str, table: str, columns: list[SourceColumn], data: _DataRea
     doc.add("tables", tables)
     text = tomlkit.dumps(doc)
     return text if text.endswith("\n") else text + "\n"
-
-
-def _sql_name(name: str) -> str:
-    """``name`` as SQL would have to spell it (quoted unless a plain lower-case identifier)."""
-    plain = name[:1].isalpha() and name.isascii() and name == name.lower() and name.replace("_", "a").isalnum()
-    return name if plain else '"' + name.replace('"', '""') + '"'
-
-
-def _key(name: str) -> str:
-    """``name`` as a TOML key (quoted unless bare), for comments naming a column left out."""
-    return tomlkit.dumps({name: 0}).split(" = ")[0]
 
 
 def _column(col: SourceColumn, data: _DataReader | None) -> tuple[InlineTable | None, str]:
