@@ -111,13 +111,17 @@ class TextType(ColumnType):
         # (none at all for a selection's keys).
         cells = {i for lo, hi in ranges for i in range(lo, hi + 1)}
         fallback = self.null_index if self.nullable else (None if self.keys == "selected" else 0)
-        if fallback in cells:
-            others = [quote_literal(v) for i, v in enumerate(self.values) if i not in cells]
-            return f"({col} IS NULL OR {col}::text NOT IN ({', '.join(others)}))" if others else "TRUE"
-        listed = [quote_literal(self.values[i]) for i in sorted(cells)]
-        if not listed:
-            return "FALSE"
-        return f"{col}::text = {listed[0]}" if len(listed) == 1 else f"{col}::text IN ({', '.join(listed)})"
+        listed = [quote_literal(self.values[i]) for i in sorted(cells) if i < self.base_size]
+        named = "" if not listed else (f"{col}::text = {listed[0]}" if len(listed) == 1 else
+                                       f"{col}::text IN ({', '.join(listed)})")
+        if fallback not in cells:
+            return named or "FALSE"
+        if len(listed) == self.base_size:
+            return "TRUE"
+        # The listed values first: the fallback value is usually the common one, and PostgreSQL evaluates
+        # OR from the left, so most rows pay one comparison rather than a scan of the whole list.
+        everything = ", ".join(quote_literal(v) for v in self.values)
+        return f"({named + ' OR ' if named else ''}{col} IS NULL OR {col}::text NOT IN ({everything}))"
 
     def ddl_check(self, col: str) -> str:
         if self.keys != "public":
