@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import pickle
 import statistics
@@ -66,6 +67,27 @@ def prediction_for_day(day: int) -> Any:
         return catalog, len(pset.queries), load_prediction(Path(tmp) / "P.json", catalog)
 
 
+def prediction_timeseries(since: str) -> Any:
+    """P of the time-series dashboard (benchmarks/timeseries_mae.py's panels) over `events`, whose hourly
+    `ts` is declared from ``since`` (empty: the whole year, 8,760 cells) to the end of 2026."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import timeseries_mae
+
+    import parser as sqlparser
+    from lapras.engine import Prediction
+    from proxy.ops.config import load_config
+
+    catalog = load_config(timeseries_mae._config(since)).catalog
+    planner = sqlparser.Planner(catalog)
+    sqls = [q for qs in timeseries_mae._panels().values() for q in qs]
+    queries: dict[str, Any] = {}
+    for sql in sqls:
+        for q in planner.plan(sql).queries:
+            if not q.is_zero:
+                queries.setdefault(q.key, q)
+    return catalog, len(sqls), Prediction(tuple(queries.values()))
+
+
 def run_current(workloads: Any, repeat: int) -> list[dict[str, Any]]:
     import numpy as np
 
@@ -83,7 +105,7 @@ def run_current(workloads: Any, repeat: int) -> list[dict[str, Any]]:
     return out
 
 
-def run_baseline(rev: str, workloads: Any, repeat: int) -> list[dict[str, Any]]:
+def run_baseline(rev: str, workloads: Any, repeat: int, timeout: float | None = None) -> list[dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "lapras"], check=True,
                                  capture_output=True).stdout
@@ -91,8 +113,11 @@ def run_baseline(rev: str, workloads: Any, repeat: int) -> list[dict[str, Any]]:
         wfile = Path(tmp) / "w.pkl"
         wfile.write_bytes(pickle.dumps(workloads))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([tmp, str(REPO)]))
-        proc = subprocess.run([sys.executable, "-c", _BASELINE, str(wfile), str(repeat), tmp], env=env,
-                              capture_output=True, text=True, check=True, cwd=tmp)
+        try:
+            proc = subprocess.run([sys.executable, "-c", _BASELINE, str(wfile), str(repeat), tmp], env=env,
+                                  capture_output=True, text=True, check=True, cwd=tmp, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return [{"seconds": math.inf, "total_var": math.nan, "per_group": {}, "timed_out": timeout}]
     line = next(s for s in proc.stdout.splitlines() if s.startswith("RESULT "))
     return json.loads(line[len("RESULT "):])
 
@@ -104,17 +129,29 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--baseline-repeat", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--timeseries", metavar="SINCE", nargs="?", const="",
+                    help="P = the events time-series dashboard's panels instead (hourly ts from SINCE, YYYY-MM-DD; "
+                         "bare: the whole year)")
+    ap.add_argument("--baseline-timeout", type=float, default=None, metavar="S",
+                    help="stop the baseline after S seconds (reported as more than S)")
     args = ap.parse_args()
 
     from lapras.matrix_mechanism import p_workloads
 
-    catalog, n_sql, pred = prediction_for_day(args.day)
+    if args.timeseries is None:
+        catalog, n_sql, pred = prediction_for_day(args.day)
+        what = f"day {args.day}"
+    else:
+        catalog, n_sql, pred = prediction_timeseries(args.timeseries)
+        what = f"time series from {args.timeseries or '2026-01-01'}"
     workloads = p_workloads(catalog, pred.queries)
     n_q = sum(len(v[1]) for v in workloads.values())
-    print(f"day {args.day}: P = {n_sql} SQL statements -> {n_q} linear queries over {len(workloads)} marginals")
+    shapes = ", ".join("x".join(map(str, v[0])) for v in workloads.values())
+    print(f"{what}: P = {n_sql} SQL statements -> {n_q} linear queries over {len(workloads)} marginals ({shapes})")
     rows: dict[str, list[dict[str, Any]]] = {}
     if args.baseline:
-        rows[f"baseline {args.baseline}"] = run_baseline(args.baseline, workloads, args.baseline_repeat)
+        rows[f"baseline {args.baseline}"] = run_baseline(args.baseline, workloads, args.baseline_repeat,
+                                                         args.baseline_timeout)
     rows["current"] = run_current(workloads, args.repeat)
     print(f"{'tree':<20} {'prep s (median)':>16} {'runs':>5} {'total variance at mu=1':>24}")
     summary = {}
@@ -131,7 +168,7 @@ def main() -> int:
     print("largest stated errors (current): " + ", ".join(f"{k} {v[0]} {v[1]:.3f}" for k, v in slow))
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"day": args.day, "n_sql": n_sql, "n_queries": n_q,
+        args.json.write_text(json.dumps({"workload": what, "day": args.day, "n_sql": n_sql, "n_queries": n_q,
                                          "n_marginals": len(workloads), "summary": summary, "runs": rows},
                                         indent=1) + "\n")
     return 0

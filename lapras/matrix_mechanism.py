@@ -22,7 +22,7 @@ import numpy as np
 from lapras.mechanisms import Cost, Gaussian
 from lapras.mechanisms.sensitivity import stacked_sensitivity
 from lapras.strategy import KronStrategy, ProductQuery, identity_strategy, kron_strategy, workload_error
-from lapras.strategy.optimize import JOINT_MAX_CELLS
+from lapras.strategy.optimize import JOINT_MAX_CELLS, coarse_labels
 from parser.linear import LinearQuery
 from parser.schema import Catalog
 
@@ -136,7 +136,7 @@ def quick_groups(
             col2 = sum(max(abs(w) * math.prod(float(np.max(np.abs(v))) for v in vs) for w, vs in q) ** 2
                        for q in queries)
         workload_err = float(np.linalg.matrix_rank(gram)) * col2 if k else 0.0
-        groups.append(MMGroup(table, marginal, tuple(shape), identity_strategy(shape),
+        groups.append(MMGroup(table, marginal, tuple(shape), identity_strategy(shape, coarse_labels(shape, queries)),
                               min(identity_err, workload_err), k))
     for g, a in zip(groups, group_weights([g.unit_error for g in groups]), strict=True):
         g.weight = float(a)

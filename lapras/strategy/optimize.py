@@ -26,10 +26,11 @@ import numpy as np
 from scipy.optimize import minimize
 from threadpoolctl import threadpool_limits
 
-from lapras.strategy.kron import KronStrategy, ProductQuery, block_vector
+from lapras.strategy.kron import KronStrategy, ProductQuery, block_vector, identity_strategy
 
-# Blocks over more cells than this stay the identity: the lifted dense block and its pseudo-inverse
-# (used to answer from the release) would cost seconds, and G would not fit for very large axes.
+# Axes over more cells than this are measured on their workload atoms (``KronStrategy`` labels), not
+# cells: a dense block over every cell and its pseudo-inverse would cost minutes (8,760 hours of a year).
+# Their atoms are optimised like cells when there are at most this many, else measured by the identity.
 MAX_BLOCK_CELLS = 1024
 # A joint block over the whole marginal (captures cross-attribute structure a Kronecker product cannot)
 # when the marginal has at most this many cells.
@@ -55,6 +56,18 @@ def axis_atoms(vmat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     _, first, labels, sizes = np.unique(np.ascontiguousarray(vmat.T), axis=0, return_index=True,
                                         return_inverse=True, return_counts=True)
     return np.asarray(labels).ravel(), first, sizes.astype(np.float64)
+
+
+def coarse_labels(shape: Sequence[int], queries: Sequence[ProductQuery]) -> list[np.ndarray | None]:
+    """Per axis: the atom of each cell where the axis has more than MAX_BLOCK_CELLS cells, else None."""
+    terms = [vs for q in queries for _, vs in q]
+    out: list[np.ndarray | None] = []
+    for a, n in enumerate(shape):
+        if n <= MAX_BLOCK_CELLS or not terms:
+            out.append(None if n <= MAX_BLOCK_CELLS else np.zeros(n, dtype=np.int64))
+            continue
+        out.append(axis_atoms(np.stack([np.asarray(vs[a], dtype=np.float64) for vs in terms]))[0])
+    return out
 
 
 def _completed_objective(b_flat: np.ndarray, g: np.ndarray, m: np.ndarray, p: int) -> tuple[float, np.ndarray]:
@@ -173,7 +186,6 @@ def _kron_strategy(
     deadline = Deadline(time_limit)
     d = len(shape)
     terms = [(w, vs) for q in queries for w, vs in q]
-    identity = KronStrategy([np.eye(n) for n in shape], [(i,) for i in range(d)], "identity")
     joint = d > 1 and 0 < math.prod(shape) <= joint_max_cells
     n_rounds = rounds if d > 1 else 1
     steps = n_rounds * d + int(joint)
@@ -185,18 +197,26 @@ def _kron_strategy(
     if not terms:
         for _ in range(steps):
             tick()
-        return identity
+        return identity_strategy(shape, coarse_labels(shape, queries))
     w2 = np.array([w * w for w, _ in terms])
     axes = []
+    # Large axes are coarsened to their atoms: there, each atom is one cell of the coarsened histogram.
+    coarse: list[np.ndarray | None] = []
     for a in range(d):
         vmat = np.stack([np.asarray(vs[a], dtype=np.float64) for _, vs in terms])
         labels, first, m = axis_atoms(vmat)
+        if shape[a] > MAX_BLOCK_CELLS:
+            coarse.append(labels)
+            labels, m = np.arange(len(first)), np.ones(len(first))
+        else:
+            coarse.append(None)
         axes.append((labels, vmat[:, first], m))
+    identity = identity_strategy(shape, coarse)
     bs = [np.zeros((0, len(m))) for _, _, m in axes]
     var = [(u**2 * m[None, :]).sum(axis=1) for _, u, m in axes]  # the identity's per-term variances
     for _ in range(n_rounds):
         for j, (_labels, u, m) in enumerate(axes):
-            if shape[j] <= MAX_BLOCK_CELLS and not deadline.expired():
+            if len(m) <= MAX_BLOCK_CELLS and not deadline.expired():
                 weights = w2.copy()
                 for k in range(d):
                     if k != j:
@@ -211,7 +231,7 @@ def _kron_strategy(
     candidates = [identity]
     if any(b.shape[0] for b in bs):
         candidates.append(KronStrategy([lift(b, labels) for b, (labels, _, _) in zip(bs, axes, strict=True)],
-                                       [(i,) for i in range(d)], "kron" if d > 1 else "optimised"))
+                                       [(i,) for i in range(d)], "kron" if d > 1 else "optimised", coarse))
     if joint:
         if not deadline.expired():
             vfull = np.stack([block_vector(vs) for _, vs in terms])

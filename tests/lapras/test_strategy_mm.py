@@ -206,3 +206,68 @@ def test_time_limit_bounds_the_optimiser_and_states_the_error() -> None:
     err = workload_error(s, qs)
     assert err <= workload_error(identity_strategy((600, 500)), qs) * (1 + 1e-9)
     assert s.sensitivity == pytest.approx(1.0)
+
+
+def test_large_axis_is_measured_on_its_atoms() -> None:
+    """An axis over more than MAX_BLOCK_CELLS cells (a year of hours) is measured on the workload's atoms:
+    the algebra equals the dense strategy ``M Agg`` (variances, estimates, sensitivity), predicted queries
+    stay estimable, a query splitting an atom does not, and it is fast (no pinv over every cell)."""
+    from lapras.strategy.optimize import MAX_BLOCK_CELLS
+
+    n = MAX_BLOCK_CELLS + 76  # 1,100 cells
+    rng = np.random.default_rng(5)
+    days = [(24 * d, 24 * d + 23) for d in range(0, 44, 2)]  # daily counts over alternate days
+    weeks = [(168 * w, 168 * w + 167) for w in range(6)]
+    qs = [[(1.0, [_range(n, a, b), np.ones(2)])] for a, b in days + weeks]
+    qs += [[(1.0, [_range(n, a, b), np.eye(2)[k]])] for k in range(2) for a, b in days[:5]]
+    t0 = time.monotonic()
+    s = kron_strategy((n, 2), qs, rng=rng, time_limit=20)
+    assert time.monotonic() - t0 < 20
+    assert s.labels is not None and s.labels[0] is not None and s.labels[1] is None
+    r = s.mats[0].shape[1]
+    assert r < 100  # the atoms, not 1,100 cells
+    agg = np.zeros((r, n))
+    agg[s.labels[0], np.arange(n)] = 1
+    dense = np.kron(s.mats[0] @ agg, s.mats[1])
+    assert s.sensitivity == pytest.approx(l2_sensitivity(dense), rel=1e-12)
+    dense_pinv = np.linalg.pinv(dense, rcond=1e-10)
+    x = rng.poisson(3.0, size=(n, 2)).astype(float)
+    y = s.measure(x)
+    assert np.allclose(y, dense @ x.ravel())
+    xhat = s.least_squares(y)
+    for q in qs:
+        w = sum(wt * np.kron(vs[0], vs[1]) for wt, vs in q)
+        assert s.in_row_space(q)
+        assert s.query_variance(q) == pytest.approx(float(np.sum((dense_pinv.T @ w) ** 2)), rel=1e-8)
+        assert s.estimate(xhat, q) == pytest.approx(float(w @ x.ravel()), rel=1e-9)  # noiseless: exact
+    split = [(1.0, [_range(n, 5, 30), np.ones(2)])]  # cuts the first day's atom
+    assert not s.in_row_space(split)
+    back = KronStrategy.from_arrays(s.to_arrays(), s.name)
+    assert np.allclose(back.measure(x), y) and back.query_variance(qs[0]) == pytest.approx(s.query_variance(qs[0]))
+    # Daily counts cost one atom each, not 24 cells: far below the identity on cells.
+    assert workload_error(s, qs) < 0.2 * workload_error(identity_strategy((n, 2)), qs)
+
+
+def test_mm_release_on_atoms_states_its_error_and_round_trips() -> None:
+    """A release over a coarsened axis: estimates of P's queries have the stated variance (chi-square over
+    repeated releases), survive to_bytes/from_bytes, and a query splitting an atom gets no free estimate."""
+    from lapras.strategy.optimize import MAX_BLOCK_CELLS
+
+    n = MAX_BLOCK_CELLS + 176
+    rng = np.random.default_rng(9)
+    qs = [[(1.0, [_range(n, 24 * d, 24 * d + 23)])] for d in range(40)]
+    groups = plan_groups({("t", ("ts",)): ((n,), qs)}, rng=rng, time_limit=10)
+    assert groups[0].strategy.labels is not None and groups[0].strategy.labels[0] is not None
+    x = rng.integers(0, 20, n).astype(float)
+    sizes = {"ts": n}
+    stat, reps = 0.0, 300
+    for _ in range(reps):
+        rel = release_mm(groups, [x], Cost(mu=0.5))
+        q = qs[int(rng.integers(0, len(qs)))]
+        est = rel.estimate("t", ("ts",), q, sizes)
+        assert est is not None
+        stat += (est[0] - float(q[0][1][0] @ x)) ** 2 / est[1]
+    assert chi2.ppf(0.5e-4, reps) < stat < chi2.ppf(1 - 0.5e-4, reps)
+    back = MMRelease.from_bytes(rel.meta(), rel.to_bytes(), rel.cost)
+    assert back.estimate("t", ("ts",), qs[3], sizes) == pytest.approx(rel.estimate("t", ("ts",), qs[3], sizes))
+    assert rel.estimate("t", ("ts",), [(1.0, [_range(n, 5, 40)])], sizes) is None
