@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from parser.linear import LinearQuery
+from parser.linear import LinearQuery, value_weights
 from parser.schema import TableSchema
 
 
@@ -152,17 +152,28 @@ def segment_sum(f: Factored, hist: np.ndarray) -> np.ndarray:
     return hist
 
 
-def families(f: Factored, queries: Sequence[LinearQuery]) -> dict[str | None, np.ndarray]:
-    """Sub-box indices per summed attribute (None for counts): each family shares one weighting."""
-    values = np.array([q.value or "" for q in queries], dtype=object)[f.owner]
-    return {(v or None): np.flatnonzero(values == v) for v in set(values.tolist())}
+Family = tuple[str, tuple[float, ...] | None] | None
+"""A weighting of sub-boxes: (summed attribute, its explicit per-cell weights or None), or None for counts."""
 
 
-def axis_weights(table: TableSchema, f: Factored, attr: str) -> np.ndarray:
-    """The SUM weights of ``attr`` shaped to broadcast along its axis of a dense histogram."""
-    k = f.attrs.index(attr)
-    w = table.attribute(attr).domain.numeric_weights()  # type: ignore[union-attr]
-    return w.reshape([-1 if i == k else 1 for i in range(len(f.attrs))])
+def families(f: Factored, queries: Sequence[LinearQuery]) -> dict[Family, np.ndarray]:
+    """Sub-box indices per weighting (None for counts): each family shares one weighting."""
+    ids: dict[Family, int] = {}
+    of_query = np.array([ids.setdefault((q.value, q.weights) if q.value else None, len(ids)) for q in queries],
+                        dtype=np.int64)
+    owner = of_query[f.owner]
+    return {fam: np.flatnonzero(owner == i) for fam, i in ids.items()}
+
+
+def family_weights(table: TableSchema, family: tuple[str, tuple[float, ...] | None]) -> np.ndarray:
+    """The per-cell SUM weights of a family's attribute."""
+    return value_weights(table, family[0], family[1])
+
+
+def axis_weights(table: TableSchema, f: Factored, family: tuple[str, tuple[float, ...] | None]) -> np.ndarray:
+    """The SUM weights of a family shaped to broadcast along its attribute's axis of a dense histogram."""
+    k = f.attrs.index(family[0])
+    return family_weights(table, family).reshape([-1 if i == k else 1 for i in range(len(f.attrs))])
 
 
 def answers_from_marginal(table: TableSchema, queries: Sequence[LinearQuery], hist: np.ndarray,

@@ -207,7 +207,9 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
             if i in derived:
                 q, factor = derived[i].query(at, p is False), 1.0
             else:
-                q, factor = unit(make_linear_query(t.table, sp, p, spec.attr if spec.kind == "sum" else None))
+                summed = spec.kind == "sum"
+                q, factor = unit(make_linear_query(t.table, sp, p, spec.attr if summed else None,
+                                                   weights=spec.weights if summed else None))
             if q not in index:
                 index[q] = len(queries)
                 queries.append(q)

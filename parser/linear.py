@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,9 @@ class LinearQuery:
     source: TableSchema | None = field(default=None, compare=False, repr=False)
     """The derived table the vector is over (``parser.distinct``: units or distinct values present per
     group), named by ``table``; None: the protected table itself."""
+    # Per-cell weights of ``value`` when a per-row expression computes them (``SUM(s * s)``), one per cell
+    # of the attribute's domain; None: the attribute's own values (``domain.numeric_weights()``).
+    weights: tuple[float, ...] | None = None
 
     @property
     def is_zero(self) -> bool:
@@ -58,7 +62,7 @@ class LinearQuery:
                 for lo, hi in constrained.get(attr, ()):
                     v[lo : hi + 1] = 1.0
                 if attr == self.value:
-                    v = v * domain.numeric_weights()
+                    v = v * value_weights(table, self.value, self.weights)
                 vecs.append(v)
             out.append((float(self.scale), vecs))
         return out
@@ -98,44 +102,75 @@ def _domain(table: TableSchema, attr: str) -> Domain:
     return a.domain
 
 
-def _weight_of(domain: Domain, index: int) -> float:
-    return float(domain.numeric_weights()[index])
+def value_weights(table: TableSchema, value: str, weights: tuple[float, ...] | None) -> np.ndarray:
+    """Per-cell weights of a SUM over ``value``: the explicit ``weights`` of a per-row expression, or the
+    attribute's own values (NULL cells weigh 0)."""
+    if weights is not None:
+        return np.asarray(weights, dtype=np.float64)
+    return _domain(table, value).numeric_weights()
+
+
+def _weight_of(w: np.ndarray, index: int) -> float:
+    return float(w[index])
+
+
+def _proportional(table: TableSchema, value: str, w: np.ndarray) -> float | None:
+    """``c`` when the explicit weights are ``c`` times the attribute's own values on every cell (``SUM(n * 2)``
+    is ``2 * SUM(n)``: one query, one key), else None."""
+    dom = _domain(table, value)
+    if not dom.summable or dom.measure:
+        return None
+    own = dom.numeric_weights()
+    live = np.flatnonzero(w)
+    if not len(live) or not np.all(own[live]):
+        return None
+    ratios = w[live] / own[live]
+    c = float(ratios[0])
+    return c if np.all(ratios == c) and np.all(w[own == 0] == 0) else None
 
 
 def make_linear_query(
-    table: TableSchema, space: Space, pred: Pred, value: str | None = None, scale: float = 1.0
+    table: TableSchema, space: Space, pred: Pred, value: str | None = None, scale: float = 1.0,
+    weights: tuple[float, ...] | None = None,
 ) -> LinearQuery:
     """Canonicalise ``scale * SUM(value) FILTER (pred)`` (a count when ``value`` is None).
 
+    ``weights`` (one per cell of ``value``) replace the attribute's values when a per-row expression
+    computes them; weights proportional to the values become a scale (``SUM(n * 2)`` is ``2 * SUM(n)``).
     For a measure (``numeric`` / ``float``) each row adds its own clamped value: the vector's weights are
     the largest a row can add in each cell (what sensitivities read), not its exact weights."""
-    measure = value is not None and _domain(table, value).measure
+    measure = value is not None and _domain(table, value).measure and weights is None
+    if value is not None and weights is not None:
+        c = _proportional(table, value, np.asarray(weights, dtype=np.float64))
+        if c is not None:
+            weights, scale = None, scale * c
     if measure:
         assert value is not None
         dom = _domain(table, value)
         pred = space.and_(pred, space.cells(value, [(0, dom.base_size - 1)]))  # NULL adds nothing
     elif value is not None:
-        weights = _domain(table, value).numeric_weights()
-        nonzero = [(int(i), int(i)) for i in np.flatnonzero(weights)]
+        w = value_weights(table, value, weights)
+        nonzero = [(int(i), int(i)) for i in np.flatnonzero(w)]
         # Cells weighing 0 contribute nothing: drop them so equal vectors get equal predicates.
         pred = space.and_(pred, space.cells(value, nonzero))
     if scale == 0 or pred is False:
         return _zero(table)
     level_boxes = list(space.boxes(pred))
     if value is not None and not measure:
-        value, scale = _canonical_value(table, space, level_boxes, value, scale)
+        value, scale, weights = _canonical_value(table, space, level_boxes, value, scale, weights)
     support = space.support(pred)
     marginal = tuple(sorted(set(support) | ({value} if value else set())))
     boxes = tuple(tuple((space.attrs[lv], rs) for lv, rs in sorted(b.items())) for b in level_boxes)
     sens = abs(scale)
     if value is not None:
         dom = _domain(table, value)
+        w = value_weights(table, value, weights)
         full: Ranges = ((0, dom.size - 1),)
         sens *= max(
-            max(abs(_weight_of(dom, i)) for lo, hi in dict(b).get(value, full) for i in range(lo, hi + 1))
+            max(float(np.max(np.abs(w[lo:hi + 1]))) for lo, hi in dict(b).get(value, full))
             for b in boxes
         )
-    q = LinearQuery(table.name, table.schema, marginal, boxes, value, float(scale), measure, sens)
+    q = LinearQuery(table.name, table.schema, marginal, boxes, value, float(scale), measure, sens, weights=weights)
     object.__setattr__(q, "key", _key(table, q))
     return q
 
@@ -153,8 +188,9 @@ def unit(q: LinearQuery) -> tuple[LinearQuery, float]:
 
 
 def _canonical_value(
-    table: TableSchema, space: Space, boxes: list[dict[int, Ranges]], value: str, scale: float
-) -> tuple[str | None, float]:
+    table: TableSchema, space: Space, boxes: list[dict[int, Ranges]], value: str, scale: float,
+    weights: tuple[float, ...] | None = None,
+) -> tuple[str | None, float, tuple[float, ...] | None]:
     """Pick the unique representation of a SUM whose weights the predicate pins down.
 
     If the SUM attribute takes one value ``c`` on every cell of the support, the query is ``c * COUNT``.
@@ -163,14 +199,17 @@ def _canonical_value(
     """
     lv = space.level_of[value]
     dom = _domain(table, value)
+    w = value_weights(table, value, weights)
     pinned: list[float] = []
     for b in boxes:
         rs = b.get(lv, ((0, dom.size - 1),))
         if len(rs) != 1 or rs[0][0] != rs[0][1]:
-            return value, scale
-        pinned.append(_weight_of(dom, rs[0][0]))
+            return value, scale, weights
+        pinned.append(_weight_of(w, rs[0][0]))
     if len(set(pinned)) == 1:
-        return None, scale * pinned[0]
+        return None, scale * pinned[0], None
+    if weights is not None:
+        return value, scale, weights
     candidates = [value]
     for other in space.attrs:
         if other == value:
@@ -180,14 +219,14 @@ def _canonical_value(
             continue
         olv = space.level_of[other]
         ok = True
-        for b, w in zip(boxes, pinned, strict=True):
+        for b, wv in zip(boxes, pinned, strict=True):
             rs = b.get(olv, ((0, odom.size - 1),))
-            if len(rs) != 1 or rs[0][0] != rs[0][1] or _weight_of(odom, rs[0][0]) != w:
+            if len(rs) != 1 or rs[0][0] != rs[0][1] or _weight_of(odom.numeric_weights(), rs[0][0]) != wv:
                 ok = False
                 break
         if ok:
             candidates.append(other)
-    return min(candidates), scale
+    return min(candidates), scale, None
 
 
 def _zero(table: TableSchema) -> LinearQuery:
@@ -208,6 +247,9 @@ def _key(table: TableSchema, q: LinearQuery) -> str:
         weight = "count" if q.scale == 1 else f"count*{_fmt_scale(q.scale)}"
     else:
         value = display_ident(q.value)
+        if q.weights is not None:  # a per-row expression's weights: named by their digest (stable, short)
+            digest = hashlib.blake2b(np.asarray(q.weights, dtype="<f8").tobytes(), digest_size=8).hexdigest()
+            value = f"{value}~w{digest}"
         weight = f"sum({value})" if q.scale == 1 else f"sum({value})*{_fmt_scale(q.scale)}"
     parts = []
     for box in q.boxes:

@@ -14,7 +14,7 @@ from .coltypes.base import clamp_sql
 from .coltypes.text import quote_literal
 from .identifiers import quote_ident
 from .linear import LinearQuery
-from .predicate import Ranges
+from .predicate import Ranges, merge_ranges
 from .schema import Attribute, TableSchema
 
 __all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
@@ -168,6 +168,17 @@ def _attr_condition(attr: Attribute, ranges: Ranges) -> str:
     return conds[0] if len(conds) == 1 else "(" + " OR ".join(conds) + ")"
 
 
+def _weights_sql(attr: Attribute, weights: Sequence[float]) -> str:
+    """A per-row expression's weight of each row, by its cell: the planner's own per-cell values (so the
+    exact answer is the linear query's, whatever PostgreSQL's functions would compute)."""
+    by_weight: dict[float, list[tuple[int, int]]] = {}
+    for i, w in enumerate(weights):
+        if w != 0:
+            by_weight.setdefault(float(w), []).append((i, i))
+    whens = " ".join(f"WHEN {_attr_condition(attr, merge_ranges(rs))} THEN {w!r}" for w, rs in by_weight.items())
+    return f"CASE {whens} ELSE 0 END" if whens else "0"
+
+
 def _attr_sql(attr: Attribute, ranges: Ranges, cells_only: bool = False) -> str:
     """The attribute's cells as a condition: on the stored column where its type says that is exact
     (``ColumnType.raw_exact``), else on the cell expression."""
@@ -230,7 +241,7 @@ def answer_expr(table: TableSchema, q: LinearQuery, cells_only: bool = False) ->
     else:
         attr = table.attribute(q.value)
         assert attr is not None
-        weight = attr.domain.weight_sql(quote_ident(attr.name))
+        weight = attr.domain.weight_sql(quote_ident(attr.name)) if q.weights is None else _weights_sql(attr, q.weights)
     inner = weight if pred == "TRUE" else f"CASE WHEN {pred} THEN {weight} ELSE 0 END"
     s = f"COALESCE(SUM({inner}), 0)::float8"
     return s if q.scale == 1 else f"({s} * {float(q.scale)!r})"

@@ -24,6 +24,7 @@ class AggSpec:
     kind: str  # "count" | "sum"
     attr: str | None
     filter: Cond | None = None
+    weights: tuple[float, ...] | None = None  # SUM of a per-row expression: its value in each cell of attr
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from lapras.errors import StatementTooComplex
-from lapras.factored import TooMuchWork, box_sums, factor, families
+from lapras.factored import TooMuchWork, box_sums, factor, families, family_weights
 from parser.linear import LinearQuery
 from parser.schema import TableSchema
 
@@ -122,8 +122,8 @@ def _row_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_wor
         if value is not None:
             # Every sub-box summing this attribute spans whole segments of it and shares its weights, so
             # within a segment their squared sum peaks at the segment's largest squared weight.
-            k = f.attrs.index(value)
-            w2 = table.attribute(value).domain.numeric_weights() ** 2  # type: ignore[union-attr]
+            k = f.attrs.index(value[0])
+            w2 = family_weights(table, value) ** 2
             part = part * np.maximum.reduceat(w2, f.cuts[k]).reshape([-1 if i == k else 1 for i in range(len(f.attrs))])
         total += part
     return math.sqrt(float(total.max()))

@@ -20,8 +20,10 @@ from ..errors import Refusal
 from ..syntax import position_of
 from ..template import AggSpec
 from .context import Context
-from .nodes import sql_of, strip_numeric_casts, strip_paren, unsupported
+from .nodes import INT_TYPES, sql_of, strip_numeric_casts, strip_paren, unsupported
 from .quantiles import ORDER_STATISTICS, lower_order_statistic
+from .rowvalues import bounds as value_bounds
+from .rowvalues import non_null, row_value, weights
 from .scalars import NOT_CONSTANT, fold
 from .where import lower_where, operand
 from .where import subject as strip_identity_casts
@@ -62,7 +64,7 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
     if arg is not None and arg.find(exp.Window):
         raise Refusal(E.GROUPING_ERROR, "aggregate function calls cannot contain window function calls",
                       position=position_of(arg.find(exp.Window)))
-    arg = strip_numeric_casts(arg)
+    arg = _strip_casts(arg, ctx)
     if isinstance(arg, exp.Case):
         return _case_aggregate(kind, arg, filt, name, ctx)
     if kind == "count":
@@ -83,8 +85,86 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
         if kind == "sum":
             return pp.Scaled(c, lit if isinstance(lit, int) else float(lit), name)
         return pp.Avg(None, c, float(lit), float(lit), name, const=float(lit))
-    raise unsupported(f"expression inside {kind.upper()} ({sql_of(arg) if arg is not None else ''})",
-                      arg if arg is not None else node, hint=f"{kind.upper()} takes one attribute; WHERE restricts rows.")
+    if arg is None:
+        raise unsupported(f"{kind.upper()}()", node, hint=f"{kind.upper()} takes one value.")
+    return _expression_aggregate(kind, arg, filt, name, ctx)
+
+
+def _strip_casts(node: exp.Expr | None, ctx: Context) -> exp.Expr | None:
+    """Numeric casts of a summable attribute keep its values (Tableau's ``SUM(CAST(x AS BIGINT))``); a cast
+    that changes a value's type (``CAST(flag AS INT)``) stays, a per-row expression."""
+    inner = strip_numeric_casts(node)
+    if inner is not strip_paren(node) and isinstance(inner, exp.Column):
+        d = ctx.column(inner).domain
+        to_int = any(c.args["to"].this in INT_TYPES for c in strip_paren(node).find_all(exp.Cast))
+        if not d.summable or (to_int and d.oid not in S.INTEGER_OIDS):
+            return strip_paren(node)  # CAST(flag AS INT), CAST(amount AS INT) (rounds): per-row values
+    return inner
+
+
+def _expression_aggregate(kind: str, arg: exp.Expr, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
+    """SUM / AVG / COUNT of a per-row expression (``SUM(s * s)``, ``SUM(amount * 2)``, ``COUNT(lower(city))``)."""
+    total, counted, lo, hi, integer, oid = _value_terms(kind, arg, filt, ctx)
+    if kind == "count":
+        return pp.Lin(counted, True, name)
+    if kind == "sum":
+        if len(total) == 1 and total[0][1] == 1.0:
+            return pp.Agg(total[0][0], False, name, oid=S.INT8 if integer else (oid if oid in (S.NUMERIC, S.FLOAT8)
+                                                                               else S.FLOAT8))
+        return pp.Lin(total, integer, name)
+    return pp.Ratio(total, counted, lo, hi, name)
+
+
+Terms = list[tuple[int, float]]
+
+
+def _value_terms(kind: str, value: exp.Expr, f: C.Cond | None,
+                 ctx: Context) -> tuple[Terms, Terms, float, float, bool, int]:
+    """Slots measuring a per-row expression on the rows ``f`` keeps: (SUM terms, COUNT terms of its non-NULL
+    rows, smallest and largest value, whether the sum is an integer, its type). Each term is (slot, factor)."""
+    v = row_value(value, kind.upper(), ctx)
+    total: Terms = []
+    counted: Terms = []
+    counts = kind != "sum"
+
+    def within(c: C.Cond) -> C.Cond:
+        return c if f is None else C.And((f, c))
+
+    if v.affine is not None:
+        x, a, b, null = v.affine.attr, v.affine.a, v.affine.b, v.affine.null
+        dom = ctx.table.attribute(x).domain  # type: ignore[union-attr]
+        present = ctx.slot(AggSpec("count", x if dom.nullable else None, f))
+        absent = ctx.slot(AggSpec("count", None, within(C.IsNull(x)))) if dom.nullable and null is not None else None
+        if counts:
+            counted.append((present, 1.0))
+            if absent is not None:
+                counted.append((absent, 1.0))
+        if kind != "count":
+            if a != 0:
+                total.append((ctx.slot(AggSpec("sum", x, f)), a))
+            if b != 0:
+                total.append((present, b))
+            if absent is not None and null:
+                total.append((absent, null))
+        ends = [a * dom.sum_bounds[0] + b, a * dom.sum_bounds[1] + b]
+        if absent is not None and null is not None:
+            ends.append(null)
+        return total, counted, min(ends), max(ends), False, v.oid
+    lo, hi = float("inf"), float("-inf")
+    integer = v.oid in S.INTEGER_OIDS
+    for part in v.parts:
+        live = non_null(part)
+        if counts:
+            counted.append((ctx.slot(AggSpec("count", None, within(live))), 1.0))
+        if kind != "count":
+            w = weights(part.values)
+            if any(w):
+                total.append((ctx.slot(AggSpec("sum", part.attr, within(part.where) if part.where is not None else f,
+                                               w)), 1.0))
+        if kind == "avg":
+            p_lo, p_hi = value_bounds(part.values)
+            lo, hi = min(lo, p_lo), max(hi, p_hi)
+    return total, counted, lo, hi, integer, v.oid
 
 
 def _count(arg: exp.Expr | None, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
@@ -95,8 +175,7 @@ def _count(arg: exp.Expr | None, filt: C.Cond | None, name: str, ctx: Context) -
         return pp.Agg(ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, filt)), True, name)
     lit = fold(arg, ctx.budget)
     if lit is NOT_CONSTANT:
-        raise unsupported(f"expression inside COUNT ({sql_of(arg)})", arg,
-                          hint="Use COUNT(*), COUNT(col) or COUNT(1); WHERE restricts rows.")
+        return _expression_aggregate("count", arg, filt, name, ctx)
     if lit is None:
         return S.Const(0, S.INT8)  # COUNT(NULL) counts nothing, whatever the data
     return pp.Agg(ctx.slot(AggSpec("count", None, filt)), True, name)
@@ -163,7 +242,7 @@ def _case_aggregate(kind: str, case: exp.Case, filt: C.Cond | None, name: str, c
     lo, hi = float("inf"), float("-inf")
     for bfilter, value in branches:
         f = bfilter if filt is None else C.And((filt, bfilter))
-        value = strip_numeric_casts(strip_paren(value)) if value is not None else None
+        value = _strip_casts(strip_paren(value), ctx) if value is not None else None
         if value is None or isinstance(value, exp.Null):
             continue
         if isinstance(value, exp.Column):
@@ -180,12 +259,22 @@ def _case_aggregate(kind: str, case: exp.Case, filt: C.Cond | None, name: str, c
                 lo, hi = min(lo, a_lo), max(hi, a_hi)
             continue
         lit = fold(value, ctx.budget)
+        if lit is NOT_CONSTANT:
+            b_total, b_counted, b_lo, b_hi, b_int, _ = _value_terms(kind, value, f, ctx)
+            total += b_total
+            counted += b_counted
+            integer = integer and b_int
+            lo, hi = min(lo, b_lo), max(hi, b_hi)
+            continue
         if isinstance(lit, bool) or not isinstance(lit, int | Decimal):
-            if kind == "count" and lit is not NOT_CONSTANT:
+            if kind == "count":
                 counted.append((ctx.slot(AggSpec("count", None, f)), 1.0))
                 continue
-            raise unsupported(f"CASE branch {sql_of(value)} inside {kind.upper()}", value,
-                              hint="Each CASE branch may be an attribute, a numeric literal or NULL.")
+            if isinstance(lit, str):  # a quoted literal takes the numeric branches' type, as in PostgreSQL
+                raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type integer: "{lit}"',
+                              position=position_of(value))
+            raise Refusal(E.DATATYPE_MISMATCH, "CASE types boolean and integer cannot be matched",
+                          position=position_of(value), hint="Each CASE branch inside SUM or AVG must be a number.")
         integer = integer and isinstance(lit, int)
         if counts:
             counted.append((ctx.slot(AggSpec("count", None, f)), 1.0))

@@ -140,6 +140,21 @@ FORMS = [
     "SELECT CAST(paid AS TEXT) AS p, COUNT(*) FROM shop GROUP BY 1",
     "SELECT SUM(CASE WHEN paid THEN 1 ELSE 0 END) FROM shop",
     "SELECT COUNT(*) FROM shop WHERE CAST(paid AS INT) = 1",
+    # per-row values inside aggregates: per-cell weights, and affine forms of a measure
+    "SELECT SUM(n * 2), SUM(n + 1), AVG(n * 2), COUNT(n + 1) FROM shop",
+    "SELECT SUM(COALESCE(n, 0)), SUM(COALESCE(n, 5)), AVG(COALESCE(n, 5)) FROM shop WHERE k < 3",
+    "SELECT SUM(s * s), SUM(s / 60), SUM(s % 60) FROM shop",
+    "SELECT SUM(CAST(paid AS INT)), AVG(CAST(paid AS INT)), COUNT(CAST(paid AS INT)) FROM shop",
+    "SELECT SUM(CASE WHEN n > 50 THEN n * 2 ELSE 0 END), SUM(CASE WHEN paid THEN s - 100 END) FROM shop",
+    "SELECT SUM(amount * 2), SUM(amount * 2 + 1), SUM(-amount), AVG(amount / 100) FROM shop",
+    "SELECT SUM(COALESCE(amount, 10)), COUNT(COALESCE(amount, 0)), AVG(COALESCE(amount, 10) - 5) FROM shop",
+    "SELECT k, SUM(n * k), AVG(n + k) FROM shop GROUP BY k",
+    "SELECT SUM(n * k) AS nk, SUM(length(city) * k) AS lk FROM shop WHERE paid",
+    "SELECT lower(city) AS c, SUM(n * 2), SUM(amount * 3), COUNT(lower(city)) FROM shop GROUP BY 1",
+    "SELECT SUM(CASE WHEN city LIKE 'O%' THEN amount * 2 ELSE 0 END) AS o FROM shop",
+    "SELECT SUM(length(city)), AVG(strpos(city, 'o')), SUM(CAST(k AS NUMERIC) / 3) FROM shop",
+    "SELECT CAST(EXTRACT(YEAR FROM d) AS BIGINT) AS y, SUM(CASE WHEN k = 1 THEN 1 ELSE 0 END) AS k1 FROM shop "
+    "GROUP BY 1 ORDER BY 1",
     # HAVING and ORDER BY over aggregates of expressions
     "SELECT lower(city) AS c, COUNT(*) FROM shop GROUP BY 1 HAVING COUNT(*) > 400 ORDER BY 2 DESC",
 ]
@@ -191,3 +206,69 @@ def test_refusals_postgresql_raises_have_its_sqlstate(sql: str, shop_conn: psyco
     with pytest.raises(psycopg.Error) as theirs:
         shop_conn.execute(sql)
     assert ours.value.sqlstate == theirs.value.sqlstate, (sql, ours.value.message, str(theirs.value))
+
+
+def _plan_sums(sql: str) -> list[tuple[str | None, float, float]]:
+    plan = plan_query(sql, CATALOG)
+    return [(q.value, q.scale, q.sensitivity) for q in plan.queries]
+
+
+def test_sensitivity_of_a_per_row_value_is_computed_from_the_cells() -> None:
+    # SUM(n * 2) is 2 * SUM(n): the same query as SUM(n), scaled (one key, sensitivity 2 * 100).
+    assert _plan_sums("SELECT SUM(n * 2) FROM shop") == [("n", 2.0, 200.0)]
+    assert plan_query("SELECT SUM(n * 2) FROM shop", CATALOG).queries[0].key == \
+        plan_query("SELECT 2 * SUM(n) FROM shop", CATALOG).queries[0].key.replace("|sum(n)|", "|sum(n)*2|")
+    # s * s over 0..3599: the largest |value| a cell takes, from the declared domain.
+    assert _plan_sums("SELECT SUM(s * s) FROM shop") == [("s", 1.0, 3599.0 ** 2)]
+    # Restricted by WHERE to the query's own cells: n <= 10 -> at most 20 a row.
+    assert _plan_sums("SELECT SUM(n * 2) FROM shop WHERE n <= 10") == [("n", 2.0, 20.0)]
+    # Negative values: |s - 4000| peaks at s = 0.
+    assert _plan_sums("SELECT SUM(s - 4000) FROM shop")[0][2] == 4000.0
+    # A measure's affine form reads SUM(amount) (sensitivity its clamp, 500) and the count; the factors 2
+    # and 1 are post-processing of the noisy values.
+    sums = _plan_sums("SELECT SUM(amount * 2 + 1) FROM shop")
+    assert sorted(sums, key=lambda t: t[0] or "") == [(None, 1.0, 1.0), ("amount", 1.0, 500.0)]
+
+
+def test_statement_sensitivity_with_weights_matches_the_dense_matrix() -> None:
+    """The engine's factored L2 sensitivity (families of explicit weights) equals the dense computation,
+    scaled by the privacy unit's row bound k."""
+    from lapras.mechanisms.sensitivity import l2_sensitivity, statement_sensitivity
+
+    unit = TableSchema("shop", (*SHOP.attributes, Attribute("uid", IntType(0, 9))), privacy_unit="uid",
+                       max_rows_per_unit=5)
+    cat = Catalog((unit,))
+    for sql in ("SELECT SUM(s * s), SUM(s), COUNT(*) FROM shop WHERE s < 100",
+                "SELECT k, SUM(n * k), SUM(COALESCE(n, 7) - 3), COUNT(*) FROM shop GROUP BY k",
+                "SELECT SUM(CASE WHEN k = 1 THEN n * n WHEN k = 2 THEN -n ELSE 0 END), SUM(n) FROM shop"):
+        qs = [q for q in plan_query(sql, cat).queries if not q.is_zero]
+        marginal = tuple(sorted({a for q in qs for a in q.marginal}))
+        rows = []
+        for q in qs:
+            v = q.vector(unit)
+            axes = [marginal.index(a) for a in q.marginal]
+            full = np.expand_dims(v, [i for i in range(len(marginal)) if i not in axes])
+            full = np.moveaxis(full, list(range(len(q.marginal))), axes) if len(q.marginal) > 1 else full
+            rows.append((np.broadcast_to(full, unit.shape(marginal)) / q.sensitivity).reshape(-1))
+        dense = 5 * l2_sensitivity(np.array(rows))
+        assert statement_sensitivity(unit, qs) == pytest.approx(dense), sql
+
+
+@pytest.mark.parametrize(("sql", "state", "words"), [
+    ("SELECT SUM(amount * amount) FROM shop", "0A000", "not of the form a * amount + b"),
+    ("SELECT SUM(CAST(amount AS INT)) FROM shop", "0A000", "not of the form"),
+    ("SELECT SUM(amount * n) FROM shop", "0A000", "measure amount and other columns"),
+    ("SELECT SUM(CAST(k AS TEXT)) FROM shop", "42883", "sum(text) does not exist"),
+    ("SELECT AVG(city || 'x') FROM shop", "42883", "avg(text) does not exist"),
+    ("SELECT SUM(paid) FROM shop", "42883", "sum(boolean)"),
+    ("SELECT SUM(s * d) FROM shop", "42883", "operator does not exist"),
+    ("SELECT SUM(CASE WHEN k = 1 THEN 'x' ELSE 0 END) FROM shop", "22P02", "invalid input syntax"),
+    ("SELECT SUM(s * n * k) FROM shop", "54000", "spans 408 cells"),
+    ("SELECT SUM(random() * n) FROM shop", "0A000", "random() is not deterministic"),
+    ("SELECT SUM(n / (k - 2)) FROM shop", "22012", "division by zero"),
+])
+def test_aggregate_refusals_name_the_part(sql: str, state: str, words: str) -> None:
+    with pytest.raises(Refusal) as err:
+        plan_query(sql, CATALOG)
+    r = err.value
+    assert r.sqlstate == state and words in r.message + " " + (r.hint or ""), (sql, r.sqlstate, r.message, r.hint)
