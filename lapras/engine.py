@@ -542,6 +542,20 @@ class Engine:
             return stored
         raise StaleEpoch("the epoch changed three times while selecting keys")
 
+    def explain_partition(self, request: PartitionRequest) -> dict[str, object]:
+        """What a selection for ``request`` would cost and how it would draw, or the stored one: nothing is
+        read, drawn or charged (for EXPLAIN)."""
+        ep = self._epoch
+        assert ep is not None
+        stored = self._partitions.get((ep.id, request.key)) or self.ledger.partition(ep.id, request.key)
+        if stored is not None:
+            return {"stored": True, "record": stored, "keys": len(stored.keys), "cost": stored.cost, **stored.params}
+        cost = self.partition_cost()
+        if cost is None:
+            return {"stored": False, "cost": None}
+        mech = GaussianThreshold.calibrate(cost, request.max_keys)
+        return {"stored": False, "cost": cost, "single_unit_bound": mech.single_unit_bound(), **mech.params}
+
     def _select(self, epoch_id: int, request: PartitionRequest) -> PartitionRecord:
         cur = self.ledger.current_epoch()
         if cur is None or cur.id != epoch_id:

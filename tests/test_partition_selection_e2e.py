@@ -110,6 +110,11 @@ def test_group_by_private_keys_releases_popular_keys_only(shops_proxy: Any) -> N
 def test_filtered_value_list_is_its_own_selection(shops_proxy: Any) -> None:
     with psycopg.connect(shops_proxy.dsn(), autocommit=True) as conn:
         before = _ledger(shops_proxy)[1]
+        # EXPLAIN states what the selection will cost, and charges nothing.
+        plan = [r[0] for r in conn.execute("EXPLAIN SELECT city FROM shops WHERE state = 'WA' GROUP BY city")]
+        assert "DP partition selection" in plan[0] and any("rho =" in ln and "(epsilon, delta)" in ln for ln in plan)
+        assert any("not selected yet" in ln for ln in plan), plan
+        assert _ledger(shops_proxy)[1] == before
         rows = conn.execute("SELECT \"city\" FROM shops WHERE \"state\" = 'WA' GROUP BY \"city\"").fetchall()
         assert sorted(r[0] for r in rows) == ["Seattle", "Spokane", "Tacoma"]
         assert _ledger(shops_proxy)[1] == before + 1
@@ -117,6 +122,9 @@ def test_filtered_value_list_is_its_own_selection(shops_proxy: Any) -> None:
         rows2 = conn.execute("SELECT city FROM shops WHERE state IN ('WA') GROUP BY 1").fetchall()
         assert sorted(r[0] for r in rows2) == ["Seattle", "Spokane", "Tacoma"]
         assert _ledger(shops_proxy)[1] == before + 1
+        plan = [r[0] for r in conn.execute("EXPLAIN SELECT city, COUNT(*) FROM shops WHERE state = 'WA' GROUP BY city")]
+        assert any("selected earlier in this epoch: 3 keys" in ln for ln in plan), plan
+        assert any("DP aggregate over public.shops: 3 linear queries" in ln for ln in plan), plan
         # A value list of a public column filtered on another: only values many users hold under the filter
         # (the few platinum users are not enough), one more selection.
         tiers = conn.execute("SELECT DISTINCT tier FROM shops WHERE state = 'WA'").fetchall()

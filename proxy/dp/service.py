@@ -20,9 +20,11 @@ import psycopg
 import parser as sqlparser
 from lapras.errors import LaprasError
 from lapras.ledger.base import PartitionRecord
+from lapras.mechanisms import Cost
 from parser.analysis.probe import NO_ROWS
 from parser.partition import NeedsPartition, PartitionRequest, selected_catalog, selected_table
 from parser.pgtypes import INT8, TEXT
+from parser.plan import QueryPlan
 from parser.series import SeriesLimit, series_limit
 from parser.sqlstate import SqlError
 
@@ -53,6 +55,8 @@ def _show_target(sql: str) -> str | None:
 
 BUDGET_COLUMNS = [ColumnDesc("key", TEXT), ColumnDesc("value", TEXT)]
 EPOCH_COLUMNS = [ColumnDesc("new_epoch", INT8)]
+EXPLAIN_COLUMNS = [ColumnDesc("QUERY PLAN", TEXT)]
+_EXPLAIN = re.compile(r"^\s*explain\s+(?P<stmt>(?:select|with)\b.*)$", re.I | re.S)
 _NEW_EPOCH = re.compile(r"^\s*select\s+(?:\*\s+from\s+)?lapras\s*\.\s*new_epoch\s*\(\s*\)\s*;?\s*$", re.I)
 
 
@@ -92,6 +96,10 @@ class DPService:
             return self.regression.describe(sql)
         if _NEW_EPOCH.match(sql):
             return [], list(EPOCH_COLUMNS)
+        explain = _EXPLAIN.match(sql)
+        if explain is not None:
+            d = self.planner.describe(explain["stmt"], deadline=time.monotonic() + self.config.server.statement_timeout_s)
+            return list(d.param_types), list(EXPLAIN_COLUMNS)
         # Describe has no session settings: the server's statement timeout bounds its planning.
         deadline = time.monotonic() + self.config.server.statement_timeout_s
         try:
@@ -131,6 +139,9 @@ class DPService:
             return await asyncio.to_thread(self.regression.execute, sql, user)
         if _NEW_EPOCH.match(sql):
             return await asyncio.to_thread(self._new_epoch, user)
+        explain = _EXPLAIN.match(sql)
+        if explain is not None:
+            return await asyncio.to_thread(self._explain, explain["stmt"], params, settings)
         t0 = time.perf_counter()
         plan = self.planner.cached_plan(sql, params or None)
         selection = None
@@ -146,14 +157,8 @@ class DPService:
                 if self.engine.partition_cost() is None:
                     raise  # no partition budget: refused as before, saying how to turn it on
                 selection = await asyncio.to_thread(self.engine.select_partition, need.request)
-                if need.request.kind == "cells":
-                    cells = frozenset(tuple(int(i) for i in k) for k in selection.keys)
-                    plan = await asyncio.to_thread(self.planner.plan_selected, sql, params or None, cells,
-                                                   deadline=self._deadline(settings))
-                else:
-                    planner = self._selected_planner(need.request, selection)
-                    plan = await asyncio.to_thread(planner.plan, sql, params or None,
-                                                   deadline=self._deadline(settings))
+                plan = await asyncio.to_thread(self._selected_plan, need.request, selection, sql, params,
+                                               self._deadline(settings))
             except sqlparser.Refusal:
                 split = None if params else series_limit(sql, self.catalog)
                 if split is None:
@@ -178,6 +183,51 @@ class DPService:
                            f"SELECT {len(rows)}", notices, outcome=answer.outcome,
                            query_keys=tuple(q.key for q in plan.queries),
                            cost=answer.cost.to_json() if answer.cost is not None else None)
+
+    def _explain(self, sql: str, params: Sequence[object | None], settings: Mapping[str, str]) -> QueryResult:
+        """EXPLAIN of a DP statement: what it measures and what it costs (a partition selection's (epsilon,
+        delta) in full); nothing is read, drawn or charged."""
+        deadline = self._deadline(settings)
+        lines: list[str] = []
+        try:
+            plan = self.planner.plan(sql, params or None, deadline=deadline)
+        except NeedsPartition as need:
+            req = need.request
+            info = self.engine.explain_partition(req)
+            cols = ", ".join(req.columns)
+            lines.append(f"DP partition selection: keys of ({cols}) in {req.schema}.{req.table} under the statement's "
+                         f"WHERE (each privacy unit counted in at most {req.max_keys} keys)")
+            cost = info.get("cost")
+            if isinstance(cost, Cost) and cost.rho is not None and cost.delta is not None:
+                eps, delta = cost.as_eps_delta(4 * cost.delta)
+                lines.append(f"  cost: rho = {cost.rho:.4g}, delta = {cost.delta:.3g} (approximate zCDP; on its own "
+                             f"(epsilon, delta) = ({eps:.4g}, {delta:.3g})), from the epoch's partition budget")
+                lines.append(f"  mechanism: Gaussian threshold, sigma = {info['sigma']:.4g}, "
+                             f"threshold = {info['threshold']:.0f} units")
+            if info.get("stored"):
+                lines.append(f"  selected earlier in this epoch: {info['keys']} keys released; reused, no charge")
+                record = info["record"]
+                assert isinstance(record, PartitionRecord)
+                plan = self._selected_plan(req, record, sql, params, deadline)
+            elif cost is None:
+                lines.append("  off: no partition budget ([privacy] partition_fraction = 0): the statement is refused")
+                return QueryResult(list(EXPLAIN_COLUMNS), [(ln,) for ln in lines], f"EXPLAIN {len(lines)}")
+            else:
+                lines.append("  not selected yet in this epoch: charged once when first run, then reused")
+                return QueryResult(list(EXPLAIN_COLUMNS), [(ln,) for ln in lines], f"EXPLAIN {len(lines)}")
+        answered = self.engine.lookup(plan) is not None
+        n = sum(1 for q in plan.queries if not q.is_zero)
+        lines.append(f"DP aggregate over {plan.schema}.{plan.table}: {n} linear queries, {len(plan.group_keys)} groups")
+        lines.append("  cost: none, every answer is stored (a repeat)" if answered else
+                     "  cost: a share of the query stream's budget granted when it runs (Gaussian noise; repeats free)")
+        return QueryResult(list(EXPLAIN_COLUMNS), [(ln,) for ln in lines], "EXPLAIN")
+
+    def _selected_plan(self, request: PartitionRequest, selection: PartitionRecord, sql: str,
+                       params: Sequence[object | None], deadline: float) -> QueryPlan:
+        if request.kind == "cells":
+            cells = frozenset(tuple(int(i) for i in k) for k in selection.keys)
+            return self.planner.plan_selected(sql, params or None, cells, deadline=deadline)
+        return self._selected_planner(request, selection).plan(sql, params or None, deadline=deadline)
 
     def _selected_planner(self, request: PartitionRequest, selection: PartitionRecord) -> sqlparser.Planner:
         """The planner over the catalog in which the request's column has the selected keys as its domain

@@ -18,6 +18,8 @@ from parser.schema import Catalog
 from ..protocol.errors import PgError
 from .sqltext import EscapeError, decode_escapes, leading_words, strip_comments
 
+_PLAIN_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(?:SELECT|WITH)\b", re.IGNORECASE)
+"""EXPLAIN without options of a query: answered by the DP service (options such as ANALYZE stay refused)."""
 
 class Kind(enum.Enum):
     EMPTY = "empty"        # only whitespace/comments: EmptyQueryResponse
@@ -171,6 +173,9 @@ class Router:
             # The explained statement is opaque to most SQL parsers: any identifier naming a
             # protected table is enough to refuse.
             if self.mentions_protected(_STRINGS.sub("''", strip_comments(sql))):
+                if _PLAIN_EXPLAIN.match(strip_comments(sql)):
+                    # The DP service explains it: what would be measured and charged, nothing of the data.
+                    return Route(Kind.DP, sql, first)
                 return Route(Kind.REFUSED, sql, first, PgError(
                     "42501", "permission denied: EXPLAIN of a protected table reveals planner statistics"))
             return Route(Kind.CATALOG, sql, first)

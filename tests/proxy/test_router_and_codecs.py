@@ -49,7 +49,9 @@ def router() -> Router:
     ("select most_common_vals from pg_stats", Kind.REFUSED, "42501"),
     ("SELECT reltuples::bigint FROM pg_class WHERE relname = 'adult'", Kind.REFUSED, "42501"),
     ("SELECT pg_read_binary_file('x')", Kind.REFUSED, "42501"),
-    ("EXPLAIN SELECT * FROM adult", Kind.REFUSED, "42501"),
+    ("EXPLAIN (COSTS) SELECT * FROM adult", Kind.REFUSED, "42501"),
+    ("EXPLAIN ANALYZE SELECT count(*) FROM adult", Kind.REFUSED, "42501"),
+    ("EXPLAIN SELECT count(*) FROM adult", Kind.DP, None),  # the DP service states what it would measure
     ("EXPLAIN SELECT 1", Kind.CATALOG, None),
     ("SELECT * FROM adult FOR UPDATE", Kind.REFUSED, "25006"),
     ("PREPARE p AS SELECT 1", Kind.SESSION, None),
