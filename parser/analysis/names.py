@@ -22,6 +22,11 @@ class Scope:
     table: TableSchema
     alias: str | None
 
+    @property
+    def refname(self) -> str:
+        """The name that qualifies the table's columns (PostgreSQL's refname): the alias, else the table."""
+        return self.alias if self.alias is not None else self.table.name
+
     def column(self, col: exp.Column) -> Attribute:
         """Resolve a column reference (any case unless quoted; qualified by table, schema or alias)."""
         if isinstance(col.this, exp.Star):
@@ -29,7 +34,7 @@ class Scope:
         qual = [p for p in (col.args.get("catalog"), col.args.get("db"), col.args.get("table")) if p is not None]
         if qual:
             names = [ident(p) for p in qual]
-            want = self.alias if self.alias is not None else self.table.name
+            want = self.refname
             ok = names[-1] == want and (len(names) < 2 or (self.alias is None and names[-2] == self.table.schema))
             if not ok:
                 raise Refusal(E.UNDEFINED_TABLE, f'missing FROM-clause entry for table "{names[-1]}"',
@@ -56,7 +61,7 @@ class Scope:
     def star(self, node: exp.Expr) -> tuple[Attribute, ...]:
         """The attributes ``*`` or ``alias.*`` stands for (declared order)."""
         qual = node.args.get("table") if isinstance(node, exp.Column) else None
-        if qual is not None and ident(qual) != (self.alias if self.alias is not None else self.table.name):
+        if qual is not None and ident(qual) != self.refname:
             raise Refusal(E.UNDEFINED_TABLE, f'missing FROM-clause entry for table "{ident(qual)}"',
                           position=position_of(node))
         return self.table.attributes

@@ -65,7 +65,7 @@ def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
         attr = ctx.column(node)
         plain = [i for i, d in enumerate(ctx.groups) if d.node is None and d.attr == attr.name]
         if not plain:
-            raise Refusal(E.GROUPING_ERROR, f'column "{ctx.table.name}.{attr.name}" must appear in the GROUP BY '
+            raise Refusal(E.GROUPING_ERROR, f'column "{ctx.scope.refname}.{attr.name}" must appear in the GROUP BY '
                           "clause or be used in an aggregate function", position=position_of(node))
         return S.Key(plain[0], ctx.groups[plain[0]].oid, attr.name)
     if isinstance(node, exp.Parameter | exp.Placeholder):

@@ -200,6 +200,8 @@ def test_keys_of_odd_names_are_unambiguous(names_db: tuple[str, Catalog]) -> Non
     'SELECT COUNT(*) FROM "PLAIN_SALES"',
     'SELECT COUNT(*) FROM {s}."Nope"',
     "SELECT COUNT(*) FROM {t} WHERE y.{fb} = 1",
+    "SELECT {fb}, COUNT(*) FROM {t}",
+    "SELECT x.{fb}, COUNT(*) FROM {t} AS x",
 ])
 def test_errors_name_things_as_postgresql(template: str, names_db: tuple[str, Catalog]) -> None:
     dsn, catalog = names_db
