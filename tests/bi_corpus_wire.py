@@ -569,6 +569,7 @@ class Result:
     message: str = ""
     checked: int = 0             # outputs compared with PostgreSQL within their stated error
     misses: list[str] = field(default_factory=list)
+    seconds: float = 0.0         # through the proxy (set by benchmarks/corpus_share.py)
 
     @property
     def within_error(self) -> bool:

@@ -1,0 +1,52 @@
+"""Start a real `lapras-proxy serve` for a benchmark and stop it: the process, and the seconds it took to
+print its ready line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def start(config: Path, state: Path, timeout: float = 300.0) -> tuple[subprocess.Popen[str], float]:
+    """`serve --config config --state-dir state`; returns once it is ready (raises with its output if not)."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(config),
+                             "--state-dir", str(state)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=REPO)
+    lines: list[str] = []
+    ready = threading.Event()
+
+    def pump() -> None:  # keeps reading, so a chatty proxy never blocks on a full pipe
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if len(lines) < 200:
+                lines.append(line)
+            if "ready" in line:
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    while not ready.wait(0.05):
+        if proc.poll() is not None or time.monotonic() - t0 > timeout:
+            stop(proc)
+            raise RuntimeError("the proxy did not start:\n" + "".join(lines))
+    return proc, time.monotonic() - t0
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident memory so far (VmHWM)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM:")) / 1024
