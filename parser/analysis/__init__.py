@@ -20,7 +20,9 @@ from sqlglot import exp
 
 from .. import errors as E
 from ..errors import Refusal
+from ..identifiers import display_ident
 from ..limits import Budget
+from ..partition import private_columns
 from ..schema import Catalog
 from ..syntax import position_of
 from ..template import Template
@@ -38,10 +40,33 @@ from .where import lower_where
 __all__ = ["analyze"]
 
 
+def _check_private_keys(select: exp.Select, ctx: Context) -> None:
+    """A column with private keys has no cells until its keys are selected: it may be grouped on (its keys
+    then come from DP partition selection), never read by WHERE, HAVING or an aggregate, whose answer over
+    an empty domain would be a silent exact 0."""
+    private = set(private_columns(ctx.table, [a.name for a in ctx.table.attributes]))
+    if not private:
+        return
+    roots = [select.args.get("where"), select.args.get("having"), *select.find_all(exp.AggFunc)]
+    for root in roots:
+        for col in root.find_all(exp.Column) if root is not None else ():
+            try:
+                attr = ctx.column(col)
+            except Refusal:
+                continue  # an output alias or an unknown name: the passes below say which
+            if attr.name in private:
+                raise Refusal(E.FEATURE_NOT_SUPPORTED,
+                              f"{display_ident(attr.name)} has private keys: it can be grouped on, not filtered "
+                              "or aggregated",
+                              hint="Group by it (its keys come from DP partition selection) and filter on other "
+                                   "columns.", position=position_of(col))
+
+
 def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
     """Run the passes over one parsed statement."""
     select = check_shape(inline_wrappers(tree, catalog, budget))
     ctx = Context(select, resolve_names(select, catalog), budget)
+    _check_private_keys(select, ctx)
     if check_select(ctx) == "probe":
         return probe_template(ctx)
     where = lower_where(select.args["where"].this, ctx) if select.args.get("where") is not None else None
