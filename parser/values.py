@@ -409,7 +409,7 @@ def _float_text(x: float) -> str:
     return str(int(x)) if x.is_integer() else repr(x)
 
 
-TEXT_FUNCTIONS = frozenset({"lower", "upper", "length", "strpos", "substring", "left", "right", "btrim", "ltrim",
+TEXT_FUNCTIONS = frozenset({"to_char", "lower", "upper", "length", "strpos", "substring", "left", "right", "btrim", "ltrim",
                             "rtrim", "replace", "textcat", "starts_with", "split_part", "reverse", "like", "ilike"})
 """Functions over text arguments (``concat`` takes any: its arguments are read as text)."""
 
@@ -430,6 +430,7 @@ FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
     "starts_with": _strict(lambda s, p: s.startswith(p)),
     "split_part": _strict(_split_part),
     "reverse": _strict(lambda s: s[::-1]),
+    "to_char": _strict(lambda v, fmt: v.strftime(fmt)),  # formats checked by the compiler (TO_CHAR_FORMAT)
     "like": _like(False),
     "ilike": _like(True),
     "sign": _strict(lambda x: (x > 0) - (x < 0)),

@@ -9,6 +9,7 @@ over noisy values. A node with no scalar form here raises ``NotScalar`` and the 
 
 from __future__ import annotations
 
+import re
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -177,6 +178,13 @@ class _Compiler:
             return self.like(node, d)
         if isinstance(node, exp.Trim):
             return self.trim(node, d)
+        if isinstance(node, exp.Date) and not node.expressions:  # date(x): the cast, as PostgreSQL defines it
+            x = self.compile(node.this, d)
+            if x.oid not in S.TEMPORAL_OIDS | {S.TEXT, S.UNKNOWN}:
+                raise self.no_function("date", node, [x])
+            return S.Cast(x, S.DATE, "date", position_of(node))
+        if isinstance(node, exp.TimeToStr):
+            return self.to_char(node, d)
         if isinstance(node, exp.Concat):
             return S.Call("concat", [self.compile(a, d) for a in node.expressions], S.TEXT)
         if isinstance(node, _NONDETERMINISTIC) or (isinstance(node, exp.Anonymous)
@@ -255,6 +263,19 @@ class _Compiler:
         out: S.Expr = S.Call(fn, args, S.BOOL)
         return S.Logic("not", [out]) if node.args.get("negate") else out
 
+    def to_char(self, node: exp.TimeToStr, d: int) -> S.Expr:
+        """to_char(date or timestamp, format) for numeric date fields (YYYY, MM, DD, HH24, MI, SS, IW...)."""
+        x = self.compile(node.this, d)
+        fmt = node.args.get("format")
+        if x.oid not in S.TEMPORAL_OIDS:
+            raise self.no_function("to_char", node, [x, S.Const(None, S.TEXT)])
+        if not isinstance(fmt, exp.Literal) or not TO_CHAR_FORMAT.fullmatch(str(fmt.this)):
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"to_char format {sql_of(node)!r} is not supported on protected "
+                          "tables", position=position_of(node),
+                          hint="to_char takes numeric date fields (YYYY, YY, MM, DD, DDD, HH24, HH12, MI, SS, IW, "
+                          "IYYY, FM forms) separated by punctuation; date_trunc or extract give other buckets.")
+        return S.Call("to_char", [x, S.Const(str(fmt.this), S.TEXT)], S.TEXT)
+
     def trim(self, node: exp.Trim, d: int) -> S.Expr:
         fn = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(str(node.args.get("position") or "").upper(), "btrim")
         parts = [node.this] + ([node.expression] if node.expression is not None else [])
@@ -290,9 +311,10 @@ class _Compiler:
                 raise Refusal(E.CANNOT_COERCE, f"cannot cast type {type_name(a.oid)} to boolean",
                               position=position_of(node))
         elif to == exp.DataType.Type.INTERVAL:
-            if not (isinstance(a, S.Const) and a.oid in (S.TEXT, S.UNKNOWN)):
+            if a.oid not in (S.TEXT, S.UNKNOWN) or not _constant_expr(a):
                 raise NotScalar(node)
-            return S.Const(None if a.value is None else TM.parse_interval(str(a.value)), S.INTERVAL)
+            value = a.value if isinstance(a, S.Const) else S.constant(a)  # (-1 || ' year')::interval (Looker)
+            return S.Const(None if value is None else TM.parse_interval(str(value)), S.INTERVAL)
         else:
             raise NotScalar(node)
         if a.oid == S.BOOL and oid not in (S.BOOL, S.INT4, S.TEXT):
@@ -401,6 +423,16 @@ class _Compiler:
         if fn in ("round", "floor", "ceil", "abs") and args[0].oid not in S.NUMBER_OIDS | {S.UNKNOWN}:
             raise NotScalar(node)
         return self.typed(S.Call(fn, args, S.call_type(fn, [a.oid for a in args])))
+
+
+# sqlglot rewrites PostgreSQL's to_char patterns to strftime codes; those with a PostgreSQL meaning that
+# strftime computes the same way, between characters that are not pattern letters, are supported.
+TO_CHAR_FORMAT = re.compile(r"(?:%-?[YymdjHIMSVG]|[^A-Za-z%\"])*")
+
+
+def _constant_expr(e: S.Expr) -> bool:
+    """``e`` reads no row, group, aggregate or parameter (its value is one constant)."""
+    return all(type(x).__module__ == S.__name__ and not isinstance(x, S.Cell | S.Key | S.Param) for x in e.walk())
 
 
 def compile_scalar(node: exp.Expr, leaf: Leaf, budget: Budget, *, exact: bool) -> S.Expr:

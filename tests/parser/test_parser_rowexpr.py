@@ -83,6 +83,13 @@ FORMS = [
     "SELECT CAST(EXTRACT(YEAR FROM d) AS BIGINT) AS y, SUM(amount) FROM shop "
     "WHERE CAST(EXTRACT(YEAR FROM d) AS BIGINT) BETWEEN 2009 AND 2011 GROUP BY 1",
     "SELECT CAST(d AS TEXT) LIKE '2010-03%' AS march, COUNT(*) FROM shop GROUP BY 1",
+    # Looker's date keys and relative filters
+    "SELECT TO_CHAR(DATE_TRUNC('month', d), 'YYYY-MM') AS m, COUNT(*) FROM shop WHERE d >= DATE '2010-01-01' "
+    "AND d < DATE '2011-01-01' GROUP BY 1 ORDER BY 1 DESC",
+    "SELECT TO_CHAR(DATE_TRUNC('quarter', d), 'YYYY-MM') AS q, SUM(amount) FROM shop GROUP BY 1",
+    "SELECT TO_CHAR(d, 'YYYY/FMMM/FMDD') AS t, COUNT(*) FROM shop WHERE d < DATE '2008-03-01' GROUP BY 1",
+    "SELECT DATE(d) AS dd, COUNT(*) FROM shop WHERE d < DATE '2008-02-01' GROUP BY 1",
+    "SELECT COUNT(*) FROM shop WHERE d >= DATE '2012-06-30' + (-1 || ' year')::INTERVAL",
     # NULL tests over nullable columns and expressions
     "SELECT COUNT(*) FROM shop WHERE city IS NULL",
     "SELECT COUNT(*) FROM shop WHERE lower(city) IS NOT NULL AND n IS NULL",
@@ -184,6 +191,8 @@ def test_form_matches_postgresql(sql: str, shop_conn: psycopg.Connection) -> Non
     ("SELECT COUNT(*) FROM shop WHERE city LIKE 'a!' ESCAPE '!'", "22025", "escape character"),
     ("SELECT COUNT(*) FROM shop WHERE 10 / (k - 2) > 1", "22012", "division by zero"),
     ("SELECT COUNT(*) FROM shop WHERE city ~ 'O.*'", "0A000", "city ~ 'O.*'"),
+    ("SELECT TO_CHAR(d, 'FMMonth YYYY') AS m, COUNT(*) FROM shop GROUP BY 1", "0A000", "to_char format"),
+    ("SELECT TO_CHAR(k, '999') AS m, COUNT(*) FROM shop GROUP BY 1", "42883", "to_char(integer, text)"),
 ])
 def test_refusal_names_the_part(sql: str, state: str, words: str) -> None:
     with pytest.raises(Refusal) as err:
