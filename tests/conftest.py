@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -223,6 +224,16 @@ class ProxyProcess:
         except Exception:
             self.proc.kill()
             self.proc.wait(5)
+
+
+_THIS_MODULE = sys.modules[__name__]  # taken at import: later conftests of other folders reuse the name
+
+
+@pytest.fixture(scope="session")
+def root_conftest() -> Any:
+    """This module, for tests that start their own proxies and databases (``from conftest import`` may
+    find another directory's conftest when the whole suite runs)."""
+    return _THIS_MODULE
 
 
 @pytest.fixture(scope="session")

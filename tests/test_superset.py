@@ -20,7 +20,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import ProxyProcess, create_database, fill_demo_tables, free_port, make_test_config
 from superset_harness import SupersetServer, ensure_installed
 
 from parser.sql import EXACT_SESSION_SQL, table_ref
@@ -48,23 +47,26 @@ def time_range(spec: str) -> list[dict[str, Any]]:
 
 
 class Env:
-    def __init__(self, superset: SupersetServer, proxy: ProxyProcess, upstream: str, catalog: Any) -> None:
+    def __init__(self, superset: SupersetServer, proxy: Any, upstream: str, catalog: Any) -> None:
         self.superset, self.proxy, self.upstream, self.catalog = superset, proxy, upstream, catalog
         self.datasets: dict[str, int] = {}
         self.database = 0
 
 
 @pytest.fixture(scope="module")
-def env(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+def env(embedded_pg: Any, default_config: Any, root_conftest: Any,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     venv = ensure_installed()
-    upstream = create_database(embedded_pg, "superset")
-    fill_demo_tables(upstream, default_config)
+    rc = root_conftest
+    upstream = rc.create_database(embedded_pg, "superset")
+    rc.fill_demo_tables(upstream, default_config)
     root = tmp_path_factory.mktemp("superset")
-    port = free_port()
-    (root / "config.toml").write_text(make_test_config(upstream, port, epsilon=1.0, delta=1e-3, stream_length=30))
-    proxy = ProxyProcess(root / "config.toml", root / "state", port)
+    port = rc.free_port()
+    (root / "config.toml").write_text(rc.make_test_config(upstream, port, epsilon=1.0, delta=1e-3,
+                                                          stream_length=30))
+    proxy = rc.ProxyProcess(root / "config.toml", root / "state", port)
     proxy.start()
-    superset = SupersetServer(venv, root / "superset", free_port())
+    superset = SupersetServer(venv, root / "superset", rc.free_port())
     try:
         superset.start()
         yield Env(superset, proxy, upstream, default_config.catalog)
