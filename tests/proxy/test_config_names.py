@@ -117,3 +117,15 @@ def test_partition_selection_keys_quote_odd_names() -> None:
     assert key("public", "t", "a,b") != key("public", "t", "a", "b")
     assert key("public", "a.b", "c") != key("public.a", "b", "c")
     assert key("public", "T", "City") == 'public."T"|keys("City")|all'
+
+
+def test_a_config_file_with_odd_names_loads_as_written(tmp_path: Any) -> None:
+    from proxy.ops.config import load_config, toml_key
+
+    names = {n: toml_key(n) for n in ODD}
+    cols = "\n".join(f'{k} = {{ type = "int", min = 0, max = 1 }}' for k in names.values())
+    path = tmp_path / "config.toml"
+    path.write_text(f'[[users]]\nname = "a"\nauth = "trust"\n[tables.{names[ODD[9]]}]\nschema = "S \\"x\\""\n'
+                    f"[tables.{names[ODD[9]]}.columns]\n{cols}\n", encoding="utf-8")
+    t = load_config(path).catalog.tables[0]
+    assert (t.schema, t.name, [a.name for a in t.attributes]) == ('S "x"', ODD[9], ODD)
