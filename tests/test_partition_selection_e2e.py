@@ -100,6 +100,9 @@ def test_group_by_private_keys_releases_popular_keys_only(shops_proxy: Any) -> N
         assert any("partition selection" in m and "rho=" in m for m in notices), notices
         parts, spends = _ledger(shops_proxy)
         assert len(parts) == 1 and spends == 1
+        budget = dict(conn.execute("SHOW lapras.budget").fetchall())
+        assert budget["partition.selections_left"] == "3" and float(budget["partition.spent.epsilon"]) > 0
+        assert float(budget["partition.spent.epsilon"]) <= float(budget["partition.budget.epsilon"])
         assert sorted(k[0] for k in parts[0][1]) == sorted(POPULAR)
         # The same keys serve later statements over them, with no new selection.
         again = conn.execute("SELECT state, city, SUM(amount) FROM shops GROUP BY city, state").fetchall()

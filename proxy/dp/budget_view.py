@@ -65,6 +65,15 @@ def budget_rows(report: Mapping[str, Any], activity: Mapping[str, float], *, adm
     rows.append(("spent.delta", _num(cur["spent"]["delta"])))
     if "mu" in cur:
         rows.append(("spent.mu", _num(cur["mu"]["spent"])))
+    part = cur.get("partition_budget") or {}
+    if part.get("epsilon"):
+        # DP partition selection's own part (basic composition with the rest): what it has spent, and how
+        # many more new (table, keys, filter) selections it admits this epoch.
+        rows.append(("partition.budget.epsilon", _num(part["epsilon"])))
+        rows.append(("partition.budget.delta", _num(part["delta"])))
+        rows.append(("partition.spent.epsilon", _num(cur["partition_spent"]["epsilon"])))
+        rows.append(("partition.spent.delta", _num(cur["partition_spent"]["delta"])))
+        rows.append(("partition.selections_left", _num(cur["partition_spent"]["selections_left"])))
     rows.append(("epoch", _num(cur.get("epoch"))))
     rows.append(("epoch.started_at", timestamp(cur.get("started_at"))))
     if "matrix_mechanism" in cur:  # released | pending (being prepared; its budget share reserved) | none
