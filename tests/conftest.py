@@ -8,10 +8,10 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -226,14 +226,11 @@ class ProxyProcess:
             self.proc.wait(5)
 
 
-_THIS_MODULE = sys.modules[__name__]  # taken at import: later conftests of other folders reuse the name
-
-
 @pytest.fixture(scope="session")
 def root_conftest() -> Any:
-    """This module, for tests that start their own proxies and databases (``from conftest import`` may
-    find another directory's conftest when the whole suite runs)."""
-    return _THIS_MODULE
+    """This module's names, for tests that start their own proxies and databases (``from conftest import``
+    may find another folder's conftest when the whole suite runs)."""
+    return SimpleNamespace(**globals())
 
 
 @pytest.fixture(scope="session")
