@@ -100,7 +100,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def _parse_data_args(cfg: Config, values: Sequence[str] | None) -> dict[str, Path]:
     out: dict[str, Path] = {}
     for value in values or []:
-        table, sep, path = value.partition("=")
+        # A declared name followed by "=" first: table names may hold "=" themselves.
+        named = max((t.name for t in cfg.catalog.tables if value.startswith(t.name + "=")), key=len, default=None)
+        if named is not None:
+            table, sep, path = named, "=", value[len(named) + 1:]
+        else:
+            table, sep, path = value.partition("=")
         if not sep:
             if len(cfg.catalog.tables) != 1:
                 print("lapras-proxy: --data: several tables are protected; write --data TABLE=FILE.csv",

@@ -129,3 +129,15 @@ def test_a_config_file_with_odd_names_loads_as_written(tmp_path: Any) -> None:
                     f"[tables.{names[ODD[9]]}.columns]\n{cols}\n", encoding="utf-8")
     t = load_config(path).catalog.tables[0]
     assert (t.schema, t.name, [a.name for a in t.attributes]) == ('S "x"', ODD[9], ODD)
+
+
+def test_data_argument_names_a_table_whose_name_holds_an_equals_sign(tmp_path: Any) -> None:
+    from proxy.ops.cli import _parse_data_args
+
+    t = tree("a", "c")
+    t["tables"]["a=b"] = t["tables"]["a"]
+    cfg = parse_config(t)
+    for name in ("one.csv", "b=two.csv"):
+        (tmp_path / name).write_text("c\n1\n")
+    got = _parse_data_args(cfg, [f"a=b={tmp_path}/one.csv", f"a={tmp_path}/b=two.csv"])
+    assert got == {"a=b": tmp_path / "one.csv", "a": tmp_path / "b=two.csv"}
