@@ -94,3 +94,54 @@ def test_keys_held_by_many_units_are_released() -> None:
     lo, hi = _clopper_pearson(k, n)
     p = float(mech.release_probability(below))
     assert lo <= p <= hi, f"{k}/{n} released two sigma below, expected about {p:.3f}"
+
+
+def test_partition_part_admits_its_selections_then_refuses_and_replays_free() -> None:
+    from dataclasses import dataclass
+
+    from lapras.accounting import PartitionAccountant
+    from lapras.engine import Engine
+    from lapras.errors import BudgetExhausted
+    from lapras.exact import HistogramExactSource
+    from lapras.ledger.memory import MemoryLedger
+    from lapras.settings import EngineSettings
+    from parser.schema import Catalog
+
+    part = PartitionAccountant(0.3, 3e-6, 3)
+    each = part.cost_per_selection()
+    assert part.admits(2 * each.rho, 2 * each.delta, each)  # type: ignore[operator]
+    assert not part.admits(3 * each.rho, 3 * each.delta, each)  # type: ignore[operator]
+    # Spending the whole part is exactly its (epsilon, delta).
+    eps, delta = part.eps_delta(3 * each.rho, 3 * each.delta)  # type: ignore[operator]
+    assert eps == pytest.approx(0.3, rel=1e-6) and eps <= 0.3 and delta == 3e-6
+
+    class Counts(HistogramExactSource):
+        reads = 0
+
+        def key_counts(self, sql: str) -> tuple[list[tuple[object, ...]], np.ndarray]:
+            Counts.reads += 1
+            return [("big",), ("lone",)], np.array([10_000, 1])
+
+    @dataclass(frozen=True)
+    class Req:
+        key: str
+        sql: str = "-- counts"
+        max_keys: int = 1
+
+        def encode(self, keys: list[tuple[object, ...]]) -> list[list[object]]:
+            return [list(k) for k in keys]
+
+    engine = Engine(Catalog(()), MemoryLedger(), Counts({}), EngineSettings(
+        epsilon=1.0, delta=1e-5, partition_fraction=0.3, partition_selections=3, epoch="manual"))
+    for i in range(3):
+        rec = engine.select_partition(Req(f"f{i}"))
+        assert rec.keys == [["big"]] and rec.cost.rho == pytest.approx(each.rho)
+    with pytest.raises(BudgetExhausted):
+        engine.select_partition(Req("f3"))
+    assert Counts.reads == 3  # refused before anything was read
+    ep = engine.ledger.current_epoch()
+    assert ep is not None and ep.partition_rho_spent == pytest.approx(3 * each.rho)
+    # A stored selection is served again, from a fresh engine on the same ledger too: no read, no charge.
+    again = Engine(Catalog(()), engine.ledger, Counts({}), engine.settings).select_partition(Req("f1"))
+    assert again.keys == [["big"]] and Counts.reads == 3
+    assert engine.ledger.current_epoch().partition_rho_spent == pytest.approx(3 * each.rho)  # type: ignore[union-attr]
