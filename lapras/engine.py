@@ -486,11 +486,14 @@ class Engine:
         var = np.full(len(queries), np.inf)
         if mm is None:
             return vals, var
+        sizes_of: dict[str, dict[str, int]] = {}
         for i, q in enumerate(queries):
             if q.measure:
                 continue  # the release measured counts; a measure's sum is not a function of them
-            t = q.source if q.source is not None else table
-            sizes = {a.name: a.domain.size for a in t.attributes}
+            t = q.source if q.source is not None else table  # a derived table (COUNT(DISTINCT)) or the table
+            sizes = sizes_of.get(t.name)
+            if sizes is None:
+                sizes = sizes_of[t.name] = {a.name: a.domain.size for a in t.attributes}
             est = mm.estimate(t.name, tuple(q.marginal), q.factors(t), sizes)
             if est is not None:
                 vals[i], var[i] = est

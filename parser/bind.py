@@ -171,7 +171,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     agg_preds = []
     for spec in t.aggs:
         p = base if spec.filter is None else sp.and_(base, b.where(spec.filter))
-        if spec.kind in ("count", "distinct") and spec.attr is not None:
+        if spec.kind == "count" and spec.attr is not None:
             p = sp.and_(p, b.base(b._attr(spec.attr)))  # COUNT(col) skips NULL cells
         agg_preds.append(p)
     derived = {i: DistinctQueries(t, sp, p, spec.attr) for i, (spec, p) in enumerate(zip(t.aggs, agg_preds, strict=True))

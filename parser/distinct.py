@@ -2,16 +2,23 @@
 
 ``COUNT(DISTINCT unit) ... GROUP BY g`` is not a linear function of the row histogram (a unit with rows in
 two cells of one group counts once), but it is one cell of a *units-present histogram*: per group of the
-statement, the number of privacy units with at least one row in it among the rows its WHERE/FILTER keeps.
-``COUNT(DISTINCT col)`` is the sum over ``col``'s cells of a *values-present histogram* over (group, col):
-1 where the cell holds a row, else 0. Both are histograms of the table, derived by a fixed transformation
-(the rows kept, each unit bounded to ``table.unit_cells`` cells by a seeded hash of the cell: one unit
-moves at most that many cells by 1 each), so each is a virtual :class:`TableSchema` whose attributes are
-the group axes (and the counted column's cells) and whose ``unit_rows`` is that bound: the engine measures
-linear queries over it, computes their sensitivity, and plans P's over it, like any other table.
+statement, the number of privacy units with at least one row in it among the rows its WHERE/FILTER keeps,
+each unit counted in at most g = ``table.unit_cells`` groups (chosen by a seeded hash of the group). One
+unit moves at most g cells by 1 each.
 
-Two statements with the same rows kept (canonical WHERE), the same grouping and the same counted column
-name the same derived table (a digest of that definition), so their answers are one release.
+``COUNT(DISTINCT col)`` is one cell of a *distinct-values histogram*: per group, the number of distinct
+(group, stored value of col) pairs among the kept rows, each unit keeping at most g such pairs. Adding or
+removing a unit adds or removes at most its g pairs, so it moves the histogram by a non-negative vector of
+total at most g (possibly all in one group). That holds whatever the column's type or domain (the stored
+values are counted, as PostgreSQL counts them; only the per-group counts leave the database), so it also
+counts a measure's, a timestamp's or a private-keys column's distinct values.
+
+Both are histograms of the table derived by a fixed transformation, so each is a virtual
+:class:`TableSchema` whose attributes are the group axes and whose ``unit_rows`` is g: the engine measures
+linear queries over it, computes their sensitivity (``lapras.mechanisms.sensitivity``), and plans P's over
+it, like any other table. Two statements with the same rows kept (canonical WHERE), the same grouping and
+the same counted column name the same derived table (a digest of that definition), so their answers are
+one release.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from .predicate import Pred, Ranges, Space
 from .schema import Attribute, TableSchema
 from .template import Template
 
-__all__ = ["Axis", "Derived", "DistinctQueries", "countable", "derived_table"]
+__all__ = ["Axis", "Derived", "DistinctQueries", "derived_table"]
 
 
 @dataclass(frozen=True)
@@ -57,27 +64,20 @@ class Derived:
         return f"count(distinct {self.counted if self.counted is not None else self.base.privacy_unit or 'row'})"
 
     def digest(self) -> str:
-        text = "|".join([self.base.qualified_name, self.label, self.within.key if self.within else "all",
-                         *(f"{a.attr}:{a.cells!r}" for a in self.axes)])
+        # Axes are written with their values: a selected key set (partition selection) names its keys.
+        axes = []
+        for a in self.axes:
+            attr = self.base.attribute(a.attr)
+            assert attr is not None
+            axes.append(f"{a.attr}:" + ";".join(attr.domain.format_ranges(rs) for rs in a.cells))
+        text = "|".join([self.base.qualified_name, self.label, self.within.key if self.within else "all", *axes])
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def countable(base: TableSchema, attr: str) -> bool:
-    """Whether COUNT(DISTINCT attr) is a function of the attribute's cells: every cell holds one value
-    (not a measure, a binned range, or a timestamp cut into hours)."""
-    a = base.attribute(attr)
-    assert a is not None
-    return not a.domain.measure and a.domain.last_values() is None
-
-
 def derived_table(d: Derived) -> TableSchema:
-    """The virtual table of ``d``: axes ``g0, g1, ...`` (group indices), then ``v`` (the counted column's
-    non-NULL cells) for distinct values; one unit is in at most ``base.unit_cells`` of its cells."""
+    """The virtual table of ``d``: axes ``g0, g1, ...`` (group indices); one unit moves at most
+    ``base.unit_cells`` of its counts by 1."""
     attrs = [Attribute(f"g{i}", IntType(0, len(ax.cells) - 1)) for i, ax in enumerate(d.axes)]
-    if d.counted is not None:
-        col = d.base.attribute(d.counted)
-        assert col is not None
-        attrs.append(Attribute("v", IntType(0, col.domain.base_size - 1)))
     name = f"{d.base.name}|{d.label}|{d.digest()}"
     return TableSchema(name, tuple(attrs), d.base.schema, privacy_unit=d.base.privacy_unit,
                        max_rows_per_unit=d.base.unit_cells, derived=d)
@@ -85,7 +85,7 @@ def derived_table(d: Derived) -> TableSchema:
 
 class DistinctQueries:
     """The COUNT(DISTINCT) queries of one aggregate of a bound statement: one derived table (built once),
-    one linear query per group, the cell of that group (summed over ``v`` for distinct values)."""
+    one linear query per group: the cell of that group."""
 
     def __init__(self, t: Template, space: Space, rows: Pred, counted: str | None) -> None:
         self.empty = rows is False

@@ -46,7 +46,7 @@ class TableSchema:
     row, so the choice is the same in every process); neighbouring tables differ by one unit's rows."""
     max_groups_per_unit: int | None = None
     """With a privacy unit: cells one unit may be present in, in a histogram of units or of distinct values
-    (chosen by a seeded hash of the cell); None = ``max_rows_per_unit`` (k rows touch at most k cells)."""
+    (chosen by a seeded hash of the cell); None = ``max_rows_per_unit``."""
     derived: Any = field(default=None, compare=False, repr=False)
     """A virtual table derived from a protected one (``parser.distinct.Derived``: units or distinct values
     present per group); None for a protected table itself."""
@@ -71,12 +71,13 @@ class TableSchema:
 
     @property
     def unit_cells(self) -> int:
-        """Cells one privacy unit may be present in (g, at most k): the per-unit bound of every histogram
-        of units present or distinct values present (1 for row-level tables: a row is in one cell)."""
+        """Cells one privacy unit may be present in (g; k when unset): the per-unit bound of every histogram
+        of units present or distinct values present, read from all the unit's rows (the k-row bound is for
+        counts and sums; presence is bounded by g directly). 1 for row-level tables: a row is in one cell."""
         if self.privacy_unit is None:
             return 1
         g = self.max_groups_per_unit
-        return self.max_rows_per_unit if g is None else min(g, self.max_rows_per_unit)
+        return self.max_rows_per_unit if g is None else g
 
     @property
     def unit_table(self) -> str:

@@ -57,15 +57,16 @@ def groups_seed(table: TableSchema) -> int:
 
 
 def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None = None) -> str:
-    """``SELECT lapras_unit, c0, c1, ...``: the distinct (unit, cell) pairs of the bounded table's rows
-    satisfying ``where``, each unit kept in at most ``table.unit_cells`` cells.
+    """``SELECT lapras_unit, c0, c1, ...``: the distinct (unit, cell) pairs of the table's rows satisfying
+    ``where``, each unit kept in at most ``table.unit_cells`` cells (g).
 
-    ``cells`` are SQL expressions over the table's columns (cell expressions, partition keys). A unit's
+    ``cells`` are SQL expressions over the table's columns (cell expressions, partition keys). All of a
+    unit's rows are read (the k-row bound is for counts and sums: presence needs none, g bounds it); its
     cells are kept in the order of a seeded hash of the cell's text, so the choice depends on that unit's
-    own rows only (one unit changes at most its own kept cells) and is the same in every process. On a
-    table without a privacy unit every row is its own unit and is in one cell: nothing to bound
-    (``lapras_unit`` is NULL there, so count rows, never distinct units).
-    The caller counts what it needs: ``count(*)`` per cell is the number of units present in it.
+    own rows only (one unit changes at most its own kept cells) and is the same in every process. Rows with
+    a NULL unit are left out, as everywhere. On a table without a privacy unit every row is its own unit
+    and is in one cell: nothing to bound (``lapras_unit`` is NULL there, so count rows, never distinct
+    units). The caller counts what it needs: ``count(*)`` per cell is the number of units present in it.
     """
     names = [f"c{i}" for i in range(len(cells))]
     sel = "".join(f", {e} AS {n}" for e, n in zip(cells, names, strict=True))
@@ -73,14 +74,16 @@ def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None =
     if table.privacy_unit is None:
         return f"SELECT NULL::bigint AS lapras_unit{sel} FROM {table_ref(table)}{cond}"
     unit = quote_ident(table.privacy_unit)
-    pairs = f"SELECT DISTINCT {unit} AS lapras_unit{sel} FROM {table_ref(table)}{cond}"
+    ref = f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
+    pairs = f"SELECT DISTINCT {unit} AS lapras_unit{sel} FROM {ref} WHERE {unit} IS NOT NULL" + (
+        f" AND ({where})" if where else "")
+    if not names:
+        return pairs
     cols = ", ".join(names)
-    if not names or table.max_groups_per_unit is None or table.max_groups_per_unit >= table.max_rows_per_unit:
-        return pairs  # k kept rows are in at most k cells: the row bound is the cell bound
     row = f"ROW({cols})::text"
     return (f"SELECT lapras_unit, {cols} FROM (SELECT lapras_unit, {cols}, row_number() OVER (PARTITION BY "
             f"lapras_unit ORDER BY hashtextextended({row}, {groups_seed(table)}), {row}) AS lapras_unit_cell "
-            f"FROM ({pairs}) AS p) AS b WHERE b.lapras_unit_cell <= {int(table.max_groups_per_unit)}")
+            f"FROM ({pairs}) AS p) AS b WHERE b.lapras_unit_cell <= {int(table.unit_cells)}")
 
 
 def _axis_sql(base: TableSchema, attr: str, cells: Sequence[Ranges], plain: bool) -> str:
@@ -97,22 +100,26 @@ def _axis_sql(base: TableSchema, attr: str, cells: Sequence[Ranges], plain: bool
 def derived_marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
     """``SELECT axis..., count(*) GROUP BY`` over the marginal ``attrs`` of a derived table
     (``parser.distinct``): per cell, the units present in it (each unit in at most ``unit_cells`` cells of
-    the whole derived table), or, with a counted column, whether any row is in it (summed over the axes
-    left out)."""
+    the whole derived table), or, with a counted column, its distinct (cell, value) pairs (each unit
+    holding at most ``unit_cells`` of them); summed over the axes left out."""
     d = table.derived
     base: TableSchema = d.base
     exprs = [_axis_sql(base, ax.attr, ax.cells, ax.plain(base)) for ax in d.axes]
-    conds = [f"{e} IS NOT NULL" for e, ax in zip(exprs, d.axes, strict=True) if not ax.plain(base)]
     if d.counted is not None:
         col = base.attribute(d.counted)
         assert col is not None
-        exprs.append(cell_expr(col))
+        exprs.append(quote_ident(col.name))  # the stored values, as PostgreSQL's COUNT(DISTINCT) counts them
+    # A NULL axis is a row in no group (a CASE no key matches, a value outside a selected key set): left
+    # out before the bound, so it takes none of the unit's g cells (plain axes are never nullable); NULL
+    # values are not counted.
+    conds = [f"{e} IS NOT NULL" for e in exprs]
     if d.within is not None:
         conds.insert(0, f"({predicate_sql(base, d.within)})")
     pairs = unit_cells_sql(base, exprs, " AND ".join(conds) or None)
-    names = [table.attributes[i].name for i in range(len(exprs))]
+    names = [a.name for a in table.attributes]
     pick = [f"c{names.index(a)}" for a in attrs]
     if d.counted is not None:
+        # Each distinct (group, value) pair counts once, whichever units hold it.
         pairs = f"SELECT DISTINCT {', '.join(f'c{i}' for i in range(len(exprs)))} FROM ({pairs}) AS p"
     if not pick:
         return f"SELECT count(*) FROM ({pairs}) AS b"
@@ -126,9 +133,9 @@ def derived_index(table: TableSchema, attr: str) -> Callable[[object], int | Non
     base: TableSchema = d.base
     names = [a.name for a in table.attributes]
     i = names.index(attr)
-    if i < len(d.axes) and not d.axes[i].plain(base):
+    if not d.axes[i].plain(base):
         return lambda v: None if v is None else int(v)  # type: ignore[call-overload]
-    src = base.attribute(d.axes[i].attr if i < len(d.axes) else d.counted)
+    src = base.attribute(d.axes[i].attr)
     assert src is not None
     return src.domain.index_of
 

@@ -76,18 +76,20 @@ def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], ma
 
 
 def derived_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None) -> float:
-    """Sensitivity over a derived histogram (``parser.distinct``): one unit is present in at most
-    g = ``table.unit_rows`` of its cells, adding 1 to each, so it moves the histogram by a 0/1 vector with at
-    most g ones: at most g times the largest column norm (the triangle inequality, reached when the g
-    cells fall in one query's support). When every query is one cell (a statement's groups of units
-    present) the columns are unit vectors of distinct rows, and g ones reach at most g of them: sqrt(g),
-    or sqrt(number of queries) when that is smaller."""
+    """Sensitivity over a derived histogram (``parser.distinct``), g = ``table.unit_rows``.
+
+    Distinct values: one unit moves the histogram by a non-negative integer vector of total at most g (its
+    g kept (group, value) pairs, possibly all in one group): at most g times the largest column norm (the
+    triangle inequality), as for k rows. Units present: one unit is in at most g cells and adds 1 to each, a
+    0/1 vector with at most g ones, so the same bound holds, and when every query is one cell (a
+    statement's groups) the columns are unit vectors of distinct rows, which g ones reach at most g of:
+    sqrt(g), or sqrt(number of queries) when that is smaller."""
     live = [q for q in queries if q.sensitivity > 0 and not q.is_zero]
     if not live:
         return 0.0
     g = table.unit_rows
     sizes = {a.name: a.domain.size for a in table.attributes}
-    if all(_single_cell(q, sizes) for q in live):
+    if table.derived.counted is None and all(_single_cell(q, sizes) for q in live):
         return math.sqrt(min(g, len({q.key for q in live})))
     return g * _row_sensitivity(table, live, max_work)
 

@@ -15,7 +15,6 @@ from .. import condition as C
 from .. import errors as E
 from .. import postprocess as pp
 from .. import scalar as S
-from ..distinct import countable
 from ..errors import Refusal
 from ..syntax import position_of
 from ..template import AggSpec
@@ -182,8 +181,8 @@ def _count(arg: exp.Expr | None, filt: C.Cond | None, name: str, ctx: Context) -
 
 
 def _count_distinct(arg: exp.Distinct, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
-    """``COUNT(DISTINCT unit)``: units present per group; ``COUNT(DISTINCT col)``: values of a declared
-    column present per group. Both are cells of a derived histogram (``parser.distinct``)."""
+    """``COUNT(DISTINCT unit)``: units present per group; ``COUNT(DISTINCT col)``: distinct stored values of a
+    declared column per group. Both are cells of a derived histogram (``parser.distinct``)."""
     cols = arg.expressions
     if len(cols) != 1:
         raise unsupported("COUNT(DISTINCT ...) of several expressions", arg,
@@ -197,14 +196,7 @@ def _count_distinct(arg: exp.Distinct, filt: C.Cond | None, name: str, ctx: Cont
     if not isinstance(col, exp.Column):
         raise unsupported(f"COUNT(DISTINCT {sql_of(col)})", col,
                           hint="COUNT(DISTINCT col) takes the privacy unit or one declared column.")
-    table = ctx.table
-    attr = ctx.column(col)
-    if not countable(table, attr.name):
-        raise unsupported(f"COUNT(DISTINCT {attr.name})", col,
-                          hint=f"{attr.name} is declared in cells that hold many values ({attr.domain.coarseness()} "
-                          "each), so its distinct values are not known from them; COUNT(DISTINCT) takes the "
-                          "privacy unit or a column whose cells are single values (integers, text, booleans, "
-                          "dates by the day).")
+    attr = ctx.column(col)  # a declared column, of any type: its stored values are counted
     return pp.Agg(ctx.slot(AggSpec("distinct", attr.name, filt)), True, name)
 
 

@@ -198,9 +198,10 @@ KEYS: tuple[Key, ...] = (
         "seeded hash of the row, the same in every process); every sensitivity is k times the row-level one",
         check=_positive_int),
     Key("tables.*", "max_groups_per_unit", int, None, "with a privacy unit: cells (groups) one unit may be "
-        "present in, per histogram of units or distinct values (COUNT(DISTINCT), partition selection); the "
-        "cells kept are chosen by a seeded hash of the cell, the same in every process; unset = "
-        "max_rows_per_unit (k rows are present in at most k cells)", check=_positive_int),
+        "present in, per histogram of units or distinct values (COUNT(DISTINCT), partition selection), read "
+        "from all its rows (not only the k kept for counts); the cells kept are chosen by a seeded hash of the "
+        "cell, the same in every process; COUNT(DISTINCT unit) noise scales by sqrt(g), a smaller g "
+        "undercounts units in more groups; unset = max_rows_per_unit", check=_positive_int),
     Key("tables.*", "columns", dict, None, "the columns and their public domains", required=True),
     Key("tables.*", "load", dict, None, "see [tables.NAME.load]"),
     # [tables.NAME.load]
