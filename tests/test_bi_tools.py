@@ -159,6 +159,11 @@ def test_metabase_table_sync_lists_tables_without_figures(proxy) -> None:
         stat = conn.execute("SELECT relname, seq_scan, n_live_tup, n_dead_tup, last_analyze FROM "
                             "pg_catalog.pg_stat_user_tables s WHERE s.schemaname = 'public' ORDER BY 1").fetchall()
         assert [r[0] for r in stat] == ["adult", "events"] and all(v is None for r in stat for v in r[1:])
+        # Then, per table, its select-privilege probe (sql-jdbc simple-select-probe-query): no row, no spend.
+        before = _budget(conn)
+        for table in ("adult", "events"):
+            assert conn.execute(f'SELECT TRUE AS "_" FROM "public"."{table}" WHERE 1 <> 1 LIMIT 0').fetchall() == []
+        assert _budget(conn) == before
         for sql in ("SELECT pg_stat_get_live_tuples('adult'::regclass)", "SELECT * FROM pg_stat_all_tables",
                     'SELECT * FROM U&"pg\\005fstat_user_tables"'):
             try:
