@@ -166,8 +166,11 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
         raise Refusal(E.FEATURE_NOT_SUPPORTED, "an aggregate over a column with private keys is not supported",
                       hint="Group by the column: its keys are released by DP partition selection.")
     private = private_columns(t.table, t.group_attrs)
+    if len(set(private)) > 1:  # refused before anything is selected or charged
+        raise Refusal(E.FEATURE_NOT_SUPPORTED, "GROUP BY more than one column with private keys is not supported",
+                      hint="Group by one private-keys column (with any public ones).")
     if private:
-        raise NeedsPartition(partition_request(t.table, private, sp, base))
+        raise NeedsPartition(partition_request(t.table, private[:1], sp, base))
     agg_preds = []
     for spec in t.aggs:
         p = base if spec.filter is None else sp.and_(base, b.where(spec.filter))

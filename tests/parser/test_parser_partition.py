@@ -14,6 +14,7 @@ from parser.schema import Attribute, Catalog, TableSchema
 
 SHOPS = TableSchema("shops", (
     Attribute("city", TextType(keys="private")),
+    Attribute("product", TextType(keys="private")),
     Attribute("state", TextType(values=("WA", "OR"))),
     Attribute("amount", IntType(lo=0, hi=100)),
 ), privacy_unit="user_id", max_rows_per_unit=4, max_groups_per_unit=2)
@@ -46,6 +47,7 @@ def test_group_by_private_keys_asks_for_a_selection() -> None:
     "SELECT COUNT(*) FROM shops WHERE lower(city) = 'seattle'",
     "SELECT COUNT(city) FROM shops",
     "SELECT state, COUNT(DISTINCT city) FROM shops GROUP BY state",
+    "SELECT city, product, COUNT(*) FROM shops GROUP BY city, product",  # refused before any selection
 ])
 def test_private_keys_are_never_filtered_or_aggregated(sql: str) -> None:
     with pytest.raises(Refusal) as info:
