@@ -150,9 +150,12 @@ def make_linear_query(
         pred = space.and_(pred, space.cells(value, [(0, dom.base_size - 1)]))  # NULL adds nothing
     elif value is not None:
         w = value_weights(table, value, weights)
-        nonzero = [(int(i), int(i)) for i in np.flatnonzero(w)]
-        # Cells weighing 0 contribute nothing: drop them so equal vectors get equal predicates.
-        pred = space.and_(pred, space.cells(value, nonzero))
+        # Cells weighing 0 contribute nothing: drop them so equal vectors get equal predicates. As runs of
+        # nonzero cells, not one range per cell (a 3,601-value column cost ~60 ms per statement so).
+        nz = np.flatnonzero(w)
+        cut = np.flatnonzero(np.diff(nz) > 1)
+        starts, ends = np.append(nz[:1], nz[cut + 1]), np.append(nz[cut], nz[-1:])
+        pred = space.and_(pred, space.cells(value, list(zip(starts.tolist(), ends.tolist(), strict=True))))
     if scale == 0 or pred is False:
         return _zero(table)
     level_boxes = list(space.boxes(pred))
