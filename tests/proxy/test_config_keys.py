@@ -201,3 +201,18 @@ def test_every_column_key_is_in_the_shipped_example_and_the_docs() -> None:
     body = docs.split("## `[tables.NAME.columns]`", 1)[1].split("\n## ", 1)[0]
     for k in keys.column_keys():
         assert f"`{k}`" in body, k
+
+
+def test_max_groups_per_unit_needs_a_privacy_unit_and_may_exceed_k() -> None:
+    k = next(k for k in keys.KEYS if k.path == "tables.*.max_groups_per_unit")
+    with pytest.raises(ConfigError) as err:
+        parse_config(with_key(k, 3))
+    assert any(p.startswith("tables.t.max_groups_per_unit: needs privacy_unit") for p in err.value.problems)
+    with pytest.raises(ConfigError):
+        parse_config(with_key(k, 0))
+    tree = with_key(k, 12)
+    tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
+    t = parse_config(tree).catalog.tables[0]
+    assert (t.max_groups_per_unit, t.unit_cells, t.unit_rows) == (12, 12, 3)
+    del tree["tables"]["t"]["max_groups_per_unit"]
+    assert parse_config(tree).catalog.tables[0].unit_cells == 3  # unset: k
