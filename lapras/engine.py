@@ -229,8 +229,8 @@ class Engine:
             groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
                           time_limit=st.mm_time_limit, progress=self._progress(len(groups_in)))
         budget = Budget(st.accounting, eps_q, delta_q)
-        v_unit = (expected_query_variance(groups, budget.cost_of(1.0), self._unit_rows(), self._unit_tables())
-                  if groups else None)
+        v_unit = (expected_query_variance(groups, budget.cost_of(1.0), self._unit_rows(), self._unit_tables(),
+                                          self._presence()) if groups else None)
         rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
         split = st.resolve_split(s, rho, v_unit, bool(groups))
         n_pred = sum(g.n_queries for g in groups)
@@ -244,6 +244,10 @@ class Engine:
 
     def _unit_rows(self) -> dict[str, int]:
         return {t.name: t.unit_rows for t in (*self.catalog.tables, *self._derived.values())}
+
+    def _presence(self) -> dict[str, int]:
+        """Derived histograms of units present (one unit adds 1 to at most g cells): their g."""
+        return {name: t.unit_rows for name, t in self._derived.items() if t.derived.counted is None}
 
     def _unit_tables(self) -> dict[str, str]:
         return {name: t.unit_table for name, t in self._derived.items()}
@@ -260,7 +264,7 @@ class Engine:
         cost = spec.budget.cost_of(units)
         hists = [self.exact.marginal(self._table(g.table), g.marginal)  # type: ignore[arg-type]
                  for g in groups]
-        rel = release_mm(groups, hists, cost, self._unit_rows(), self._unit_tables())
+        rel = release_mm(groups, hists, cost, self._unit_rows(), self._unit_tables(), self._presence())
         return ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
                              {"groups": rel.meta(), "keys": list(keys)}, rel.to_bytes()), rel
 

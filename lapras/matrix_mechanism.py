@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from lapras.mechanisms import Cost, Gaussian
-from lapras.mechanisms.sensitivity import stacked_sensitivity
+from lapras.mechanisms.sensitivity import presence_sensitivity, stacked_sensitivity
 from lapras.strategy import KronStrategy, ProductQuery, identity_strategy, kron_strategy, workload_error
 from lapras.strategy.optimize import JOINT_MAX_CELLS, coarse_labels
 from parser.linear import LinearQuery
@@ -154,21 +154,34 @@ def _dense(query: ProductQuery, shape: Sequence[int]) -> np.ndarray:
 
 
 def joint_sensitivity(groups: Sequence[MMGroup], unit_rows: Mapping[str, int] | None = None,
-                      unit_tables: Mapping[str, str] | None = None) -> float:
+                      unit_tables: Mapping[str, str] | None = None,
+                      presence: Mapping[str, int] | None = None) -> float:
     """L2 sensitivity of the stacked strategy of all groups (per table; the largest over tables), each
     table's scaled by its rows per privacy unit (``unit_rows``: table -> k, 1 where absent); groups over
-    histograms derived from one table (``unit_tables``: derived -> protected) share its unit."""
-    return stacked_sensitivity(((g.table, g.weight * g.strategy.sensitivity) for g in groups), unit_rows,
-                               unit_tables)
+    histograms derived from one table (``unit_tables``: derived -> protected) share its unit. Over a
+    units-present histogram (``presence``: table -> g) one unit adds 1 to at most g cells, which
+    :func:`presence_sensitivity` bounds from the strategy's blocks."""
+    rows = unit_rows or {}
+    present = presence or {}
+    parts = []
+    for g in groups:
+        if g.table in present:
+            s = presence_sensitivity(g.strategy.mats, present[g.table],
+                                     aggregated=any(lab is not None for lab in g.strategy.labels or ()))
+            parts.append((g.table, g.weight * s))
+        else:
+            parts.append((g.table, g.weight * g.strategy.sensitivity * rows.get(g.table, 1)))
+    return stacked_sensitivity(parts, None, unit_tables)
 
 
 def expected_query_variance(groups: Sequence[MMGroup], unit_cost: Cost,
                             unit_rows: Mapping[str, int] | None = None,
-                            unit_tables: Mapping[str, str] | None = None) -> float:
+                            unit_tables: Mapping[str, str] | None = None,
+                            presence: Mapping[str, int] | None = None) -> float:
     """Mean variance of P's answers when the release costs ``unit_cost`` (for the ``auto`` split)."""
     if not groups:
         return 0.0
-    sigma = Gaussian.calibrate(unit_cost, joint_sensitivity(groups, unit_rows, unit_tables),
+    sigma = Gaussian.calibrate(unit_cost, joint_sensitivity(groups, unit_rows, unit_tables, presence),
                                sum(g.strategy.rows for g in groups)).sigma
     total = sum(g.unit_error / g.strategy.sensitivity**2 / g.weight**2 for g in groups)
     return sigma**2 * total / sum(g.n_queries for g in groups)
@@ -251,11 +264,12 @@ class MMRelease:
 def release_mm(
     groups: Sequence[MMGroup], histograms: Sequence[np.ndarray], cost: Cost,
     unit_rows: Mapping[str, int] | None = None, unit_tables: Mapping[str, str] | None = None,
+    presence: Mapping[str, int] | None = None,
 ) -> MMRelease:
     """Draw the joint release: y_g = A_g x_g + N(0, (sigma / a_g)^2), sigma calibrated on the joint matrix
     (group g is the stacked row block a_g A_g, released at scale 1 / a_g; ``unit_rows`` as for
     ``joint_sensitivity``)."""
-    mech = Gaussian.calibrate(cost, joint_sensitivity(groups, unit_rows, unit_tables),
+    mech = Gaussian.calibrate(cost, joint_sensitivity(groups, unit_rows, unit_tables, presence),
                               sum(g.strategy.rows for g in groups))
     ys = [mech.release(g.strategy.measure(x), 1.0 / g.weight) for g, x in zip(groups, histograms, strict=True)]
     return MMRelease(list(groups), ys, mech.sigma, cost)

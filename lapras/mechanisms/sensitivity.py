@@ -94,6 +94,36 @@ def derived_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_
     return g * _row_sensitivity(table, live, max_work)
 
 
+PRESENCE_MAX_BLOCK = 4096
+"""Largest strategy block whose Gram matrix :func:`presence_sensitivity` forms (n x n floats)."""
+
+
+def presence_sensitivity(blocks: Sequence[np.ndarray], g: int, aggregated: bool = False) -> float:
+    """Largest ||A x|| over 0/1 vectors x with at most g ones, A = kron(blocks) (an upper bound): a
+    strategy over a units-present histogram, where one unit adds 1 to at most g cells.
+
+    ||A x||^2 sums <a_c, a_c'> over the pairs of x's cells: at most g times the largest squared column norm
+    (the diagonal, prod of the blocks' d_i) plus g (g - 1) times the largest |inner product| of two
+    distinct columns, a product over blocks: distinct cells differ on some block i, whose factor is at most
+    o_i = the largest |off-diagonal| of B_i^T B_i, and every factor is at most d_j (Cauchy-Schwarz). So
+    identity-like strategies pay sqrt(g) and overlapping ones at most g, the general bound. ``aggregated``: the strategy
+    sums cells into atoms first (no longer a 0/1 vector): the general bound g x column norm."""
+    general = g * kron_sensitivity(blocks)
+    n = math.prod(int(b.shape[1]) for b in blocks)
+    g = min(g, n)
+    if aggregated or any(b.shape[1] > PRESENCE_MAX_BLOCK for b in blocks):
+        return general
+    d, o = [], []
+    for b in blocks:
+        gram = np.asarray(b, dtype=np.float64).T @ np.asarray(b, dtype=np.float64)
+        d.append(float(np.max(np.diagonal(gram))) if gram.size else 0.0)
+        np.fill_diagonal(gram, 0.0)
+        o.append(float(np.max(np.abs(gram))) if gram.size else 0.0)
+    diag = math.prod(d)
+    off = max((o[i] * math.prod(d[j] for j in range(len(d)) if j != i) for i in range(len(d))), default=0.0)
+    return min(general, math.sqrt(g * diag + g * (g - 1) * off))
+
+
 def _single_cell(q: LinearQuery, sizes: Mapping[str, int]) -> bool:
     """The query is the indicator of one cell of its table (every attribute pinned to one index)."""
     if len(q.boxes) != 1 or q.value is not None or q.scale != 1:

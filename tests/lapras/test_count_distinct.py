@@ -219,9 +219,14 @@ def test_predicted_count_distinct_is_served_from_the_matrix_mechanism_release(da
                  predictions=lambda: Prediction(pred, 10, 1.0))
     rel = eng._mm
     assert rel is not None and {g.table for g in rel.groups} == {"visits", plans[0].queries[0].table}
-    # The joint sensitivity adds the row histogram's (k x its strategy's) and the units' (g x its) in squares.
-    parts = {g.table: g.weight * g.strategy.sensitivity for g in rel.groups}
-    want = np.sqrt((K * parts["visits"]) ** 2 + (G * parts[plans[0].queries[0].table]) ** 2)
+    # The joint sensitivity adds the row histogram's (k x its strategy's column norm) and the units' (at most
+    # g ones: presence_sensitivity of its strategy) in squares.
+    from lapras.mechanisms.sensitivity import presence_sensitivity
+    rows_g = next(g for g in rel.groups if g.table == "visits")
+    units_g = next(g for g in rel.groups if g.table != "visits")
+    units_s = presence_sensitivity(units_g.strategy.mats, G)
+    assert units_s <= G * units_g.strategy.sensitivity + 1e-9
+    want = np.sqrt((K * rows_g.weight * rows_g.strategy.sensitivity) ** 2 + (units_g.weight * units_s) ** 2)
     from lapras.mechanisms import Gaussian
     cost = eng.ledger.mm_release(eng._epoch.id).cost  # type: ignore[union-attr]
     sigma = Gaussian.calibrate(cost, want, sum(g.strategy.rows for g in rel.groups)).sigma
@@ -233,3 +238,27 @@ def test_predicted_count_distinct_is_served_from_the_matrix_mechanism_release(da
         assert np.abs(a.values - truth).max() < 6 * a.stderrs.max()
     assert eng.ledger.current_epoch().state.b == 0  # type: ignore[union-attr]
     src.close()
+
+
+def test_presence_bound_against_brute_force() -> None:
+    """presence_sensitivity is an upper bound on max ||A x|| over 0/1 x with at most g ones (checked by
+    enumeration on small Kronecker strategies), is sqrt(g) times the column norm for the identity, and never
+    exceeds the general g x column norm."""
+    import itertools
+
+    from lapras.mechanisms.sensitivity import kron_sensitivity, presence_sensitivity
+
+    rng = np.random.default_rng(3)
+    cases = [[np.eye(4), np.eye(3)], [np.tril(np.ones((4, 4))), np.eye(2)],
+             [rng.normal(size=(3, 3)), rng.normal(size=(2, 2))], [np.abs(rng.normal(size=(5, 4)))]]
+    for blocks in cases:
+        a = blocks[0]
+        for b in blocks[1:]:
+            a = np.kron(a, b)
+        n = a.shape[1]
+        for g in (1, 2, 3):
+            true = max(np.linalg.norm(a[:, list(c)].sum(axis=1)) for r in range(1, g + 1)
+                       for c in itertools.combinations(range(n), r))
+            bound = presence_sensitivity(blocks, g)
+            assert true <= bound + 1e-9 and bound <= g * kron_sensitivity(blocks) + 1e-9
+    assert presence_sensitivity([np.eye(4), np.eye(3)], 4) == pytest.approx(2.0)
