@@ -290,10 +290,46 @@ def _row_filter(table: TableSchema, queries: Sequence[LinearQuery], cells_only: 
         all_plain = all_plain and raw == p
     if not preds or len(preds) > MAX_FILTER_PREDICATES:
         return None
+    if all_plain and len(preds) > 1:
+        # One condition for the union (a count and a sum over the same rows share it), not one per query:
+        # a row outside them all would otherwise evaluate every query's condition.
+        union = _union_sql(table, [q for q in queries if not q.is_zero])
+        if union is not None:
+            return None if union == "TRUE" else union
     exact = _any_of(preds)
     if not every_raw or not raws or all_plain:
         return exact
     return f"({_any_of(raws)})\n  AND ({exact})"
+
+
+MAX_UNION_QUERIES = 16
+
+
+def _union_sql(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None:
+    """The union of the queries' cells as one canonical set of disjoint boxes, in SQL (None when too many
+    queries or boxes to bother)."""
+    from .bind import space_of
+
+    if len(queries) > MAX_UNION_QUERIES:
+        return None
+    space = space_of(table)
+    union = space.any_of([space.any_of([space.all_of([space.cells(a, rs) for a, rs in box]) for box in q.boxes])
+                          for q in queries])
+    if union is True:
+        return "TRUE"
+    if union is False or space.count_boxes(union) > MAX_UNION_QUERIES:
+        return None
+    parts = []
+    for box in space.boxes(union):
+        conds = []
+        for level, rs in sorted(box.items()):
+            attr = table.attribute(space.attrs[level])
+            assert attr is not None
+            cond = _attr_sql(attr, rs)
+            if cond != "TRUE":
+                conds.append(cond)
+        parts.append(" AND ".join(conds) if conds else "TRUE")
+    return _any_of(parts)
 
 
 def answers_sql(table: TableSchema, queries: Sequence[LinearQuery], partial_by: str | None = None,
