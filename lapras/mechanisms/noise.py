@@ -14,8 +14,11 @@ by :func:`threshold_keys`; its privacy map is read from the same measurement (:f
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +31,8 @@ STEPS = 1 << 20
 
 
 _LOCK = threading.Lock()
+_SIMULATION: contextvars.ContextVar[np.random.Generator | None] = contextvars.ContextVar(
+    "lapras_noise_simulation", default=None)
 
 
 @functools.cache
@@ -46,7 +51,9 @@ def _sampler() -> Any:
 
 def warm_up() -> None:
     """Load the sampler now (OpenDP's library takes seconds to import), e.g. from a thread at start-up, so
-    the first release after a (re)start does not wait for it."""
+    the first release after a (re)start does not wait for it. Not needed inside a simulation."""
+    if _SIMULATION.get() is not None:
+        return
     threading.Thread(target=_sampler, name="noise-warm-up", daemon=True).start()
 
 
@@ -54,7 +61,21 @@ def lattice_gaussian(n: int) -> np.ndarray:
     """``n`` independent integer draws from the discrete Gaussian N_Z(0, STEPS^2)."""
     if n <= 0:
         return np.zeros(0, dtype=np.int64)
+    sim = _SIMULATION.get()
+    if sim is not None:
+        return np.rint(sim.normal(0.0, float(STEPS), n)).astype(np.int64)
     return np.asarray(_sampler()([0] * n), dtype=np.int64)
+
+
+@contextlib.contextmanager
+def simulation(seed: int | Sequence[int]) -> Iterator[None]:
+    """Within the block (this thread only), draws come from a generator seeded with ``seed``: for
+    simulations whose released values are never shown to anyone (see the module docstring)."""
+    token = _SIMULATION.set(np.random.default_rng(seed))
+    try:
+        yield
+    finally:
+        _SIMULATION.reset(token)
 
 
 def new_rng() -> np.random.Generator:

@@ -117,3 +117,28 @@ def test_released_values_are_lattice_points_of_a_discrete_gaussian() -> None:
     assert np.allclose(steps, np.rint(steps), rtol=0, atol=1e-6)
     draws = noise.lattice_gaussian(1000)
     assert draws.dtype == np.int64 and 0.8 < draws.std() / noise.STEPS < 1.2
+
+
+def test_simulation_noise_is_seeded_in_its_block_and_thread_only() -> None:
+    """Inside ``noise.simulation(seed)`` draws are reproducible integers of the discrete Gaussian's scale;
+    outside the block, and in another thread started inside it, they come from the CSPRNG again."""
+    import threading
+
+    from lapras.mechanisms import noise
+
+    with noise.simulation([7, 1]):
+        a = noise.lattice_gaussian(20_000)
+        other: list[np.ndarray] = []
+        t = threading.Thread(target=lambda: other.append(noise.lattice_gaussian(50)))
+        t.start()
+        t.join()
+    with noise.simulation([7, 1]):
+        b = noise.lattice_gaussian(20_000)
+    assert a.dtype == np.int64 and np.array_equal(a, b)
+    n = len(a)
+    stat = float(np.sum((a / noise.STEPS) ** 2))
+    assert chi2.ppf(0.5e-4, n) < stat < chi2.ppf(1 - 0.5e-4, n)
+    with noise.simulation([7, 1]):
+        seeded = noise.lattice_gaussian(50)
+    assert not np.array_equal(other[0], seeded)
+    assert not np.array_equal(noise.lattice_gaussian(50), seeded)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,7 @@ def _cmd(args: argparse.Namespace) -> int:
         epsilons=args.epsilon or [cfg.privacy.epsilon], stream_length=args.stream_length, split=args.split,
         days=days, epoch_hours=_epoch_hours(cfg, args.epoch_hours), declared=list(section.get("templates", [])),
         cost=CostModel.for_split(str(section.get("split", "auto")), float(section.get("kappa", 1.0))),
-        threshold=section.get("threshold"), seed=args.seed, without_p=not args.no_baseline)
+        threshold=section.get("threshold"), seed=args.seed, without_p=not args.no_baseline, workers=args.workers)
     data = _parse_data_args(cfg, args.data)
     result = _run(cfg, Path(args.state_dir), data, statements, engine_settings(cfg, progress=False), options,
                   progress=not args.no_progress)
@@ -187,6 +188,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--format", default="auto", help="log format (default: auto-detect)")
     p.add_argument("--prefix", default=None, help="log_line_prefix of a stderr log (default: guessed)")
     p.add_argument("--seed", type=int, default=0, help="noise seed of the simulated engines")
+    p.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1), metavar="N",
+                   help="processes replaying epochs in parallel (default: the CPUs, at most 4)")
     p.add_argument("--no-baseline", action="store_true", help="skip the runs with P switched off")
     p.add_argument("--json", default=None, metavar="PATH",
                    help="one record per (epoch, epsilon, with_p) plus totals (mode 0600)")

@@ -10,13 +10,13 @@ upstream once per query. The data is taken as it is now for every day of the log
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from lapras.exact import ExactSource
 from parser.linear import LinearQuery
-from parser.schema import TableSchema
+from parser.schema import Catalog, TableSchema
 
 
 class SnapshotExactSource:
@@ -52,6 +52,37 @@ class SnapshotExactSource:
                 return np.transpose(m, [kept.index(a) for a in attrs])
         return None
 
+    def _from_histogram(self, table: TableSchema, q: LinearQuery) -> bool:
+        return not q.measure and q.source is None and math.prod(table.shape(tuple(q.marginal))) <= self.max_cells
+
+    def prefetch(self, catalog: Catalog, queries: Iterable[LinearQuery],
+                 marginals: Iterable[tuple[str, tuple[str, ...]]] = ()) -> None:
+        """Read ahead, in few round trips, the exact answers of ``queries`` and the ``marginals`` (table,
+        attributes) a replay will ask for: the largest marginals first (each marginal inside one of them
+        is then summed down from it), the answers no histogram holds in batches of one SELECT per table."""
+        want: set[tuple[str, tuple[str, ...]]] = set(marginals)
+        remote: dict[str, dict[str, LinearQuery]] = {}
+        for q in queries:
+            table = catalog.table(q.table)
+            if table is None or q.is_zero or q.key in self._answers:
+                continue
+            if self._from_histogram(table, q):
+                want.add((q.table, tuple(q.marginal)))
+            else:
+                remote.setdefault(q.table, {})[q.key] = q
+        for name, attrs in sorted(want, key=lambda m: -len(m[1])):
+            table = catalog.table(name)
+            if table is not None and math.prod(table.shape(attrs)) <= self.max_cells:
+                self.marginal(table, attrs)
+        for name, qs in remote.items():
+            table = catalog.table(name)
+            assert table is not None
+            self.answers(table, list(qs.values()))
+
+    def disconnect(self) -> None:
+        """Close the upstream connection now (it is opened again when needed): before forking workers."""
+        self.close()
+
     def answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
         out = np.empty(len(queries))
         remote: list[int] = []
@@ -61,7 +92,7 @@ class SnapshotExactSource:
                 out[i] = hit
             elif q.is_zero:
                 out[i] = 0.0
-            elif not q.measure and q.source is None and math.prod(table.shape(tuple(q.marginal))) <= self.max_cells:
+            elif self._from_histogram(table, q):
                 out[i] = self._answers[q.key] = q.answer(table, self.marginal(table, q.marginal))
             else:
                 remote.append(i)

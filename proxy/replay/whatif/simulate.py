@@ -12,10 +12,14 @@ leave this module (never an exact value).
 
 from __future__ import annotations
 
+import math
+import multiprocessing as mp
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +28,8 @@ import parser as sqlparser
 from lapras.engine import Answer, Engine, Prediction
 from lapras.errors import BudgetExhausted
 from lapras.ledger.memory import MemoryLedger
+from lapras.matrix_mechanism import p_workloads
+from lapras.mechanisms import noise
 from lapras.settings import EngineSettings
 from lapras.strategy.cache import StrategyCache
 from parser.linear import LinearQuery
@@ -117,6 +123,7 @@ class WhatIfOptions:
     threshold: float | None = None
     seed: int = 0
     without_p: bool = True  # also run every budget with P switched off
+    workers: int = 1  # processes replaying days in parallel (each with its own engines)
 
 
 def _kinds(plans: dict[str, QueryPlan | None], epochs: Epochs, catalog: Catalog) -> dict[str, Kind]:
@@ -165,6 +172,89 @@ def _errors(plan: QueryPlan, answer: Answer, exact: np.ndarray) -> tuple[float |
     return abs_err, rel_err, z
 
 
+@dataclass(frozen=True)
+class _Day:
+    """One epoch to replay, the same for every run: its statements, P and the rho the engine is told."""
+
+    index: int
+    day: str
+    origin: datetime
+    prediction: Prediction
+    rho: float | None
+    statements: list[Replayable]
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """Everything a day's runs read (shared with worker processes by fork, never pickled)."""
+
+    catalog: Catalog
+    settings: EngineSettings
+    exact: SnapshotExactSource
+    options: WhatIfOptions
+    kinds: dict[str, Kind]
+    strategies: StrategyCache
+
+
+_SHARED: _Replay | None = None  # set in the parent before the workers fork
+_ENGINES: dict[tuple[float, bool], Engine] = {}  # per process: one engine per run, reused day after day
+
+
+def _replay_day(day: _Day, rp: _Replay | None = None) -> tuple[list[EpochRun], tuple[int, int]]:
+    """Every run (budget x with/without P) of one epoch; returns the runs and the strategy cache's
+    (hits, misses) added meanwhile."""
+    rp = rp if rp is not None else _SHARED
+    assert rp is not None
+    opts = rp.options
+    hits, misses = rp.strategies.hits, rp.strategies.misses
+    runs: list[EpochRun] = []
+    for k, eps in enumerate(opts.epsilons):
+        for with_p in (True, False) if opts.without_p else (True,):
+            # Seeded noise per run and epoch, whichever process replays it: nothing released here leaves the
+            # operator's machine (lapras.mechanisms.noise.simulation).
+            with noise.simulation([opts.seed, k, int(with_p), day.index]):
+                engine = _ENGINES.get((eps, with_p))
+                if engine is None:
+                    engine = _ENGINES[(eps, with_p)] = Engine(
+                        rp.catalog, MemoryLedger(), rp.exact, replace(rp.settings, epsilon=eps),
+                        rng=np.random.default_rng([opts.seed, k, int(with_p)]), strategies=rp.strategies)
+                pred = day.prediction if with_p else Prediction((), day.prediction.s_estimate, None)
+                outs = _replay_epoch(engine, pred, day, rp)
+            runs.append(EpochRun(day.index, day.day, eps, with_p, int(pred.s_estimate or rp.settings.stream_length),
+                                 len(pred.queries), day.rho if with_p else None, outs))
+    return runs, (rp.strategies.hits - hits, rp.strategies.misses - misses)
+
+
+def _replay_epoch(engine: Engine, pred: Prediction, day: _Day, rp: _Replay) -> list[StatementOutcome]:
+    engine.new_epoch(pred)
+    ep = engine.ledger.current_epoch()
+    assert ep is not None
+    units = ep.spec.budget.units
+    spent = ep.spent_units
+    outs: list[StatementOutcome] = []
+    for r in day.statements:
+        offset = (r.ts - day.origin).total_seconds()
+        if r.plan is None:
+            outs.append(StatementOutcome(offset, "unsupported", spent / units, None))
+            continue
+        table = rp.catalog.table(r.plan.table)
+        assert table is not None
+        try:
+            ans = engine.answer(r.plan, r.user)
+        except BudgetExhausted:
+            outs.append(StatementOutcome(offset, "refused", spent / units, rp.kinds.get(r.sql)))
+            continue
+        if ans.cost is not None:
+            cur = engine.ledger.current_epoch()
+            spent = cur.spent_units if cur is not None else spent
+        truth = rp.exact.answers(table, r.plan.queries)
+        abs_err, rel_err, z = _errors(r.plan, ans, truth)
+        outs.append(StatementOutcome(offset, _OUTCOME.get(ans.outcome, "fresh"), spent / units,
+                                     rp.kinds.get(r.sql), abs_err, rel_err, z,
+                                     r.plan.group_cells(ans.values), ans.stderrs))
+    return outs
+
+
 def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: EngineSettings,
              exact: SnapshotExactSource, options: WhatIfOptions,
              on_step: Callable[[int], None] | None = None, total: Callable[[int], None] | None = None) -> WhatIfResult:
@@ -208,59 +298,61 @@ def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: Eng
         vol = sum(o.count for o in epochs.buckets[d])
         if vol:
             recall[d] = sum(o.count for o in epochs.buckets[d] if o.key in psets[d].keys) / vol
-
-    if total is not None:
-        total(sum(len(per_epoch[d]) for d in targets) * len(options.epsilons) * (2 if options.without_p else 1))
-    t1 = time.perf_counter()
-    cache = StrategyCache()
-    base = replace(settings, epoch="manual", epoch_seconds=None, progress=False,
-                   split=options.split or settings.split)
-    engines: dict[tuple[float, bool], Engine] = {}
-    for k, eps in enumerate(options.epsilons):
-        for with_p in (True, False) if options.without_p else (True,):
-            engines[(eps, with_p)] = Engine(catalog, MemoryLedger(), exact, replace(base, epsilon=eps),
-                                            rng=np.random.default_rng([options.seed, k, int(with_p)]),
-                                            strategies=cache)
-    runs: list[EpochRun] = []
+    days: list[_Day] = []
     for d in targets:
         # As `predict` measures it: only epochs with a week of history before them count; until there are
         # some, the model's own estimate.
         past = [recall[t] for t in range(max(MIN_HISTORY, d - 7), d) if t in recall]
         rho = sum(past) / len(past) if past else psets[d].rho_estimate
-        pred = _prediction(psets[d], planner, options.stream_length, rho)
         origin = epochs.start_of(d)
-        day = origin.date().isoformat() if epochs.hours == 24 else origin.isoformat()
-        for (eps, with_p), engine in engines.items():
-            engine.new_epoch(pred if with_p else Prediction((), pred.s_estimate, None))
-            ep = engine.ledger.current_epoch()
-            assert ep is not None
-            units = ep.spec.budget.units
-            spent = ep.spent_units
-            outs: list[StatementOutcome] = []
-            for r in per_epoch[d]:
-                offset = (r.ts - origin).total_seconds()
-                if r.plan is None:
-                    outs.append(StatementOutcome(offset, "unsupported", spent / units, None))
-                    continue
-                table = catalog.table(r.plan.table)
-                assert table is not None
-                try:
-                    ans = engine.answer(r.plan, r.user)
-                except BudgetExhausted:
-                    outs.append(StatementOutcome(offset, "refused", spent / units, kinds.get(r.sql)))
-                    continue
-                if ans.cost is not None:
-                    cur = engine.ledger.current_epoch()
-                    spent = cur.spent_units if cur is not None else spent
-                truth = exact.answers(table, r.plan.queries)
-                abs_err, rel_err, z = _errors(r.plan, ans, truth)
-                outs.append(StatementOutcome(offset, _OUTCOME.get(ans.outcome, "fresh"), spent / units,
-                                             kinds.get(r.sql), abs_err, rel_err, z,
-                                             r.plan.group_cells(ans.values), ans.stderrs))
+        days.append(_Day(d, origin.date().isoformat() if epochs.hours == 24 else origin.isoformat(), origin,
+                         _prediction(psets[d], planner, options.stream_length, rho), rho, per_epoch[d]))
+    runs_per_day = len(options.epsilons) * (2 if options.without_p else 1)
+    if total is not None:
+        total(sum(len(day.statements) for day in days) * runs_per_day)
+    t1 = time.perf_counter()
+
+    # Exact work, shared by every run: all distinct queries of the replayed statements and every marginal
+    # of every day's P, read in a few batched passes before anything is replayed.
+    base = replace(settings, epoch="manual", epoch_seconds=None, progress=False, split=options.split or settings.split)
+    exact.prefetch(catalog, [q for day in days for r in day.statements if r.plan is not None for q in r.plan.queries],
+                   {k for day in days for k in p_workloads(catalog, day.prediction.queries, base.mm_max_cells)})
+    t2 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="lapras-whatif-") as tmp:
+        # Strategies depend on P only: on disk, workers share what one of them optimised.
+        rp = _Replay(catalog, base, exact, options, kinds, StrategyCache(path=Path(tmp) if options.workers > 1 else None))
+        runs: list[EpochRun] = []
+        hits = misses = 0
+        for day_runs, (h, m) in _map_days(rp, days):
+            runs.extend(day_runs)
+            hits, misses = hits + h, misses + m
             if on_step is not None:
-                on_step(len(per_epoch[d]))
-            runs.append(EpochRun(d, day, eps, with_p, int(pred.s_estimate or base.stream_length),
-                                 len(pred.queries) if with_p else 0, rho if with_p else None, outs))
-    timings = {"plan_and_predict_s": round(t1 - t0, 2), "replay_s": round(time.perf_counter() - t1, 2)}
-    return WhatIfResult(runs, options.epoch_hours, skipped, (cache.hits, cache.misses),
+                on_step(len(day_runs[0].outcomes) * len(day_runs) if day_runs else 0)
+    timings = {"plan_and_predict_s": round(t1 - t0, 2), "exact_s": round(t2 - t1, 2),
+               "replay_s": round(time.perf_counter() - t2, 2)}
+    return WhatIfResult(runs, options.epoch_hours, skipped, (hits, misses),
                         (exact.marginal_fetches, exact.answer_fetches), timings)
+
+
+def _map_days(rp: _Replay, days: list[_Day]) -> Iterator[tuple[list[EpochRun], tuple[int, int]]]:
+    """Replay the days in ``rp.options.workers`` processes (forked: they share everything read so far), in
+    order; in this process when one worker is asked for, or fork is unavailable."""
+    global _SHARED
+    workers = min(rp.options.workers, len(days))
+    if workers <= 1 or "fork" not in mp.get_all_start_methods():
+        _ENGINES.clear()
+        try:
+            for day in days:
+                yield _replay_day(day, rp)
+        finally:
+            _ENGINES.clear()
+        return
+    # A forked worker must not share the parent's database connection: it opens its own if it needs one.
+    rp.exact.disconnect()
+    _SHARED = rp
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            # Contiguous chunks: consecutive days mostly repeat P's strategies, kept per process.
+            yield from pool.imap(_replay_day, days, chunksize=max(1, math.ceil(len(days) / (2 * workers))))
+    finally:
+        _SHARED = None
