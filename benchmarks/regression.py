@@ -128,7 +128,7 @@ def run_one(method: str, ds: Dataset, eps: float, delta: float, rng: np.random.G
                    random_state=int(rng.integers(2**31))).fit(Z, ds.yc)
         theta = np.append(m.coef_, m.intercept_)
     else:
-        theta, _ = M.fit(method, (ds.X, ds.y), ds.c_x, ds.c_y, eps, delta, rng)
+        theta, _ = M.fit(method, (ds.X, ds.y), ds.c_x, ds.c_y, eps, delta)  # the release path: CSPRNG noise
     return ds.excess(theta), time.perf_counter() - t0
 
 

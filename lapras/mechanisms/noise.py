@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -78,9 +79,40 @@ def simulation(seed: int | Sequence[int]) -> Iterator[None]:
         _SIMULATION.reset(token)
 
 
+class SketchRandomness:
+    """The secret randomness of one sketching release (Gaussian entries, Rademacher signs, row samples),
+    drawn here so that no other module draws noise."""
+
+    def __init__(self, generator: np.random.Generator) -> None:
+        self._g = generator
+
+    def normal(self, shape: int | tuple[int, ...], dtype: type = np.float64) -> np.ndarray:
+        """Independent standard normal entries."""
+        return self._g.standard_normal(shape, dtype=dtype)
+
+    def signs(self, n: int) -> np.ndarray:
+        """``n`` independent uniform +-1 (float64)."""
+        return np.where(self._g.integers(0, 2, size=n) == 1, 1.0, -1.0)
+
+    def subset(self, n: int, k: int) -> np.ndarray:
+        """``k`` distinct indices of ``range(n)`` uniformly at random, sorted."""
+        return np.sort(np.asarray(self._g.choice(n, size=k, replace=False)))
+
+
+def sketch_randomness() -> SketchRandomness:
+    """A fresh secret stream: AES-128-CTR keyed from the OS CSPRNG (inside :func:`simulation`, the
+    simulation's seeded generator)."""
+    sim = _SIMULATION.get()
+    if sim is not None:
+        return SketchRandomness(sim)
+    from randomgen import AESCounter
+
+    return SketchRandomness(np.random.Generator(AESCounter(key=secrets.randbits(128))))
+
+
 def new_rng() -> np.random.Generator:
-    """Generator seeded from the OS entropy pool, for randomness that is never released (strategy search
-    starting points, sketches inside a regression)."""
+    """Generator seeded from the OS entropy pool, for randomness no privacy guarantee rests on (strategy
+    search starting points). Not for noise or sketches."""
     return np.random.default_rng()
 
 

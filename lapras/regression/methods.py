@@ -9,6 +9,30 @@ scaled by the public bounds and clipped (never normalised by the data), so the m
 
 Passes over the data (memory): AdaSSP 1 (O(d^2)); LinMix 1 (O(k d)); IHM T + 1 (O(T k d)); fast IHM keeps
 the padded rows (O(n d)) because the SRHT mixes all of them.
+
+Randomness, all drawn in :mod:`lapras.mechanisms.noise` and none of it seedable outside a simulation:
+
+- Gaussian-mechanism steps (AdaSSP's X^T X, X^T y and lambda_min; the private lambda_min of the mixing
+  methods; IHM's noisy gradients) are releases of a statistic with a known L2 sensitivity: they go through
+  the lattice Gaussian mechanism (:class:`lapras.mechanisms.Gaussian`: exact discrete Gaussian from the
+  CSPRNG, values on a lattice), its sigma raised by the rounding margin so that each keeps exactly the
+  privacy its calibration in :mod:`lapras.regression.rdp` counts on (Mironov-style low-bit attacks have
+  nothing to read).
+- Sketch randomness is part of the mechanism: the privacy of ``S A + eta xi`` (Sheffet; Lev et al.;
+  seeds 002-003) is the Renyi divergence of two Gaussians ``N(0, A^T A + eta^2 I)`` over the law of the
+  Gaussian sketch S and of xi, so S and xi must stay unknown to the analyst, and they are continuous by
+  the analysis (no discrete counterpart exists). FastMix's SRHT (Rademacher signs, sampled rows) is kept
+  secret too: its guarantee is stated over the SRHT's randomness, not for a known one. All of it comes
+  from :func:`lapras.mechanisms.noise.sketch_randomness` (AES-128 in counter mode keyed from the OS
+  CSPRNG, numpy's vectorised samplers: 15 million entries for a 300-row sketch of Adult take seconds,
+  not the hours OpenDP's per-draw exact sampler would).
+- The released coefficients are floating-point functions of those continuous sketches: they are rounded
+  to a public lattice (2^-32 of the coefficients' scale c_y / c_x, far below the noise), so their low-order
+  bits carry nothing beyond the rounded value.
+
+The privacy map of each method is its calibration in :mod:`lapras.regression.rdp` (RDP of the T sketches
+plus the Gaussian steps, converted to (eps, delta)); each fit returns that whole cost, which the caller
+charges to the ledger with the release (``Ledger.commit_regression``).
 """
 
 from __future__ import annotations
@@ -22,7 +46,8 @@ import numpy as np
 from scipy.special import ndtri
 
 from lapras.calibration import agm_sigma
-from lapras.mechanisms import Cost
+from lapras.mechanisms import Cost, Gaussian, sigma_for
+from lapras.mechanisms.noise import SketchRandomness, sketch_randomness
 from lapras.regression import rdp
 from lapras.regression.clip import clip_rows, clip_values
 from lapras.regression.sketches import GaussianSketch, next_pow2, srht
@@ -87,12 +112,36 @@ def _check(c_x: float, c_y: float, eps: float, delta: float) -> None:
         raise rdp.InfeasibleBudget(f"need epsilon > 0 and 0 < delta < 1, got ({eps}, {delta})")
 
 
-def _sym_noise(d: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """Symmetric Gaussian matrix: iid N(0, sigma^2) on and above the diagonal (L2 sensitivity of the
-    upper triangle of x x^T is <= ||x||^2)."""
-    Z = rng.standard_normal((d, d)) * sigma
-    U = np.triu(Z)
+# Released coefficients are rounded to this fraction of their public scale c_y / c_x.
+THETA_LATTICE = 2.0**-32
+
+
+def gaussian_release(values: np.ndarray, sigma: float, sensitivity: float) -> np.ndarray:
+    """``values + N(0, sigma^2)`` per entry as a lattice Gaussian release whose privacy at this L2
+    sensitivity is that of the continuous Gaussian of scale ``sigma`` (its sigma raised by the margin for
+    rounding to the lattice)."""
+    v = np.asarray(values, dtype=np.float64)
+    if sigma <= 0:
+        return v.copy()
+    mech = Gaussian(sigma_for(Cost(mu=sensitivity / sigma), sensitivity, max(v.size, 1)))
+    return mech.release(v.ravel(), 1.0).reshape(v.shape)
+
+
+def _sym_release(M: np.ndarray, sigma: float) -> np.ndarray:
+    """Symmetric M released with noise on and above the diagonal (L2 sensitivity of the upper triangle of
+    x x^T is <= ||x||^2 <= 1), mirrored below."""
+    d = M.shape[0]
+    iu = np.triu_indices(d)
+    U = np.zeros_like(M)
+    U[iu] = gaussian_release(M[iu], sigma, 1.0)
     return U + np.triu(U, 1).T
+
+
+def _released_theta(theta: np.ndarray, c_x: float, c_y: float) -> np.ndarray:
+    """Coefficients in the original units, on the public lattice (see the module docstring)."""
+    scale = c_y / c_x
+    step = scale * THETA_LATTICE
+    return np.rint(theta * scale / step) * step
 
 
 def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -102,10 +151,11 @@ def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.linalg.lstsq(A, b, rcond=None)[0]
 
 
-def _lambda_min_private(G: np.ndarray, sigma: float, z_shift: float, rng: np.random.Generator) -> float:
-    """Noisy lambda_min(G) shifted down by z_shift sigma: below the truth with probability 1 - rho."""
+def _lambda_min_private(G: np.ndarray, sigma: float, z_shift: float, sensitivity: float = 1.0) -> float:
+    """Noisy lambda_min(G) shifted down by z_shift sigma: below the truth with probability 1 - rho.
+    ``sensitivity``: the largest squared norm of a row of the Gram matrix's rows."""
     lam = float(np.linalg.eigvalsh(G)[0])
-    return lam + sigma * float(rng.standard_normal()) - z_shift * sigma
+    return float(gaussian_release(np.array([lam]), sigma, sensitivity)[0]) - z_shift * sigma
 
 
 def _gram_pass(src: RowSource, sketches: list[GaussianSketch], with_y: bool) -> tuple[np.ndarray, int]:
@@ -126,7 +176,7 @@ def _gram_pass(src: RowSource, sketches: list[GaussianSketch], with_y: bool) -> 
 # ------------------------------------------------------------------------------------------------ AdaSSP
 
 
-def adassp(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
+def adassp(data: Data, c_x: float, c_y: float, eps: float, delta: float,
            rho: float = 0.05) -> tuple[np.ndarray, Cost]:
     """AdaSSP (Wang 2018): noisy X^T X and X^T y with an adaptive ridge from a noisy lambda_min.
 
@@ -145,15 +195,15 @@ def adassp(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np
         raise ValueError("no rows")
     d = XtX.shape[0]
     sigma = agm_sigma(eps / 3.0, delta / 3.0, 1.0)
-    lam_min = max(_lambda_min_private(XtX, sigma, float(ndtri(1.0 - rho)), rng), 0.0)
+    lam_min = max(_lambda_min_private(XtX, sigma, float(ndtri(1.0 - rho))), 0.0)
     ridge = max(0.0, sigma * math.sqrt(d * math.log(2.0 * d * d / rho)) - lam_min)
-    XtX_n = XtX + _sym_noise(d, sigma, rng)
-    Xty_n = Xty + sigma * rng.standard_normal(d)
+    XtX_n = _sym_release(XtX, sigma)
+    Xty_n = gaussian_release(Xty, sigma, 1.0)
     theta = _solve(XtX_n + ridge * np.eye(d), Xty_n)
-    return theta * (c_y / c_x), Cost(eps=eps, delta=delta)
+    return _released_theta(theta, c_x, c_y), Cost(eps=eps, delta=delta)
 
 
-def released_sketches(src: RowSource, k: int, T: int, cal: rdp.Calibration, rng: np.random.Generator,
+def released_sketches(src: RowSource, k: int, T: int, cal: rdp.Calibration, rnd: SketchRandomness,
                       with_y: bool) -> tuple[list[np.ndarray], float]:
     """The T noisy Gaussian sketches ``S_t A + eta xi_t`` of A = X (or [X, y]) and eta^2, in one pass.
 
@@ -162,18 +212,18 @@ def released_sketches(src: RowSource, k: int, T: int, cal: rdp.Calibration, rng:
     """
     first = next(iter(src()))
     width = first[0].shape[1] + (1 if with_y else 0)
-    sketches = [GaussianSketch(k, width, rng) for _ in range(T)]
+    sketches = [GaussianSketch(k, width, rnd) for _ in range(T)]
     G, _ = _gram_pass(src, sketches, with_y=with_y)
-    lam = _lambda_min_private(G, cal.sigma_eig, cal.z_rho, rng)
+    lam = _lambda_min_private(G, cal.sigma_eig, cal.z_rho, cal.eig_sensitivity)
     eta2 = max(cal.gamma - lam, 0.0)
     eta = math.sqrt(eta2)
-    return [s.result() + eta * rng.standard_normal((k, width)) for s in sketches], eta2
+    return [s.result() + eta * rnd.normal((k, width)) for s in sketches], eta2
 
 
 # ------------------------------------------------------------------------------------------------ LinMix
 
 
-def linmix(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
+def linmix(data: Data, c_x: float, c_y: float, eps: float, delta: float,
            k: int | None = None) -> tuple[np.ndarray, Cost]:
     """LinMix (Lev et al. 2025): least squares on a noisy Gaussian sketch of [X, y]; one pass, O(k d)."""
     _check(c_x, c_y, eps, delta)
@@ -182,16 +232,16 @@ def linmix(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np
     d = first[0].shape[1]
     k = k or max(24 * d, 128)
     cal = rdp.calibrate_linmix(eps, delta, k)
-    A = released_sketches(src, k, 1, cal, rng, with_y=True)[0][0]
+    A = released_sketches(src, k, 1, cal, sketch_randomness(), with_y=True)[0][0]
     theta = np.linalg.lstsq(A[:, :d], A[:, d], rcond=None)[0]
-    return theta * (c_y / c_x), Cost(eps=eps, delta=delta)
+    return _released_theta(theta, c_x, c_y), Cost(eps=eps, delta=delta)
 
 
 # --------------------------------------------------------------------------------------------------- IHM
 
 
 def _ihm_steps(H_list: list[np.ndarray], grad: Callable[[np.ndarray], np.ndarray], eta2: float,
-               sigma_grad: float, d: int, rng: np.random.Generator, ridge: bool = False) -> np.ndarray:
+               sigma_grad: float, d: int, ridge: bool = False) -> np.ndarray:
     """Newton-type iterations theta += H^{-1} (X^T clip(y - X theta) [- eta^2 theta] + noise).
 
     All T noisy sketches are released before the first gradient, so their average (k T rows, a better
@@ -203,7 +253,7 @@ def _ihm_steps(H_list: list[np.ndarray], grad: Callable[[np.ndarray], np.ndarray
     H = np.mean(np.stack(H_list), axis=0)
     theta = np.zeros(d)
     for _ in H_list:
-        g = grad(theta) + sigma_grad * rng.standard_normal(d)
+        g = gaussian_release(grad(theta), sigma_grad, 1.0)  # clipped: sensitivity clip <= 1
         if ridge:
             g -= eta2 * theta
         theta = theta + _solve(H, g)
@@ -220,7 +270,7 @@ def _clipped_grad(src: RowSource, clip: float) -> Callable[[np.ndarray], np.ndar
     return grad
 
 
-def ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
+def ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float,
         k: int | None = None, T: int = 5, clip: float = 1.0, ridge: bool = False) -> tuple[np.ndarray, Cost]:
     """Iterative Hessian Mixing with dense Gaussian sketches (T + 1 passes, O(T k d) memory).
 
@@ -234,13 +284,13 @@ def ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.ra
     d = next(iter(src()))[0].shape[1]
     k = k or max(8 * d, 64)
     cal = rdp.calibrate_ihm(eps, delta, k, T)
-    released, eta2 = released_sketches(src, k, T, cal, rng, with_y=False)
+    released, eta2 = released_sketches(src, k, T, cal, sketch_randomness(), with_y=False)
     H_list = [Xt.T @ Xt / k for Xt in released]
-    theta = _ihm_steps(H_list, _clipped_grad(src, clip), eta2, cal.sigma_grad, d, rng, ridge)
-    return theta * (c_y / c_x), Cost(eps=eps, delta=delta)
+    theta = _ihm_steps(H_list, _clipped_grad(src, clip), eta2, cal.sigma_grad, d, ridge)
+    return _released_theta(theta, c_x, c_y), Cost(eps=eps, delta=delta)
 
 
-def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: np.random.Generator,
+def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float,
              k: int | None = None, T: int = 5, k_in: int | None = None,
              clip: float = 1.0, ridge: bool = False) -> tuple[np.ndarray, Cost]:
     """IHM with FastMix sketches: per iteration an SRHT down to k_in rows, then a k x k_in Gaussian sketch.
@@ -269,28 +319,29 @@ def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float, rng: 
     k = k or max(6 * d, 48)
     cal = rdp.calibrate_fast_ihm(eps, delta, k, T)
     k_in = min(At.shape[1], k_in or 32 * k)
-    lam = _lambda_min_private(Xt @ Xt.T, cal.sigma_eig, cal.z_rho, rng)
+    lam = _lambda_min_private(Xt @ Xt.T, cal.sigma_eig, cal.z_rho, cal.eig_sensitivity)
     eta2 = max(cal.gamma - lam, 0.0)
     work = np.empty_like(At)
+    rnd = sketch_randomness()
     H_list = []
     for _ in range(T):
-        Xs = srht(At, k_in, rng, work=work)
-        S = rng.standard_normal((k, Xs.shape[0]))
-        Xm = S @ Xs + math.sqrt(eta2) * rng.standard_normal((k, d))
+        Xs = srht(At, k_in, rnd, work=work)
+        S = rnd.normal((k, Xs.shape[0]))
+        Xm = S @ Xs + math.sqrt(eta2) * rnd.normal((k, d))
         H_list.append(Xm.T @ Xm / k)
 
     def grad(theta: np.ndarray) -> np.ndarray:
         return Xt @ np.clip(y - theta @ Xt, -clip, clip)
 
-    theta = _ihm_steps(H_list, grad, eta2, cal.sigma_grad, d, rng, ridge)
-    return theta * (c_y / c_x), Cost(eps=eps, delta=delta)
+    theta = _ihm_steps(H_list, grad, eta2, cal.sigma_grad, d, ridge)
+    return _released_theta(theta, c_x, c_y), Cost(eps=eps, delta=delta)
 
 
 def fit(method: str, data: Data, c_x: float, c_y: float, eps: float, delta: float,
-        rng: np.random.Generator, **params: Any) -> tuple[np.ndarray, Cost]:
+        **params: Any) -> tuple[np.ndarray, Cost]:
     """Dispatch by method name (one of METHODS)."""
     fns: dict[str, Callable[..., tuple[np.ndarray, Cost]]] = {
         "adassp": adassp, "linmix": linmix, "ihm": ihm, "fast_ihm": fast_ihm}
     if method not in fns:
         raise ValueError(f"unknown method {method!r}")
-    return fns[method](data, c_x, c_y, eps, delta, rng, **params)
+    return fns[method](data, c_x, c_y, eps, delta, **params)

@@ -194,6 +194,7 @@ class Calibration:
     sigma_grad: float  # per-iteration gradient noise (sensitivity 1 after scaling), 0 when unused
     eps: float
     delta: float
+    eig_sensitivity: float = 1.0  # L2 sensitivity of lambda_min(A^T A): the bound b2 on a row's squared norm
 
 
 def _rho(delta: float) -> float:
@@ -217,7 +218,7 @@ def calibrate_linmix(eps: float, delta: float, k: int) -> Calibration:
     d3 = delta / 3.0
     g = calibrate_gamma(eps, k=k, T=1, delta_rdp=d3, b2=2.0, delta_eig=d3)
     s_eig = agm_sigma(eig_eps(g, k=k, delta_eig=d3), d3, 2.0)
-    return Calibration(g, s_eig, _z(_rho(delta)), 0.0, eps, delta)
+    return Calibration(g, s_eig, _z(_rho(delta)), 0.0, eps, delta, eig_sensitivity=2.0)
 
 
 def calibrate_ihm(eps: float, delta: float, k: int, T: int) -> Calibration:

@@ -107,7 +107,7 @@ def _mid_half(a: Attribute) -> tuple[float, float]:
 
 def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], table: TableSchema, y: str,
                    xs: Sequence[str], method: str, eps: float, delta: float,
-                   bounds: tuple[float, float] | None = None, rng: np.random.Generator | None = None, *,
+                   bounds: tuple[float, float] | None = None, *,
                    admit: Callable[[Cost], None], block_rows: int = 8192,
                    params: dict[str, Any] | None = None) -> RegressionResult:
     """DP linear regression of ``y`` on ``xs`` (+ intercept) over ``table``; see the module docstring.
@@ -140,7 +140,6 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
     cost = Cost(eps=float(eps), delta=float(delta))
     admit(cost)  # an exhausted budget is refused before any data is touched
 
-    rng = rng or np.random.default_rng()
     query = _select_sql(table, [ya, *xa])
     with conn_factory() as conn:
         # One snapshot for all passes (IHM reads the rows T + 1 times); the proxy never writes.
@@ -160,7 +159,7 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
                     yield np.column_stack([Z, np.ones(len(a))]), a[:, 0] - my
 
         with conn.transaction():
-            theta, _ = fit(method, source, c_x, c_y, row_eps, row_delta, rng, **(params or {}))
+            theta, _ = fit(method, source, c_x, c_y, row_eps, row_delta, **(params or {}))
     coef = theta[:-1] / mh[:, 1]
     intercept = float(my + theta[-1] - np.sum(coef * mh[:, 0]))
     r_eps, r_delta = float(eps), float(delta)
@@ -171,14 +170,14 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
 
 def run_regression_call(call: RegressionCall, catalog: Catalog,
                         conn_factory: Callable[[], AbstractContextManager[Any]], *,
-                        admit: Callable[[Cost], None], default_epsilon: float, default_delta: float,
-                        rng: np.random.Generator | None = None) -> RegressionResult:
+                        admit: Callable[[Cost], None], default_epsilon: float,
+                        default_delta: float) -> RegressionResult:
     """Resolve a parsed call against the catalog (42P01 for an unknown table) and run it."""
     canon = canonical_call(call, catalog, default_epsilon, default_delta)
     table = catalog.table(canon.table, canon.schema)
     assert table is not None and canon.epsilon is not None and canon.delta is not None
     return run_regression(conn_factory, table, canon.y, list(canon.xs), canon.method, canon.epsilon, canon.delta,
-                          rng=rng, admit=admit)
+                          admit=admit)
 
 
 def canonical_call(call: RegressionCall, catalog: Catalog, default_epsilon: float,

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from lapras.mechanisms.noise import SketchRandomness
 from lapras.regression.hadamard import fwht_rows
 
 
@@ -22,34 +23,34 @@ class GaussianSketch:
     far below the noise the mechanism adds; the product is accumulated in float64.
     """
 
-    def __init__(self, k: int, d: int, rng: np.random.Generator, dtype: type = np.float32) -> None:
+    def __init__(self, k: int, d: int, rnd: SketchRandomness, dtype: type = np.float32) -> None:
         self.k, self.d = k, d
-        self.rng = rng
+        self.rnd = rnd
         self.dtype = dtype
         self.acc = np.zeros((k, d), dtype=np.float64)
 
     def update(self, block: np.ndarray) -> None:
         if block.shape[0] == 0:
             return
-        S = self.rng.standard_normal((self.k, block.shape[0]), dtype=self.dtype)
+        S = self.rnd.normal((self.k, block.shape[0]), dtype=self.dtype)
         self.acc += (S @ block.astype(self.dtype, copy=False)).astype(np.float64, copy=False)
 
     def result(self) -> np.ndarray:
         return self.acc
 
 
-def gaussian_sketch(A: np.ndarray | Iterable[np.ndarray], k: int, rng: np.random.Generator,
+def gaussian_sketch(A: np.ndarray | Iterable[np.ndarray], k: int, rnd: SketchRandomness,
                     block: int = 8192, dtype: type = np.float32) -> np.ndarray:
     """``S A`` for an array or an iterable of row blocks."""
     blocks: Iterable[np.ndarray]
     if isinstance(A, np.ndarray):
         blocks = (A[i:i + block] for i in range(0, A.shape[0], block))
         d = A.shape[1]
-        sk = GaussianSketch(k, d, rng, dtype)
+        sk = GaussianSketch(k, d, rnd, dtype)
     else:
         it = iter(A)
         first = next(it)
-        sk = GaussianSketch(k, first.shape[1], rng, dtype)
+        sk = GaussianSketch(k, first.shape[1], rnd, dtype)
         sk.update(first)
         blocks = it
     for b in blocks:
@@ -69,7 +70,7 @@ def padded_transpose(A: np.ndarray) -> np.ndarray:
     return At
 
 
-def srht(At_pad: np.ndarray, k_in: int, rng: np.random.Generator, work: np.ndarray | None = None) -> np.ndarray:
+def srht(At_pad: np.ndarray, k_in: int, rnd: SketchRandomness, work: np.ndarray | None = None) -> np.ndarray:
     """SRHT sketch sqrt(n/k_in) P H D A of a padded transposed matrix; returns (k_in, d).
 
     ``At_pad`` is (d, n) with n a power of two and is left unchanged; ``work`` is an optional scratch
@@ -79,10 +80,10 @@ def srht(At_pad: np.ndarray, k_in: int, rng: np.random.Generator, work: np.ndarr
     if n & (n - 1):
         raise ValueError("SRHT needs a power-of-two number of rows; pad with zero rows first")
     k_in = min(k_in, n)
-    signs: np.ndarray = np.where(rng.integers(0, 2, size=n) == 1, 1.0, -1.0)
+    signs = rnd.signs(n)
     if work is None or work.shape != At_pad.shape or work.dtype != np.float64:
         work = np.empty(At_pad.shape)
     np.multiply(At_pad, signs[None, :], out=work)
     fwht_rows(work)
-    rows = np.sort(np.asarray(rng.choice(n, size=k_in, replace=False)))
+    rows = rnd.subset(n, k_in)
     return (work[:, rows] * math.sqrt(n / k_in)).T.copy()

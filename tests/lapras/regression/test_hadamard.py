@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.linalg import hadamard
 
+from lapras.mechanisms import noise
 from lapras.regression.hadamard import HAVE_COMPILED, fwht, fwht_rows
 from lapras.regression.sketches import next_pow2, padded_transpose, srht
 
@@ -48,7 +49,8 @@ def test_srht_preserves_gram_in_expectation() -> None:
     rng = np.random.default_rng(3)
     X = rng.standard_normal((100, 3))
     At = padded_transpose(X)
-    G = np.mean([(lambda S: S.T @ S)(srht(At, 32, rng)) for _ in range(3000)], axis=0)
+    rnd = noise.sketch_randomness()  # the secret stream itself (AES-CTR from the OS CSPRNG)
+    G = np.mean([(lambda S: S.T @ S)(srht(At, 32, rnd)) for _ in range(3000)], axis=0)
     np.testing.assert_allclose(G, X.T @ X, rtol=0.05, atol=2.0)
-    full = srht(At, 128, rng)  # k_in = n_pad: an orthogonal rotation, Gram exact
+    full = srht(At, 128, rnd)  # k_in = n_pad: an orthogonal rotation, Gram exact
     np.testing.assert_allclose(full.T @ full, X.T @ X, atol=1e-9)

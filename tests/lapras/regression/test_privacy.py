@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtri
 
+from lapras.mechanisms import noise
 from lapras.regression import rdp
 from lapras.regression.methods import array_source, released_sketches
 
@@ -22,13 +23,13 @@ FALSE_FAILURE = 1e-6
 
 def _whitened_rows(X: np.ndarray, y: np.ndarray | None, cal: rdp.Calibration, k: int, T: int,
                    draws: int, seed: int) -> tuple[np.ndarray, list[float]]:
-    rng = np.random.default_rng(seed)
     with_y = y is not None
     A = np.column_stack([X, y]) if with_y else X
     yy = y if y is not None else np.zeros(len(X))
     out, floors = [], []
     for _ in range(draws):
-        sk, eta2 = released_sketches(array_source(X, yy), k, T, cal, rng, with_y=with_y)
+        # The real secret stream (AES-CTR keyed from the OS CSPRNG) and the CSPRNG's lattice noise.
+        sk, eta2 = released_sketches(array_source(X, yy), k, T, cal, noise.sketch_randomness(), with_y=with_y)
         Sigma = A.T @ A + eta2 * np.eye(A.shape[1])
         floors.append(float(np.linalg.eigvalsh(Sigma)[0]))
         L = np.linalg.cholesky(Sigma)

@@ -95,8 +95,7 @@ def test_never_exceeds_part_and_refuses_before_reading() -> None:
     answered = 0
     for _ in range(10):
         try:
-            run_regression(lambda: FakeConn(rows), TABLE, "y", ["a", "b"], "adassp", 0.3, 2e-7,
-                           rng=np.random.default_rng(0), admit=part.charge)
+            run_regression(lambda: FakeConn(rows), TABLE, "y", ["a", "b"], "adassp", 0.3, 2e-7, admit=part.charge)
             answered += 1
         except PartExhausted:
             pass
@@ -108,8 +107,7 @@ def test_never_exceeds_part_and_refuses_before_reading() -> None:
 def test_result_shape_and_accuracy(method: str) -> None:
     rows = _rows(20000)
     part = Part(1e4, 1e-3)
-    res = run_regression(lambda: FakeConn(rows), TABLE, "y", ["a", "b"], method, 1e3, 1e-6,
-                         rng=np.random.default_rng(1), admit=part.charge)
+    res = run_regression(lambda: FakeConn(rows), TABLE, "y", ["a", "b"], method, 1e3, 1e-6, admit=part.charge)
     assert res.columns == COLUMNS and [r[0] for r in res.rows] == ["intercept", "a", "b"]
     assert all(r[2:] == (1e3, 1e-6) for r in res.rows) and res.cost == Cost(eps=1e3, delta=1e-6)
     est = dict((r[0], r[1]) for r in res.rows)
@@ -149,8 +147,7 @@ def test_end_to_end_on_postgres(adult_db: str, default_config: Any) -> None:
                                  "'age, education_num, sex', 'ihm', 1e5)")
     assert call is not None
     res = run_regression_call(call, default_config.catalog, lambda: psycopg.connect(adult_db),
-                              admit=part.charge, default_epsilon=1.0, default_delta=1e-7,
-                              rng=np.random.default_rng(0))
+                              admit=part.charge, default_epsilon=1.0, default_delta=1e-7)
     est = np.array([r[1] for r in res.rows])
     assert [r[0] for r in res.rows] == ["intercept", *xs]
     assert part.spent == [Cost(eps=1e5, delta=1e-7)]
