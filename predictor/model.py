@@ -24,7 +24,7 @@ from parser.schema import Catalog
 from predictor.canonical import canonical_key
 from predictor.progressions import ColumnRange, Stream, find_cycles, find_streams
 from predictor.recurrence import BetaPrior, Schedule, class_tables, fit_prior, make_schedules, score
-from predictor.templates import Shape, analyse, numeric, render
+from predictor.templates import Kind, Shape, analyse, numeric, render
 from predictor.volume import VolumeForecast, forecast, level_models
 
 
@@ -113,7 +113,7 @@ class WorkloadModel:
         return len(later) >= 2 and sum(later) * 2 >= len(later)
 
     def _find_streams(self, max_gap: int) -> list[Stream]:
-        groups: dict[tuple[str, tuple[str, ...], tuple[str | None, ...]], dict[int, set[tuple]]] = (
+        groups: dict[tuple[str, tuple[Kind, ...], tuple[str | None, ...]], dict[int, set[tuple]]] = (
             defaultdict(lambda: defaultdict(set))
         )
         for sh, present in self.shapes.values():

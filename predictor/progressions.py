@@ -29,7 +29,8 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from predictor.templates import Value, numeric, shift_value
+from parser.coltypes import IntType, TextType
+from predictor.templates import Kind, Value, numeric, shift_value
 
 Tuple = tuple[Value, ...]
 Node = tuple[int, Tuple]
@@ -40,7 +41,7 @@ ColumnRange = tuple[float, float, float | None, float | None, int]
 @dataclass
 class Stream:
     template: str
-    kinds: tuple[str, ...]
+    kinds: tuple[Kind, ...]
     columns: tuple[str | None, ...]
     rate: tuple[float, ...]
     nodes: list[Node]
@@ -95,7 +96,7 @@ class Stream:
             elif dom is not None:  # a declared domain settles it: no hedging
                 if not dom[0] <= x <= dom[1]:
                     nv = shift_value(
-                        nv, kind, _wrap(x, dom[0], dom[1], 1.0 if kind == "int" else width_step) - x
+                        nv, kind, _wrap(x, dom[0], dom[1], 1.0 if kind is IntType else width_step) - x
                     )
             else:
                 seen = Counter(numeric(t[i], kind) for t in {t for _, t in self.nodes})
@@ -128,7 +129,7 @@ def _wrap(x: float, lo: float, hi: float, step: float) -> float:
     return lo + ((x - lo) % width)
 
 
-def _rate(a: Tuple, b: Tuple, kinds: tuple[str, ...], gap: int) -> tuple[float, ...] | None:
+def _rate(a: Tuple, b: Tuple, kinds: tuple[Kind, ...], gap: int) -> tuple[float, ...] | None:
     rate: list[float] = []
     for va, vb, kind in zip(a, b, kinds, strict=True):
         na, nb = numeric(va, kind), numeric(vb, kind)
@@ -143,7 +144,7 @@ def _rate(a: Tuple, b: Tuple, kinds: tuple[str, ...], gap: int) -> tuple[float, 
     return tuple(rate)
 
 
-def _advance(a: Tuple, rate: tuple[float, ...], kinds: tuple[str, ...], gap: int) -> Tuple | None:
+def _advance(a: Tuple, rate: tuple[float, ...], kinds: tuple[Kind, ...], gap: int) -> Tuple | None:
     try:
         return tuple(
             v if r == 0 else shift_value(v, k, r * gap) for v, r, k in zip(a, rate, kinds, strict=True)
@@ -154,7 +155,7 @@ def _advance(a: Tuple, rate: tuple[float, ...], kinds: tuple[str, ...], gap: int
 
 def find_streams(
     template: str,
-    kinds: tuple[str, ...],
+    kinds: tuple[Kind, ...],
     columns: tuple[str | None, ...],
     by_epoch: Mapping[int, set[Tuple]],
     max_gap: int = 7,
@@ -224,7 +225,7 @@ def find_streams(
 
 def find_cycles(
     template: str,
-    kinds: tuple[str, ...],
+    kinds: tuple[Kind, ...],
     columns: tuple[str | None, ...],
     by_epoch: Mapping[int, set[Tuple]],
     max_period: int = 31,
@@ -260,8 +261,8 @@ def find_cycles(
     return out
 
 
-def numeric_kind(kind: str) -> bool:
-    return kind in ("int", "float", "date", "timestamp")
+def numeric_kind(kind: Kind) -> bool:
+    return kind is not TextType
 
 
 def _chains(pairs: list[tuple[Node, Node]]) -> list[list[Node]]:
@@ -290,7 +291,7 @@ def _chains(pairs: list[tuple[Node, Node]]) -> list[list[Node]]:
 def _merge_wraps(
     chains: list[list[Node]],
     rate: tuple[float, ...],
-    kinds: tuple[str, ...],
+    kinds: tuple[Kind, ...],
     by_epoch: Mapping[int, set[Tuple]],
 ) -> list[tuple[list[Node], dict[int, tuple[float, float]], int]]:
     """Join chain A to what follows it one gap after its end when the moving slots reset there: another
@@ -340,7 +341,7 @@ def _merge_wraps(
 
 
 def _reset(
-    end: Tuple, start: Tuple, rate: tuple[float, ...], kinds: tuple[str, ...], before: list[Tuple]
+    end: Tuple, start: Tuple, rate: tuple[float, ...], kinds: tuple[Kind, ...], before: list[Tuple]
 ) -> dict[int, tuple[float, float]] | None:
     """Wrap ranges if ``start`` is a cycle's restart after ``end``: every moving slot goes back to (or past)
     the lowest value the chain had (highest, for a falling slot), every fixed slot stays."""

@@ -24,7 +24,10 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
+from parser.coltypes import ColumnType, DateType, FloatType, IntType, TextType, TimestampType
+
 Value = int | float | str | date | datetime
+Kind = type[ColumnType]  # what a literal's spelling reads as: IntType, FloatType, TextType, DateType, TimestampType
 
 _SYSTEM_SCHEMAS = {"pg_catalog", "information_schema"}
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -46,52 +49,53 @@ class Shape:
 
     ``is_query`` is true for a SELECT reading a user table with an aggregate: the statements the engine
     answers and the predictor predicts (metadata, SET, transaction control and so on are not).
-    ``kinds`` per slot: ``int``, ``float``, ``str``, ``date`` or ``timestamp``.
+    ``kinds`` per slot: the column-type class a literal of that spelling reads as (``IntType``,
+    ``FloatType``, ``TextType``, ``DateType`` or ``TimestampType``).
     """
 
     key: str
     template: str
     values: tuple[Value, ...]
-    kinds: tuple[str, ...]
+    kinds: tuple[Kind, ...]
     columns: tuple[str | None, ...]
     tables: tuple[str, ...]
     is_query: bool
     concrete: bool = True  # False when the text still has $n placeholders (pg_stat_statements)
 
 
-def _typed(lit: exp.Literal, negative: bool) -> tuple[Value, str]:
+def _typed(lit: exp.Literal, negative: bool) -> tuple[Value, Kind]:
     text = str(lit.this)
     if lit.is_string:
         if _DATE_RE.match(text):
             try:
-                return date.fromisoformat(text), "date"
+                return date.fromisoformat(text), DateType
             except ValueError:
-                return text, "str"
+                return text, TextType
         if _TS_RE.match(text):
             try:
-                return datetime.fromisoformat(text.replace(" ", "T")), "timestamp"
+                return datetime.fromisoformat(text.replace(" ", "T")), TimestampType
             except ValueError:
-                return text, "str"
-        return text, "str"
+                return text, TextType
+        return text, TextType
     try:
         iv = int(text)
-        return (-iv if negative else iv), "int"
+        return (-iv if negative else iv), IntType
     except ValueError:
         fv = float(text)
-        return (-fv if negative else fv), "float"
+        return (-fv if negative else fv), FloatType
 
 
-def literal_sql(value: Value, kind: str) -> exp.Expr:
+def literal_sql(value: Value, kind: Kind) -> exp.Expr:
     """The literal node for a slot value (the inverse of reading it)."""
-    if kind == "date" and isinstance(value, date):
+    if kind is DateType and isinstance(value, date):
         return exp.Literal.string(value.isoformat())
-    if kind == "timestamp" and isinstance(value, datetime):
+    if kind is TimestampType and isinstance(value, datetime):
         return exp.Literal.string(value.isoformat(sep=" "))
     if isinstance(value, str):
         return exp.Literal.string(value)
     if isinstance(value, bool):
         return exp.Literal.number(int(value))
-    if isinstance(value, float) and value.is_integer() and kind == "int":
+    if isinstance(value, float) and value.is_integer() and kind is IntType:
         value = int(value)
     if isinstance(value, (int, float)) and value < 0:
         return exp.Neg(this=exp.Literal.number(-value))
@@ -219,7 +223,7 @@ def analyse(sql: str) -> Shape | None:
     except (SqlglotError, ValueError, AttributeError):
         return None
     values: list[Value] = []
-    kinds: list[str] = []
+    kinds: list[Kind] = []
     columns: list[str | None] = []
     slots: list[exp.Expr] = []
     for lit in list(tree.find_all(exp.Literal, bfs=False)):
@@ -260,7 +264,7 @@ def _template_tree(template: str) -> exp.Expr:
     return sqlglot.parse_one(template, read="postgres")
 
 
-def render(template: str, values: tuple[Value, ...], kinds: tuple[str, ...]) -> str:
+def render(template: str, values: tuple[Value, ...], kinds: tuple[Kind, ...]) -> str:
     """SQL of a template with its ``$n`` slots filled (the engine re-parses this text)."""
     tree = _template_tree(template).copy()
     for param in list(tree.find_all(exp.Parameter)):
@@ -270,28 +274,28 @@ def render(template: str, values: tuple[Value, ...], kinds: tuple[str, ...]) -> 
     return tree.sql("postgres")
 
 
-def shift_value(value: Value, kind: str, amount: float) -> Value:
+def shift_value(value: Value, kind: Kind, amount: float) -> Value:
     """``value + amount`` in the slot's own unit (days for dates and timestamps)."""
-    if kind == "date" and isinstance(value, date):
+    if kind is DateType and isinstance(value, date):
         return value + timedelta(days=round(amount))
-    if kind == "timestamp" and isinstance(value, datetime):
+    if kind is TimestampType and isinstance(value, datetime):
         return value + timedelta(days=amount)
-    if kind == "int" and isinstance(value, int):
+    if kind is IntType and isinstance(value, int):
         return value + round(amount)
     if isinstance(value, (int, float)):
         return value + amount
-    raise TypeError(f"cannot shift a {kind} literal")
+    raise TypeError(f"cannot shift a {kind.type_name} literal")
 
 
-def numeric(value: Value, kind: str) -> float | None:
+def numeric(value: Value, kind: Kind) -> float | None:
     """A slot value on a number line (dates as day ordinals), or None for categorical text."""
-    if kind == "date" and isinstance(value, date):
+    if kind is DateType and isinstance(value, date):
         return float(value.toordinal())
-    if kind == "timestamp" and isinstance(value, datetime):
+    if kind is TimestampType and isinstance(value, datetime):
         return (
             value.toordinal()
             + (value - datetime.combine(value.date(), datetime.min.time())).total_seconds() / 86400
         )
-    if kind in ("int", "float") and isinstance(value, (int, float)):
+    if kind in (IntType, FloatType) and isinstance(value, (int, float)):
         return float(value)
     return None

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from parser.coltypes import DateType, IntType, TextType, TimestampType
 from predictor.canonical import canonical_key
 from predictor.templates import analyse, render
 
@@ -52,10 +53,10 @@ def test_kinds_and_negative_numbers() -> None:
     )
     assert sh is not None
     assert dict(zip(sh.columns, sh.kinds, strict=True)) == {
-        "d": "date",
-        "ts": "timestamp",
-        "x": "int",
-        "r": "str",
+        "d": DateType,
+        "ts": TimestampType,
+        "x": IntType,
+        "r": TextType,
     }
     assert date(2026, 10, 1) in sh.values and -5 in sh.values
 
