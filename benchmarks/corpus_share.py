@@ -92,7 +92,7 @@ def outcome(r: Any) -> str:
         return "answered" if r.within_error else "answered, off"
     if r.outcome == "values":
         return "value list" if not r.misses else "value list, incomplete"
-    return "refused"
+    return "refused as classified" if r.sqlstate == r.stmt.expect else "refused"
 
 
 def table(results: list[Any], key: str) -> list[tuple[str, int, int, int, int]]:
@@ -159,9 +159,10 @@ def plot(results: list[Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), gridspec_kw={"width_ratios": [3, 1]})
-    kinds = ["answered", "value list", "refused", "answered, off", "value list, incomplete"]
-    colors = {"answered": "#2a9d8f", "value list": "#8ab17d", "refused": "#e76f51", "answered, off": "#6d597a",
-              "value list, incomplete": "#b5838d"}
+    kinds = ["answered", "value list", "refused as classified", "refused", "answered, off",
+             "value list, incomplete"]
+    colors = {"answered": "#2a9d8f", "value list": "#8ab17d", "refused as classified": "#adb5bd",
+              "refused": "#e76f51", "answered, off": "#6d597a", "value list, incomplete": "#b5838d"}
     for ax, key in zip(axes, ("shape", "tool"), strict=True):
         groups = sorted({getattr(r.stmt, key) for r in results})
         bottom = [0] * len(groups)

@@ -24,7 +24,7 @@ sys.path.append(str(Path(__file__).resolve().parent))  # tests/ last: tests/pars
 
 import bi_corpus_wire as corpus  # noqa: E402
 
-AGGREGATE_SHARE_FLOOR = 0.90
+AGGREGATE_SHARE_FLOOR = 0.94
 """Share of the aggregate statements answered within their stated error, now (raised as #18 lands; the
 issue's goal is 0.95)."""
 

@@ -337,6 +337,18 @@ def _column(c: _Checker, key: str, name: str, spec: Any) -> Attribute | None:
     return Attribute(name, domain, desc)
 
 
+def _sound_column(name: str, spec: Any) -> Attribute | None:
+    """The column when its declaration has no problem, else None (then `_column` reports each problem
+    under its key). Wide configs have tens of thousands of columns: the fast path spells no key."""
+    desc = spec.get("description", "") if isinstance(spec, dict) else None
+    if not isinstance(desc, str) or name_problem(name) is not None:
+        return None
+    try:
+        return Attribute(name, coltypes.from_config(spec), desc)
+    except coltypes.DeclarationError:
+        return None
+
+
 def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadSettings]]:
     s = c.section(tree, "tables")
     tables: list[TableSchema] = []
@@ -358,7 +370,11 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
             continue
         attrs = []
         for cname, spec in cols.items():
-            key = f"{p}.columns.{toml_key(cname)}"
+            a = _sound_column(cname, spec)
+            if a is not None:
+                attrs.append(a)
+                continue
+            key = f"{p}.columns.{toml_key(cname)}"  # spelled only to report a problem (costly per column)
             if _identifier(c, key, cname):
                 a = _column(c, key, cname, spec)
                 if a is not None:
