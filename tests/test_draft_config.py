@@ -75,7 +75,7 @@ def test_from_data_draft_passes_check_config_and_answers(draft_db: str, tmp_path
     cols = tomllib.loads(done.stdout)["tables"][TABLE]["columns"]
     assert cols["qty"] == {"type": "int", "min": 0, "max": 6}
     assert cols["region"]["values"] == ["East", "North", "West"]
-    assert "note" not in cols  # 3,000 distinct values: no list, left out with a comment
+    assert cols["note"] == {"type": "text", "keys": "private", "nullable": True}  # 3,000 values: no list
     assert cols["big"]["type"] == "bigint" and cols["big"]["bins"] > 0  # too wide for one cell an integer
     assert cols["seen"]["resolution"] == "hour" and cols["local_ts"]["resolution"] == "hour"
     port = harness.free_port()

@@ -165,8 +165,10 @@ def _column(col: SourceColumn, data: _DataReader | None) -> tuple[InlineTable | 
         listed = _text_spec(spec, col, data)
         if listed is None:
             assert data is not None
-            return None, (f"more than {data.max_values} distinct values (or none) in the data: left out; "
-                          "declare its public values (values = [...], or values_from = \"schema.table.column\")")
+            # Too many values to publish: its keys come from DP partition selection, never from this list.
+            spec["keys"] = "private"
+            listed = (f"more than {data.max_values} values: keys from DP partition selection "
+                      "([privacy] partition_fraction > 0), or declare its public values")
         note = listed
     elif t in _TEMPORAL:
         spec["type"] = _TEMPORAL[t]
