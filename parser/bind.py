@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from . import condition as C
 from . import errors as E
 from .distinct import DistinctQueries
@@ -50,6 +52,14 @@ def _value(operand: C.Operand, attr: Attribute, params: Sequence[object]) -> Any
         raise _missing(params, operand.index)
     p = params[operand.index - 1]
     return None if p is None else attr.domain.coerce_param(p)
+
+
+def _mask(shape: tuple[int, ...], ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """A boolean array over a product of domains from runs of flat indices."""
+    flat = np.zeros(int(np.prod(shape)), dtype=bool)
+    for lo, hi in ranges:
+        flat[lo:hi + 1] = True
+    return flat.reshape(shape)
 
 
 class Binder:
@@ -113,6 +123,8 @@ class Binder:
                 return t, sp.not_(t)
             case C.Cells(name, true, false):
                 return sp.cells(name, list(true)), sp.cells(name, list(false))
+            case C.Table(names, shape, true, false):
+                return sp.table(names, _mask(shape, true)), sp.table(names, _mask(shape, false))
             case C.IsNull(name):
                 base = self.base(self._attr(name))
                 return sp.not_(base), base

@@ -104,3 +104,15 @@ class Cells(Cond):
     attr: str
     true: tuple[tuple[int, int], ...]
     false: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Table(Cond):
+    """A per-row predicate over several attributes (``n + k > 10``, ``a > b``), evaluated on the product of
+    their public domains: ``attrs`` in the table's canonical (sorted) order, and the flat C-order indices
+    of that product where it is TRUE and where it is FALSE, as inclusive runs (elsewhere NULL)."""
+
+    attrs: tuple[str, ...]
+    shape: tuple[int, ...]
+    true: tuple[tuple[int, int], ...]
+    false: tuple[tuple[int, int], ...]

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from .limits import Budget
 
@@ -54,6 +56,13 @@ _BIG = 1 << 30
 
 def _level(p: Pred) -> int:
     return p.level if isinstance(p, Node) else _BIG
+
+
+def runs(mask: np.ndarray) -> Ranges:
+    """The inclusive index runs where a 1-d boolean array is True (vectorised)."""
+    m = np.concatenate(([False], np.asarray(mask, dtype=bool).reshape(-1), [False]))
+    edges = np.flatnonzero(m[1:] != m[:-1])
+    return tuple((int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True))
 
 
 def merge_ranges(indices: Sequence[tuple[int, int]]) -> Ranges:
@@ -114,6 +123,28 @@ class Space:
         n = self.sizes[level]
         clipped = [(max(lo, 0), min(hi, n - 1)) for lo, hi in ranges]
         return self._node(level, [(lo, hi, True) for lo, hi in merge_ranges(clipped)])
+
+    def table(self, attrs: Sequence[str], mask: np.ndarray) -> Pred:
+        """The set of cells where ``mask`` (a boolean array over the product of ``attrs``, which are in the
+        space's order) is True, other attributes free: rows of equal sub-tables share one child."""
+        if not mask.any():
+            return False
+        if mask.all():
+            return True
+        if len(attrs) == 1:
+            return self.cells(attrs[0], runs(mask))
+        if self.budget is not None:
+            self.budget.tick(mask.size)
+        rows = mask.reshape(mask.shape[0], -1)
+        packed = np.packbits(rows, axis=1)
+        first: dict[bytes, int] = {}
+        inverse = np.array([first.setdefault(r.tobytes(), i) for i, r in enumerate(packed)])
+        segments: list[tuple[int, int, Pred]] = []
+        for j in first.values():
+            child = self.table(attrs[1:], rows[j].reshape(mask.shape[1:]))
+            if child is not False:
+                segments.extend((lo, hi, child) for lo, hi in runs(inverse == j))
+        return self._node(self.level_of[attrs[0]], sorted(segments, key=lambda t: t[0]))
 
     def _segments(self, p: Pred, level: int) -> list[tuple[int, int, Pred]]:
         """``p`` seen at ``level`` as segments covering 0..size-1 (False in the gaps)."""

@@ -163,12 +163,9 @@ def objects(v: Sequence[object]) -> np.ndarray:
     return out
 
 
-_NULL = np.array(None, dtype=object)
-
-
 def nulls(a: np.ndarray) -> np.ndarray:
     """Where an object vector holds NULL (None), as a bool array."""
-    return np.asarray(np.equal(a, _NULL), dtype=bool)
+    return np.fromiter((v is None for v in a), dtype=bool, count=len(a))  # identity: no __eq__ per value
 
 
 def _native(v: Vector, oid: int) -> np.ndarray | None:
@@ -281,6 +278,12 @@ class Cmp(Expr):
 
     def ev(self, env: Env) -> Vector:
         xs, ys = self.args[0].ev(env), self.args[1].ev(env)
+        oids = {self.args[0].oid, self.args[1].oid}
+        if oids <= INTEGER_OIDS | {FLOAT8}:
+            kind = FLOAT8 if FLOAT8 in oids else INT8
+            x, y = _native(xs, kind), _native(ys, kind)
+            if x is not None and y is not None:  # NULL-free numbers: one numpy comparison
+                return list(_CMP[self.op](x, y).tolist())
         try:
             a, b = objects(xs), objects(ys)
             null = nulls(a) | nulls(b)
@@ -383,12 +386,14 @@ class Case(Expr):
                 tested = [compare("=", subject[i], t) for i, t in zip(rows, tested, strict=True)]
             hit = [i for i, t in zip(rows, tested, strict=True) if t is True]
             if hit:
+                same = value.oid == self.oid or self.oid not in (FLOAT8, NUMERIC)  # conform is a no-op then
                 for i, v in zip(hit, value.ev(env.take(hit)), strict=True):
-                    out[i] = conform(v, self.oid)
+                    out[i] = v if same else conform(v, self.oid)
             rows = [i for i, t in zip(rows, tested, strict=True) if t is not True]
         if rows and self.default is not None:
+            same = self.default.oid == self.oid or self.oid not in (FLOAT8, NUMERIC)
             for i, v in zip(rows, self.default.ev(env.take(rows)), strict=True):
-                out[i] = conform(v, self.oid)
+                out[i] = v if same else conform(v, self.oid)
         return out
 
 

@@ -10,13 +10,14 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 from sqlglot import exp
 
 from .. import condition as C
 from .. import errors as E
 from .. import scalar as S
 from ..errors import Refusal
-from ..predicate import merge_ranges
+from ..predicate import merge_ranges, runs
 from ..schema import Attribute
 from ..syntax import position_of
 from .context import Context
@@ -31,6 +32,9 @@ from .nodes import (
     unsupported,
 )
 from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold, on_cells
+
+MAX_PRODUCT = 1_000_000
+"""A predicate over several attributes is evaluated on at most this many combinations of their cells."""
 
 _WHERE_HINT = ("WHERE supports =, <>, <, <=, >, >=, BETWEEN, IN, IS [NOT] NULL on attributes compared with "
                "literals or parameters, combined with AND, OR, NOT.")
@@ -166,19 +170,21 @@ class _Lowering:
             if value is NOT_CONSTANT:
                 raise unsupported(f"predicate {sql_of(node)!r}", node, hint=_WHERE_HINT)
             return C.Const(None if value is None else bool(value))
-        if len(attrs) != 1:
-            raise unsupported(f"predicate {sql_of(node)!r} over several columns", node, hint=_WHERE_HINT)
         if node.find(exp.Select) is not None:
             raise unsupported("subquery", node.find(exp.Select))
-        attr = ctx.table.attribute(attrs.pop())
-        assert attr is not None
 
         def leaf(n: exp.Expr) -> S.Expr | None:
             if isinstance(n, exp.Column):
-                return S.Cell(attr.name, attr.domain.oid)
+                a = ctx.column(n)
+                return S.Cell(a.name, a.domain.oid)
             if is_param(n):
                 raise NotScalar(n)
             return None
+
+        if len(attrs) > 1:
+            return self.per_rows(node, sorted(attrs), leaf)
+        attr = ctx.table.attribute(attrs.pop())
+        assert attr is not None
 
         try:
             e = compile_scalar(node, leaf, ctx.budget, exact=True)
@@ -193,6 +199,48 @@ class _Lowering:
         true = merge_ranges([(i, i) for i, v in enumerate(results) if v is True])
         false = merge_ranges([(i, i) for i, v in enumerate(results) if v is False])
         return C.Cells(attr.name, tuple(true), tuple(false))
+
+    def per_rows(self, node: exp.Expr, names: list[str], leaf: Any) -> C.Cond:
+        """A predicate over several attributes (``n + k > 10``, ``a > b``): evaluated on the product of their
+        declared cells (vectorised), at most ``MAX_PRODUCT`` of them; each cell must hold one value."""
+        ctx = self.ctx
+        attrs = [ctx.table.attribute(n) for n in names]
+        for a in attrs:
+            assert a is not None
+            if a.domain.last_values() is not None:
+                raise unsupported(f"predicate {sql_of(node)!r} over {a.name} and other columns", node,
+                                  hint=f"{a.name} holds many values a cell ({a.domain.coarseness()}): compare it "
+                                  "with constants, or use it alone in the expression.")
+        shape = tuple(a.domain.size for a in attrs if a is not None)
+        size = int(np.prod(shape))
+        if size > MAX_PRODUCT:
+            raise Refusal(E.PROGRAM_LIMIT_EXCEEDED, f"predicate {sql_of(node)!r} spans {size:,} combinations of "
+                          f"{', '.join(names)} (at most {MAX_PRODUCT:,})", position=position_of(node),
+                          hint="Filter each column on its own, or on coarser expressions.")
+        ctx.budget.tick(size)
+        try:
+            e = compile_scalar(node, leaf, ctx.budget, exact=True)
+        except NotScalar as u:
+            raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node, hint=_WHERE_HINT) from None
+        except Refusal as r:
+            r.position = r.position or position_of(node)
+            raise
+        if e.oid not in (S.BOOL, S.UNKNOWN):
+            raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
+        cells: dict[str, list[Any]] = {}
+        for i, a in enumerate(attrs):
+            assert a is not None
+            vals = S.objects(a.domain.cell_values)
+            inner, outer = int(np.prod(shape[i + 1:])), int(np.prod(shape[:i]))
+            cells[a.name] = np.tile(np.repeat(vals, inner), outer).tolist()
+        try:
+            out = S.objects(e.ev(S.Env(size, cells, strict=True)))
+        except Refusal as r:
+            r.position = r.position or position_of(node)
+            raise
+        true = np.equal(out, np.array(True, dtype=object)) & ~S.nulls(out)
+        false = np.equal(out, np.array(False, dtype=object)) & ~S.nulls(out)
+        return C.Table(tuple(names), shape, runs(true), runs(false))
 
     def comparison(self, op: str, node: exp.Expr) -> C.Cond:
         ctx = self.ctx

@@ -162,6 +162,13 @@ FORMS = [
     "SELECT SUM(length(city)), AVG(strpos(city, 'o')), SUM(CAST(k AS NUMERIC) / 3) FROM shop",
     "SELECT CAST(EXTRACT(YEAR FROM d) AS BIGINT) AS y, SUM(CASE WHEN k = 1 THEN 1 ELSE 0 END) AS k1 FROM shop "
     "GROUP BY 1 ORDER BY 1",
+    # predicates over several columns: evaluated on the product of their cells
+    "SELECT COUNT(*) FROM shop WHERE n + k > 10",
+    "SELECT k, COUNT(*) FROM shop WHERE n > k * 20 OR city = 'Oslo' GROUP BY k",
+    "SELECT COUNT(*) FROM shop WHERE (n + k > 60) IS NULL",
+    "SELECT COUNT(*) FROM shop WHERE NOT (n < k * 25) AND paid IS NOT NULL",
+    "SELECT SUM(CASE WHEN n > k * 10 THEN amount ELSE 0 END), COUNT(*) FILTER (WHERE length(city) > k + 2) FROM shop",
+    "SELECT COUNT(*) FROM shop WHERE n > s",
     # HAVING and ORDER BY over aggregates of expressions
     "SELECT lower(city) AS c, COUNT(*) FROM shop GROUP BY 1 HAVING COUNT(*) > 400 ORDER BY 2 DESC",
 ]
@@ -191,6 +198,7 @@ def test_form_matches_postgresql(sql: str, shop_conn: psycopg.Connection) -> Non
     ("SELECT COUNT(*) FROM shop WHERE city LIKE 'a!' ESCAPE '!'", "22025", "escape character"),
     ("SELECT COUNT(*) FROM shop WHERE 10 / (k - 2) > 1", "22012", "division by zero"),
     ("SELECT COUNT(*) FROM shop WHERE city ~ 'O.*'", "0A000", "city ~ 'O.*'"),
+    ("SELECT COUNT(*) FROM shop WHERE s + n * k > 5", "54000", "1,468,800 combinations"),
     ("SELECT TO_CHAR(d, 'FMMonth YYYY') AS m, COUNT(*) FROM shop GROUP BY 1", "0A000", "to_char format"),
     ("SELECT TO_CHAR(k, '999') AS m, COUNT(*) FROM shop GROUP BY 1", "42883", "to_char(integer, text)"),
 ])
