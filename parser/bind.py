@@ -174,7 +174,8 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     b = Binder(t.table, params, budget)
     sp = b.space
     base = b.where(t.where)
-    if private_columns(t.table, [spec.attr for spec in t.aggs if spec.attr is not None]):
+    # COUNT(DISTINCT col) counts stored values, not cells: a private-keys column may be counted.
+    if private_columns(t.table, [spec.attr for spec in t.aggs if spec.attr is not None and spec.kind != "distinct"]):
         raise Refusal(E.FEATURE_NOT_SUPPORTED, "an aggregate over a column with private keys is not supported",
                       hint="Group by the column: its keys are released by DP partition selection.")
     private = private_columns(t.table, t.group_attrs)

@@ -156,3 +156,29 @@ def test_selections_replay_after_restart(shops_proxy: Any) -> None:
         tiers = conn.execute("SELECT tier FROM shops WHERE state = 'WA' GROUP BY tier").fetchall()
         assert sorted(r[0] for r in tiers) == ["bronze", "gold", "silver"]
     assert _ledger(shops_proxy) == (parts, spends)  # nothing drawn or charged again
+
+
+def test_count_distinct_over_selected_and_private_keys(shops_proxy: Any) -> None:
+    """COUNT(DISTINCT user_id) per released city (each user in at most g = 2 cities, as here: the bounded
+    figure is PostgreSQL's), and COUNT(DISTINCT city) per state, a private-keys column's stored values
+    counted (each user holds at most g (state, city) pairs: sensitivity 2), both within 5 stated stderrs."""
+    import re
+
+    with psycopg.connect(shops_proxy.dsn(), autocommit=True) as conn:
+        conn.execute("SET lapras.show_stderr = on")
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        users = conn.execute("SELECT city, COUNT(DISTINCT user_id) FROM shops GROUP BY city ORDER BY city").fetchall()
+        cities = conn.execute("SELECT state, COUNT(DISTINCT city) FROM shops GROUP BY state ORDER BY state").fetchall()
+    sds = [max(float(x) for x in m.group(1).split(", ") if x and x != "...")
+           for n in notices for m in re.finditer(r"stderr=\[([^\]]*)\]", n)]
+    assert len(sds) >= 2 and all(0 < s < 20 for s in sds)
+    with psycopg.connect(shops_proxy.upstream_dsn) as conn:
+        exact_users = dict(conn.execute("SELECT city, count(DISTINCT user_id) FROM shops GROUP BY city").fetchall())
+        exact_cities = dict(conn.execute("SELECT state, count(DISTINCT city) FROM shops GROUP BY state").fetchall())
+    assert [r[0] for r in users] == sorted(POPULAR)  # only the released keys
+    for city, n in users:
+        assert abs(n - exact_users[city]) <= 5 * sds[-2] + 1, (city, n, exact_users[city])
+    assert [r[0] for r in cities] == ["OR", "WA"] and exact_cities == {"OR": 1, "WA": 3 + len(RARE)}
+    for state, n in cities:
+        assert abs(n - exact_cities[state]) <= 5 * sds[-1] + 1, (state, n, exact_cities[state])

@@ -56,7 +56,7 @@ class Scope:
         if unit is None or isinstance(col.this, exp.Star) or ident(col.this) != unit:
             return False
         qual = col.args.get("table")
-        return qual is None or ident(qual) == (self.alias if self.alias is not None else self.table.name)
+        return qual is None or ident(qual) == self.refname
 
     def star(self, node: exp.Expr) -> tuple[Attribute, ...]:
         """The attributes ``*`` or ``alias.*`` stands for (declared order)."""

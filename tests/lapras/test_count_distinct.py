@@ -262,3 +262,21 @@ def test_presence_bound_against_brute_force() -> None:
             bound = presence_sensitivity(blocks, g)
             assert true <= bound + 1e-9 and bound <= g * kron_sensitivity(blocks) + 1e-9
     assert presence_sensitivity([np.eye(4), np.eye(3)], 4) == pytest.approx(2.0)
+
+
+def test_the_unit_is_named_as_postgresql_names_it() -> None:
+    odd = replace(UNIT, privacy_unit="User ID")
+    for sql in ('SELECT a, COUNT(DISTINCT "User ID") FROM visits GROUP BY a',
+                'SELECT COUNT(DISTINCT v."User ID"::text) FROM visits v'):
+        assert all(q.source is not None for q in _plan(sql, odd).queries)
+    assert _plan("SELECT COUNT(DISTINCT USER_ID) FROM visits", UNIT).queries[0].source is not None
+    for sql, table in (('SELECT COUNT(DISTINCT "USER_ID") FROM visits', UNIT),
+                       ("SELECT COUNT(DISTINCT user_id) FROM visits", odd),
+                       ("SELECT user_id, COUNT(*) FROM visits GROUP BY 1", UNIT),
+                       ("SELECT SUM(user_id) FROM visits", UNIT)):
+        with pytest.raises(sqlparser.Refusal) as err:
+            _plan(sql, table)
+        assert err.value.sqlstate == "42703"
+    with pytest.raises(sqlparser.Refusal) as err:
+        _plan("SELECT COUNT(DISTINCT x.user_id) FROM visits", UNIT)
+    assert err.value.sqlstate == "42P01"
