@@ -30,15 +30,17 @@ _NUMERIC_CASTS = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataTyp
 
 
 def _num(v: Any) -> Fraction:
+    """A number as the decimal it is written as: a float reads as its shortest decimal (0.2 is 1/5, not the
+    binary double nearest to it), as config.toml and SQL spell bin edges and literals."""
     if isinstance(v, bool):
         raise TypeError(v)
     if isinstance(v, float):
-        return Fraction(v)
+        return Fraction(Decimal(repr(v)))
     return Fraction(str(v).strip()) if isinstance(v, str | Decimal) else Fraction(v)
 
 
 def _fmt(x: Fraction | float | int) -> str:
-    f = Fraction(x)
+    f = _num(x) if isinstance(x, float) else Fraction(x)
     if f.denominator == 1:
         return str(f.numerator)
     return format(Decimal(f.numerator) / Decimal(f.denominator), "f")
@@ -97,7 +99,7 @@ class NumericType(ColumnType):
             x = _num(value)
         except (TypeError, ValueError, InvalidOperation, ZeroDivisionError):
             return None
-        if not self.lo <= x <= self.hi:
+        if not _num(self.lo) <= x <= _num(self.hi):
             return None
         if not self.edges:
             return 0
@@ -148,17 +150,17 @@ class NumericType(ColumnType):
     def _split(self, op: str, q: Fraction, raw: Value) -> int:
         """How many cells lie entirely on the TRUE side's left of ``op q``; refused when ``q`` cuts a bin."""
         if op in ("<", ">="):
-            if q <= self.lo:
+            if q <= _num(self.lo):
                 return 0
-            if q > self.hi:
+            if q > _num(self.hi):
                 return self.base_size
             for i, e in enumerate(self.edges[:-1]):
-                if q == e:
+                if q == _num(e):
                     return i
         else:
-            if q < self.lo:
+            if q < _num(self.lo):
                 return 0
-            if q >= self.hi:
+            if q >= _num(self.hi):
                 return self.base_size
         raise self._cut(op, raw)
 
@@ -166,7 +168,7 @@ class NumericType(ColumnType):
         q = _num(x)
         n = self.base_size
         if op in ("=", "<>"):
-            if q < self.lo or q > self.hi:
+            if q < _num(self.lo) or q > _num(self.hi):
                 return [] if op == "=" else [(0, n - 1)]
             raise self._cut(op, x)
         k = self._split(op, q, x)
@@ -226,10 +228,12 @@ def _edges(bins: Any, lo: float, hi: float) -> tuple[float, ...]:
     if isinstance(bins, int | float) and not isinstance(bins, bool):
         if bins <= 0:
             raise DeclarationError([("bins", "a bin width must be > 0")])
-        n = math.ceil((hi - lo) / bins - 1e-12)
+        # In decimal, as written: bins = 0.1 from 0 puts an edge at 0.3, not at 0.30000000000000004.
+        start, step, top = (Decimal(repr(float(x))) for x in (lo, bins, hi))
+        n = math.ceil((top - start) / step)
         if n > MAX_BINS:
             raise DeclarationError([("bins", f"{n} bins are too many (at most {MAX_BINS:,}); use a wider bin")])
-        edges = [lo + i * bins for i in range(n)] + [hi]
+        edges = [float(start + i * step) for i in range(n)] + [hi]
     elif isinstance(bins, list) and all(isinstance(e, int | float) and not isinstance(e, bool) for e in bins):
         edges = sorted({float(e) for e in bins} | {lo, hi})
         if edges[0] < lo or edges[-1] > hi:
