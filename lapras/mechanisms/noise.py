@@ -65,7 +65,8 @@ def lattice_gaussian(n: int) -> np.ndarray:
     sim = _SIMULATION.get()
     if sim is not None:
         return np.rint(sim.normal(0.0, float(STEPS), n)).astype(np.int64)
-    return np.asarray(_sampler()([0] * n), dtype=np.int64)
+    # A numpy input takes OpenDP's buffer path (a Python list is checked element by element: ~10% more).
+    return np.asarray(_sampler()(np.zeros(n, dtype=np.int64)), dtype=np.int64)
 
 
 @contextlib.contextmanager
