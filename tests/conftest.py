@@ -227,13 +227,6 @@ class ProxyProcess:
 
 
 @pytest.fixture(scope="session")
-def root_conftest() -> Any:
-    """This module's names, for tests that start their own proxies and databases (``from conftest import``
-    may find another folder's conftest when the whole suite runs)."""
-    return SimpleNamespace(**globals())
-
-
-@pytest.fixture(scope="session")
 def proxy(embedded_pg: EmbeddedPostgres, adult_db: str, tmp_path_factory) -> Iterator[ProxyProcess]:
     """The real proxy (one per test session) in front of the session's Adult database.
 
@@ -278,10 +271,7 @@ def proxy_factory(embedded_pg: EmbeddedPostgres, default_config, tmp_path_factor
 
 @pytest.fixture(scope="session")
 def harness() -> Any:
-    """This module's helpers for tests outside tests/ itself or beside other conftest files (there,
-    ``import conftest`` may name another directory's): ProxyProcess, free_port, create_database, ..."""
-    from types import SimpleNamespace
-
-    return SimpleNamespace(REPO=REPO, ProxyProcess=ProxyProcess, free_port=free_port,
-                           create_database=create_database, make_test_config=make_test_config,
-                           fill_demo_tables=fill_demo_tables)
+    """This module's names (ProxyProcess, free_port, create_database, make_test_config, fill_demo_tables...)
+    for tests that start their own proxies and databases: ``from conftest import`` may name another
+    directory's conftest when the whole suite is collected."""
+    return SimpleNamespace(**globals())

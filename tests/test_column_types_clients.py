@@ -35,26 +35,14 @@ epoch_s = { type = "bigint", min = 1767225600, max = 1769903999, bins = 86400 }
 """
 
 
-def _root_conftest(request: pytest.FixtureRequest) -> Any:
-    """tests/conftest.py as pytest loaded it (``import conftest`` may name another directory's)."""
-    want = Path(__file__).resolve().parent / "conftest.py"
-    for plugin in request.config.pluginmanager.get_plugins():
-        where = getattr(plugin, "__file__", None)
-        if where and Path(where).resolve() == want:
-            return plugin
-    raise RuntimeError("tests/conftest.py is not loaded")
-
-
 @pytest.fixture(scope="module")
-def temporal_proxy(request: pytest.FixtureRequest, embedded_pg: Any, default_config: Any,
+def temporal_proxy(harness: Any, embedded_pg: Any, default_config: Any,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-
-    root_conftest = _root_conftest(request)
-    ProxyProcess, create_database = root_conftest.ProxyProcess, root_conftest.create_database  # noqa: N806
-    free_port, make_test_config = root_conftest.free_port, root_conftest.make_test_config
+    ProxyProcess, create_database = harness.ProxyProcess, harness.create_database  # noqa: N806
+    free_port, make_test_config = harness.free_port, harness.make_test_config
 
     dsn = create_database(embedded_pg, "tz")
-    root_conftest.fill_demo_tables(dsn, default_config)
+    harness.fill_demo_tables(dsn, default_config)
     rng = random.Random(5)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE visits (ts timestamptz, day date, at timestamp, pages integer, "

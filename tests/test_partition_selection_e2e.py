@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -32,19 +31,10 @@ POPULAR = {"Seattle": ("WA", 500), "Spokane": ("WA", 350), "Tacoma": ("WA", 300)
 RARE = [f"Rare town {i}" for i in range(40)]  # each held by a single user
 
 
-def _root_conftest(request: pytest.FixtureRequest) -> Any:
-    want = Path(__file__).resolve().parent / "conftest.py"
-    for plugin in request.config.pluginmanager.get_plugins():
-        where = getattr(plugin, "__file__", None)
-        if where and Path(where).resolve() == want:
-            return plugin
-    raise RuntimeError("tests/conftest.py is not loaded")
-
-
 @pytest.fixture(scope="module")
-def shops_proxy(request: pytest.FixtureRequest, embedded_pg: Any, default_config: Any,
+def shops_proxy(harness: Any, embedded_pg: Any, default_config: Any,
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    rc = _root_conftest(request)
+    rc = harness
     dsn = rc.create_database(embedded_pg, "shops")
     rc.fill_demo_tables(dsn, default_config)
     rng = random.Random(18)

@@ -54,10 +54,10 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(embedded_pg: Any, default_config: Any, root_conftest: Any,
+def env(embedded_pg: Any, default_config: Any, harness: Any,
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     venv = ensure_installed()
-    rc = root_conftest
+    rc = harness
     upstream = rc.create_database(embedded_pg, "superset")
     rc.fill_demo_tables(upstream, default_config)
     root = tmp_path_factory.mktemp("superset")
