@@ -127,6 +127,18 @@ def gaussian_release(values: np.ndarray, sigma: float, sensitivity: float) -> np
     return mech.release(v.ravel(), 1.0).reshape(v.shape)
 
 
+def lattice_feasible(sigma: float, sensitivity: float, dims: int) -> bool:
+    """Whether :func:`gaussian_release` can keep the privacy of scale ``sigma`` (the rounding margin of
+    ``dims`` rows is below sensitivity / sigma); only absurdly small budgets fail it."""
+    if sigma <= 0:
+        return True
+    try:
+        sigma_for(Cost(mu=sensitivity / sigma), sensitivity, max(dims, 1))
+    except ValueError:
+        return False
+    return True
+
+
 def _sym_release(M: np.ndarray, sigma: float) -> np.ndarray:
     """Symmetric M released with noise on and above the diagonal (L2 sensitivity of the upper triangle of
     x x^T is <= ||x||^2 <= 1), mirrored below."""

@@ -30,8 +30,9 @@ import numpy as np
 from psycopg import IsolationLevel
 from psycopg import sql as psql
 
+from lapras.calibration import agm_sigma
 from lapras.regression import rdp
-from lapras.regression.methods import METHODS, Block, Cost, fit
+from lapras.regression.methods import METHODS, Block, Cost, fit, lattice_feasible
 from lapras.regression.sqlcall import RegressionCall, RegressionError
 from parser.pgtypes import FLOAT8, TEXT
 from parser.schema import Attribute, Catalog, TableSchema
@@ -58,12 +59,22 @@ def check_feasible(method: str, d: int, eps: float, delta: float, params: dict[s
     p = params or {}
     if not (eps > 0 and math.isfinite(eps)) or not 0 < delta < 1:
         raise rdp.InfeasibleBudget(f"need epsilon > 0 and 0 < delta < 1, got ({eps}, {delta})")
+    # The Gaussian steps, each (sigma, L2 sensitivity, rows): they must leave room for the lattice margin.
+    steps: list[tuple[float, float, int]]
     if method == "linmix":
-        rdp.calibrate_linmix(eps, delta, p.get("k") or max(24 * d, 128))
-    elif method == "ihm":
-        rdp.calibrate_ihm(eps, delta, p.get("k") or max(8 * d, 64), p.get("T", 5))
-    elif method == "fast_ihm":
-        rdp.calibrate_fast_ihm(eps, delta, p.get("k") or max(6 * d, 48), p.get("T", 5))
+        cal = rdp.calibrate_linmix(eps, delta, p.get("k") or max(24 * d, 128))
+        steps = [(cal.sigma_eig, cal.eig_sensitivity, 1)]
+    elif method in ("ihm", "fast_ihm"):
+        calibrate = rdp.calibrate_ihm if method == "ihm" else rdp.calibrate_fast_ihm
+        cal = calibrate(eps, delta, p.get("k") or max((8 if method == "ihm" else 6) * d, 64 if method == "ihm" else 48),
+                        p.get("T", 5))
+        steps = [(cal.sigma_eig, cal.eig_sensitivity, 1), (cal.sigma_grad, 1.0, d)]
+    else:
+        sigma = agm_sigma(eps / 3.0, delta / 3.0, 1.0)
+        steps = [(sigma, 1.0, 1), (sigma, 1.0, d * (d + 1) // 2), (sigma, 1.0, d)]
+    if not all(lattice_feasible(*st) for st in steps):
+        raise rdp.InfeasibleBudget(f"epsilon={eps:g} is too small for a lattice Gaussian release of {method}",
+                                   hint="raise epsilon")
 
 
 def row_level_budget(eps: float, delta: float, k: int) -> tuple[float, float]:
