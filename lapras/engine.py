@@ -11,10 +11,11 @@ After the stop a statement is answered from free estimates or refused with SQLST
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn, Protocol
@@ -24,7 +25,7 @@ import numpy as np
 from lapras.accounting import Budget
 from lapras.allocation import warmup_length
 from lapras.epochs import EpochPreparer, PreparedEpoch
-from lapras.errors import BudgetExhausted, UnknownTable
+from lapras.errors import BudgetExhausted, LaprasError, UnknownTable
 from lapras.exact import ExactSource
 from lapras.ledger.base import (
     EpochRecord,
@@ -54,7 +55,9 @@ from lapras.strategy import ProductQuery
 from lapras.strategy.cache import StrategyCache
 from parser.linear import LinearQuery
 from parser.partition import has_selected_keys
-from parser.schema import Catalog, TableSchema
+from parser.schema import Catalog, TableSchema, listed_values, with_value_lists
+
+log = logging.getLogger("lapras.engine")
 
 Workloads = dict[tuple[str, tuple[str, ...]], tuple[tuple[int, ...], list[ProductQuery]]]
 
@@ -95,6 +98,13 @@ def load_prediction(path: str | Path, catalog: Catalog) -> Prediction:
     return Prediction(tuple(qs.values()), doc.get("s_estimate"), doc.get("rho_estimate"))
 
 
+class StalePlan(LaprasError):
+    """The statement was planned over value lists other than the current epoch's: its text cells mean
+    other values here. Nothing was read or charged; plan it again over :attr:`Engine.catalog`."""
+
+    sqlstate = "40001"  # serialization_failure: a client may retry as is
+
+
 @dataclass(frozen=True)
 class Answer:
     """Answers of one statement: values and standard errors per linear query, and what was spent."""
@@ -122,18 +132,24 @@ class Engine:
         ledger: Ledger,
         exact: ExactSource,
         settings: EngineSettings | None = None,
-        predictions: Callable[[], Prediction] | None = None,
+        predictions: Callable[[Catalog], Prediction] | None = None,
         rng: np.random.Generator | None = None,
         clock: Callable[[], float] = time.time,
         mechanism: type[Mechanism] = Gaussian,
         strategies: StrategyCache | None = None,
         background: bool = False,
+        value_lists: Callable[[], Mapping[str, Sequence[str]]] | None = None,
     ) -> None:
+        # ``catalog`` as configured; ``self.catalog`` is the current epoch's: its text columns declared
+        # with ``values_from`` take the value lists the epoch fixed when it was prepared (``value_lists``
+        # reads them fresh from their public tables then; see prepare_epoch and _adopt).
+        self.base_catalog = catalog
         self.catalog = catalog
+        self.value_lists = value_lists
         self.ledger = ledger
         self.exact = exact
         self.settings = settings or EngineSettings()
-        self.predictions = predictions or (lambda: Prediction())
+        self.predictions = predictions or (lambda _catalog: Prediction())
         self.rng = rng if rng is not None else new_rng()
         self.clock = clock
         self.mechanism = mechanism
@@ -190,6 +206,7 @@ class Engine:
             if not pending:
                 self._pending_keys = frozenset()
             self._epoch, self._mm, self._pkeys, self._mm_pending = ep, mm, pkeys, pending
+            self.catalog = self._catalog_for(ep.spec.value_lists)  # every process reads the same cells
             if pending:
                 self._mm_ready.clear()
             else:
@@ -212,16 +229,21 @@ class Engine:
             expected_current = self._epoch.id if self._epoch is not None else None
         return self.commit_epoch(self.prepare_epoch(prediction), expected_current)
 
-    def prepare_epoch(self, prediction: Prediction | None = None, quick: bool = False) -> PreparedEpoch:
-        """The data-independent part of a new epoch: P, its strategies (the slow part) and the budget split.
+    def prepare_epoch(self, prediction: Prediction | None = None, quick: bool = False,
+                      value_lists: Mapping[str, Sequence[str]] | None = None) -> PreparedEpoch:
+        """The data-independent part of a new epoch: its public value lists, P planned over them, P's
+        strategies (the slow part) and the budget split.
 
         ``quick`` skips the optimisation (instant): the split is computed from an error estimate never below
-        the optimised one's (:func:`quick_groups`) and the strategies are optimised later."""
-        pred = prediction if prediction is not None else self.predictions()
+        the optimised one's (:func:`quick_groups`) and the strategies are optimised later. ``value_lists``
+        (those of an epoch already begun) instead of reading them now."""
+        lists = dict(value_lists) if value_lists is not None else self._read_value_lists()
+        catalog = self._catalog_for(lists)
+        pred = prediction if prediction is not None else self.predictions(catalog)
         st = self.settings
         s = int(pred.s_estimate or st.stream_length)
         (eps_q, delta_q), (eps_r, delta_r), (eps_p, delta_p) = st.stream_budget, st.regression_budget, st.partition_budget
-        groups_in = self._p_workloads(pred.queries)
+        groups_in = self._p_workloads(pred.queries, catalog)
         if quick:
             groups = quick_groups(groups_in)
         else:
@@ -238,9 +260,27 @@ class Engine:
                          split.to_json(), st.allocation, s, st.warmup or warmup_length(s), st.min_fraction,
                          prior_bad=(1 - rho) * s if rho is not None else None, rho_estimate=rho,
                          predicted_keys=n_pred, partition_epsilon=eps_p, partition_delta=delta_p,
-                         partition_selections=st.partition_selections)
+                         partition_selections=st.partition_selections,
+                         value_lists={k: tuple(v) for k, v in lists.items()})
         keys = tuple(q.key for q in pred.queries if self._group_of(q) in groups_in)
-        return PreparedEpoch(spec, None if quick else groups, keys, pred)
+        derived = {q.source.name: q.source for q in pred.queries if q.source is not None}
+        return PreparedEpoch(spec, None if quick else groups, keys, pred, catalog, derived)
+
+    def _read_value_lists(self) -> dict[str, tuple[str, ...]]:
+        """The public value lists as their tables hold them now; the current epoch's when unreadable (the
+        lists are public either way: an epoch must not wait for a broken lookup table)."""
+        if self.value_lists is None:
+            return {}
+        try:
+            return {k: tuple(v) for k, v in self.value_lists().items()}
+        except Exception as exc:  # noqa: BLE001 - any failure to read keeps the lists in force
+            ep = self._epoch
+            log.warning("value lists kept as the current epoch has them: %s", exc)
+            return {k: tuple(v) for k, v in (ep.spec.value_lists if ep is not None else {}).items()}
+
+    def _catalog_for(self, lists: Mapping[str, Sequence[str]]) -> Catalog:
+        """The catalog whose ``values_from`` columns hold ``lists`` (the configured one when empty)."""
+        return with_value_lists(self.base_catalog, lists) if lists else self.base_catalog
 
     def _unit_rows(self) -> dict[str, int]:
         return {t.name: t.unit_rows for t in (*self.catalog.tables, *self._derived.values())}
@@ -252,17 +292,16 @@ class Engine:
     def _unit_tables(self) -> dict[str, str]:
         return {name: t.unit_table for name, t in self._derived.items()}
 
-    def _table(self, name: str) -> TableSchema | None:
-        return self._derived.get(name) or self.catalog.table(name)
-
-    def _measure(self, spec: EpochSpec, groups: Sequence[MMGroup],
-                 keys: Sequence[str]) -> tuple[ReleaseRecord, MMRelease] | None:
-        """The MM release of ``groups`` at the epoch's reserved share: reads P's marginals, draws the noise."""
+    def _measure(self, spec: EpochSpec, groups: Sequence[MMGroup], keys: Sequence[str],
+                 prepared: PreparedEpoch) -> tuple[ReleaseRecord, MMRelease] | None:
+        """The MM release of ``groups`` at the epoch's reserved share: reads P's marginals (cells over the
+        prepared epoch's catalog), draws the noise."""
         units = spec.split.get("mm", 0.0) * spec.budget.units
         if not groups or units <= 0:
             return None
         cost = spec.budget.cost_of(units)
-        hists = [self.exact.marginal(self._table(g.table), g.marginal)  # type: ignore[arg-type]
+        hists = [self.exact.marginal(prepared.derived.get(g.table) or prepared.catalog.table(g.table),
+                                     g.marginal)
                  for g in groups]
         rel = release_mm(groups, hists, cost, self._unit_rows(), self._unit_tables(), self._presence())
         return ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
@@ -273,7 +312,8 @@ class Engine:
 
         A prepared epoch without strategies (``quick``) begins with the MM share reserved and no release:
         :meth:`fill_release` adds it. Returns the ledger's current epoch (another process may have won)."""
-        measured = self._measure(prepared.spec, prepared.groups, prepared.keys) if prepared.groups else None
+        measured = (self._measure(prepared.spec, prepared.groups, prepared.keys, prepared)
+                    if prepared.groups else None)
         mm_rec, rel = measured if measured is not None else (None, None)
         ep = self.ledger.begin_epoch(prepared.spec, mm_rec, expected_current)
         with self._lock:
@@ -294,10 +334,10 @@ class Engine:
         ep = self._epoch
         if ep is None or not self._mm_pending:
             return False
-        prepared = self.prepare_epoch()
+        prepared = self.prepare_epoch(value_lists=ep.spec.value_lists)  # the cells the epoch fixed
         if prepared.groups is None or not prepared.groups:
             return False
-        measured = self._measure(ep.spec, prepared.groups, prepared.keys)
+        measured = self._measure(ep.spec, prepared.groups, prepared.keys, prepared)
         attached = measured is not None and self.ledger.attach_mm(ep.id, measured[0])
         cur = self.ledger.current_epoch()
         if cur is not None and cur.id == ep.id:
@@ -332,11 +372,11 @@ class Engine:
     def _group_of(self, q: LinearQuery) -> tuple[str, tuple[str, ...]]:
         return (q.table, tuple(q.marginal))
 
-    def _p_workloads(self, queries: Sequence[LinearQuery]) -> Workloads:
+    def _p_workloads(self, queries: Sequence[LinearQuery], catalog: Catalog) -> Workloads:
         for q in queries:
             if q.source is not None:
-                self._derived.setdefault(q.source.name, q.source)
-        return p_workloads(self.catalog, queries, self.settings.mm_max_cells)
+                self._derived.setdefault(q.source.name, q.source)  # unit bounds, by name
+        return p_workloads(catalog, queries, self.settings.mm_max_cells)
 
     def _maybe_roll(self) -> None:
         if self.background:
@@ -389,12 +429,14 @@ class Engine:
 
     def _answer(self, plan: Statement, user: str) -> Answer:
         """Decide, calibrate, release, combine, commit: one stream item under the epoch's lock."""
-        table = _table_of(plan, self.catalog)
+        with self._lock:  # one epoch's state: its release and its cells together
+            ep, mm, policy, catalog = self._epoch, self._mm, self._policy, self.catalog
+        assert ep is not None
+        table = _table_of(plan, catalog)
         if table is None:
             raise UnknownTable(f'relation "{plan.table}" is not a protected table')
+        _check_planned_over(plan, catalog)
         queries = list(plan.queries)
-        ep, mm, policy = self._epoch, self._mm, self._policy
-        assert ep is not None
         todo = [i for i, q in enumerate(queries) if not q.is_zero and q.key not in self._cache]
         # Bounded work before the lock: a statement too large is refused here, before any exact work.
         sens_todo = statement_sensitivity(table, [queries[i] for i in todo], self.settings.max_statement_work)
@@ -621,6 +663,17 @@ def _table_of(plan: Statement, catalog: Catalog) -> TableSchema | None:
     if isinstance(planned, TableSchema) and has_selected_keys(planned):
         return planned
     return catalog.table(plan.table)
+
+
+def _check_planned_over(plan: Statement, catalog: Catalog) -> None:
+    """Raise StalePlan when ``plan``'s table has value lists other than ``catalog``'s (planned in an
+    epoch whose lists differed): its cells would be read as other values."""
+    planned = getattr(plan, "table_schema", None)
+    current = catalog.table(plan.table)
+    if isinstance(planned, TableSchema) and current is not None and planned is not current:
+        old, new = listed_values(planned), listed_values(current)
+        if old is not new and old != new:
+            raise StalePlan(f'the value lists of "{plan.table}" changed with the epoch: plan the statement again')
 
 
 def _key_order(k: list[object]) -> tuple[tuple[bool, str, object], ...]:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from lapras.ledger.base import EpochSpec
@@ -38,6 +38,8 @@ class PreparedEpoch:
     groups: Sequence[Any] | None
     keys: tuple[str, ...]
     prediction: Any
+    catalog: Any = None  # the catalog P was planned over: its value lists are the spec's
+    derived: Mapping[str, Any] = field(default_factory=dict)  # P's derived histograms, by name
 
 
 def prepare_ahead(epoch_length: float) -> float:

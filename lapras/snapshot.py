@@ -21,7 +21,7 @@ import numpy as np
 from lapras.exact import ExactSource
 from parser.linear import LinearQuery
 from parser.partition import has_selected_keys
-from parser.schema import TableSchema
+from parser.schema import TableSchema, listed_values
 
 # 16M cells = 128 MB of float64: a few hundred 2- and 3-way marginals of a typical table.
 DEFAULT_MAX_CELLS = 1 << 24
@@ -37,6 +37,7 @@ class SnapshotExactSource:
         self._hists: OrderedDict[tuple[str, tuple[str, ...]], np.ndarray] = OrderedDict()
         self._cells = 0
         self._epoch: int | None = None
+        self._lists: dict[str, tuple[tuple[str, ...], ...]] = {}  # each table's value lists its histograms use
         self.scans = 0
         self.hits = 0
 
@@ -79,8 +80,15 @@ class SnapshotExactSource:
         """The marginal over ``attrs`` (axes in that order) from the snapshot, read once if absent."""
         if math.prod(table.shape(attrs)) > self.max_cells or has_selected_keys(table, attrs):
             return None  # too large, or over a selection's keys (another selection's cells differ): live
+        lists = listed_values(table)
         with self._lock:
             epoch = self._epoch
+            kept = self._lists.setdefault(table.name, lists)
+            if kept != lists:
+                # Another epoch's value lists (a statement in flight across the boundary, or the new
+                # epoch after it): histograms of the other lists have other cells, so they go.
+                self._drop(table.name)
+                self._lists[table.name] = lists
             hit = self._find(table.name, attrs)
             if hit is not None:
                 self.hits += 1
@@ -88,13 +96,17 @@ class SnapshotExactSource:
         hist = np.asarray(self.inner.marginal(table, attrs), dtype=np.float64)
         with self._lock:
             self.scans += 1
-            if epoch == self._epoch:  # the epoch did not change while the histogram was read
+            if epoch == self._epoch and self._lists.get(table.name) == lists:  # nothing changed meanwhile
                 self._hists[(table.name, attrs)] = hist
                 self._cells += hist.size
                 while self._cells > self.max_cells and len(self._hists) > 1:
                     _, old = self._hists.popitem(last=False)
                     self._cells -= old.size
         return hist
+
+    def _drop(self, table: str) -> None:
+        for key in [k for k in self._hists if k[0] == table]:
+            self._cells -= self._hists.pop(key).size
 
     def _find(self, table: str, attrs: tuple[str, ...]) -> np.ndarray | None:
         """A kept histogram over ``attrs`` or over a superset of them (summed down), smallest first."""

@@ -7,7 +7,8 @@ marginals, the proxy to answer catalog queries.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .coltypes import ColumnType, IntType, TextType
@@ -17,7 +18,8 @@ Domain = ColumnType
 """The declared public domain of an attribute: an instance of its column type (``parser.coltypes``)."""
 Value = object
 
-__all__ = ["Attribute", "Catalog", "ColumnType", "Domain", "IntType", "TableSchema", "TextType", "Value"]
+__all__ = ["Attribute", "Catalog", "ColumnType", "Domain", "IntType", "TableSchema", "TextType", "Value",
+           "listed_values", "value_list_sources", "with_value_lists"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +105,34 @@ class Catalog:
             if t.name == name and (schema is None or schema == t.schema):
                 return t
         return None
+
+
+def value_list_sources(catalog: Catalog) -> list[str]:
+    """The ``values_from`` tables (``schema.table.column``) of the catalog's text columns, sorted."""
+    return sorted({a.domain.values_from for t in catalog.tables for a in t.attributes
+                   if isinstance(a.domain, TextType) and a.domain.values_from})
+
+
+def with_value_lists(catalog: Catalog, lists: Mapping[str, Sequence[str]]) -> Catalog:
+    """``catalog`` with each ``values_from`` column's values taken from ``lists`` (by source); columns whose
+    source is not in ``lists`` keep their values. Unchanged tables and attributes stay the same objects, so
+    comparing a plan's table with the catalog's (:func:`listed_values`) stays cheap."""
+    tables = []
+    for t in catalog.tables:
+        attrs = []
+        for a in t.attributes:
+            d = a.domain
+            if isinstance(d, TextType) and d.values_from in lists and tuple(lists[d.values_from]) != d.values:
+                a = Attribute(a.name, replace(d, values=tuple(lists[d.values_from])), a.description)
+            attrs.append(a)
+        changed = any(x is not y for x, y in zip(attrs, t.attributes, strict=True))
+        tables.append(replace(t, attributes=tuple(attrs), _by_name={}) if changed else t)
+    if all(x is y for x, y in zip(tables, catalog.tables, strict=True)):
+        return catalog
+    return Catalog(tuple(tables))
+
+
+def listed_values(table: TableSchema) -> tuple[tuple[str, ...], ...]:
+    """The value lists of the table's ``values_from`` columns: what cell indices of those columns mean."""
+    return tuple(a.domain.values for a in table.attributes
+                 if isinstance(a.domain, TextType) and a.domain.values_from)

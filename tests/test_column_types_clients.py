@@ -64,6 +64,7 @@ def temporal_proxy(harness: Any, embedded_pg: Any, default_config: Any,
     cfg = root / "config.toml"
     cfg.write_text(make_test_config(dsn, port, epsilon=1e4, stream_length=100_000, extra=TABLE))
     p = ProxyProcess(cfg, root / "state", port)
+    p.upstream_dsn = dsn
     p.start()
     yield p
     p.stop()
@@ -145,6 +146,50 @@ def test_value_list_read_from_a_declared_public_table(temporal_proxy: Any) -> No
         rows = conn.execute("SELECT plan, count(*) FROM visits GROUP BY plan ORDER BY plan").fetchall()
         assert [r[0] for r in rows] == ["enterprise", "free", "pro"]
         assert conn.execute("SELECT count(*) FROM visits WHERE plan = 'pro'").fetchone()
+
+
+def _rows_with_stderrs(conn: psycopg.Connection, sql: str) -> tuple[list[Any], list[float]]:
+    """The rows and the stderr of each, from the lapras.show_stderr notice."""
+    import re
+
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    conn.execute("SET lapras.show_stderr = on")
+    rows = conn.execute(sql).fetchall()
+    line = next(n for n in notices if "stderr=[" in n)
+    errs = [float(e) for e in re.search(r"stderr=\[([^\]]*)\]", line)[1].split(", ")]  # type: ignore[index]
+    assert len(errs) == len(rows)
+    return rows, errs
+
+
+def test_value_list_is_read_again_at_each_epoch_start(temporal_proxy: Any) -> None:
+    """A value inserted into the public list table (sorting first, so every cell index shifts) is a group
+    from the next epoch on, with each value's own count."""
+    sql = "SELECT plan, count(*) FROM visits GROUP BY plan ORDER BY plan"
+    with psycopg.connect(temporal_proxy.upstream_dsn, autocommit=True) as up:
+        up.execute("INSERT INTO lookup.plans VALUES ('basic')")
+        up.execute("INSERT INTO visits (ts, day, pages, secs, plan, epoch_s) SELECT '2026-01-02', '2026-01-02', "
+                   "1, 1.0, 'basic', 1767312000 FROM generate_series(1, 40)")
+    try:
+        with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
+            assert [r[0] for r in conn.execute(sql).fetchall()] == ["enterprise", "free", "pro"]  # this epoch's list
+            with psycopg.connect(temporal_proxy.dsn("dba", "dbapass"), autocommit=True) as dba:
+                dba.execute("SELECT lapras.new_epoch()")
+            rows, errs = _rows_with_stderrs(conn, sql)
+            assert [r[0] for r in rows] == ["basic", "enterprise", "free", "pro"]
+            with psycopg.connect(temporal_proxy.upstream_dsn, autocommit=True) as up:
+                truth = dict(up.execute("SELECT plan, count(*) FROM visits GROUP BY plan").fetchall())
+            for (key, value), se in zip(rows, errs, strict=True):
+                assert abs(value - truth.get(key, 0)) <= 5 * se + 0.5, (key, value, se, truth)
+            assert truth["basic"] == 40
+            rows, errs = _rows_with_stderrs(conn, "SELECT count(*) FROM visits WHERE plan = 'free'")
+            assert abs(rows[0][0] - truth["free"]) <= 5 * errs[0] + 0.5, (rows, errs)
+    finally:
+        with psycopg.connect(temporal_proxy.upstream_dsn, autocommit=True) as up:
+            up.execute("DELETE FROM lookup.plans WHERE name = 'basic'")
+            up.execute("DELETE FROM visits WHERE plan = 'basic'")
+        with psycopg.connect(temporal_proxy.dsn("dba", "dbapass"), autocommit=True) as dba:
+            dba.execute("SELECT lapras.new_epoch()")  # the next tests see the list as it was
 
 
 def test_value_list_from_a_protected_table_is_refused() -> None:

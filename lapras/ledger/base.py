@@ -43,6 +43,9 @@ class EpochSpec:
     partition_epsilon: float = 0.0  # partition-selection part (basic composition with the others)
     partition_delta: float = 0.0
     partition_selections: int = 0
+    # The public value lists (``values_from`` source -> sorted values) read when the epoch was prepared:
+    # its text domains, so P's release and every process's cells mean the same values all epoch.
+    value_lists: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @property
     def budget(self) -> Accountant:
@@ -59,6 +62,7 @@ class EpochSpec:
     def to_json(self) -> dict[str, object]:
         d = asdict(self)
         d["split"] = dict(self.split)
+        d["value_lists"] = {k: list(v) for k, v in self.value_lists.items()}
         return d
 
     @staticmethod

@@ -42,7 +42,8 @@ class TextType(ColumnType):
     raw_exact = True
 
     values: tuple[str, ...] = ()
-    values_from: str = ""  # "schema.table.column" of a public table the DBA declares (SQL quoting); read at start-up
+    # "schema.table.column" of a public table the DBA declares (SQL quoting); read when each epoch is prepared
+    values_from: str = ""
     keys: str = "public"  # public | private (no list: partition selection) | selected (a released set)
 
     @property

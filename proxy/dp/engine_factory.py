@@ -14,6 +14,7 @@ from lapras.settings import EngineSettings
 from lapras.snapshot import SnapshotExactSource
 from lapras.strategy.cache import StrategyCache
 from parser.linear import LinearQuery
+from parser.schema import Catalog
 
 from ..ops.config import Config
 from ..ops.keys import KEYS
@@ -34,8 +35,9 @@ def prediction_path(cfg: Config) -> Path | None:
     return path
 
 
-def declared_queries(cfg: Config) -> list[LinearQuery]:
-    """P's part declared by the DBA in config.toml ([[predictor.templates]]), expanded and parsed."""
+def declared_queries(cfg: Config, catalog: Catalog | None = None) -> list[LinearQuery]:
+    """P's part declared by the DBA in config.toml ([[predictor.templates]]), expanded and parsed (over
+    ``catalog``, an epoch's, when given)."""
     specs = cfg.predictor.get("templates", [])
     if not specs:
         return []
@@ -44,7 +46,7 @@ def declared_queries(cfg: Config) -> list[LinearQuery]:
     out: list[LinearQuery] = []
     for sql in expand_templates(specs):
         try:
-            out.extend(q for q in sqlparser.plan_query(sql, cfg.catalog).queries if not q.is_zero)
+            out.extend(q for q in sqlparser.plan_query(sql, catalog or cfg.catalog).queries if not q.is_zero)
         except sqlparser.Refusal:
             continue  # check-config reports templates the parser refuses
     return out
@@ -52,13 +54,14 @@ def declared_queries(cfg: Config) -> list[LinearQuery]:
 
 def _predictions(cfg: Config) -> Any:
     path = prediction_path(cfg)
-    declared = declared_queries(cfg)
-    if path is None and not declared:
+    if path is None and not cfg.predictor.get("templates"):
         return None
 
-    def load() -> Prediction:
-        # Re-read at each epoch start: the predictor refreshes P.json between epochs.
-        pred = load_prediction(path, cfg.catalog) if path is not None and path.is_file() else Prediction()
+    def load(catalog: Catalog) -> Prediction:
+        # Re-read at each epoch start (the predictor refreshes P.json between epochs), planned over the
+        # epoch's catalog: its value lists are those the epoch fixed.
+        pred = load_prediction(path, catalog) if path is not None and path.is_file() else Prediction()
+        declared = declared_queries(cfg, catalog)
         if not declared:
             return pred
         seen = {q.key for q in pred.queries}
@@ -78,9 +81,11 @@ def build_engine(cfg: Config, upstream_dsn: str, *, background: bool = False,
     """The engine with its ledger and exact-answer source in the upstream database.
 
     ``background``: epochs are prepared by the engine's own thread, off the serving path (the proxy)."""
+    from ..ops.value_lists import read_value_lists
+
     return Engine(cfg.catalog, PostgresLedger(upstream_dsn), exact_source(cfg, upstream_dsn),
                   engine_settings(cfg), _predictions(cfg), strategies=strategy_store(state_dir),
-                  background=background)
+                  background=background, value_lists=lambda: read_value_lists(cfg.catalog, upstream_dsn))
 
 
 def exact_source(cfg: Config, upstream_dsn: str) -> ExactSource:
@@ -100,7 +105,7 @@ def prepare_strategies(cfg: Config, state_dir: Path) -> dict[str, Any]:
 
     settings = engine_settings(cfg, progress=True)
     load = _predictions(cfg)
-    pred = load() if load is not None else Prediction()
+    pred = load(cfg.catalog) if load is not None else Prediction()
     workloads = p_workloads(cfg.catalog, pred.queries, settings.mm_max_cells)
     store = strategy_store(state_dir)
     t0 = time.monotonic()

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 import parser as sqlparser
+from lapras.engine import StalePlan
 from lapras.errors import LaprasError
 from lapras.ledger.base import PartitionRecord
 from lapras.mechanisms import Cost
@@ -89,7 +90,22 @@ class DPService:
 
     # ------------------------------------------------------------------------------------- describe
 
+    def _follow_catalog(self) -> None:
+        """Plan over the engine's current catalog: an epoch fixes its ``values_from`` lists, so a new epoch
+        may bring new text domains. Statements already planned finish on the old planner; the engine
+        refuses a plan whose lists are not its epoch's (StalePlan), and ``execute`` plans it again."""
+        catalog = getattr(self.engine, "catalog", None)
+        if catalog is None or catalog is self.catalog:
+            return
+        with self._selected_lock:
+            if catalog is not self.catalog:
+                self.planner = sqlparser.Planner(catalog)
+                self._selected = {}  # selected-keys planners were built over the old catalog
+                self.catalog = catalog
+                log.info("the epoch's value lists changed: planning over its catalog")
+
     def describe(self, sql: str, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
+        self._follow_catalog()
         target = _show_target(sql)
         if target is not None:
             return [], self._show_columns(target)
@@ -121,6 +137,13 @@ class DPService:
     async def execute(self, sql: str, params: Sequence[object | None], user: str,
                       settings: Mapping[str, str]) -> QueryResult:
         try:
+            for _ in range(2):
+                self._follow_catalog()
+                try:
+                    return await self._execute(sql, params, user, settings)
+                except StalePlan:
+                    continue  # planned just before the epoch changed its value lists: plan it again
+            self._follow_catalog()
             return await self._execute(sql, params, user, settings)
         except psycopg.OperationalError:
             # The upstream is down or restarting: nothing was answered; the client may retry.

@@ -1,5 +1,6 @@
 """Text columns whose public value list lives in a table the DBA declares public (``values_from``): read
-the list from that table (never from a protected one) and put it into the catalog before serving."""
+the list from that table (never from a protected one) and put it into the catalog before serving; each
+epoch reads the lists again when it is prepared and keeps them in its spec (see lapras.engine)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ import dataclasses
 import psycopg
 from psycopg import sql
 
-from parser.coltypes import TextType
 from parser.identifiers import split_qualified
-from parser.schema import Attribute, Catalog
+from parser.schema import Catalog, value_list_sources, with_value_lists
 
 from .config import Config
 
@@ -40,21 +40,17 @@ def read_values(conn: psycopg.Connection, source: str) -> tuple[str, ...]:
     return tuple(str(r[0]) for r in rows)
 
 
+def read_value_lists(catalog: Catalog, dsn: str) -> dict[str, tuple[str, ...]]:
+    """Every ``values_from`` list of ``catalog`` read now from its public table (empty if none): what an
+    epoch fixes as its text domains when it is prepared (the engine stores them in the epoch's spec)."""
+    sources = value_list_sources(catalog)
+    if not sources:
+        return {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return {s: read_values(conn, s) for s in sources}
+
+
 def resolve_value_lists(cfg: Config, dsn: str) -> Config:
     """``cfg`` with every ``values_from`` column's values read from its public table (unchanged if none)."""
-    sources = {a.domain.values_from for t in cfg.catalog.tables for a in t.attributes
-               if isinstance(a.domain, TextType) and a.domain.values_from}
-    if not sources:
-        return cfg
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        lists = {s: read_values(conn, s) for s in sorted(sources)}
-    tables = []
-    for t in cfg.catalog.tables:
-        attrs = []
-        for a in t.attributes:
-            d = a.domain
-            if isinstance(d, TextType) and d.values_from:
-                a = Attribute(a.name, dataclasses.replace(d, values=lists[d.values_from]), a.description)
-            attrs.append(a)
-        tables.append(dataclasses.replace(t, attributes=tuple(attrs), _by_name={}))
-    return dataclasses.replace(cfg, catalog=Catalog(tuple(tables)))
+    lists = read_value_lists(cfg.catalog, dsn)
+    return dataclasses.replace(cfg, catalog=with_value_lists(cfg.catalog, lists)) if lists else cfg

@@ -16,7 +16,7 @@ def main() -> None:
     preds = [q for s in range_sqls(6, seed=0) for q in plan(s).queries]
     eng = Engine(CATALOG, PostgresLedger(dsn), exact,
                  EngineSettings(split="equal", stream_length=60, joint_max_cells=0, epoch="manual"),
-                 predictions=lambda: Prediction(preds, 60, 0.3))
+                 predictions=lambda _catalog: Prediction(preds, 60, 0.3))
     # Repeats of earlier statements are mixed in: they must come back unchanged.
     sqls = range_sqls(40, seed=seed) + range_sqls(20, seed=0)
     print("ready", flush=True)

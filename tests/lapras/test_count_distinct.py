@@ -177,7 +177,7 @@ class _Cached:
 def _engine(table: TableSchema, exact) -> Engine:  # type: ignore[no-untyped-def]
     return Engine(Catalog((table,)), MemoryLedger(), exact,
                   EngineSettings(split="equal", rho_estimate=0.5, joint_max_cells=0),
-                  predictions=lambda: Prediction([], 12, 0.5))
+                  predictions=lambda _catalog: Prediction([], 12, 0.5))
 
 
 @pytest.mark.slow
@@ -216,7 +216,7 @@ def test_predicted_count_distinct_is_served_from_the_matrix_mechanism_release(da
     src = PostgresExactSource(dsn)
     eng = Engine(Catalog((BOUNDED,)), MemoryLedger(), src,
                  EngineSettings(split="matrix_heavy", rho_estimate=1.0, joint_max_cells=0, mm_time_limit=2.0),
-                 predictions=lambda: Prediction(pred, 10, 1.0))
+                 predictions=lambda _catalog: Prediction(pred, 10, 1.0))
     rel = eng._mm
     assert rel is not None and {g.table for g in rel.groups} == {"visits", plans[0].queries[0].table}
     # The joint sensitivity adds the row histogram's (k x its strategy's column norm) and the units' (at most

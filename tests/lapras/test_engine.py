@@ -18,7 +18,7 @@ def _engine(exact, **kw) -> Engine:  # type: ignore[no-untyped-def]
     preds = [q for s in pred_sqls for q in plan(s).queries]
     s = kw.pop("s", 20)
     return Engine(CATALOG, MemoryLedger(), exact, EngineSettings(**kw),
-                  predictions=lambda: Prediction(preds, s, kw.get("rho_estimate")))
+                  predictions=lambda _catalog: Prediction(preds, s, kw.get("rho_estimate")))
 
 
 def test_repeat_is_free_and_fast(exact) -> None:  # type: ignore[no-untyped-def]

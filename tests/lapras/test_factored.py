@@ -91,7 +91,7 @@ class CountingSource(HistogramExactSource):
 def test_work_limit_refuses_before_anything_is_read_or_charged(hist: np.ndarray) -> None:
     source = CountingSource({"t": (("a", "b", "c"), hist)})
     eng = Engine(CATALOG, MemoryLedger(), source, EngineSettings(split="equal", max_statement_work=5_000),
-                 predictions=lambda: Prediction((), 20, None))
+                 predictions=lambda _catalog: Prediction((), 20, None))
     before = eng.ledger.current_epoch()
     CountingSource.calls = 0
     with pytest.raises(StatementTooComplex) as info:

@@ -25,7 +25,7 @@ def _engine(dsn: str, exact, **kw) -> Engine:  # type: ignore[no-untyped-def]
     preds = [q for s in range_sqls(6, seed=0) for q in plan(s).queries]
     return Engine(CATALOG, PostgresLedger(dsn), exact,
                   EngineSettings(joint_max_cells=0, epoch="manual", **kw),
-                  predictions=lambda: Prediction(preds, 30, 0.3))
+                  predictions=lambda _catalog: Prediction(preds, 30, 0.3))
 
 
 def _consistent(dsn: str) -> dict[str, float]:
@@ -224,7 +224,7 @@ def test_refusal_after_the_stop_computes_and_writes_nothing(fresh_db: str, exact
     source = CountingSource(exact)
     eng = Engine(CATALOG, PostgresLedger(fresh_db), source,
                  EngineSettings(epoch="manual", split="equal", allocation="static", warmup=2,
-                                min_fraction=0.5), predictions=lambda: Prediction((), 4, 0.0))
+                                min_fraction=0.5), predictions=lambda _catalog: Prediction((), 4, 0.0))
     early = Engine(CATALOG, PostgresLedger(fresh_db), source, EngineSettings(epoch="manual"))  # adopts now
     refused = 0
     for i in range(30):

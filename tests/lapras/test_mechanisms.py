@@ -75,7 +75,7 @@ def test_a_toy_mechanism_plugs_into_the_engine(exact) -> None:  # type: ignore[n
         runs = {}
         for mech in (Gaussian, Overcautious):
             eng = Engine(CATALOG, MemoryLedger(), exact, EngineSettings(split="equal"), mechanism=mech,
-                         predictions=lambda: Prediction((), 20, None))
+                         predictions=lambda _catalog: Prediction((), 20, None))
             p = plan("SELECT b, count(*) FROM t WHERE a < 5 GROUP BY b")
             runs[mech.name] = (eng, eng.answer(p, "u"))
         eng, toy = runs["overcautious"]

@@ -107,7 +107,7 @@ def test_sensitivities_scale_by_k() -> None:
 def _engine(table: TableSchema, dsn: str) -> Engine:
     return Engine(Catalog((table,)), MemoryLedger(), PostgresExactSource(dsn),
                   EngineSettings(split="equal", rho_estimate=0.5, joint_max_cells=0),
-                  predictions=lambda: Prediction([], 12, 0.5))
+                  predictions=lambda _catalog: Prediction([], 12, 0.5))
 
 
 @pytest.mark.slow
