@@ -27,6 +27,8 @@ from parser.linear import LinearQuery
 from parser.schema import Catalog
 
 Marginal = tuple[str, ...]
+# An axis that P cuts into more atoms than this leaves its marginal to online answers (see p_workloads).
+MAX_ATOMS = 4096
 # Every marginal gets at least this long, whatever the total limit (the identity is computed regardless).
 MIN_SHARE_S = 0.25
 
@@ -57,7 +59,9 @@ def p_workloads(
 ) -> dict[tuple[str, Marginal], tuple[tuple[int, ...], list[ProductQuery]]]:
     """P grouped by (table, marginal) as product queries, each divided by its sensitivity.
 
-    Marginals over more than ``max_cells`` cells are left out: those predictions are answered online.
+    Marginals over more than ``max_cells`` cells are left out: those predictions are answered online; so
+    are marginals with an axis that P cuts into more than ``MAX_ATOMS`` atoms (a block measuring them would
+    be a dense ``MAX_ATOMS``-square identity at least, stored with the release).
     """
     out: dict[tuple[str, Marginal], tuple[tuple[int, ...], list[ProductQuery]]] = {}
     for q in queries:
@@ -72,6 +76,9 @@ def p_workloads(
         unit: ProductQuery = [(w / q.sensitivity, vecs) for w, vecs in q.factors(t)]
         key = (q.table, tuple(q.marginal))
         out.setdefault(key, (tuple(shape), []))[1].append(unit)
+    for key, (shape, units) in list(out.items()):
+        if any(lab is not None and int(lab.max()) + 1 > MAX_ATOMS for lab in coarse_labels(shape, units, MAX_ATOMS)):
+            del out[key]
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from datetime import datetime
 
 import numpy as np
 import pytest
@@ -271,3 +272,23 @@ def test_mm_release_on_atoms_states_its_error_and_round_trips() -> None:
     back = MMRelease.from_bytes(rel.meta(), rel.to_bytes(), rel.cost)
     assert back.estimate("t", ("ts",), qs[3], sizes) == pytest.approx(rel.estimate("t", ("ts",), qs[3], sizes))
     assert rel.estimate("t", ("ts",), [(1.0, [_range(n, 5, 40)])], sizes) is None
+
+
+def test_marginals_cut_into_too_many_atoms_are_answered_online() -> None:
+    """P's marginals whose large axis it cuts into more than MAX_ATOMS atoms (every hour of a year) leave
+    the release (no dense identity of that size is built or stored); coarser ones stay."""
+    from lapras import matrix_mechanism as mm
+    from parser.coltypes import TimestamptzType
+    from parser.linear import LinearQuery
+    from parser.schema import Attribute, Catalog, TableSchema
+
+    hours = TimestamptzType(datetime(2026, 1, 1), datetime(2026, 12, 31, 23), "hour")
+    table = TableSchema("ev", (Attribute("ts", hours),))
+    n = hours.size
+    hourly = [LinearQuery("ev", "public", ("ts",), ((("ts", ((h, h),)),),)) for h in range(n)]
+    daily = [LinearQuery("ev", "public", ("ts",), ((("ts", ((24 * d, 24 * d + 23),)),),)) for d in range(365)]
+    catalog = Catalog((table,))
+    assert n > mm.MAX_ATOMS
+    assert mm.p_workloads(catalog, hourly) == {}
+    kept = mm.p_workloads(catalog, daily)
+    assert list(kept) == [("ev", ("ts",))] and len(kept[("ev", ("ts",))][1]) == 365
