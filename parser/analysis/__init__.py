@@ -31,6 +31,7 @@ from .context import Context
 from .groups import lower_group_by
 from .inline import inline_wrappers
 from .names import resolve_names
+from .nodes import strip_paren
 from .outputs import lower_outputs
 from .probe import probe_template
 from .select import check_select
@@ -49,8 +50,9 @@ def _check_private_keys(select: exp.Select, ctx: Context) -> None:
         return
     roots = [select.args.get("where"), select.args.get("having"), *select.find_all(exp.AggFunc)]
     # COUNT(DISTINCT col) counts the stored values (parser.distinct), never the column's cells: allowed.
-    counted = {id(d.expressions[0]) for d in select.find_all(exp.Distinct)
-               if isinstance(d.parent, exp.Count) and len(d.expressions) == 1 and isinstance(d.expressions[0], exp.Column)}
+    counted = {id(strip_paren(d.expressions[0])) for d in select.find_all(exp.Distinct)
+               if isinstance(d.parent, exp.Count) and len(d.expressions) == 1
+               and isinstance(strip_paren(d.expressions[0]), exp.Column)}
     for root in roots:
         for col in root.find_all(exp.Column) if root is not None else ():
             if id(col) in counted:
