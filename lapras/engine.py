@@ -161,6 +161,7 @@ class Engine:
         self._mm: MMRelease | None = None
         self._pkeys: frozenset[str] = frozenset()
         self._stopped: set[int] = set()  # epochs whose stream this process saw stop (it never restarts)
+        self._lists: dict[str, tuple[str, ...]] = {}  # the current epoch's value lists
         self._partitions: dict[tuple[int, str], PartitionRecord] = {}  # selected sets, as the ledger holds them
         noise.warm_up()
         # Epoch preparation off the serving path (see lapras.epochs): a thread prepares the next epoch
@@ -206,7 +207,8 @@ class Engine:
             if not pending:
                 self._pending_keys = frozenset()
             self._epoch, self._mm, self._pkeys, self._mm_pending = ep, mm, pkeys, pending
-            self.catalog = self._catalog_for(ep.spec.value_lists)  # every process reads the same cells
+            self._lists = self.ledger.value_lists(ep.id)
+            self.catalog = self._catalog_for(self._lists)  # every process reads the same cells
             if pending:
                 self._mm_ready.clear()
             else:
@@ -274,9 +276,8 @@ class Engine:
         try:
             return {k: tuple(v) for k, v in self.value_lists().items()}
         except Exception as exc:  # noqa: BLE001 - any failure to read keeps the lists in force
-            ep = self._epoch
             log.warning("value lists kept as the current epoch has them: %s", exc)
-            return {k: tuple(v) for k, v in (ep.spec.value_lists if ep is not None else {}).items()}
+            return dict(self._lists)
 
     def _catalog_for(self, lists: Mapping[str, Sequence[str]]) -> Catalog:
         """The catalog whose ``values_from`` columns hold ``lists`` (the configured one when empty)."""
@@ -334,7 +335,7 @@ class Engine:
         ep = self._epoch
         if ep is None or not self._mm_pending:
             return False
-        prepared = self.prepare_epoch(value_lists=ep.spec.value_lists)  # the cells the epoch fixed
+        prepared = self.prepare_epoch(value_lists=self._lists)  # the cells the epoch fixed
         if prepared.groups is None or not prepared.groups:
             return False
         measured = self._measure(ep.spec, prepared.groups, prepared.keys, prepared)

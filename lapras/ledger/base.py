@@ -44,7 +44,8 @@ class EpochSpec:
     partition_delta: float = 0.0
     partition_selections: int = 0
     # The public value lists (``values_from`` source -> sorted values) read when the epoch was prepared:
-    # its text domains, so P's release and every process's cells mean the same values all epoch.
+    # its text domains, so P's release and every process's cells mean the same values all epoch. Stored
+    # with the spec; read back with Ledger.value_lists (epoch reads may leave them out: they can be long).
     value_lists: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @property
@@ -161,6 +162,11 @@ class Ledger(ABC):
 
     @abstractmethod
     def answers(self, epoch_id: int) -> dict[str, StoredAnswer]: ...
+
+    def value_lists(self, epoch_id: int) -> dict[str, tuple[str, ...]]:
+        """The value lists the epoch's spec stored (empty for an epoch stored before they were)."""
+        ep = next((e for e in self.epochs() if e.id == epoch_id), None)
+        return {k: tuple(v) for k, v in ep.spec.value_lists.items()} if ep is not None else {}
 
     @abstractmethod
     def locked(self, epoch_id: int) -> AbstractContextManager[EpochTxn]:
