@@ -127,13 +127,18 @@ class Quantile(Expr):
     """
 
     def __init__(self, tree: Tree, slots: list[int], values: list[float], kind: str, fraction: float,
-                 oid: int, name: str, uppers: list[float] | None = None) -> None:
+                 oid: int, name: str, uppers: list[float] | None = None,
+                 cells: tuple[list[object], list[object]] | None = None) -> None:
         self.tree, self.slots, self.values, self.kind, self.fraction = tree, slots, values, kind, fraction
         self.oid, self.name = oid, name
         # A binned measure's cells are intervals [values[c], uppers[c]): a rank inside one is placed
         # uniformly (as percentile_cont would over evenly spread rows), and an interval spans whole bins.
         # Without it every cell is the single value values[c].
         self.uppers = uppers
+        # A temporal column's ``values`` are cell indices; ``cells`` gives each cell's start (the value
+        # returned, as date_trunc to the resolution would) and last instant (a 95% interval's high end,
+        # so the interval spans whole cells and covers every value inside them).
+        self.cells = cells
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
@@ -212,12 +217,14 @@ class Quantile(Expr):
         high_j = np.flatnonzero(d - band >= 0)
         low = self._typed(self._value(int(low_j[0]), 0.0)) if len(low_j) else None
         last = self.uppers[-1] if self.uppers is not None else self.values[-1]
-        high = self._typed(self._value(int(high_j[0]), 1.0)) if len(high_j) else self._typed(last)
+        high = self._typed(self._value(int(high_j[0]), 1.0) if len(high_j) else last, end=True)
         return est, low, high
 
-    def _typed(self, v: float | None) -> object:
+    def _typed(self, v: float | None, end: bool = False) -> object:
         if v is None:
             return None
+        if self.cells is not None:
+            return self.cells[1 if end else 0][int(round(v))]
         if self.oid == FLOAT8:
             return float(v)
         if self.oid == NUMERIC:
@@ -227,6 +234,8 @@ class Quantile(Expr):
     def stderr(self, aggs: np.ndarray, errs: np.ndarray | None) -> list[float | None]:
         """Half the 95% interval's width over 1.96, per group: a standard error for show_stderr."""
         out: list[float | None] = []
+        if self.cells is not None:  # a date or instant has no numeric standard error; its interval is stated
+            return [None] * aggs.shape[0]
         for _, lo, hi in self.intervals(aggs, errs):
             out.append(None if lo is None or hi is None else (float(hi) - float(lo)) / (2 * Z95))  # type: ignore[arg-type]
         return out

@@ -11,6 +11,7 @@ from sqlglot import exp
 from .. import condition as C
 from .. import errors as E
 from .. import scalar as S
+from ..coltypes.temporal import TemporalType
 from ..errors import Refusal
 from ..predicate import merge_ranges
 from ..quantile import Quantile, build_tree
@@ -22,7 +23,7 @@ from .scalars import fold
 
 ORDER_STATISTICS = (exp.Min, exp.Max, exp.Median, exp.WithinGroup)
 _HINT = ("MIN, MAX, MEDIAN and percentile_cont/percentile_disc(fraction) WITHIN GROUP (ORDER BY col) take one "
-         "numeric attribute and a constant fraction in [0, 1].")
+         "numeric attribute (date and timestamp: MIN, MAX, percentile_disc) and a constant fraction in [0, 1].")
 
 
 def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
@@ -53,7 +54,11 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
     if not isinstance(col, exp.Column):
         raise unsupported(f"{label} of {sql_of(col)}", col, hint=_HINT)
     attr = ctx.column(col)
-    if not (attr.domain.summable and attr.domain.ordered_keys):
+    dom = attr.domain
+    temporal = isinstance(dom, TemporalType)
+    if isinstance(dom, TemporalType) and kind == "cont":
+        raise _no_interpolation(dom, label, col)
+    if not (temporal or (attr.domain.summable and attr.domain.ordered_keys)):
         raise unsupported(f"{label} of {attr.domain.type_name} attribute {attr.name}", col, hint=_HINT)
     n = attr.domain.base_size
     tree = build_tree(n)
@@ -64,11 +69,29 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
         rest = merge_ranges([r for r in ((0, lo - 1), (hi + 1, n - 1)) if r[0] <= r[1]])
         cond: C.Cond = C.Cells(attr.name, ((lo, hi),), tuple(rest))
         slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
+    oid = S.FLOAT8 if kind == "cont" else attr.domain.oid
+    if isinstance(dom, TemporalType):
+        # Read over cell indices; the estimate is returned as its cell's start (the cell's value, as a group
+        # key date_trunc'd to the resolution), a 95% interval's high end as its cell's last instant.
+        cells = (list(dom.base_values()), [dom.cell_last(i) for i in range(n)])
+        return Quantile(tree, slots, [float(i) for i in range(n)], kind, fraction, oid, name, cells=cells)
     values = [float(v) for v in attr.domain.base_values()]
     edges = getattr(attr.domain, "edges", ())  # a binned numeric measure: cells are bins, not values
     uppers = [float(e) for e in edges[1:]] if edges else None
-    oid = S.FLOAT8 if kind == "cont" else attr.domain.oid
     return Quantile(tree, slots, values, kind, fraction, oid, name, uppers)
+
+
+def _no_interpolation(domain: TemporalType, label: str, col: exp.Expr) -> Refusal:
+    """percentile_cont interpolates: PostgreSQL defines it over double precision and interval only."""
+    pg = {"date": "date", "timestamp": "timestamp without time zone",
+          "timestamptz": "timestamp with time zone"}[domain.sql_type]
+    if label == "MEDIAN":
+        msg = f"MEDIAN of a {domain.sql_type} column interpolates like percentile_cont(numeric, {pg}), which does not exist"
+    else:
+        msg = f"function percentile_cont(numeric, {pg}) does not exist"
+    return Refusal(E.UNDEFINED_FUNCTION, msg, position=position_of(col),
+                   hint="percentile_disc(fraction) WITHIN GROUP (ORDER BY col) returns a value of the column "
+                   "(a cell of its declared resolution); MIN and MAX are answered too.")
 
 
 def _fraction(node: exp.Expr, ctx: Context) -> float:
