@@ -19,9 +19,18 @@ from lapras.factored import answers_from_marginal
 from parser.linear import LinearQuery
 from parser.schema import TableSchema
 
-# Statements with at least this many queries are answered from their union marginal when it is small.
+# Statements with at least this many queries, or writing at least this many cell ranges in all (and one
+# per that many cells of the marginal, which is read back whole), are answered from their union marginal
+# when it is small.
 MARGINAL_MIN_QUERIES = 32
+MARGINAL_MIN_RANGES = 64
 MARGINAL_MAX_CELLS = 1 << 21
+
+
+def statement_ranges(queries: Sequence[LinearQuery]) -> int:
+    """How many cell ranges the queries' predicates list in all: each one a condition per-query SQL
+    writes (and PostgreSQL evaluates on every row it reads)."""
+    return sum(len(rs) for q in queries for box in q.boxes for _, rs in box)
 
 
 class ExactSource(Protocol):
@@ -85,12 +94,16 @@ class PostgresExactSource:
 
         if any(q.source is not None for q in queries):
             return derived_answers(self, table, queries)
-        if len(queries) >= MARGINAL_MIN_QUERIES and not any(q.measure for q in queries):
+        if not any(q.measure for q in queries):
             # (A SUM over a measure adds each row's own value: a count histogram cannot answer it.)
             attrs = tuple(a.name for a in table.attributes if any(a.name in q.marginal for q in queries))
-            if math.prod(table.shape(attrs)) <= MARGINAL_MAX_CELLS:
-                # Many queries over a small union marginal (a wide GROUP BY): one pushed-down GROUP BY
-                # scan and prefix sums beat one FILTER aggregate per query evaluated on every row.
+            cells = math.prod(table.shape(attrs))
+            if cells <= MARGINAL_MAX_CELLS and (len(queries) >= MARGINAL_MIN_QUERIES or statement_ranges(
+                    queries) >= max(MARGINAL_MIN_RANGES, cells // MARGINAL_MIN_RANGES)):
+                # Many queries (a wide GROUP BY), or groups that are many scattered cells (extract(hour)
+                # over hourly cells: 365 ranges per group), over a small union marginal: one pushed-down
+                # GROUP BY scan computing each row's cell once, and sums over cells in numpy, beat one
+                # aggregate per query testing every range of every query on every row.
                 return answers_from_marginal(table, queries, self.marginal(table, attrs))
         out: list[float] = []
         for sql in answers_sql_batches(table, list(queries), partial_by=self.partition_key(table)):
