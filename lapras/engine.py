@@ -283,6 +283,16 @@ class Engine:
         """The catalog whose ``values_from`` columns hold ``lists`` (the configured one when empty)."""
         return with_value_lists(self.base_catalog, lists) if lists else self.base_catalog
 
+    def catalog_of_epoch(self, epoch_id: int) -> Catalog:
+        """The catalog epoch ``epoch_id`` fixed (its ``values_from`` lists): the adopted one when it is
+        that epoch, else read from the ledger (an epoch another process began but this one has not yet
+        adopted)."""
+        with self._lock:
+            ep, catalog = self._epoch, self.catalog
+        if ep is not None and ep.id == epoch_id:
+            return catalog
+        return self._catalog_for(self.ledger.value_lists(epoch_id))
+
     def _unit_rows(self) -> dict[str, int]:
         return {t.name: t.unit_rows for t in (*self.catalog.tables, *self._derived.values())}
 

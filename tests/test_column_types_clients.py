@@ -9,6 +9,7 @@ import asyncio
 import random
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -162,6 +163,15 @@ def _rows_with_stderrs(conn: psycopg.Connection, sql: str) -> tuple[list[Any], l
     return rows, errs
 
 
+def _plan_check(conn: psycopg.Connection) -> str:
+    """The CHECK constraint of visits.plan as the catalog shows it through the proxy (psql's \\d query)."""
+    row = conn.execute("SELECT pg_get_constraintdef(c.oid, true) FROM pg_constraint c JOIN pg_class r "
+                       "ON r.oid = c.conrelid WHERE r.relname = 'visits' AND c.contype = 'c' "
+                       "AND pg_get_constraintdef(c.oid) LIKE '%plan%'").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
 def test_value_list_is_read_again_at_each_epoch_start(temporal_proxy: Any) -> None:
     """A value inserted into the public list table (sorting first, so every cell index shifts) is a group
     from the next epoch on, with each value's own count."""
@@ -173,8 +183,14 @@ def test_value_list_is_read_again_at_each_epoch_start(temporal_proxy: Any) -> No
     try:
         with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
             assert [r[0] for r in conn.execute(sql).fetchall()] == ["enterprise", "free", "pro"]  # this epoch's list
+            assert "'basic'" not in _plan_check(conn)
             with psycopg.connect(temporal_proxy.dsn("dba", "dbapass"), autocommit=True) as dba:
                 dba.execute("SELECT lapras.new_epoch()")
+            # The shadow catalog (psql's \d, every tool's introspection) shows the new epoch's list.
+            deadline = time.monotonic() + 20
+            while "'basic'" not in _plan_check(conn) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert "'basic'" in _plan_check(conn) and "'enterprise'" in _plan_check(conn)
             rows, errs = _rows_with_stderrs(conn, sql)
             assert [r[0] for r in rows] == ["basic", "enterprise", "free", "pro"]
             with psycopg.connect(temporal_proxy.upstream_dsn, autocommit=True) as up:

@@ -62,7 +62,9 @@ class RegressionEndpoint:
         if epoch is None:
             epoch = self.engine.new_epoch(expected_current=None)
         eps_r, delta_r = epoch.spec.regression_epsilon, epoch.spec.regression_delta
-        canon = canonical_call(call, self.cfg.catalog, eps_r * DEFAULT_CALL_SHARE, delta_r * DEFAULT_CALL_SHARE)
+        # Planned over the epoch's catalog (its values_from lists), as every statement of the epoch is.
+        catalog = self.engine.catalog_of_epoch(epoch.id)
+        canon = canonical_call(call, catalog, eps_r * DEFAULT_CALL_SHARE, delta_r * DEFAULT_CALL_SHARE)
         key = call_key(canon)
         cols = [ColumnDesc(n, oid) for n, oid in COLUMNS]
         stored = ledger.regression_answer(epoch.id, key)
@@ -78,7 +80,7 @@ class RegressionEndpoint:
                 raise StaleEpoch(epoch_id)
             check_regression(current, cost.eps or 0.0, cost.delta or 0.0)
 
-        result = run_regression_call(canon, self.cfg.catalog, self._conn, admit=admit,
+        result = run_regression_call(canon, catalog, self._conn, admit=admit,
                                      default_epsilon=eps_r * DEFAULT_CALL_SHARE,
                                      default_delta=delta_r * DEFAULT_CALL_SHARE)
         # The spend and the released rows commit together; a concurrent identical call may have committed

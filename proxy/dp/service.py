@@ -11,7 +11,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from parser.identifiers import display_ident, qualified
 from parser.partition import NeedsPartition, PartitionRequest, selected_catalog, selected_table
 from parser.pgtypes import INT8, TEXT
 from parser.plan import QueryPlan
+from parser.schema import Catalog
 from parser.series import SeriesLimit, series_limit
 from parser.sqlstate import SqlError
 
@@ -297,12 +298,19 @@ class DPService:
         return QueryResult(list(EPOCH_COLUMNS), [(ep.id,)], "SELECT 1",
                            [f"lapras: epoch {ep.id} started by {user}"])
 
-    async def sync_forever(self, every: float = 1.0, metrics: Any = None) -> None:
+    async def sync_forever(self, every: float = 1.0, metrics: Any = None,
+                           on_catalog: Callable[[Catalog], Awaitable[None]] | None = None) -> None:
         """Follow epochs started elsewhere (other workers, the epoch command), roll timed epochs, and
-        publish the remaining budget to the metrics."""
+        publish the remaining budget to the metrics. ``on_catalog`` is awaited with the engine's catalog
+        whenever an epoch brings other ``values_from`` lists (the shadow catalog's CHECK lists follow)."""
+        shown = None
         while True:
             try:
                 await asyncio.to_thread(self.engine.sync_epoch)
+                catalog = getattr(self.engine, "catalog", None)
+                if on_catalog is not None and catalog is not None and catalog is not shown:
+                    await on_catalog(catalog)
+                    shown = catalog
                 if metrics is not None:
                     report = await asyncio.to_thread(self.engine.budget_report)
                     cur = report.get("current") or {}

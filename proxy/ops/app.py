@@ -20,6 +20,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from parser.schema import Catalog
+
 from .config import Config, parse_listen
 from .demo_data import ensure_table, table_exists
 from .embedded import EmbeddedPostgres
@@ -155,7 +157,13 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     relay = CancelRelay(worker, cancel_dir) if cancel_dir is not None else None
     server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port, metrics=metrics, cancel_relay=relay)
     await server.start()
-    sync = asyncio.create_task(service.sync_forever(metrics=metrics))
+
+    async def show_catalog(catalog: Catalog) -> None:
+        # The shadow catalog's CHECK lists are the current epoch's values_from lists (psql's \d shows them):
+        # only tables whose DDL changed are rebuilt.
+        await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), catalog, protected_db=_dbname(upstream.dsn))
+
+    sync = asyncio.create_task(service.sync_forever(metrics=metrics, on_catalog=show_catalog))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

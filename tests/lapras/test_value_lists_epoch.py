@@ -85,3 +85,32 @@ def test_specs_stored_before_value_lists_still_load() -> None:
     assert d["value_lists"] == {SOURCE: ["a", "b"]}
     d.pop("value_lists")
     assert EpochSpec.from_json(d).value_lists == {}
+
+
+def test_catalog_of_an_epoch_not_yet_adopted_is_the_ledgers(fresh_db: str) -> None:
+    """What the regression endpoint plans over: the catalog of the epoch it charges, even when another
+    process began that epoch and this engine has not adopted it yet (not the start-up list)."""
+    with psycopg.connect(fresh_db, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA lookup")
+        conn.execute("CREATE TABLE lookup.plans (name text)")
+        conn.execute("INSERT INTO lookup.plans VALUES ('free'), ('pro')")
+        conn.execute("CREATE TABLE visits (plan text)")
+    first, second = _engine(fresh_db), None
+    try:
+        old = first.ledger.current_epoch()
+        assert old is not None and first.catalog_of_epoch(old.id) is first.catalog
+        with psycopg.connect(fresh_db, autocommit=True) as conn:
+            conn.execute("INSERT INTO lookup.plans VALUES ('basic')")
+        second = _engine(fresh_db)
+        second.new_epoch()
+        ep = second.ledger.current_epoch()
+        assert ep is not None and ep.id != old.id
+        behind = first.catalog.table("visits")
+        assert behind is not None and listed_values(behind) == (("free", "pro"),)  # not adopted yet
+        table = first.catalog_of_epoch(ep.id).table("visits")
+        assert table is not None and listed_values(table) == (("basic", "free", "pro"),)
+        assert first.catalog_of_epoch(ep.id) == second.catalog
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
