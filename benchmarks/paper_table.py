@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lapras.accounting import Accountant, Budget  # noqa: E402
 from lapras.allocation import PRESETS, Allocator, AllocState, Split, auto_split, warmup_length  # noqa: E402
-from lapras.matrix_mechanism import MMRelease, expected_query_variance, plan_groups, release_mm  # noqa: E402
+from lapras.matrix_mechanism import MMRelease, expected_relative_variance, plan_groups, release_mm  # noqa: E402
 from lapras.mechanisms import Gaussian  # noqa: E402
 from lapras.online import OnlinePolicy, combine  # noqa: E402
 from lapras.strategy import ProductQuery  # noqa: E402
@@ -226,7 +226,7 @@ def one_draw(args: tuple[str, float, int]) -> list[dict[str, object]]:
         for order in ORDERS:
             rec(order, "Online", "-", mode, mae_on, 1.0, u, budget)
             rec(order, "OfflineMM", "-", mode, mae_off, 1.0, u, budget)
-        v_unit = expected_query_variance(p_groups, budget.cost_of(1.0))
+        v_unit = expected_relative_variance(p_groups, budget.cost_of(1.0))
         for split_name in SPLITS:
             split = (auto_split(rho_hat, S, v_unit, mode) if split_name == "auto" else Split.preset(split_name))
             for order in ORDERS:

@@ -78,8 +78,10 @@ def auto_split(
     """Fractions minimising the expected total squared error for an expected overlap ``rho``.
 
     With G = rho S good and B = (1 - rho) S bad statements, an MM query costs ``v / u_mm`` (gdp) or
-    ``v / u_mm^2`` (basic, AGM noise ~ 1/eps) where ``v`` is its variance at one unit; a bad one gets
-    ``u_pool / B`` units. Minimising ``G v / u_mm + B^2 / u_pool`` (gdp) gives u_mm ~ sqrt(G v),
+    ``v / u_mm^2`` (basic, AGM noise ~ 1/eps) where ``v`` (``mm_query_variance``) is its variance at one
+    unit relative to a fresh answer's at one unit
+    (:func:`lapras.matrix_mechanism.expected_relative_variance`: both carry the table's rows per unit); a
+    bad one gets ``u_pool / B`` units, hence relative variance ``B / u_pool``. Minimising ``G v / u_mm + B^2 / u_pool`` (gdp) gives u_mm ~ sqrt(G v),
     u_pool ~ B; the basic analogue gives cube roots. A fixed small reserve absorbs estimator error.
     """
     rho = min(max(rho, 0.0), 1.0)

@@ -40,7 +40,7 @@ from lapras.ledger.base import (
 from lapras.matrix_mechanism import (
     MMGroup,
     MMRelease,
-    expected_query_variance,
+    expected_relative_variance,
     p_workloads,
     plan_groups,
     quick_groups,
@@ -253,8 +253,8 @@ class Engine:
             groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
                           time_limit=st.mm_time_limit, progress=self._progress(len(groups_in)))
         budget = Budget(st.accounting, eps_q, delta_q)
-        v_unit = (expected_query_variance(groups, budget.cost_of(1.0), self._unit_rows(), self._unit_tables(),
-                                          self._presence()) if groups else None)
+        v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self._unit_rows(), self._unit_tables(),
+                                             self._presence()) if groups else None)
         rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
         split = st.resolve_split(s, rho, v_unit, bool(groups))
         n_pred = sum(g.n_queries for g in groups)

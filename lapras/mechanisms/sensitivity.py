@@ -54,6 +54,14 @@ def stacked_sensitivity(parts: Iterable[tuple[str, float]], unit_rows: Mapping[s
     return max((math.sqrt(v) for v in per_table.values()), default=0.0)
 
 
+def histogram_sensitivity(unit_bound: int, presence: bool = False) -> float:
+    """Sensitivity of a fresh release of one disjoint histogram (a GROUP BY's cells, each row divided by its
+    own sensitivity): a unit of up to ``unit_bound`` = k rows moves it by at most k in L2 (all k rows in one
+    cell); over a derived histogram of units present (``presence``) one unit adds 1 to at most g cells: sqrt(g).
+    The reference a predicted query's release is compared with when the budget is split."""
+    return math.sqrt(unit_bound) if presence else float(unit_bound)
+
+
 def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None) -> float:
     """Largest column L2 norm of a statement's query matrix with each row divided by its own sensitivity
     (the release adds noise sigma * s_i to row i), computed exactly in factored form.
