@@ -77,7 +77,7 @@ def measure(repeat: int) -> dict[str, Any]:
     from parser import Planner, Refusal
 
     try:
-        from parser.analysis.scalars import clear_cell_cache
+        from parser.analysis.cells import clear_cell_cache
     except ImportError:  # an older tree without the bucket cache
         def clear_cell_cache() -> None:
             return None

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from parser import Planner
-from parser.analysis.scalars import clear_cell_cache
+from parser.analysis.cells import clear_cell_cache
 from parser.coltypes import DateType, IntType, NumericType, TextType, TimestamptzType
 from parser.schema import Attribute, Catalog, TableSchema
 

@@ -1,8 +1,7 @@
-"""SQL values by type, as PostgreSQL computes them: comparison, casts, the common type of CASE branches,
-the result types of arithmetic and functions, and the functions themselves (round, floor, ceil, abs,
-coalesce, nullif, greatest, least, the numeric ones sign, sqrt, power, ln, exp, trunc, and the text ones
-lower, upper, length, strpos, substring, left, right, trim, replace, concat, ``||``, starts_with,
-split_part, reverse, LIKE / ILIKE). The scalar evaluator (``parser.scalar``) applies these per row.
+"""SQL values by type, as PostgreSQL computes them: comparison, the common type of CASE branches and
+arithmetic, casts (and a value's text form), bound parameters, integer division. The functions (round,
+lower, LIKE...) and their result types are in ``parser.functions``; the scalar evaluator
+(``parser.scalar``) applies both per row.
 
 Python carries the values: int (int4/int8), Decimal (numeric: exact), float (float8), str (text), bool;
 None is NULL.
@@ -11,10 +10,9 @@ None is NULL.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
-from decimal import ROUND_CEILING, ROUND_DOWN, ROUND_FLOOR, ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from . import errors as E
@@ -33,13 +31,6 @@ from .pgtypes import (
     TIMESTAMP,
     TIMESTAMPTZ,
     UNKNOWN,
-)
-from .sqlstate import (
-    INVALID_ARGUMENT_FOR_LOG,
-    INVALID_ARGUMENT_FOR_POWER,
-    INVALID_ESCAPE_SEQUENCE,
-    INVALID_PARAMETER_VALUE,
-    SUBSTRING_ERROR,
 )
 
 INTEGER_OIDS = frozenset({INT4, INT8})
@@ -224,165 +215,6 @@ def int_div(op: str, x: Any, y: Any) -> Any:
     return q if op == "/" else int(x) - q * int(y)
 
 
-def _round(vs: list[Any], oid: int) -> Any:
-    if any(v is None for v in vs):
-        return None
-    x, digits = vs[0], int(vs[1]) if len(vs) > 1 else 0
-    if oid == NUMERIC:
-        return dec(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
-    q = 10.0 ** digits
-    y = float(x) * q
-    r = math.floor(abs(y) + 0.5) * (1 if y >= 0 else -1)  # half away from zero, as numeric round
-    return int(r) if oid in INTEGER_OIDS else r / q
-
-
-def _floor_ceil(mode: str) -> Callable[[list[Any], int], Any]:
-    def f(vs: list[Any], oid: int) -> Any:
-        x = vs[0]
-        if x is None:
-            return None
-        if oid == NUMERIC:
-            return dec(x).to_integral_value(rounding=ROUND_FLOOR if mode == "floor" else ROUND_CEILING)
-        r = math.floor(x) if mode == "floor" else math.ceil(x)
-        return r if oid in INTEGER_OIDS else float(r)
-    return f
-
-
-def _pick(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any], int], Any]:
-    def f(vs: list[Any], oid: int) -> Any:
-        vals = [v for v in vs if v is not None]
-        return conform(fn(vals), oid) if vals else None
-    return f
-
-
-def _date_trunc(vs: list[Any], oid: int) -> Any:
-    unit, x = vs
-    if unit is None or x is None:
-        return None
-    out = TM.trunc(str(unit), x)
-    if out.tzinfo is None and oid == TIMESTAMPTZ:
-        return out.replace(tzinfo=TM.UTC)  # a date truncates to a timestamptz, as in PostgreSQL
-    return out
-
-
-def _extract(vs: list[Any], oid: int) -> Any:
-    field, x = vs
-    return None if field is None or x is None else TM.extract(str(field), x)
-
-
-def _to_timestamp(vs: list[Any], oid: int) -> Any:
-    return None if vs[0] is None else TM.from_epoch(vs[0])
-
-
-def _strict(fn: Callable[..., Any]) -> Callable[[list[Any], int], Any]:
-    """A function that is NULL when any argument is (PostgreSQL's STRICT functions)."""
-    def f(vs: list[Any], oid: int) -> Any:
-        return None if any(v is None for v in vs) else fn(*vs)
-    return f
-
-
-def _substring(s: str, start: int, count: int | None = None) -> str:
-    """substring(s FROM start [FOR count]): characters start .. start+count-1, 1-based, clipped."""
-    if count is not None and count < 0:
-        raise Refusal(SUBSTRING_ERROR, "negative substring length not allowed")
-    end = len(s) + 1 if count is None else start + count
-    return s[max(start, 1) - 1:max(end, 1) - 1]
-
-
-def _right(s: str, n: int) -> str:
-    return (s[-n:] if n > 0 else "") if n >= 0 else s[-n:]
-
-
-def _replace(s: str, old: str, new: str) -> str:
-    return s if old == "" else s.replace(old, new)
-
-
-def _split_part(s: str, delim: str, n: int) -> str:
-    if n == 0:
-        raise Refusal(INVALID_PARAMETER_VALUE, "field position must not be zero")
-    parts = s.split(delim) if delim else [s]
-    if s == "":
-        return ""
-    i = n - 1 if n > 0 else len(parts) + n
-    return parts[i] if 0 <= i < len(parts) else ""
-
-
-def _sqrt(x: Any) -> Any:
-    if x < 0:
-        raise Refusal(INVALID_ARGUMENT_FOR_POWER, "cannot take square root of a negative number")
-    return dec(x).sqrt() if isinstance(x, Decimal) else math.sqrt(x)
-
-
-def _ln(x: Any) -> Any:
-    if x == 0:
-        raise Refusal(INVALID_ARGUMENT_FOR_LOG, "cannot take logarithm of zero")
-    if x < 0:
-        raise Refusal(INVALID_ARGUMENT_FOR_LOG, "cannot take logarithm of a negative number")
-    return dec(x).ln() if isinstance(x, Decimal) else math.log(x)
-
-
-def _power(x: Any, y: Any) -> Any:
-    if x == 0 and y < 0:
-        raise Refusal(INVALID_ARGUMENT_FOR_POWER, "zero raised to a negative power is undefined")
-    if x < 0 and y != int(y):
-        raise Refusal(INVALID_ARGUMENT_FOR_POWER, "a negative number raised to a non-integer power yields a complex "
-                      "result")
-    if isinstance(x, Decimal) or isinstance(y, Decimal):
-        return dec(x) ** dec(y) if dec(y) != dec(y).to_integral_value() else dec(x) ** int(y)
-    return float(x) ** float(y)
-
-
-def _trunc(x: Any, digits: int = 0) -> Any:
-    if isinstance(x, Decimal):
-        return x.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_DOWN)
-    q = 10.0 ** digits
-    return math.trunc(float(x) * q) / q
-
-
-def like_regex(pattern: str, escape: str | None = "\\") -> re.Pattern[str]:
-    """The regular expression a LIKE pattern denotes (``%`` any string, ``_`` one character)."""
-    key = (pattern, escape)
-    hit = _LIKE_CACHE.get(key)
-    if hit is not None:
-        return hit
-    out, i = [], 0
-    while i < len(pattern):
-        ch = pattern[i]
-        if escape and ch == escape:
-            if i + 1 >= len(pattern):
-                raise Refusal(INVALID_ESCAPE_SEQUENCE, "LIKE pattern must not end with escape character")
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-            continue
-        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
-        i += 1
-    rx = re.compile("".join(out), re.DOTALL)
-    if len(_LIKE_CACHE) > 1024:
-        _LIKE_CACHE.clear()
-    _LIKE_CACHE[key] = rx
-    return rx
-
-
-_LIKE_CACHE: dict[tuple[str, str | None], re.Pattern[str]] = {}
-
-
-def _like(fold: bool) -> Callable[[list[Any], int], Any]:
-    def f(vs: list[Any], oid: int) -> Any:
-        s, pattern, *esc = vs
-        if s is None or pattern is None:
-            return None
-        escape = esc[0] if esc else "\\"
-        if fold:
-            s, pattern = s.lower(), pattern.lower()
-        return like_regex(pattern, escape or None).fullmatch(s) is not None
-    return f
-
-
-def _concat(vs: list[Any], oid: int) -> Any:
-    """concat(...): NULL arguments are skipped; the others are read as text."""
-    return "".join(as_text(v) for v in vs if v is not None)
-
-
 def as_text(v: Any) -> str:
     """A value as ``v::text`` prints it."""
     if isinstance(v, str):
@@ -407,75 +239,3 @@ def _float_text(x: float) -> str:
         short = repr(x).split("e")[0].replace(".0", "") if "e" in repr(x) else repr(float(mantissa)).rstrip("0").rstrip(".")
         return f"{short}e{int(exponent):+03d}"
     return str(int(x)) if x.is_integer() else repr(x)
-
-
-TEXT_FUNCTIONS = frozenset({"to_char", "lower", "upper", "length", "strpos", "substring", "left", "right", "btrim", "ltrim",
-                            "rtrim", "replace", "textcat", "starts_with", "split_part", "reverse", "like", "ilike"})
-"""Functions over text arguments (``concat`` takes any: its arguments are read as text)."""
-
-FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
-    "lower": _strict(str.lower),
-    "upper": _strict(str.upper),
-    "length": _strict(len),
-    "strpos": _strict(lambda s, sub: s.find(sub) + 1),
-    "substring": _strict(_substring),
-    "left": _strict(lambda s, n: s[:n]),
-    "right": _strict(_right),
-    "btrim": _strict(lambda s: s.strip(" ")),
-    "ltrim": _strict(lambda s: s.lstrip(" ")),
-    "rtrim": _strict(lambda s: s.rstrip(" ")),
-    "replace": _strict(_replace),
-    "textcat": _strict(lambda a, b: as_text(a) + as_text(b)),
-    "concat": _concat,
-    "starts_with": _strict(lambda s, p: s.startswith(p)),
-    "split_part": _strict(_split_part),
-    "reverse": _strict(lambda s: s[::-1]),
-    "to_char": _strict(lambda v, fmt: v.strftime(fmt)),  # formats checked by the compiler (TO_CHAR_FORMAT)
-    "like": _like(False),
-    "ilike": _like(True),
-    "sign": _strict(lambda x: (x > 0) - (x < 0)),
-    "sqrt": _strict(_sqrt),
-    "power": _strict(_power),
-    "ln": _strict(_ln),
-    "exp": _strict(lambda x: dec(x).exp() if isinstance(x, Decimal) else math.exp(x)),
-    "trunc": _strict(_trunc),
-    "date_trunc": _date_trunc,
-    "extract": _extract,
-    "to_timestamp": _to_timestamp,
-    "round": _round,
-    "floor": _floor_ceil("floor"),
-    "ceil": _floor_ceil("ceil"),
-    "abs": lambda vs, oid: None if vs[0] is None else abs(vs[0]),
-    "coalesce": lambda vs, oid: conform(next((v for v in vs if v is not None), None), oid),
-    "nullif": lambda vs, oid: None if vs[0] == vs[1] else vs[0],
-    "greatest": _pick(max),
-    "least": _pick(min),
-}
-
-
-def call_type(fn: str, oids: Sequence[int]) -> int:
-    """Result type of ``fn`` over arguments of types ``oids`` (NUMERIC where PostgreSQL computes exactly)."""
-    if fn in ("length", "strpos"):
-        return INT4
-    if fn in ("like", "ilike", "starts_with"):
-        return BOOL
-    if fn in TEXT_FUNCTIONS or fn == "concat":
-        return TEXT
-    first = oids[0]
-    if fn in ("sign", "trunc", "sqrt", "ln", "exp", "power"):
-        return NUMERIC if first in INTEGER_OIDS and fn in ("sign", "trunc") or first == NUMERIC else FLOAT8
-    if fn == "round":
-        if first == FLOAT8:
-            return FLOAT8
-        return first if first in INTEGER_OIDS and len(oids) == 1 else NUMERIC
-    if fn in ("floor", "ceil"):
-        return FLOAT8 if first == FLOAT8 else NUMERIC
-    if fn in ("abs", "nullif"):
-        return first
-    if fn == "date_trunc":
-        return TIMESTAMPTZ if oids[1] in (DATE, TIMESTAMPTZ) else oids[1]
-    if fn == "extract":
-        return NUMERIC
-    if fn == "to_timestamp":
-        return TIMESTAMPTZ
-    return common_type(oids, fn.upper())

@@ -20,9 +20,10 @@ from ..predicate import merge_ranges
 from ..schema import Attribute
 from ..syntax import position_of
 from ..template import GroupDim
+from .cells import on_cells
 from .context import Context
 from .nodes import ident, sql_of, strip_paren, unsupported
-from .scalars import NotScalar, compile_scalar, on_cells
+from .scalars import NotScalar, compile_scalar
 
 _BUCKET_HINT = "GROUP BY takes attributes, or arithmetic / floor / round / CASE over one attribute."
 

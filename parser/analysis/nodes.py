@@ -8,8 +8,10 @@ from typing import Any
 from sqlglot import exp
 
 from .. import errors as E
+from .. import scalar as S
 from ..errors import Refusal
 from ..identifiers import display_ident, fold
+from ..limits import Budget
 from ..schema import TableSchema
 from ..syntax import position_of
 
@@ -22,6 +24,28 @@ INT_TYPES = {exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.
 FLOAT_TYPES = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL,
                exp.DataType.Type.BIGDECIMAL}
 TEXT_TYPES = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR}
+
+
+class NotScalar(Exception):
+    """``node`` has no scalar form in this context."""
+
+    def __init__(self, node: exp.Expr) -> None:
+        super().__init__(type(node).__name__)
+        self.node = node
+
+
+class CompilerPart:
+    """What a part of the scalar compiler (``scalar_time``, ``scalar_calls``) uses of the whole: the
+    statement's budget, exactness, and ``compile`` / ``typed`` (``parser.analysis.scalars``)."""
+
+    budget: Budget
+    exact: bool
+
+    def compile(self, node: exp.Expr, depth: int = 0) -> S.Expr:
+        raise NotImplementedError
+
+    def typed(self, e: S.Expr) -> S.Expr:
+        raise NotImplementedError
 
 
 def unsupported(what: str, node: exp.Expr | None, hint: str = E.SUPPORTED_HINT) -> Refusal:

@@ -31,9 +31,10 @@ from ..pgtypes import type_name
 from ..predicate import merge_ranges
 from ..schema import Attribute
 from ..syntax import position_of
+from .cells import on_cells
 from .context import Context
 from .nodes import sql_of, unsupported
-from .scalars import NotScalar, compile_scalar, on_cells
+from .scalars import NotScalar, compile_scalar
 
 MAX_SPLIT = 256
 """An expression over several attributes is split over at most this many cells of the smaller ones."""

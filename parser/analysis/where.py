@@ -20,6 +20,7 @@ from ..errors import Refusal
 from ..predicate import merge_ranges, runs
 from ..schema import Attribute
 from ..syntax import position_of
+from .cells import on_cells
 from .context import Context
 from .nodes import (
     CMP_OPS,
@@ -31,7 +32,7 @@ from .nodes import (
     strip_paren,
     unsupported,
 )
-from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold, on_cells
+from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold
 
 MAX_PRODUCT = 1_000_000
 """A predicate over several attributes is evaluated on at most this many combinations of their cells."""

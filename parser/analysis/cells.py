@@ -1,0 +1,98 @@
+"""Scalar expressions over a column's public cells: the value of a bucket or filter expression on every
+cell of the attribute's domain (cached per domain: dashboards repeat the same buckets), and the check that
+an expression takes one value over each cell (else it would cut the cells and is refused)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from sqlglot import exp
+
+from .. import errors as E
+from .. import scalar as S
+from ..errors import Refusal
+from ..limits import Budget
+from ..schema import Attribute
+from ..syntax import position_of
+from .nodes import sql_of
+
+
+def on_cells(e: S.Expr, attr: Attribute, budget: Budget, node: exp.Expr, what: str) -> list[Any]:
+    """``e`` (over ``attr`` only) on every cell of the attribute's public domain, one value a cell.
+
+    Where a cell holds many values (a timestamp's hour), ``e`` must be constant over every cell, else the
+    cell would be cut: refused with a hint naming the resolution, never rounded. It is when every step
+    from the column up to the first sub-expression equal at both ends of every cell is monotone
+    (date_trunc, extract, casts, arithmetic with constants, floor, ordering comparisons with constants).
+    """
+    d = attr.domain
+    # Long expressions (IN lists of hundreds of values) are cheap to evaluate and costly to key by their text.
+    cacheable = budget.now is None and sum(len(x.values) if isinstance(x, S.InList) else 1 for x in e.walk()) <= 64
+    key = (d, attr.name, what, sql_of(node)) if cacheable else None
+    hit = _CELLS.get(key) if key is not None else None
+    if hit is not None and key is not None:
+        _CELLS.move_to_end(key)
+        return hit
+    values = d.cell_values
+    budget.tick(len(values))
+    try:
+        results = e.ev(S.Env(len(values), {attr.name: values}, strict=True))
+        lasts = d.last_values()
+        if lasts is not None:
+            starts, ends = S.Env(len(values), {attr.name: values}), S.Env(len(lasts), {attr.name: lasts})
+            if not _constant_per_cell(e, starts, ends, budget):
+                raise Refusal(E.FEATURE_NOT_SUPPORTED,
+                              f"{what} {sql_of(node)!r} cuts the cells of column {attr.name} "
+                              f"(cells of {d.coarseness()})", position=position_of(node),
+                              hint=f"{attr.name} is declared with cells of {d.coarseness()}: group or filter on "
+                              f"whole cells (date_trunc or extract of a unit of at least {d.coarseness()}, ::date, "
+                              ">= and < with cell boundaries).")
+    except Refusal as r:
+        r.position = r.position or position_of(node)
+        raise
+    if key is not None:  # an expression reading now() differs from one statement to the next
+        _CELLS[key] = results
+        while len(_CELLS) > _CELLS_MAX:
+            _CELLS.popitem(last=False)
+    return results
+
+
+# Dashboards repeat the same buckets (date_trunc('day', ts)) in many statements: their per-cell values are
+# kept for the domain, whatever the statement (a few hundred entries of one value a cell).
+_CELLS: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()
+_CELLS_MAX = 256
+
+
+def clear_cell_cache() -> None:
+    """Forget the per-cell values of bucket expressions (benchmarks measure cold planning with it)."""
+    _CELLS.clear()
+
+
+_MONOTONE_CALLS = {"date_trunc", "extract", "floor", "ceil", "round", "to_timestamp"}
+
+
+def _monotone(e: S.Expr) -> bool:
+    """``e`` is monotone in its one non-constant argument within a cell (cells never cross midnight)."""
+    if isinstance(e, S.Cast | S.Neg):
+        return True
+    if isinstance(e, S.Call):
+        return e.fn in _MONOTONE_CALLS
+    if isinstance(e, S.Arith):
+        return e.op in "+-" or isinstance(e.args[1], S.Const) or (e.op == "*" and isinstance(e.args[0], S.Const))
+    if isinstance(e, S.Cmp):
+        return e.op in ("<", "<=", ">", ">=")
+    return False
+
+
+def _constant_per_cell(e: S.Expr, starts: S.Env, ends: S.Env, budget: Budget) -> bool:
+    """True when ``e`` takes one value over every cell (see ``on_cells``); raises nothing."""
+    if isinstance(e, S.Cell):
+        return False
+    if not any(isinstance(x, S.Cell) for x in e.walk()):
+        return True
+    inner = [_constant_per_cell(a, starts, ends, budget) for a in e.args]
+    if not all(inner) and (not _monotone(e) or sum(not c for c in inner) > 1):
+        return False
+    budget.tick(2 * starts.n)
+    return bool(e.ev(starts) == e.ev(ends))

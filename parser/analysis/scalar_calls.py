@@ -1,0 +1,168 @@
+"""Function calls in the scalar compiler: the numeric functions (round, floor, coalesce, greatest...),
+the text ones (lower, substring, trim, ``||``, LIKE / ILIKE, to_char), date(x), and the refusals of
+functions PostgreSQL has but a per-row value cannot use (volatile ones) or that do not exist. A mixin of
+``parser.analysis.scalars``' compiler; the functions' semantics are ``parser.functions``'."""
+
+from __future__ import annotations
+
+import re
+
+from sqlglot import exp
+
+from .. import errors as E
+from .. import scalar as S
+from ..errors import Refusal
+from ..pgtypes import type_name
+from ..syntax import position_of
+from .nodes import CompilerPart, NotScalar, sql_of, strip_paren
+
+_FUNCTIONS: dict[type[exp.Expr], str] = {
+    exp.Round: "round", exp.Floor: "floor", exp.Ceil: "ceil", exp.Abs: "abs", exp.Coalesce: "coalesce",
+    exp.Nullif: "nullif", exp.Greatest: "greatest", exp.Least: "least", exp.Sign: "sign", exp.Sqrt: "sqrt",
+    exp.Pow: "power", exp.Ln: "ln", exp.Exp: "exp", exp.Trunc: "trunc",
+}
+# Text functions: sqlglot node -> (function name, argument keys in order; a key ending in ? is optional).
+_TEXT_FUNCTIONS: dict[type[exp.Expr], tuple[str, tuple[str, ...]]] = {
+    exp.Lower: ("lower", ("this",)), exp.Upper: ("upper", ("this",)), exp.Length: ("length", ("this",)),
+    exp.StrPosition: ("strpos", ("this", "substr")), exp.Substring: ("substring", ("this", "start", "length?")),
+    exp.Left: ("left", ("this", "expression")), exp.Right: ("right", ("this", "expression")),
+    exp.Replace: ("replace", ("this", "expression", "replacement")),
+    exp.StartsWith: ("starts_with", ("this", "expression")),
+    exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")), exp.Reverse: ("reverse", ("this",)),
+    exp.DPipe: ("textcat", ("this", "expression")),
+}
+# Argument types of the text functions beyond the first (the first is text): int4 positions and counts.
+_INT_ARGS = {"substring", "left", "right", "split_part"}
+# Functions whose value is not a function of the row: a per-row expression must be computable from cells.
+_NONDETERMINISTIC = (exp.Rand, exp.Uuid)
+_NONDETERMINISTIC_NAMES = frozenset({
+    "random", "random_normal", "setseed", "clock_timestamp", "timeofday", "statement_timestamp",
+    "transaction_timestamp", "gen_random_uuid", "uuid_generate_v4", "nextval", "currval", "lastval",
+    "txid_current", "pg_backend_pid", "inet_client_addr", "pg_sleep",
+})
+
+# sqlglot rewrites PostgreSQL's to_char patterns to strftime codes; those with a PostgreSQL meaning that
+# strftime computes the same way, between characters that are not pattern letters, are supported.
+TO_CHAR_FORMAT = re.compile(r"(?:%-?[YymdjHIMSVG]|[^A-Za-z%\"])*")
+
+
+class CallCompiler(CompilerPart):
+    """Compiles function calls; ``call`` returns None for a node that is not one."""
+
+    def call(self, node: exp.Expr, d: int) -> S.Expr | None:
+        if type(node) in _FUNCTIONS:
+            return self.function(_FUNCTIONS[type(node)], node, d)
+        if type(node) in _TEXT_FUNCTIONS:
+            return self.text_function(node, d)
+        if isinstance(node, exp.Like | exp.ILike | exp.Escape):
+            return self.like(node, d)
+        if isinstance(node, exp.Trim):
+            return self.trim(node, d)
+        if isinstance(node, exp.Date) and not node.expressions:  # date(x): the cast, as PostgreSQL defines it
+            x = self.compile(node.this, d)
+            if x.oid not in S.TEMPORAL_OIDS | {S.TEXT, S.UNKNOWN}:
+                raise self.no_function("date", node, [x])
+            return S.Cast(x, S.DATE, "date", position_of(node))
+        if isinstance(node, exp.TimeToStr):
+            return self.to_char(node, d)
+        if isinstance(node, exp.Concat):
+            return S.Call("concat", [self.compile(a, d) for a in node.expressions], S.TEXT)
+        if isinstance(node, _NONDETERMINISTIC) or (isinstance(node, exp.Anonymous)
+                                                   and str(node.this).lower() in _NONDETERMINISTIC_NAMES):
+            name = str(node.this).lower() if isinstance(node, exp.Anonymous) else sql_of(node).split("(")[0].lower()
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"{name}() is not deterministic: a per-row value must be a "
+                          "function of the row's declared columns", position=position_of(node),
+                          hint="now(), current_date and current_timestamp are read once per statement; other "
+                          "volatile functions have no place in an aggregate over protected rows.")
+        if isinstance(node, exp.Anonymous):
+            args = [self.compile(a, d) for a in node.expressions]
+            raise Refusal(E.UNDEFINED_FUNCTION, f"function {str(node.this).lower()}("
+                          f"{', '.join(type_name(a.oid) for a in args)}) does not exist", position=position_of(node),
+                          hint="Per-row expressions take arithmetic, CAST, CASE, COALESCE, date_trunc / extract, "
+                          "and the text functions lower, upper, length, strpos, substring, left, right, trim, "
+                          "replace, concat, ||, LIKE, ILIKE.")
+        return None
+
+    def function(self, fn: str, node: exp.Expr, d: int) -> S.Expr:
+        if fn == "round":
+            parts = [node.this] + ([node.args["decimals"]] if node.args.get("decimals") is not None else [])
+        elif fn == "nullif":
+            parts = [node.this, node.expression]
+        else:
+            parts = [node.this, *node.expressions]
+        if fn in ("floor", "ceil") and node.args.get("decimals") is not None:
+            raise NotScalar(node)
+        args = [self.compile(p, d) for p in parts]
+        if fn in ("round", "floor", "ceil", "abs") and args[0].oid not in S.NUMBER_OIDS | {S.UNKNOWN}:
+            raise NotScalar(node)
+        return self.typed(S.Call(fn, args, S.call_type(fn, [a.oid for a in args])))
+
+    def text_function(self, node: exp.Expr, d: int) -> S.Expr:
+        fn, keys = _TEXT_FUNCTIONS[type(node)]
+        if isinstance(node, exp.StrPosition) and node.args.get("position") is not None:
+            raise NotScalar(node)
+        parts = []
+        for k in keys:
+            v = node.args.get(k.rstrip("?"))
+            if v is None:
+                if not k.endswith("?"):
+                    raise NotScalar(node)
+                continue
+            parts.append(v)
+        args = self.text_args(fn, node, parts, d)
+        return S.Call(fn, args, S.call_type(fn, [a.oid for a in args]))
+
+    def text_args(self, fn: str, node: exp.Expr, parts: list[exp.Expr], d: int) -> list[S.Expr]:
+        """Compiled arguments of a text function: the first text, positions integers (else 42883)."""
+        args = [self.compile(p, d) for p in parts]
+        want = [S.TEXT] + [S.INT4 if fn in _INT_ARGS and i > 0 and not (fn == "split_part" and i == 1) else S.TEXT
+                           for i in range(1, len(args))]
+        if fn == "textcat":  # anynonarray || text: the other side is read as text
+            if S.TEXT not in (args[0].oid, args[1].oid) and S.UNKNOWN not in (args[0].oid, args[1].oid):
+                raise self.no_function(fn, node, args)
+            return [a if a.oid in (S.TEXT, S.UNKNOWN) else S.Cast(a, S.TEXT, "text", position_of(node)) for a in args]
+        for a, w in zip(args, want, strict=True):
+            ok = a.oid in (w, S.UNKNOWN) or (w == S.INT4 and a.oid in S.INTEGER_OIDS)
+            if not ok:
+                raise self.no_function(fn, node, args)
+        return args
+
+    def no_function(self, fn: str, node: exp.Expr, args: list[S.Expr]) -> Refusal:
+        return Refusal(E.UNDEFINED_FUNCTION, f"function {fn}({', '.join(type_name(a.oid) for a in args)}) does not exist",
+                       position=position_of(node), hint="Cast the column to text first, e.g. CAST(col AS TEXT)."
+                       if args and args[0].oid != S.TEXT else None)
+
+    def like(self, node: exp.Expr, d: int) -> S.Expr:
+        escape = None
+        if isinstance(node, exp.Escape):
+            escape, node = node.expression, node.this
+            if not isinstance(node, exp.Like | exp.ILike):
+                raise NotScalar(node)
+        fn = "ilike" if isinstance(node, exp.ILike) else "like"
+        parts = [node.this, node.expression] + ([escape] if escape is not None else [])
+        if any(isinstance(strip_paren(p), exp.Any | exp.All) for p in parts):
+            raise NotScalar(node)
+        args = self.text_args(fn, node, parts, d)
+        out: S.Expr = S.Call(fn, args, S.BOOL)
+        return S.Logic("not", [out]) if node.args.get("negate") else out
+
+    def to_char(self, node: exp.TimeToStr, d: int) -> S.Expr:
+        """to_char(date or timestamp, format) for numeric date fields (YYYY, MM, DD, HH24, MI, SS, IW...)."""
+        x = self.compile(node.this, d)
+        fmt = node.args.get("format")
+        if x.oid not in S.TEMPORAL_OIDS:
+            raise self.no_function("to_char", node, [x, S.Const(None, S.TEXT)])
+        if not isinstance(fmt, exp.Literal) or not TO_CHAR_FORMAT.fullmatch(str(fmt.this)):
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"to_char format {sql_of(node)!r} is not supported on protected "
+                          "tables", position=position_of(node),
+                          hint="to_char takes numeric date fields (YYYY, YY, MM, DD, DDD, HH24, HH12, MI, SS, IW, "
+                          "IYYY, FM forms) separated by punctuation; date_trunc or extract give other buckets.")
+        return S.Call("to_char", [x, S.Const(str(fmt.this), S.TEXT)], S.TEXT)
+
+    def trim(self, node: exp.Trim, d: int) -> S.Expr:
+        fn = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(str(node.args.get("position") or "").upper(), "btrim")
+        parts = [node.this] + ([node.expression] if node.expression is not None else [])
+        if node.args.get("collation") is not None:
+            raise NotScalar(node)
+        args = self.text_args(fn, node, parts, d)
+        return S.Call(fn, args, S.TEXT)

@@ -1,0 +1,116 @@
+"""Temporal SQL in the scalar compiler: the statement's clock (now(), current_date), INTERVAL literals,
+date_trunc, extract, to_date / to_timestamp, date and timestamp arithmetic, and comparisons across the
+temporal types. A mixin of ``parser.analysis.scalars``' compiler: it sees the same leaf and budget."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .. import errors as E
+from .. import scalar as S
+from .. import temporal as TM
+from ..errors import Refusal
+from ..pgtypes import type_name
+from ..syntax import position_of
+from ..values import temporal_arith_type, temporal_common
+from .nodes import CompilerPart, NotScalar
+
+_CLOCK = (exp.CurrentTimestamp, exp.CurrentDate, exp.Localtimestamp, exp.CurrentDatetime)
+TEMPORAL_TYPES = {exp.DataType.Type.DATE: S.DATE, exp.DataType.Type.TIMESTAMP: S.TIMESTAMP,
+                  exp.DataType.Type.TIMESTAMPTZ: S.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ: S.TIMESTAMPTZ}
+
+
+class TemporalCompiler(CompilerPart):
+    """Compiles the temporal nodes; ``temporal`` returns None for a node that is not one."""
+
+    def temporal(self, node: exp.Expr, d: int) -> S.Expr | None:
+        if isinstance(node, _CLOCK):
+            return self.clock(node)
+        if isinstance(node, exp.Interval):
+            return self.interval(node)
+        if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
+            unit = node.args.get("unit")
+            text = unit.name if isinstance(unit, exp.Var | exp.Literal) else None
+            if text is None or not TM.truncatable(text):
+                raise NotScalar(node)
+            x = self.compile(node.this, d)
+            if x.oid not in S.TEMPORAL_OIDS:
+                raise NotScalar(node)
+            args = [S.Const(text.lower(), S.TEXT), x]
+            return S.Call("date_trunc", args, S.call_type("date_trunc", [S.TEXT, x.oid]))
+        if isinstance(node, exp.Extract):
+            field = node.this.name if isinstance(node.this, exp.Var | exp.Literal) else None
+            x = self.compile(node.expression, d)
+            if field is None or x.oid not in S.TEMPORAL_OIDS:
+                raise NotScalar(node)
+            return self.typed(S.Call("extract", [S.Const(field.lower(), S.TEXT), x], S.NUMERIC))
+        if isinstance(node, exp.StrToDate | exp.StrToTime):
+            source, fmt = self.compile(node.this, d), node.args.get("format")
+            oid = S.DATE if isinstance(node, exp.StrToDate) else S.TIMESTAMPTZ
+            if not isinstance(source, S.Const) or not isinstance(fmt, exp.Literal) or not isinstance(source.value, str):
+                raise NotScalar(node)
+            return S.Const(TM.strptime(source.value, str(fmt.this), oid), oid)
+        if isinstance(node, exp.UnixToTime):
+            if node.args.get("scale") is not None:
+                raise NotScalar(node)
+            x = self.compile(node.this, d)
+            if x.oid not in S.NUMBER_OIDS:
+                raise NotScalar(node)
+            return S.Call("to_timestamp", [x], S.TIMESTAMPTZ)
+        return None
+
+    def clock(self, node: exp.Expr) -> S.Expr:
+        """now(), current_date, current_timestamp, localtimestamp: the statement's one instant (UTC)."""
+        now = self.budget.statement_time()
+        if isinstance(node, exp.CurrentDate):
+            return S.Const(now.date(), S.DATE)
+        if isinstance(node, exp.Localtimestamp):
+            return S.Const(now.replace(tzinfo=None), S.TIMESTAMP)
+        return S.Const(now, S.TIMESTAMPTZ)
+
+    def interval(self, node: exp.Interval) -> S.Expr:
+        """INTERVAL '7 days', INTERVAL '7' DAY."""
+        text = node.this
+        unit = node.args.get("unit")
+        if not isinstance(text, exp.Literal):
+            raise NotScalar(node)
+        return S.Const(TM.parse_interval(str(text.this), unit.name if unit is not None else None), S.INTERVAL)
+
+    def temporal_arith(self, op: str, a: S.Expr, b: S.Expr, node: exp.Expr) -> S.Expr:
+        """date +/- integer, date - date, date/timestamp(tz) +/- interval (a quoted literal takes the
+        other side's type first, as PostgreSQL resolves unknown literals)."""
+        a, b = self.as_temporal(a, b), self.as_temporal(b, a)
+        oid = temporal_arith_type(op, a.oid, b.oid)
+        if oid is None:
+            raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name(a.oid)} {op} {type_name(b.oid)}",
+                          position=position_of(node),
+                          hint="Dates take + or - an integer of days or an INTERVAL; an integer column takes "
+                          "no interval." if S.INTERVAL in (a.oid, b.oid) else None)
+        return S.Arith(op, a, b, position_of(node), temporal=oid)
+
+    def as_temporal(self, e: S.Expr, other: S.Expr) -> S.Expr:
+        if isinstance(e, S.Const) and e.oid in (S.TEXT, S.UNKNOWN) and e.value is not None:
+            if other.oid in S.TEMPORAL_OIDS:
+                return S.Const(S.cast_value(e.value, S.TEXT, S.INTERVAL, "interval"), S.INTERVAL)
+            if other.oid == S.INTERVAL:
+                return S.Const(S.cast_value(e.value, S.TEXT, S.TIMESTAMP, "timestamp"), S.TIMESTAMP)
+        return e
+
+    def temporal_operands(self, a: S.Expr, b: S.Expr, node: exp.Expr) -> tuple[S.Expr, S.Expr]:
+        """Both sides of a comparison as one temporal type (a quoted literal reads as the other side's)."""
+        kinds = [e.oid for e in (a, b) if e.oid in S.TEMPORAL_OIDS]
+        for e in (a, b):
+            if e.oid not in S.TEMPORAL_OIDS and not (isinstance(e, S.Const) and e.oid in (S.TEXT, S.UNKNOWN)):
+                raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name(a.oid)} = {type_name(b.oid)}",
+                              position=position_of(node))
+        to = temporal_common(*kinds)
+
+        def conv(e: S.Expr) -> S.Expr:
+            if e.oid == to:
+                return e
+            if isinstance(e, S.Const):
+                v = None if e.value is None else S.cast_value(e.value, e.oid, to, type_name(to))
+                return S.Const(v, to)
+            return S.Cast(e, to, type_name(to), position_of(node))
+
+        return conv(a), conv(b)
