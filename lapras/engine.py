@@ -26,7 +26,7 @@ from lapras.accounting import Budget
 from lapras.allocation import warmup_length
 from lapras.epochs import EpochPreparer, PreparedEpoch
 from lapras.errors import BudgetExhausted, LaprasError, UnknownTable
-from lapras.exact import ExactSource
+from lapras.exact import ExactSource, close_source
 from lapras.ledger.base import (
     EpochRecord,
     EpochSpec,
@@ -647,9 +647,7 @@ class Engine:
         if self._preparer is not None:
             self._preparer.stop()
         self.ledger.close()
-        close = getattr(self.exact, "close", None)
-        if close is not None:
-            close()
+        close_source(self.exact)
 
 
 class PartitionRequest(Protocol):

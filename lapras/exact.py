@@ -33,6 +33,23 @@ def statement_ranges(queries: Sequence[LinearQuery]) -> int:
     return sum(len(rs) for q in queries for box in q.boxes for _, rs in box)
 
 
+def sub_marginal(hist: np.ndarray, have: Sequence[str], attrs: Sequence[str]) -> np.ndarray:
+    """The marginal over ``attrs`` (axes in that order) of a histogram over ``have``, a superset of them:
+    the other axes summed out (a histogram kept for one marginal answers every marginal inside it)."""
+    want = set(attrs)
+    drop = tuple(i for i, a in enumerate(have) if a not in want)
+    m = hist.sum(axis=drop) if drop else hist
+    kept = [a for a in have if a in want]
+    return np.transpose(m, [kept.index(a) for a in attrs])
+
+
+def close_source(source: object) -> None:
+    """Close an exact source that holds a connection (those without one have no ``close``)."""
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()
+
+
 class ExactSource(Protocol):
     def answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
         """Exact answers, one per query, in order."""

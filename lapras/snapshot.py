@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lapras.exact import ExactSource
+from lapras.exact import ExactSource, close_source, sub_marginal
 from parser.linear import LinearQuery
 from parser.partition import has_selected_keys
 from parser.schema import TableSchema, listed_values
@@ -123,12 +123,7 @@ class SnapshotExactSource:
         if best is None:
             return None
         self._hists.move_to_end((table, best))
-        h = self._hists[(table, best)]
-        drop = tuple(k for k, a in enumerate(best) if a not in want)
-        kept = [a for a in best if a in want]
-        return np.transpose(h.sum(axis=drop), [kept.index(a) for a in attrs])
+        return sub_marginal(self._hists[(table, best)], best, attrs)
 
     def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
+        close_source(self.inner)

@@ -196,24 +196,34 @@ def _attr_sql(attr: Attribute, ranges: Ranges, cells_only: bool = False) -> str:
     return _attr_condition(attr, ranges)
 
 
-def predicate_sql(table: TableSchema, q: LinearQuery, cells_only: bool = False) -> str:
-    """The query's predicate (a union of disjoint boxes) as a SQL condition: plain comparisons on the stored
-    columns where exact, cell expressions otherwise (``cells_only``: cell expressions everywhere)."""
-    if q.is_zero:
-        return "FALSE"
-    boxes = []
+def _box_conditions(table: TableSchema, q: LinearQuery,
+                    cond: Callable[[Attribute, Ranges], str | None]) -> list[list[str]]:
+    """Per box of the query's predicate, the conditions ``cond`` writes for its attributes (those that
+    say nothing, None or TRUE, left out)."""
+    out = []
     for box in q.boxes:
         parts = []
         for name, rs in box:
             attr = table.attribute(name)
             assert attr is not None
-            cond = _attr_sql(attr, rs, cells_only)
-            if cond != "TRUE":
-                parts.append(cond)
-        boxes.append(" AND ".join(parts) if parts else "TRUE")
-    if len(boxes) == 1:
-        return boxes[0]
-    return " OR ".join(f"({b})" for b in boxes)
+            c = cond(attr, rs)
+            if c is not None and c != "TRUE":
+                parts.append(c)
+        out.append(parts)
+    return out
+
+
+def _disjunction(boxes: list[str]) -> str:
+    return boxes[0] if len(boxes) == 1 else " OR ".join(f"({b})" for b in boxes)
+
+
+def predicate_sql(table: TableSchema, q: LinearQuery, cells_only: bool = False) -> str:
+    """The query's predicate (a union of disjoint boxes) as a SQL condition: plain comparisons on the stored
+    columns where exact, cell expressions otherwise (``cells_only``: cell expressions everywhere)."""
+    if q.is_zero:
+        return "FALSE"
+    boxes = _box_conditions(table, q, lambda attr, rs: _attr_sql(attr, rs, cells_only))
+    return _disjunction([" AND ".join(parts) if parts else "TRUE" for parts in boxes])
 
 
 def raw_predicate_sql(table: TableSchema, q: LinearQuery) -> str | None:
@@ -221,21 +231,10 @@ def raw_predicate_sql(table: TableSchema, q: LinearQuery) -> str | None:
     predicate, column by column: ``ColumnType.raw_sql``), or None when it would not narrow the rows."""
     if q.is_zero:
         return "FALSE"
-    boxes = []
-    for box in q.boxes:
-        parts = []
-        for name, rs in box:
-            attr = table.attribute(name)
-            assert attr is not None
-            raw = attr.domain.raw_sql(quote_ident(attr.name), rs)
-            if raw is not None and raw != "TRUE":
-                parts.append(raw)
-        if not parts:
-            return None
-        boxes.append(" AND ".join(parts))
-    if len(boxes) == 1:
-        return boxes[0]
-    return " OR ".join(f"({b})" for b in boxes)
+    boxes = _box_conditions(table, q, lambda attr, rs: attr.domain.raw_sql(quote_ident(attr.name), rs))
+    if not all(boxes):
+        return None  # a box with no condition on the stored columns: every row may be in it
+    return _disjunction([" AND ".join(parts) for parts in boxes])
 
 
 def answer_expr(table: TableSchema, q: LinearQuery, cells_only: bool = False) -> str:

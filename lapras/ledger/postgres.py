@@ -142,6 +142,18 @@ _EPOCH_COLS = ("id, extract(epoch from started_at), spec - 'value_lists', state,
                "partition_delta_spent")
 
 
+
+def _lock_open_epoch(c: Any, epoch_id: int) -> EpochRecord:
+    """The epoch's row, locked FOR UPDATE until the transaction ends: every spend and every stored
+    release of the epoch serialises on it. Raises when the epoch is missing or already ended."""
+    row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE", (epoch_id,)).fetchone()
+    if row is None:
+        raise LedgerError(f"epoch {epoch_id} is not in the ledger")
+    ep = _epoch(row)
+    if ep.ended_at is not None:
+        raise StaleEpoch(epoch_id)
+    return ep
+
 def _epoch(row: Sequence[Any]) -> EpochRecord:
     return EpochRecord(int(row[0]), float(row[1]), EpochSpec.from_json(row[2]), AllocState.from_json(row[3]),
                        float(row[4]), float(row[5]), float(row[6]), float(row[7]) if row[7] is not None else None,
@@ -299,12 +311,7 @@ class PostgresLedger(Ledger):
     @contextmanager
     def locked(self, epoch_id: int) -> Iterator[EpochTxn]:
         with self._tx() as c:
-            row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE", (epoch_id,)).fetchone()
-            if row is None:
-                raise LedgerError(f"epoch {epoch_id} is not in the ledger")
-            ep = _epoch(row)
-            if ep.ended_at is not None:
-                raise StaleEpoch(epoch_id)
+            ep = _lock_open_epoch(c, epoch_id)
             yield _PgTxn(c, ep)
 
     def epochs(self) -> list[EpochRecord]:
@@ -343,12 +350,7 @@ class PostgresLedger(Ledger):
     def commit_regression(self, epoch_id: int, key: str, epsilon: float, delta: float, rows: list[list[Any]],
                           note: str = "") -> tuple[list[list[Any]], bool]:
         with self._tx() as c:
-            row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE", (epoch_id,)).fetchone()
-            if row is None:
-                raise LedgerError(f"epoch {epoch_id} is not in the ledger")
-            ep = _epoch(row)
-            if ep.ended_at is not None:
-                raise StaleEpoch(epoch_id)
+            ep = _lock_open_epoch(c, epoch_id)
             stored = c.execute("SELECT rows FROM lapras.regression_answers WHERE epoch_id = %s AND call_key = %s",
                                (epoch_id, key)).fetchone()
             if stored is not None:
@@ -370,12 +372,7 @@ class PostgresLedger(Ledger):
 
     def commit_partition(self, epoch_id: int, record: PartitionRecord) -> tuple[PartitionRecord, bool]:
         with self._tx() as c:
-            row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE id = %s FOR UPDATE", (epoch_id,)).fetchone()
-            if row is None:
-                raise LedgerError(f"epoch {epoch_id} is not in the ledger")
-            ep = _epoch(row)
-            if ep.ended_at is not None:
-                raise StaleEpoch(epoch_id)
+            ep = _lock_open_epoch(c, epoch_id)
             stored = c.execute("SELECT key, keys, cost, mechanism, params FROM lapras.partitions"
                                " WHERE epoch_id = %s AND key = %s", (epoch_id, record.key)).fetchone()
             if stored is not None:

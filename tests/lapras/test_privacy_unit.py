@@ -4,13 +4,12 @@ to k times the row-level sensitivity (checked statistically against the bounded 
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 import numpy as np
-import psycopg
 import pytest
 from scipy.stats import chi2
+from visits_data import visits_in_two_orders
 
 import parser as sqlparser
 from lapras import Engine, EngineSettings, MemoryLedger, Prediction
@@ -35,29 +34,10 @@ def _rows(seed: int = 5) -> list[tuple[int, int, int]]:
     return out
 
 
-def _load(dsn: str, rows: list[tuple[int, int, int]]) -> None:
-    with psycopg.connect(dsn) as conn:
-        conn.execute("CREATE TABLE visits (user_id bigint, a int, c int)")
-        with conn.cursor().copy("COPY visits (user_id, a, c) FROM STDIN") as cp:
-            for r in rows:
-                cp.write_row(r)
-
-
 @pytest.fixture(scope="module")
 def data(embedded_pg) -> tuple[list[tuple[int, int, int]], str, str]:  # type: ignore[no-untyped-def]
     """The rows, and two databases holding them in opposite physical orders."""
-    rows = _rows()
-    dsns = []
-    for i in range(2):
-        name = f"unit_{os.getpid()}_{i}"
-        with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-            conn.execute(f'CREATE DATABASE "{name}"')
-        dsns.append(embedded_pg.dsn(name))
-    first, second = dsns
-    _load(first, rows)
-    _load(second, rows[::-1])
-    return rows, first, second
+    return visits_in_two_orders(embedded_pg, _rows(), "unit")
 
 
 def _plan(sql: str, table: TableSchema = UNIT):  # type: ignore[no-untyped-def]

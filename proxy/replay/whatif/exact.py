@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from lapras.exact import ExactSource
+from lapras.exact import ExactSource, close_source, sub_marginal
 from parser.linear import LinearQuery
 from parser.schema import Catalog, TableSchema
 
@@ -46,10 +46,7 @@ class SnapshotExactSource:
         want = set(attrs)
         for (name, have), hist in self._marginals.items():
             if name == table.name and want <= set(have):
-                drop = tuple(i for i, a in enumerate(have) if a not in want)
-                m = hist.sum(axis=drop) if drop else hist
-                kept = [a for a in have if a in want]
-                return np.transpose(m, [kept.index(a) for a in attrs])
+                return sub_marginal(hist, have, attrs)
         return None
 
     def _from_histogram(self, table: TableSchema, q: LinearQuery) -> bool:
@@ -104,6 +101,4 @@ class SnapshotExactSource:
         return out
 
     def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
+        close_source(self.inner)
