@@ -148,10 +148,11 @@ def temporal_queries(draw: st.DrawFn) -> tuple[str, int]:
     return f"SELECT {keys[0]} AS k, {agg} FROM ev{where}{group}", 1
 
 
-def exact_rows(sql: str, conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:
+def exact_rows(sql: str, conn: psycopg.Connection,
+               params: list[Any] | None = None) -> tuple[list[tuple[Any, ...]], Any]:
     """The plan's rows from its linear queries' exact answers, computed by PostgreSQL through the pushed-down
     cell expressions (answers_sql: what the engine asks the upstream database)."""
-    plan = plan_query(sql, CATALOG)
+    plan = plan_query(sql, CATALOG, params)
     values: list[float] = []
     for batch in answers_sql_batches(EV, list(plan.queries)):
         values.extend(float(v) for v in conn.execute(batch).fetchone() or ())
@@ -177,6 +178,37 @@ def test_every_bucket_of_the_declared_range_is_returned(ev_conn: psycopg.Connect
     assert [r[0] for r in months] == [date(2026, m, 1) for m in range(1, 7)]
     # The marginal histogram read through marginal_sql holds every row in its cell.
     assert ev_hist[("d",)].sum() == ev_hist[("ts",)].sum() == len(ev_rows())
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT to_char(ts, 'YYYY-MM') AS k, count(*) FROM ev GROUP BY 1",
+    "SELECT to_char(ts, 'YYYY-MM-DD') AS k, count(*) FROM ev GROUP BY 1",
+    "SELECT to_char(ts, 'YYYY-MM-DD HH24') AS k, count(*) FROM ev GROUP BY 1",
+    "SELECT to_char(ts, 'IYYY-IW') AS k, sum(n) FROM ev GROUP BY 1",
+    "SELECT to_char(t, 'HH24:MI') AS k, count(*) FROM ev GROUP BY 1",
+    "SELECT to_char(t, 'HH12') AS k, count(*) FROM ev GROUP BY 1",
+    "SELECT count(*) FROM ev WHERE to_char(ts, 'YYYY-MM-DD') = '2026-01-09'",
+    "SELECT to_char(d::timestamp + interval '30 minutes', 'HH24:MI') AS k, count(*) FROM ev GROUP BY 1",
+])
+def test_to_char_of_timestamps_in_whole_cells_matches_postgresql(sql: str, ev_conn: psycopg.Connection) -> None:
+    """to_char of a timestamp column whose fields are no finer than its cells (an analyst's monthly
+    to_char(ts, 'YYYY-MM')) groups whole cells: answered, equal to PostgreSQL's."""
+    ours, _ = exact_rows(sql, ev_conn)
+    problem = rows_match(ours, ev_conn.execute(sql).fetchall(), 1 if "GROUP BY" in sql else 0, ordered=False)
+    assert problem is None, f"{sql}\n{problem}"
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT to_char(ts, 'YYYY-MM-DD HH24:MI') AS k, count(*) FROM ev GROUP BY 1",
+    "SELECT to_char(ts, 'MI') AS k, count(*) FROM ev GROUP BY 1",
+    "SELECT to_char(ts + interval '30 minutes', 'HH24') AS k, count(*) FROM ev GROUP BY 1",
+    "SELECT to_char(t, 'SS') AS k, count(*) FROM ev GROUP BY 1",
+    "SELECT count(*) FROM ev WHERE to_char(t, 'HH24:MI:SS') = '10:00:00'",
+])
+def test_to_char_finer_than_the_cells_is_refused(sql: str) -> None:
+    with pytest.raises(Refusal) as r:
+        plan_query(sql, CATALOG)
+    assert r.value.sqlstate == "0A000" and "cuts the cells" in r.value.message
 
 
 # -- canonical keys ---------------------------------------------------------------------------------
