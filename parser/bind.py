@@ -24,7 +24,7 @@ from .partition import (
 )
 from .plan import Column, QueryPlan
 from .predicate import Pred, Ranges, Space, merge_ranges
-from .scalar import coerce_param
+from .scalar import BOOL, TEXT, cast_value, coerce_param, compare
 from .schema import Attribute, TableSchema
 from .template import Template
 
@@ -52,6 +52,26 @@ def _value(operand: C.Operand, attr: Attribute, params: Sequence[object]) -> Any
         raise _missing(params, operand.index)
     p = params[operand.index - 1]
     return None if p is None else attr.domain.coerce_param(p)
+
+
+def _typed_value(operand: C.Operand, oid: int, params: Sequence[object]) -> Any:
+    """The operand read as SQL type ``oid`` (a per-row expression's type), as PostgreSQL reads a parameter
+    compared with it; a value that does not read as that type fails with 22P02 / 22007 before anything runs."""
+    if isinstance(operand, C.Lit):
+        v = operand.value
+    else:
+        if operand.index > len(params):
+            raise _missing(params, operand.index)
+        v = params[operand.index - 1]
+    if v is None:
+        return None
+    if isinstance(v, bytes):
+        v = v.decode()
+    if oid == BOOL:
+        return cast_value(v, TEXT, BOOL, "boolean")
+    if oid == TEXT:
+        return str(v)
+    return coerce_param(v, oid)
 
 
 def _mask(shape: tuple[int, ...], ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
@@ -123,12 +143,24 @@ class Binder:
                 return t, sp.not_(t)
             case C.Cells(name, true, false):
                 return sp.cells(name, list(true)), sp.cells(name, list(false))
+            case C.Mapped(name, values, oid, op, operand):
+                return self._mapped(name, values, op, _typed_value(operand, oid, self.params))
             case C.Table(names, shape, true, false):
                 return sp.table(names, _mask(shape, true)), sp.table(names, _mask(shape, false))
             case C.IsNull(name):
                 base = self.base(self._attr(name))
                 return sp.not_(base), base
         raise AssertionError(cond)
+
+    def _mapped(self, name: str, values: tuple[object, ...], op: str, x: Any) -> TF:
+        """Cells where ``value op x`` is TRUE and where it is FALSE (NULL values and a NULL x: neither)."""
+        if x is None:
+            return False, False
+        self.budget.tick(len(values))
+        out = [compare(op, v, x) for v in values]
+        true = merge_ranges([(i, i) for i, r in enumerate(out) if r is True])
+        false = merge_ranges([(i, i) for i, r in enumerate(out) if r is False])
+        return self.space.cells(name, true), self.space.cells(name, false)
 
     def _attr(self, name: str) -> Attribute:
         attr = self.table.attribute(name)

@@ -107,6 +107,19 @@ class Cells(Cond):
 
 
 @dataclass(frozen=True, slots=True)
+class Mapped(Cond):
+    """``expr op operand`` where ``expr`` is a per-row expression over one attribute (``ts::date >= $1``,
+    ``lower(city) = $1``): its value on every cell of the public domain (None: NULL), of SQL type ``oid``;
+    the operand, usually a parameter, is read as that type and compared at Bind time."""
+
+    attr: str
+    values: tuple[object, ...]
+    oid: int
+    op: str
+    operand: Operand
+
+
+@dataclass(frozen=True, slots=True)
 class Table(Cond):
     """A per-row predicate over several attributes (``n + k > 10``, ``a > b``), evaluated on the product of
     their public domains: ``attrs`` in the table's canonical (sorted) order, and the flat C-order indices

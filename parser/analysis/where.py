@@ -122,6 +122,13 @@ class _Lowering:
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
             return self.per_row(node)  # IS [NOT] TRUE / FALSE: never NULL, evaluated on the cells
         if isinstance(node, exp.Between | exp.Is | exp.In) and not isinstance(self.subject(node.this), exp.Column):
+            bounds = ([node.args["low"], node.args["high"]] if isinstance(node, exp.Between) else
+                      list(node.expressions) if isinstance(node, exp.In) else [])
+            if any(_bare_param(b) is not None for b in bounds) and not node.args.get("symmetric"):
+                if isinstance(node, exp.Between):  # expr BETWEEN $1 AND $2 (a date range picker's filter)
+                    return C.And((self.mapped(">=", node.this, bounds[:1], node),
+                                  self.mapped("<=", node.this, bounds[1:], node)))
+                return self.mapped("=", node.this, bounds, node)  # expr IN ($1, $2): = any of them
             if node.args.get("query") is None and (not isinstance(node, exp.Is) or isinstance(node.expression, exp.Null)):
                 return self.per_row(node)
         if isinstance(node, exp.Between):
@@ -201,6 +208,51 @@ class _Lowering:
         false = merge_ranges([(i, i) for i, v in enumerate(results) if v is False])
         return C.Cells(attr.name, tuple(true), tuple(false))
 
+    def mapped(self, op: str, expr: exp.Expr, others: list[exp.Expr] | tuple[exp.Expr, ...],
+               node: exp.Expr) -> C.Cond:
+        """``expr op x`` for each x of ``others`` (ORed: one for a comparison, several for IN), where ``expr``
+        is a per-row expression over one attribute and each x a parameter or a constant (JDBC's
+        ``CAST(ts AS DATE) >= ?``). ``expr`` is evaluated on every cell at planning (refused if it cuts a cell)
+        and compared with the parameter's value at Bind; the parameter takes ``expr``'s type, as in PostgreSQL."""
+        ctx = self.ctx
+        attrs = {ctx.column(c).name for c in expr.find_all(exp.Column)}
+        if len(attrs) != 1 or expr.find(exp.AggFunc) is not None or expr.find(exp.Select) is not None:
+            return self.per_row(node)  # refused there with the reason (several columns, aggregates...)
+
+        def leaf(n: exp.Expr) -> S.Expr | None:
+            if isinstance(n, exp.Column):
+                a = ctx.column(n)
+                return S.Cell(a.name, a.domain.oid)
+            if is_param(n):
+                raise NotScalar(n)
+            return None
+
+        attr = ctx.table.attribute(attrs.pop())
+        assert attr is not None
+        try:
+            e = compile_scalar(expr, leaf, ctx.budget, exact=True)
+        except NotScalar as u:
+            raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node, hint=_WHERE_HINT) from None
+        except Refusal as r:
+            r.position = r.position or position_of(expr)
+            raise
+        oid = S.TEXT if e.oid == S.UNKNOWN else e.oid
+        if oid not in S.NUMBER_OIDS | S.TEMPORAL_OIDS | {S.TEXT, S.BOOL}:
+            return self.per_row(node)
+        values = tuple(S.objects(on_cells(e, attr, ctx.budget, node, "condition")).tolist())
+        parts: list[C.Cond] = []
+        for x in others:
+            n = _bare_param(x)
+            if n is not None:
+                ctx.param_types[n] = oid
+                parts.append(C.Mapped(attr.name, values, oid, op, C.Param(n)))
+                continue
+            value = fold(x, ctx.budget)
+            if value is NOT_CONSTANT:
+                raise unsupported(f"expression {sql_of(x)!r} in WHERE", x, hint=_WHERE_HINT)
+            parts.append(C.Mapped(attr.name, values, oid, op, C.Lit(value)))
+        return parts[0] if len(parts) == 1 else C.Or(tuple(parts))
+
     def per_rows(self, node: exp.Expr, names: list[str], leaf: Any) -> C.Cond:
         """A predicate over several attributes (``n + k > 10``, ``a > b``): evaluated on the product of their
         declared cells (vectorised), at most ``MAX_PRODUCT`` of them; each cell must hold one value."""
@@ -262,6 +314,10 @@ class _Lowering:
         if isinstance(right, exp.Column) and left.find(exp.Column) is None:
             attr = ctx.column(right)
             return C.Compare(attr.name, FLIP[op], operand(left, attr, ctx))
+        if _bare_param(right) is not None and left.find(exp.Column) is not None:
+            return self.mapped(op, left, (right,), node)
+        if _bare_param(left) is not None and right.find(exp.Column) is not None:
+            return self.mapped(FLIP[op], right, (left,), node)
         if node.find(exp.Column) is not None and node.find(exp.AggFunc) is None:
             return self.per_row(node)
         a, b = operand(left, None, ctx), operand(right, None, ctx)
@@ -271,6 +327,14 @@ class _Lowering:
             value = fold(node, ctx.budget)  # dates compare through the scalar evaluator's type rules
             return C.Const(value if isinstance(value, bool) or value is None else bool(value))
         return C.Const(_const_compare(op, a.value, b.value, node))
+
+
+def _bare_param(node: exp.Expr) -> int | None:
+    """The index n of ``$n`` (also written ``$n::type`` or in parentheses), else None."""
+    node = strip_paren(node)
+    while isinstance(node, exp.Cast) and is_param(strip_paren(node.this)):
+        node = strip_paren(node.this)
+    return param_index(node) if is_param(node) else None
 
 
 def _quantified(node: exp.Expr) -> tuple[bool, list[exp.Expr]] | None:
