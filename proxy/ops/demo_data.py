@@ -37,10 +37,26 @@ def table_exists(conn: psycopg.Connection, table: TableSchema) -> bool:
     return relation_exists(conn, table.schema, table.name)
 
 
-def create_table(conn: psycopg.Connection, table: TableSchema) -> None:
+def _unit_column(table: TableSchema) -> str | None:
+    """The privacy unit's column when it is not also a declared attribute (it never is: it is not
+    queryable), so the loader must create and fill it beside the attributes."""
+    unit = table.privacy_unit
+    return unit if unit is not None and table.attribute(unit) is None else None
+
+
+def _columns(table: TableSchema) -> list[str]:
+    """Names of the stored columns the loader fills, in COPY order: the unit first, then the attributes."""
+    unit = _unit_column(table)
+    return ([unit] if unit is not None else []) + [a.name for a in table.attributes]
+
+
+def create_table(conn: psycopg.Connection, table: TableSchema, unit_type: str = "bigint") -> None:
+    """The table with its declared attributes, and its privacy unit's column (``unit_type``) when it has one."""
+    types = [sql.SQL(a.domain.sql_type) for a in table.attributes]
+    if _unit_column(table) is not None:
+        types.insert(0, sql.SQL(unit_type))
     cols = sql.SQL(", ").join(
-        sql.SQL("{} {}").format(sql.Identifier(a.name), sql.SQL(a.domain.sql_type))
-        for a in table.attributes
+        sql.SQL("{} {}").format(sql.Identifier(name), t) for name, t in zip(_columns(table), types, strict=True)
     )
     conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(table.schema)))
     conn.execute(sql.SQL("CREATE TABLE {}.{} ({})").format(
@@ -48,7 +64,7 @@ def create_table(conn: psycopg.Connection, table: TableSchema) -> None:
 
 
 def _copy_rows(conn: psycopg.Connection, table: TableSchema, rows: Iterator[tuple[object, ...]]) -> int:
-    names = sql.SQL(", ").join(sql.Identifier(a.name) for a in table.attributes)
+    names = sql.SQL(", ").join(sql.Identifier(n) for n in _columns(table))
     stmt = sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
         sql.Identifier(table.schema), sql.Identifier(table.name), names)
     n = 0
@@ -59,30 +75,67 @@ def _copy_rows(conn: psycopg.Connection, table: TableSchema, rows: Iterator[tupl
     return n
 
 
+def _csv_index(path: Path, header: list[str], table: TableSchema, load: LoadSettings) -> dict[str, int]:
+    """Position in the CSV of every column the loader fills (the privacy unit's too)."""
+    names = [load.rename.get(h.strip(), h.strip()) for h in header]
+    folded = [n.lower() for n in names]
+    index = {}
+    for name in _columns(table):
+        # The header names the column exactly, or in another case when that is unambiguous.
+        if name in names:
+            index[name] = names.index(name)
+        elif folded.count(name.lower()) == 1:
+            index[name] = folded.index(name.lower())
+        else:
+            what = "the privacy unit" if name == table.privacy_unit else "column"
+            raise DataLoadError(f"{path}: no column for {what} {name!r} (header has {', '.join(header)}); "
+                                f"map it with [tables.{display_ident(table.name)}.load] rename")
+    return index
+
+
+def csv_unit_type(path: Path, table: TableSchema, load: LoadSettings) -> str:
+    """SQL type of the privacy unit's column read from a CSV: ``bigint`` when every value is an integer
+    (user ids usually are), else ``text``. Rows are bounded per unit by a hash of the row, which reads any
+    type, so the choice only decides how the operator sees the column."""
+    unit = _unit_column(table)
+    if unit is None:
+        return "bigint"
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None)
+        if header is None:
+            raise DataLoadError(f"{path} is empty; it needs a header row")
+        i = _csv_index(path, header, table, load)[unit]
+        for rec in reader:
+            raw = rec[i].strip() if i < len(rec) else ""
+            if raw and raw.upper() != "NULL":
+                try:
+                    if not -2**63 <= int(raw) < 2**63:
+                        return "text"
+                except ValueError:
+                    return "text"
+    return "bigint"
+
+
 def csv_rows(path: Path, table: TableSchema, load: LoadSettings) -> Iterator[tuple[object, ...]]:
-    """Rows of a CSV with a header, mapped onto the table's columns (renames and offsets applied)."""
+    """Rows of a CSV with a header, mapped onto the table's columns (renames and offsets applied); the
+    privacy unit's value first when the table has one (an empty field is NULL: such rows are left out)."""
+    unit = _unit_column(table)
     with path.open(newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
         try:
             header = next(reader)
         except StopIteration:
             raise DataLoadError(f"{path} is empty; it needs a header row") from None
-        names = [load.rename.get(h.strip(), h.strip()) for h in header]
-        folded = [n.lower() for n in names]
-        index = {}
-        for a in table.attributes:
-            # The header names the column exactly, or in another case when that is unambiguous.
-            if a.name in names:
-                index[a.name] = names.index(a.name)
-            elif folded.count(a.name.lower()) == 1:
-                index[a.name] = folded.index(a.name.lower())
-            else:
-                raise DataLoadError(f"{path}: no column for {a.name!r} (header has {', '.join(header)}); "
-                                    f"map it with [tables.{display_ident(table.name)}.load] rename")
+        index = _csv_index(path, header, table, load)
         for lineno, rec in enumerate(reader, start=2):
             if not rec:
                 continue
-            yield tuple(_cell(rec, index[a.name], a, load, path, lineno) for a in table.attributes)
+            row = tuple(_cell(rec, index[a.name], a, load, path, lineno) for a in table.attributes)
+            if unit is not None:
+                raw = rec[index[unit]].strip() if index[unit] < len(rec) else ""
+                row = (None if raw == "" or raw.upper() == "NULL" else raw, *row)
+            yield row
 
 
 def _cell(rec: list[str], i: int, a: Attribute, load: LoadSettings, path: Path, lineno: int) -> object:
@@ -127,7 +180,11 @@ def generated_rows(table: TableSchema, n: int = DEMO_ROWS) -> Iterator[tuple[obj
         p = 1.0 / np.arange(1, size + 1) ** 1.1
         idx = rng.choice(size, size=n, p=p / p.sum())
         cols[a.name] = a.domain.base_values()[idx]
-    yield from zip(*(cols[a.name].tolist() for a in table.attributes), strict=True)
+    rows = zip(*(cols[a.name].tolist() for a in table.attributes), strict=True)
+    if _unit_column(table) is None:
+        yield from rows
+    else:  # a declared unit with generated rows: each row its own unit (the row-level guarantee)
+        yield from ((i, *row) for i, row in enumerate(rows, start=1))
 
 
 def ensure_table(dsn: str, table: TableSchema, load: LoadSettings, csv_path: Path | None) -> bool:
@@ -136,7 +193,7 @@ def ensure_table(dsn: str, table: TableSchema, load: LoadSettings, csv_path: Pat
         if table_exists(conn, table):
             return False
         with conn.transaction():
-            create_table(conn, table)
+            create_table(conn, table, csv_unit_type(csv_path, table, load) if csv_path is not None else "bigint")
             if csv_path is not None:
                 n = _copy_rows(conn, table, csv_rows(csv_path, table, load))
                 log.info("loaded %d rows into %s from %s", n, table.qualified_name, csv_path)

@@ -82,7 +82,10 @@ SECTIONS: tuple[Section, ...] = (
                                          "`\"Sales_3\"` (unquoted names fold to lower case, as in "
                                          "PostgreSQL)."),
     Section("tables.*.load", "[tables.NAME.load]", "How `serve --data FILE.csv` maps a CSV onto the table "
-                                                   "(only used to fill the embedded demo database)."),
+                                                   "(only used to fill the embedded demo database). Header names match the "
+                                                   "declared columns exactly or in another case; the privacy unit's column is "
+                                                   "loaded too (`bigint` when every value is an integer, else `text`); other "
+                                                   "CSV columns are left out; an empty field is NULL."),
     Section("predictor", "[predictor]", "Options of `lapras-proxy predict` (its command-line flags win)."),
     Section("predictor.templates", "[[predictor.templates]]",
             "Queries the DBA declares for P, expanded from named parameters: each parameter is "
@@ -206,7 +209,7 @@ KEYS: tuple[Key, ...] = (
     Key("tables.*", "load", dict, None, "see [tables.NAME.load]"),
     # [tables.NAME.load]
     Key("tables.*.load", "rename", dict, None, "CSV header -> column name"),
-    Key("tables.*.load", "offset", dict, None, "column -> integer subtracted from the CSV value"),
+    Key("tables.*.load", "offset", dict, None, "column -> integer added to the CSV value (the UCI file codes age as age - 16: offset 16)"),
     Key("tables.*.load", "generator", str, "census", "demo rows for the embedded database when no CSV is "
         "given: census-like rows, or an event log (many rows per user, a long tail of heavy users, "
         "timestamps over the year up to today; the columns of `events` in config.toml)",

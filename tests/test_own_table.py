@@ -1,0 +1,164 @@
+"""A new user's own table, end to end: an event-log CSV (a timestamp, a repeating user id as the privacy unit,
+text categories with values outside the declared list, money with decimals, NULLs, a boolean, a column
+left undeclared) loaded by the embedded loader (`serve --data` / `whatif --data`), declared as the README
+says, and queried through the real proxy over real sockets with psql-style SQL and typed parameters
+(psycopg text and binary, asyncpg prepared)."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import random
+import tomllib
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from proxy.ops.config import LoadSettings, parse_config
+from proxy.ops.demo_data import ensure_table
+
+USERS = 400
+DECLARATION = """
+[tables.orders]
+schema = "public"
+privacy_unit = "User ID"
+max_rows_per_unit = 20
+
+[tables.orders.columns]
+event_time = { type = "timestamp", resolution = "day", min = 2026-01-01T00:00:00, max = 2026-12-31T23:59:59, nullable = true }
+category = { type = "text", values = ["Checkout Started", "checkout_done", "support"], nullable = true }
+price = { type = "numeric", min = 0, max = 300, bins = 20, nullable = true }
+is_mobile = { type = "boolean", nullable = true }
+"""
+
+
+def write_csv(path: Path) -> int:
+    """Each user has 1..12 events (under max_rows_per_unit, so bounded answers equal PostgreSQL's)."""
+    rng = random.Random(5)
+    cats = ["Checkout Started", "checkout_done", "support", "Café visit", "O'Brien promo", ""]
+    n = 0
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["event_time", "User ID", "category", "price", "is_mobile", "note"])
+        for user in range(1, USERS + 1):
+            for _ in range(1 + user % 12):
+                t = datetime(2026, 1, 1) + timedelta(seconds=rng.randrange(330 * 86400))
+                price = "" if rng.random() < 0.1 else f"{rng.uniform(0, 300):.2f}"
+                w.writerow([t.isoformat(" "), user, rng.choice(cats), price, rng.choice(["true", "f", ""]),
+                            rng.choice(["", "hello, world", 'quote "x"'])])
+                n += 1
+    return n
+
+
+@pytest.fixture(scope="module")
+def own(embedded_pg: Any, default_config: Any, tmp_path_factory: Any, harness: Any) -> Iterator[Any]:
+    root = tmp_path_factory.mktemp("own")
+    rows = write_csv(root / "orders.csv")
+    dsn = harness.create_database(embedded_pg, "own")
+    harness.fill_demo_tables(dsn, default_config)
+    port = harness.free_port()
+    text = harness.make_test_config(dsn, port, epsilon=1e4, stream_length=50, extra=DECLARATION)
+    cfg = parse_config(tomllib.loads(text))
+    table = cfg.catalog.table("orders", "public")
+    assert table is not None
+    assert ensure_table(dsn, table, cfg.loads.get("orders", LoadSettings()), root / "orders.csv")
+    (root / "config.toml").write_text(text)
+    p = harness.ProxyProcess(root / "config.toml", root / "state", port)
+    p.upstream_dsn, p.rows = dsn, rows  # type: ignore[attr-defined]
+    p.start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
+def test_the_loader_keeps_the_privacy_unit_column(own: Any) -> None:
+    """The unit is not a declared attribute (it is not queryable), but the rows must carry it: bounding
+    and COUNT(DISTINCT) read it. Integer ids are stored as bigint, empty fields as NULL."""
+    with psycopg.connect(own.upstream_dsn) as conn:
+        cols = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns "
+                                 "WHERE table_name = 'orders'").fetchall())
+        assert cols == {"User ID": "bigint", "event_time": "timestamp without time zone", "category": "text",
+                        "price": "numeric", "is_mobile": "boolean"}
+        n, users, no_price = conn.execute('SELECT count(*), count(DISTINCT "User ID"), count(*) - count(price) '
+                                          "FROM orders").fetchone()  # type: ignore[misc]
+    assert (n, users) == (own.rows, USERS) and no_price > 0
+
+
+def test_aggregates_over_the_own_table(own: Any) -> None:
+    with psycopg.connect(own.upstream_dsn) as direct:
+        exact = direct.execute("SELECT count(*), count(DISTINCT \"User ID\"), sum(price), "
+                               "count(*) FILTER (WHERE is_mobile) FROM orders").fetchone()
+        assert exact is not None
+    with psycopg.connect(own.dsn(), autocommit=True) as conn:
+        n, users = conn.execute('SELECT count(*), count(DISTINCT "User ID") FROM orders').fetchone()  # type: ignore[misc]
+        assert abs(n - exact[0]) <= 5 and abs(users - exact[1]) <= 5
+        (total,) = conn.execute("SELECT sum(price) FROM orders").fetchone()  # type: ignore[misc]
+        assert abs(float(total) - float(exact[2])) < 0.01 * float(exact[2])
+        (mobile,) = conn.execute("SELECT count(*) FROM orders WHERE is_mobile").fetchone()  # type: ignore[misc]
+        assert abs(mobile - exact[3]) <= 5
+
+
+def _exact(own: Any, sql: str, params: list[Any]) -> int:
+    with psycopg.connect(own.upstream_dsn) as direct:
+        row = direct.execute(sql, params).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        return int(row[0])
+
+
+PARAMETERISED = [
+    ("SELECT count(*) FROM orders WHERE CAST(event_time AS date) >= %s", [date(2026, 6, 1)]),
+    ("SELECT count(*) FROM orders WHERE event_time::date BETWEEN %s AND %s", [date(2026, 3, 1), date(2026, 3, 31)]),
+    ("SELECT count(*) FROM orders WHERE date_trunc('month', event_time) = %s AND is_mobile = %s",
+     [datetime(2026, 2, 1), True]),
+    ("SELECT count(*) FROM orders WHERE price >= %s AND category = %s", [Decimal("20.00"), "support"]),
+    ("SELECT count(*) FROM orders WHERE lower(category) IN (%s, %s)", ["support", "checkout_done"]),
+]
+
+
+@pytest.mark.parametrize("sql,params", PARAMETERISED)
+def test_typed_parameters_over_psycopg_text_and_binary(own: Any, sql: str, params: list[Any]) -> None:
+    exact = _exact(own, sql, params)
+    with psycopg.connect(own.dsn(), autocommit=True) as conn:
+        for binary in (False, True):
+            (got,) = conn.execute(sql, params, binary=binary, prepare=True).fetchone()  # type: ignore[misc]
+            assert abs(got - exact) <= 5, (binary, got, exact)
+
+
+def test_typed_parameters_over_asyncpg(own: Any) -> None:
+    import asyncpg
+
+    async def run() -> list[int]:
+        conn = await asyncpg.connect(host=own.host, port=own.port, user="analyst", password="lapras",
+                                     database="adult", ssl=False)
+        try:
+            out = []
+            for sql, params in PARAMETERISED:
+                n = iter(range(1, 10))
+                out.append((await conn.fetchrow(sql.replace("%s", "$%d") % tuple(next(n) for _ in params),
+                                                *params))[0])
+            return out
+        finally:
+            await conn.close()
+
+    got = asyncio.run(run())
+    for (sql, params), g in zip(PARAMETERISED, got, strict=True):
+        assert abs(g - _exact(own, sql, params)) <= 5, (sql, g)
+
+
+def test_generated_rows_of_a_table_with_a_unit_give_each_row_its_own(embedded_pg: Any, harness: Any) -> None:
+    """Without a CSV the census generator fills a declared table; a declared unit column is filled too
+    (each row its own unit), so the table can be queried instead of failing on a missing column."""
+    cfg = parse_config(tomllib.loads(harness.make_test_config("", 1) + DECLARATION.replace("orders", "gen")))
+    table = cfg.catalog.table("gen", "public")
+    assert table is not None
+    dsn = harness.create_database(embedded_pg, "gen")
+    assert ensure_table(dsn, table, LoadSettings(), None)
+    with psycopg.connect(dsn) as conn:
+        n, units = conn.execute('SELECT count(*), count(DISTINCT "User ID") FROM gen').fetchone()  # type: ignore[misc]
+    assert n == units > 0
