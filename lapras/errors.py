@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parser.sqlstate import SqlError
+from parser.sqlstate import INVALID_PARAMETER_VALUE, SqlError
 
 
 class LaprasError(SqlError):
@@ -46,3 +46,10 @@ class ConfigError(LaprasError):
     """Invalid LAPRAS settings (F0000, config_file_error)."""
 
     sqlstate = "F0000"
+
+
+class InfeasibleBudget(SqlError, ValueError):
+    """No noise level meets the requested (eps, delta) for these parameters (22023)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(INVALID_PARAMETER_VALUE, message, hint=hint)

@@ -94,3 +94,27 @@ def sigma_for(cost: Cost, sensitivity: float, dims: int = 1) -> float:
     if room <= 0:
         raise ValueError(f"a cost of mu={mu:.3g} cannot cover the lattice margin of {dims} rows")
     return sensitivity / room
+
+
+def gaussian_release(values: np.ndarray, sigma: float, sensitivity: float) -> np.ndarray:
+    """``values + N(0, sigma^2)`` per entry as a lattice Gaussian release whose privacy at this L2
+    sensitivity is that of the continuous Gaussian of scale ``sigma`` (its sigma raised by the margin for
+    rounding to the lattice): the Gaussian steps of the regressions, calibrated by an analytic Gaussian
+    sigma (``lapras.regression.rdp``). ``sigma <= 0``: the values unchanged."""
+    v = np.asarray(values, dtype=np.float64)
+    if sigma <= 0:
+        return v.copy()
+    mech = Gaussian.calibrate(Cost(mu=sensitivity / sigma), sensitivity, max(v.size, 1))
+    return mech.release(v.ravel(), 1.0).reshape(v.shape)
+
+
+def lattice_feasible(sigma: float, sensitivity: float, dims: int) -> bool:
+    """Whether :func:`gaussian_release` can keep the privacy of scale ``sigma`` (the rounding margin of
+    ``dims`` rows is below sensitivity / sigma); only absurdly small budgets fail it."""
+    if sigma <= 0:
+        return True
+    try:
+        sigma_for(Cost(mu=sensitivity / sigma), sensitivity, max(dims, 1))
+    except ValueError:
+        return False
+    return True

@@ -10,29 +10,31 @@ scaled by the public bounds and clipped (never normalised by the data), so the m
 Passes over the data (memory): AdaSSP 1 (O(d^2)); LinMix 1 (O(k d)); IHM T + 1 (O(T k d)); fast IHM keeps
 the padded rows (O(n d)) because the SRHT mixes all of them.
 
-Randomness, all drawn in :mod:`lapras.mechanisms.noise` and none of it seedable outside a simulation:
+Mechanisms, all in :mod:`lapras.mechanisms` with their privacy maps, none seedable outside a simulation:
 
 - Gaussian-mechanism steps (AdaSSP's X^T X, X^T y and lambda_min; the private lambda_min of the mixing
-  methods; IHM's noisy gradients) are releases of a statistic with a known L2 sensitivity: they go through
-  the lattice Gaussian mechanism (:class:`lapras.mechanisms.Gaussian`: exact discrete Gaussian from the
+  methods; IHM's noisy gradients) are releases of a statistic with a known L2 sensitivity through the
+  lattice Gaussian (:func:`lapras.mechanisms.gaussian.gaussian_release`: exact discrete Gaussian from the
   CSPRNG, values on a lattice), its sigma raised by the rounding margin so that each keeps exactly the
   privacy its calibration in :mod:`lapras.regression.rdp` counts on (Mironov-style low-bit attacks have
   nothing to read).
-- Sketch randomness is part of the mechanism: the privacy of ``S A + eta xi`` (Sheffet; Lev et al.;
-  seeds 002-003) is the Renyi divergence of two Gaussians ``N(0, A^T A + eta^2 I)`` over the law of the
-  Gaussian sketch S and of xi, so S and xi must stay unknown to the analyst, and they are continuous by
-  the analysis (no discrete counterpart exists). FastMix's SRHT (Rademacher signs, sampled rows) is kept
-  secret too: its guarantee is stated over the SRHT's randomness, not for a known one. All of it comes
-  from :func:`lapras.mechanisms.noise.sketch_randomness` (AES-128 in counter mode keyed from the OS
-  CSPRNG, numpy's vectorised samplers: 15 million entries for a 300-row sketch of Adult take seconds,
-  not the hours OpenDP's per-draw exact sampler would).
+- The noisy sketches ``S A + eta xi`` (Sheffet; Lev et al.; seeds 002-003) are releases of the Gaussian
+  mixing mechanism (:class:`lapras.mechanisms.mixing.GaussianMixing`): its privacy is the Renyi divergence
+  of two Gaussians ``N(0, A^T A + eta^2 I)`` over the law of the Gaussian sketch S and of xi, so S and xi
+  must stay unknown to the analyst, and they are continuous by the analysis (no discrete counterpart
+  exists). FastMix's SRHT (Rademacher signs, sampled rows) is kept secret too: its guarantee is stated over
+  the SRHT's randomness, not for a known one. S and the SRHT are drawn in :mod:`lapras.regression.sketches`
+  (why there: its docstring), xi by the mechanism, all from one secret stream of
+  :func:`lapras.mechanisms.noise.sketch_randomness` (AES-128 in counter mode keyed from the OS CSPRNG,
+  numpy's vectorised samplers: 15 million entries for a 300-row sketch of Adult take seconds, not the
+  hours OpenDP's per-draw exact sampler would).
 - The released coefficients are floating-point functions of those continuous sketches: they are rounded
   to a public lattice (2^-32 of the coefficients' scale c_y / c_x, far below the noise), so their low-order
   bits carry nothing beyond the rounded value.
 
-The privacy map of each method is its calibration in :mod:`lapras.regression.rdp` (RDP of the T sketches
-plus the Gaussian steps, converted to (eps, delta)); each fit returns that whole cost, which the caller
-charges to the ledger with the release (``Ledger.commit_regression``).
+Each method's budget split is :mod:`lapras.regression.rdp` (RDP of the T sketches plus the Gaussian steps,
+converted to (eps, delta)); each fit returns that whole cost, which the caller charges to the ledger with
+the release (``Ledger.commit_regression``).
 """
 
 from __future__ import annotations
@@ -46,11 +48,13 @@ import numpy as np
 from scipy.special import ndtri
 
 from lapras.calibration import agm_sigma
-from lapras.mechanisms import Cost, Gaussian, sigma_for
+from lapras.mechanisms import Cost
+from lapras.mechanisms.gaussian import gaussian_release
+from lapras.mechanisms.mixing import GaussianMixing
 from lapras.mechanisms.noise import SketchRandomness, sketch_randomness
 from lapras.regression import rdp
 from lapras.regression.clip import clip_rows, clip_values
-from lapras.regression.sketches import GaussianSketch, next_pow2, srht
+from lapras.regression.sketches import GaussianSketch, dense_gaussian_sketch, next_pow2, srht
 
 Block = tuple[np.ndarray, np.ndarray]
 RowSource = Callable[[], Iterable[Block]]
@@ -114,29 +118,6 @@ def _check(c_x: float, c_y: float, eps: float, delta: float) -> None:
 
 # Released coefficients are rounded to this fraction of their public scale c_y / c_x.
 THETA_LATTICE = 2.0**-32
-
-
-def gaussian_release(values: np.ndarray, sigma: float, sensitivity: float) -> np.ndarray:
-    """``values + N(0, sigma^2)`` per entry as a lattice Gaussian release whose privacy at this L2
-    sensitivity is that of the continuous Gaussian of scale ``sigma`` (its sigma raised by the margin for
-    rounding to the lattice)."""
-    v = np.asarray(values, dtype=np.float64)
-    if sigma <= 0:
-        return v.copy()
-    mech = Gaussian(sigma_for(Cost(mu=sensitivity / sigma), sensitivity, max(v.size, 1)))
-    return mech.release(v.ravel(), 1.0).reshape(v.shape)
-
-
-def lattice_feasible(sigma: float, sensitivity: float, dims: int) -> bool:
-    """Whether :func:`gaussian_release` can keep the privacy of scale ``sigma`` (the rounding margin of
-    ``dims`` rows is below sensitivity / sigma); only absurdly small budgets fail it."""
-    if sigma <= 0:
-        return True
-    try:
-        sigma_for(Cost(mu=sensitivity / sigma), sensitivity, max(dims, 1))
-    except ValueError:
-        return False
-    return True
 
 
 def _sym_release(M: np.ndarray, sigma: float) -> np.ndarray:
@@ -227,9 +208,10 @@ def released_sketches(src: RowSource, k: int, T: int, cal: rdp.Calibration, rnd:
     sketches = [GaussianSketch(k, width, rnd) for _ in range(T)]
     G, _ = _gram_pass(src, sketches, with_y=with_y)
     lam = _lambda_min_private(G, cal.sigma_eig, cal.z_rho, cal.eig_sensitivity)
-    eta2 = max(cal.gamma - lam, 0.0)
+    mix = GaussianMixing(cal.gamma, k, T, stream=rnd)
+    eta2 = mix.noise_floor(lam)
     eta = math.sqrt(eta2)
-    return [s.result() + eta * rnd.normal((k, width)) for s in sketches], eta2
+    return [mix.release(s.result(), eta) for s in sketches], eta2
 
 
 # ------------------------------------------------------------------------------------------------ LinMix
@@ -332,14 +314,14 @@ def fast_ihm(data: Data, c_x: float, c_y: float, eps: float, delta: float,
     cal = rdp.calibrate_fast_ihm(eps, delta, k, T)
     k_in = min(At.shape[1], k_in or 32 * k)
     lam = _lambda_min_private(Xt @ Xt.T, cal.sigma_eig, cal.z_rho, cal.eig_sensitivity)
-    eta2 = max(cal.gamma - lam, 0.0)
     work = np.empty_like(At)
     rnd = sketch_randomness()
+    mix = GaussianMixing(cal.gamma, k, T, kind="fast", stream=rnd)
+    eta2 = mix.noise_floor(lam)
     H_list = []
     for _ in range(T):
         Xs = srht(At, k_in, rnd, work=work)
-        S = rnd.normal((k, Xs.shape[0]))
-        Xm = S @ Xs + math.sqrt(eta2) * rnd.normal((k, d))
+        Xm = mix.release(dense_gaussian_sketch(Xs, k, rnd), math.sqrt(eta2))
         H_list.append(Xm.T @ Xm / k)
 
     def grad(theta: np.ndarray) -> np.ndarray:

@@ -31,8 +31,9 @@ from psycopg import IsolationLevel
 from psycopg import sql as psql
 
 from lapras.calibration import agm_sigma
+from lapras.mechanisms.gaussian import lattice_feasible
 from lapras.regression import rdp
-from lapras.regression.methods import METHODS, Block, Cost, fit, lattice_feasible
+from lapras.regression.methods import METHODS, Block, Cost, fit
 from lapras.regression.sqlcall import RegressionCall, RegressionError
 from parser.pgtypes import FLOAT8, TEXT
 from parser.schema import Attribute, Catalog, TableSchema

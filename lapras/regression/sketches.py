@@ -3,6 +3,14 @@
 The Gaussian sketch ``S A`` (S standard normal, k x n) is accumulated block by block: each block of rows
 draws its own k x b slice of S, so neither S nor A is ever held whole. The SRHT needs all rows at once; it
 keeps them transposed, (d, n_pad), so the Walsh-Hadamard transform runs along contiguous memory.
+
+Why the sketch matrices are drawn here and not in :mod:`lapras.mechanisms`: S (and the SRHT's signs and
+sampled rows) is not noise added to a released value but the random projection the data passes through,
+drawn block by block as the rows stream past (S is never held whole). The privacy analysis does rest on
+it staying secret, so every entry comes from the release's secret stream, which only
+:func:`lapras.mechanisms.noise.sketch_randomness` creates; the noise added to the sketch (eta xi) and its
+privacy map are the mixing mechanism's (:class:`lapras.mechanisms.mixing.GaussianMixing`), drawn from
+that same stream.
 """
 
 from __future__ import annotations
@@ -56,6 +64,12 @@ def gaussian_sketch(A: np.ndarray | Iterable[np.ndarray], k: int, rnd: SketchRan
     for b in blocks:
         sk.update(b)
     return sk.result()
+
+
+def dense_gaussian_sketch(A: np.ndarray, k: int, rnd: SketchRandomness) -> np.ndarray:
+    """``S A`` for a k x n standard Gaussian S drawn whole in float64 (FastMix's second stage, over the
+    SRHT's k_in rows)."""
+    return rnd.normal((k, A.shape[0])) @ A
 
 
 def next_pow2(n: int) -> int:

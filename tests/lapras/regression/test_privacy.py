@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtri
 
-from lapras.mechanisms import noise
+from lapras.mechanisms import mixing, noise
 from lapras.regression import rdp
 from lapras.regression.methods import array_source, released_sketches
 
@@ -78,16 +78,16 @@ def test_budget_split_never_exceeds_total(eps: float, delta: float) -> None:
     k, T = 64, 3
     c = rdp.calibrate_ihm(eps, delta, k, T)
     d4 = delta / 4
-    e_sketch = rdp.sketch_eps(c.gamma, k=k, T=T, delta_rdp=d4)
-    e_eig = rdp.eig_eps(c.gamma, k=k, delta_eig=d4)
+    e_sketch = mixing.sketch_eps(c.gamma, k=k, T=T, delta_rdp=d4)
+    e_eig = mixing.eig_eps(c.gamma, k=k, delta_eig=d4)
     assert e_sketch + e_eig <= eps / 2 * (1 + 1e-12)
     assert d4 + d4 + delta / 10 + d4 <= delta
     c = rdp.calibrate_fast_ihm(eps, delta, k, T)
-    assert rdp.sketch_eps(c.gamma, k=k, T=T, delta_rdp=delta / 3, kind="fast") <= eps / 3 * (1 + 1e-12)
+    assert mixing.sketch_eps(c.gamma, k=k, T=T, delta_rdp=delta / 3, kind="fast") <= eps / 3 * (1 + 1e-12)
     assert c.sigma_eig >= rdp.agm_sigma(eps / 6, delta / 6, 1.0) * (1 - 1e-12)
     assert c.sigma_grad == pytest.approx(math.sqrt(T) * rdp.agm_sigma(eps / 2, delta / 4, 1.0))
     assert eps / 3 + eps / 6 + eps / 2 <= eps * (1 + 1e-12)
     assert delta / 3 + delta / 6 + delta / 10 + delta / 4 <= delta
     c = rdp.calibrate_linmix(eps, delta, k)
-    assert (rdp.sketch_eps(c.gamma, k=k, T=1, delta_rdp=delta / 3, b2=2.0)
-            + rdp.eig_eps(c.gamma, k=k, delta_eig=delta / 3)) <= eps * (1 + 1e-12)
+    assert (mixing.sketch_eps(c.gamma, k=k, T=1, delta_rdp=delta / 3, b2=2.0)
+            + mixing.eig_eps(c.gamma, k=k, delta_eig=delta / 3)) <= eps * (1 + 1e-12)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from lapras.mechanisms import mixing
 from lapras.regression import rdp
 
 N = 2**19
@@ -57,18 +58,18 @@ def test_gradient_noise_cross_checked_with_dp_accounting() -> None:
 
 @pytest.mark.parametrize("kind", ["gaussian", "fast"])
 @pytest.mark.parametrize("eps", [0.05, 0.3162, 1.0, 10.0, 100.0])
-def test_calibrated_gamma_is_feasible_and_tight(kind: rdp.SketchKind, eps: float) -> None:
+def test_calibrated_gamma_is_feasible_and_tight(kind: mixing.SketchKind, eps: float) -> None:
     kw = dict(k=128, T=3, delta_rdp=1e-9, b2=1.0, kind=kind)
-    g = rdp.calibrate_gamma(eps, **kw)  # type: ignore[arg-type]
-    assert rdp.sketch_eps(g, **kw) <= eps  # type: ignore[arg-type]
-    assert rdp.sketch_eps(g * (1 - 1e-6), **kw) > eps * (1 - 1e-4)  # type: ignore[arg-type]
+    g = mixing.calibrate_gamma(eps, **kw)  # type: ignore[arg-type]
+    assert mixing.sketch_eps(g, **kw) <= eps  # type: ignore[arg-type]
+    assert mixing.sketch_eps(g * (1 - 1e-6), **kw) > eps * (1 - 1e-4)  # type: ignore[arg-type]
 
 
 def test_infeasible_budget_raises() -> None:
     with pytest.raises(rdp.InfeasibleBudget):
-        rdp.calibrate_gamma(0.0, k=10, T=1, delta_rdp=1e-6)
+        mixing.calibrate_gamma(0.0, k=10, T=1, delta_rdp=1e-6)
     with pytest.raises(rdp.InfeasibleBudget):
-        rdp.calibrate_gamma(1e-30, k=10**6, T=10**3, delta_rdp=1e-300)
+        mixing.calibrate_gamma(1e-30, k=10**6, T=10**3, delta_rdp=1e-300)
     with pytest.raises(rdp.InfeasibleBudget):
         rdp.calibrate_ihm(1.0, 1.5, 64, 3)
 
@@ -76,8 +77,8 @@ def test_infeasible_budget_raises() -> None:
 def test_fast_bound_weaker_than_gaussian() -> None:
     a = np.linspace(1.01, 50, 200)
     for beta in (1e-3, 1e-2, 0.01):
-        g = rdp.sketch_rdp(a, beta, 64, "gaussian")
-        f = rdp.sketch_rdp(a, beta, 64, "fast")
+        g = mixing.sketch_rdp(a, beta, 64, "gaussian")
+        f = mixing.sketch_rdp(a, beta, 64, "fast")
         ok = np.isfinite(f)
         assert np.all(f[ok] >= g[ok] - 1e-12)
 
@@ -104,7 +105,7 @@ def test_sketch_rdp_bounds_exact_divergence_of_neighbours() -> None:
         S_small = X.T @ X + eta2 * np.eye(d)
         S_big = S_small + np.outer(v, v)
         for alpha in (1.5, 2.0, 0.9 * gamma):
-            bound = float(rdp.sketch_rdp(alpha, 1.0 / gamma, k)[0])
+            bound = float(mixing.sketch_rdp(alpha, 1.0 / gamma, k)[0])
             exact = k * max(_renyi_gauss(S_small, S_big, alpha), _renyi_gauss(S_big, S_small, alpha))
             assert exact <= bound * (1 + 1e-9) + 1e-12
 
@@ -115,4 +116,4 @@ def test_worst_case_neighbour_attains_bound() -> None:
     S_small = np.diag([gamma - 1.0, 9.0])
     S_big = S_small + np.outer([1.0, 0.0], [1.0, 0.0])
     exact = k * max(_renyi_gauss(S_small, S_big, alpha), _renyi_gauss(S_big, S_small, alpha))
-    assert exact == pytest.approx(float(rdp.sketch_rdp(alpha, 1.0 / gamma, k)[0]), rel=1e-9)
+    assert exact == pytest.approx(float(mixing.sketch_rdp(alpha, 1.0 / gamma, k)[0]), rel=1e-9)
