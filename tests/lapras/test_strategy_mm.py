@@ -133,6 +133,7 @@ def _mm_fixture(rng: np.random.Generator):  # type: ignore[no-untyped-def]
     return groups, w1, w2
 
 
+@pytest.mark.slow  # 400 releases of a two-group MM strategy: a statistical run
 def test_mm_release_stated_error_matches_empirical() -> None:
     """Answers' empirical squared errors over repeated releases match their stated variances.
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import predictor_synth as synth
+import pytest
 from predictor_synth import Recurring, business, const, daily, weekly
 
 from predictor.backtest import backtest
@@ -28,6 +29,7 @@ def _weekly_log(tmp_path: Path, seed: int) -> Path:
     return log
 
 
+@pytest.mark.slow  # a backtest (7 retrainings) over two 35-day logs: a statistical run
 def test_s_per_weekday_within_15_percent_over_the_last_week(tmp_path: Path) -> None:
     for seed in (0, 1):
         statements, _ = read_log(_weekly_log(tmp_path, seed))
