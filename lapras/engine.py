@@ -10,6 +10,7 @@ After the stop a statement is answered from free estimates or refused with SQLST
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -323,8 +324,11 @@ class Engine:
 
         A prepared epoch without strategies (``quick``) begins with the MM share reserved and no release:
         :meth:`fill_release` adds it. Returns the ledger's current epoch (another process may have won)."""
-        measured = (self._measure(prepared.spec, prepared.groups, prepared.keys, prepared)
-                    if prepared.groups else None)
+        # The epoch has no id yet, hence no materialised bounded rows: its release reads the window.
+        live = getattr(self.exact, "reading_live", None)
+        with live() if live is not None else contextlib.nullcontext():
+            measured = (self._measure(prepared.spec, prepared.groups, prepared.keys, prepared)
+                        if prepared.groups else None)
         mm_rec, rel = measured if measured is not None else (None, None)
         ep = self.ledger.begin_epoch(prepared.spec, mm_rec, expected_current)
         with self._lock:
@@ -357,6 +361,13 @@ class Engine:
             else:
                 self._adopt(cur)
         return attached
+
+    def prepare_exact(self) -> None:
+        """Materialise the current epoch's bounded rows of the privacy-unit tables before statements need
+        them (``[lapras] bounding = "epoch"``; the epoch preparer calls this off the serving path)."""
+        prepare = getattr(self.exact, "prepare", None)
+        if prepare is not None and self._epoch is not None:
+            prepare([t for t in self.catalog.tables if t.privacy_unit is not None])
 
     def wait_for_release(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds while the epoch's release is being prepared; True when ready."""

@@ -9,6 +9,8 @@ boundary, so no statement ever waits for the matrix mechanism's strategy search.
 - An epoch begun without its release (first start on an empty ledger, or a boundary reached before P
   was prepared) reserves the release's share of the budget; this thread optimises, measures and attaches
   the release, which spends exactly that share.
+- Once an epoch is in force (begun here or elsewhere, or found at start), the bounded rows of its
+  privacy-unit tables are materialised (``lapras.bounded``) before statements ask for them.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class EpochPreparer:
         self._stop = threading.Event()
         self._next: PreparedEpoch | None = None
         self._next_for: int | None = None  # the epoch id the prepared one follows
+        self._exact_for: int | None = None  # the epoch whose bounded rows were materialised ahead
         self._thread = threading.Thread(target=self._run, name="lapras-epoch-preparer", daemon=True)
 
     def start(self) -> None:
@@ -86,6 +89,14 @@ class EpochPreparer:
             if eng.fill_release():
                 log.info("epoch %d: matrix-mechanism release attached after %.1f s", ep.id, eng.clock() - t0)
             return
+        if self._exact_for != ep.id:
+            # The epoch's bounded rows of privacy-unit tables, materialised here rather than by its first
+            # statement (statements arriving meanwhile wait for this build instead of running the window).
+            self._exact_for = ep.id
+            try:
+                eng.prepare_exact()
+            except Exception as exc:  # statements build it at first use instead
+                log.warning("epoch %d: bounded rows not materialised ahead: %s", ep.id, exc)
         length = eng.settings.epoch_length
         if length is None:
             return

@@ -3,15 +3,19 @@
 The engine never reads rows: it asks for one row of aggregates (``parser.sql.answers_sql``) or a marginal
 histogram (``parser.sql.marginal_sql``). On a table the upstream partitions over foreign partitions (a
 postgres_fdw coordinator) the SQL also groups by the partition key, so each shard computes its partial
-aggregate and only those cross the network.
+aggregate and only those cross the network. A table with a privacy unit is read with each unit's rows
+bounded to k, from the epoch's materialisation of those rows (``lapras.bounded``) once the engine has told
+the source its epoch (``new_epoch``), else through the window (``parser.bounding``).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -25,6 +29,7 @@ from parser.schema import TableSchema
 MARGINAL_MIN_QUERIES = 32
 MARGINAL_MIN_RANGES = 64
 MARGINAL_MAX_CELLS = 1 << 21
+_T = TypeVar("_T")
 
 
 def statement_ranges(queries: Sequence[LinearQuery]) -> int:
@@ -63,14 +68,67 @@ class ExactSource(Protocol):
 class PostgresExactSource:
     """Exact answers computed by the upstream PostgreSQL (aggregates only leave the database)."""
 
-    def __init__(self, conninfo: str) -> None:
+    def __init__(self, conninfo: str, bounding: str = "epoch") -> None:
         import psycopg
 
+        from lapras.bounded import BoundedTables
+
+        if bounding not in ("epoch", "live"):
+            raise ValueError(f"bounding must be epoch or live, got {bounding!r}")
         self._conninfo = conninfo
         self._local = threading.local()
         self._psycopg = psycopg
         self._partition_keys: dict[tuple[str, str], str | None] = {}
         self._keys_lock = threading.Lock()
+        # Privacy-unit tables: each epoch's bounded rows materialised once (lapras.bounded), read by every
+        # exact answer of the epoch; "live" (or before any epoch is set) runs the window per statement.
+        self.bounding = bounding
+        self.bounded = BoundedTables()
+        self._epoch: int | None = None
+
+    def new_epoch(self, epoch_id: int) -> None:
+        """The epoch whose materialised bounded rows exact answers read from now on (engine adoption)."""
+        self._epoch = int(epoch_id)
+
+    @contextmanager
+    def reading_live(self) -> Iterator[None]:
+        """Within this block this thread reads privacy-unit tables through the window: the MM release of
+        an epoch not yet begun is measured before its id, hence its materialisation, exists."""
+        self._local.live = True
+        try:
+            yield
+        finally:
+            self._local.live = False
+
+    def bounded_table(self, table: TableSchema, epoch_id: int | None = None) -> TableSchema:
+        """``table`` as exact answers read it in ``epoch_id`` (default: the current epoch): over the epoch's
+        materialised bounded rows (built now if nobody did), or ``table`` itself (no privacy unit, bounding
+        ``live``, no epoch yet, or an epoch behind the newest materialised: the window then)."""
+        epoch = self._epoch if epoch_id is None else int(epoch_id)
+        if (table.privacy_unit is None or table.derived is not None or table.rows_from is not None
+                or self.bounding != "epoch" or epoch is None or getattr(self._local, "live", False)):
+            return table
+        ref = self.bounded.ref(self._conn(), table, epoch)
+        return table if ref is None else replace(table, rows_from=ref)
+
+    def prepare(self, tables: Sequence[TableSchema]) -> None:
+        """Materialise the current epoch's bounded rows of ``tables`` ahead of their first statement (the
+        epoch preparer's thread, off the serving path)."""
+        for t in tables:
+            self.bounded_table(t)
+
+    def _read(self, table: TableSchema, run: Callable[[TableSchema], _T]) -> _T:
+        """``run`` over the table as this epoch reads it; if its materialisation was dropped meanwhile (a
+        newer epoch began elsewhere), once more through the window."""
+        read = self.bounded_table(table)
+        if read is table:
+            return run(table)
+        try:
+            return run(read)
+        except self._psycopg.errors.UndefinedTable:
+            if self._epoch is not None:
+                self.bounded.forget(table, self._epoch)
+            return run(table)
 
     def _conn(self) -> Any:
         c = getattr(self._local, "conn", None)
@@ -107,8 +165,6 @@ class PostgresExactSource:
         return found
 
     def answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
-        from parser.sql import answers_sql_batches
-
         if any(q.source is not None for q in queries):
             return derived_answers(self, table, queries)
         if not any(q.measure for q in queries):
@@ -122,8 +178,15 @@ class PostgresExactSource:
                 # GROUP BY scan computing each row's cell once, and sums over cells in numpy, beat one
                 # aggregate per query testing every range of every query on every row.
                 return answers_from_marginal(table, queries, self.marginal(table, attrs))
+        return self._read(table, lambda t: self._answers(t, queries))
+
+    def _answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
+        from parser.sql import answers_sql_batches
+
+        # A materialised table is local to the upstream's coordinator: no partial sums per shard.
+        key = None if table.rows_from is not None else self.partition_key(table)
         out: list[float] = []
-        for sql in answers_sql_batches(table, list(queries), partial_by=self.partition_key(table)):
+        for sql in answers_sql_batches(table, list(queries), partial_by=key):
             row = self._conn().execute(sql).fetchone()
             out.extend(float(v) for v in row)
         return np.asarray(out, dtype=np.float64)
@@ -144,7 +207,11 @@ class PostgresExactSource:
             rows = self._conn().execute(derived_marginal_sql(table, attrs)).fetchall()
             index = [derived_index(table, a) for a in attrs]
         else:
-            rows = self._conn().execute(marginal_sql(table, attrs, self.partition_key(table))).fetchall()
+            def read(t: TableSchema) -> list[Any]:
+                key = None if t.rows_from is not None else self.partition_key(t)
+                return self._conn().execute(marginal_sql(t, attrs, key)).fetchall()
+
+            rows = self._read(table, read)
             index = [table.attribute(a).domain.index_of for a in attrs]  # type: ignore[union-attr]
         for row in rows:
             idx = tuple(f(v) for f, v in zip(index, row[:-1], strict=True))

@@ -43,11 +43,20 @@ class SnapshotExactSource:
 
     def new_epoch(self, epoch_id: int) -> None:
         """Forget every histogram when the epoch changes: the next epoch sees the data as of then."""
+        inner = getattr(self.inner, "new_epoch", None)
+        if inner is not None:
+            inner(epoch_id)  # the bounded rows the inner source reads are the epoch's too
         with self._lock:
             if epoch_id != self._epoch:
                 self._epoch = epoch_id
                 self._hists.clear()
                 self._cells = 0
+
+    def __getattr__(self, name: str) -> object:
+        # The inner source's bounding hooks (prepare, reading_live, bounded_table), where it has them.
+        if name in ("prepare", "reading_live", "bounded_table"):
+            return getattr(self.inner, name)
+        raise AttributeError(name)
 
     def marginal(self, table: TableSchema, attrs: Sequence[str]) -> np.ndarray:
         # The MM release is measured for an epoch about to begin: always live, never kept for this one.

@@ -49,6 +49,10 @@ class TableSchema:
     max_groups_per_unit: int | None = None
     """With a privacy unit: cells one unit may be present in, in a histogram of units or of distinct values
     (chosen by a seeded hash of the cell); None = ``max_rows_per_unit``."""
+    rows_from: str | None = field(default=None, compare=False, repr=False)
+    """SQL naming a relation that holds this table's rows already bounded to k per unit (the epoch's
+    materialisation, ``lapras.bounded``); ``parser.bounding.table_ref`` then reads it as it is. Set only on
+    the copies exact-answer sources make; None in every catalog."""
     derived: Any = field(default=None, compare=False, repr=False)
     """A virtual table derived from a protected one (``parser.distinct.Derived``: units or distinct values
     present per group); None for a protected table itself."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 
+from .bounding import bounding_seed, table_ref
 from .coltypes.base import clamp_sql
 from .coltypes.text import quote_literal
 from .identifiers import quote_ident
@@ -25,33 +26,9 @@ MAX_COLUMNS = 1600
 """PostgreSQL allows at most 1664 entries in a target list; answers_sql_batches stays below."""
 
 
-def table_ref(table: TableSchema) -> str:
-    """The table as every exact answer reads it: with a privacy unit, each unit's rows bounded to k.
-
-    The k rows kept per unit are those with the smallest seeded hash of the whole row, so the choice
-    depends on that unit's own rows only (a stable transformation: one unit changes at most its k kept
-    rows) and not on physical order, and every process and restart keeps the same rows. The row text is
-    hashed under the session settings ``exact_session_sql`` fixes, so it reads the same everywhere.
-    """
-    ref = f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
-    if table.privacy_unit is None:
-        return ref
-    unit = quote_ident(table.privacy_unit)
-    return (f"(SELECT * FROM (SELECT r.*, row_number() OVER (PARTITION BY r.{unit} ORDER BY "
-            f"hashtextextended(r::text, {bounding_seed(table)}), r::text) AS lapras_unit_row "
-            f"FROM {ref} AS r WHERE r.{unit} IS NOT NULL) AS u "
-            f"WHERE u.lapras_unit_row <= {int(table.max_rows_per_unit)}) AS {quote_ident(table.name)}")
-
-
-def bounding_seed(table: TableSchema) -> int:
-    """A fixed 63-bit seed per table for the contribution bound's row order (public; not a secret: the
-    guarantee holds for any choice that depends only on the unit's own rows)."""
-    h = hashlib.blake2b(f"lapras-bound|{table.schema}|{table.name}".encode(), digest_size=8).digest()
-    return int.from_bytes(h, "big") >> 1
-
-
 def groups_seed(table: TableSchema) -> int:
-    """A fixed 63-bit seed per table for the order in which a unit's cells are kept (public, as above)."""
+    """A fixed 63-bit seed per table for the order in which a unit's cells are kept (public, as
+    ``parser.bounding.bounding_seed``)."""
     h = hashlib.blake2b(f"lapras-groups|{table.schema}|{table.name}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "big") >> 1
 
@@ -80,10 +57,12 @@ def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None =
     if not names:
         return pairs
     cols = ", ".join(names)
-    row = f"ROW({cols})::text"
+    # The cell's text once per pair (OFFSET 0: not merged into the window's query, where the hash and the
+    # tie-break would each compute it).
+    texts = f"SELECT p.*, ROW({cols})::text AS lapras_cell FROM ({pairs}) AS p OFFSET 0"
     return (f"SELECT lapras_unit, {cols} FROM (SELECT lapras_unit, {cols}, row_number() OVER (PARTITION BY "
-            f"lapras_unit ORDER BY hashtextextended({row}, {groups_seed(table)}), {row}) AS lapras_unit_cell "
-            f"FROM ({pairs}) AS p) AS b WHERE b.lapras_unit_cell <= {int(table.unit_cells)}")
+            f"lapras_unit ORDER BY hashtextextended(lapras_cell, {groups_seed(table)}), lapras_cell) AS "
+            f"lapras_unit_cell FROM ({texts}) AS q) AS b WHERE b.lapras_unit_cell <= {int(table.unit_cells)}")
 
 
 def _axis_sql(base: TableSchema, attr: str, cells: Sequence[Ranges], plain: bool) -> str:

@@ -106,7 +106,8 @@ def _select_sql(table: TableSchema, attrs: Sequence[Attribute]) -> psql.Composed
         c=psql.Identifier(a.name), lo=psql.Literal(a.domain.sum_bounds[0]), hi=psql.Literal(a.domain.sum_bounds[1]))
         for a in attrs]
     nn = [psql.SQL("{c} IS NOT NULL").format(c=psql.Identifier(a.name)) for a in attrs]
-    # table_ref: with a privacy unit, each unit's rows bounded to k (as for every exact answer).
+    # table_ref: with a privacy unit, each unit's rows bounded to k (as for every exact answer; from the
+    # epoch's materialisation when the caller's rows_of gave one).
     return psql.SQL("SELECT {cols} FROM {t} WHERE {nn}").format(
         cols=psql.SQL(", ").join(cols), t=psql.SQL(table_ref(table)),
         nn=psql.SQL(" AND ").join(nn))
@@ -121,13 +122,15 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
                    xs: Sequence[str], method: str, eps: float, delta: float,
                    bounds: tuple[float, float] | None = None, *,
                    admit: Callable[[Cost], None], block_rows: int = 8192,
-                   params: dict[str, Any] | None = None) -> RegressionResult:
+                   params: dict[str, Any] | None = None,
+                   rows_of: Callable[[TableSchema], TableSchema] | None = None) -> RegressionResult:
     """DP linear regression of ``y`` on ``xs`` (+ intercept) over ``table``; see the module docstring.
 
     ``conn_factory()`` returns a psycopg (3) connection usable as a context manager. ``bounds`` =
     (row-norm bound on the standardised design row incl. intercept, bound on |y - mid_y|); default from
     the public domains. ``admit(cost)`` is called once, before any row is read; its exception propagates
-    and nothing is computed.
+    and nothing is computed. ``rows_of`` (after ``admit``): the table as the epoch's exact answers read it
+    (its materialised bounded rows).
     """
     if method not in METHODS:
         raise RegressionError("22023", f"unknown regression method {method!r}", hint="one of " + ", ".join(METHODS))
@@ -152,7 +155,7 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
     cost = Cost(eps=float(eps), delta=float(delta))
     admit(cost)  # an exhausted budget is refused before any data is touched
 
-    query = _select_sql(table, [ya, *xa])
+    query = _select_sql(rows_of(table) if rows_of is not None else table, [ya, *xa])
     with conn_factory() as conn:
         # One snapshot for all passes (IHM reads the rows T + 1 times); the proxy never writes.
         conn.read_only = True
@@ -183,13 +186,16 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
 def run_regression_call(call: RegressionCall, catalog: Catalog,
                         conn_factory: Callable[[], AbstractContextManager[Any]], *,
                         admit: Callable[[Cost], None], default_epsilon: float,
-                        default_delta: float) -> RegressionResult:
-    """Resolve a parsed call against the catalog (42P01 for an unknown table) and run it."""
+                        default_delta: float,
+                        rows_of: Callable[[TableSchema], TableSchema] | None = None) -> RegressionResult:
+    """Resolve a parsed call against the catalog (42P01 for an unknown table) and run it.
+
+    ``rows_of``: as for :func:`run_regression`."""
     canon = canonical_call(call, catalog, default_epsilon, default_delta)
     table = catalog.table(canon.table, canon.schema)
     assert table is not None and canon.epsilon is not None and canon.delta is not None
     return run_regression(conn_factory, table, canon.y, list(canon.xs), canon.method, canon.epsilon, canon.delta,
-                          admit=admit)
+                          admit=admit, rows_of=rows_of)
 
 
 def canonical_call(call: RegressionCall, catalog: Catalog, default_epsilon: float,

@@ -89,8 +89,9 @@ def build_engine(cfg: Config, upstream_dsn: str, *, background: bool = False,
 
 
 def exact_source(cfg: Config, upstream_dsn: str) -> ExactSource:
-    """Exact answers pushed down to the upstream, through the per-epoch marginal snapshot when configured."""
-    live = PostgresExactSource(upstream_dsn)
+    """Exact answers pushed down to the upstream (privacy-unit tables read from each epoch's bounded rows
+    unless bounding = "live"), through the per-epoch marginal snapshot when configured."""
+    live = PostgresExactSource(upstream_dsn, bounding=cfg.lapras.bounding)
     if cfg.lapras.snapshot == "epoch":
         return SnapshotExactSource(live, cfg.lapras.snapshot_max_cells)
     return live

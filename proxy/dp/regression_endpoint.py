@@ -80,9 +80,11 @@ class RegressionEndpoint:
                 raise StaleEpoch(epoch_id)
             check_regression(current, cost.eps or 0.0, cost.delta or 0.0)
 
+        bounded = getattr(self.engine.exact, "bounded_table", None)
         result = run_regression_call(canon, catalog, self._conn, admit=admit,
                                      default_epsilon=eps_r * DEFAULT_CALL_SHARE,
-                                     default_delta=delta_r * DEFAULT_CALL_SHARE)
+                                     default_delta=delta_r * DEFAULT_CALL_SHARE,
+                                     rows_of=(lambda t: bounded(t, epoch_id)) if bounded is not None else None)
         # The spend and the released rows commit together; a concurrent identical call may have committed
         # first, and then its release is the answer (never two releases of one call).
         final, _ = ledger.commit_regression(epoch_id, key, result.cost.eps or 0.0, result.cost.delta or 0.0,

@@ -114,6 +114,7 @@ class LaprasSettings:
     mm_wait: float = default("lapras.mm_wait")
     snapshot: str = default("lapras.snapshot")
     snapshot_max_cells: int = default("lapras.snapshot_max_cells")
+    bounding: str = default("lapras.bounding")
 
 
 @dataclass(frozen=True)

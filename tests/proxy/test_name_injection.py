@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from lapras.regression.service import _select_sql
 from parser import Planner
+from parser.bounding import bounded_rows_sql
 from parser.identifiers import quote_ident
 from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
 from parser.sql import answers_sql, marginal_sql
@@ -56,7 +57,9 @@ def test_pushed_down_answers_and_marginals_keep_names_inside_quotes() -> None:
     _check(answers_sql(TBL, list(plan.queries), partial_by=quote_ident(HOSTILE[0])))
     _check(marginal_sql(TBL, HOSTILE[:3]))
     _check(marginal_sql(TBL, HOSTILE[:2], partial_by=quote_ident(HOSTILE[0])))
-    assert f"PARTITION BY r.{quote_ident(UNIT)}" in answers_sql(TBL, list(plan.queries))
+    assert f"PARTITION BY t.{quote_ident(UNIT)}" in answers_sql(TBL, list(plan.queries))
+    # The epoch's materialisation of the bounded rows (lapras.bounded): every stored column by name.
+    _check(bounded_rows_sql(TBL, [UNIT, *HOSTILE]))
 
 
 def test_catalog_ddl_regression_scan_and_shard_key_keep_names_inside_quotes() -> None:
