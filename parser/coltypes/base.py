@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import errors as E
 from ..errors import Refusal
+from ..pgtypes import FLOAT8, INT8
 
 Value = Any
 """A cell value as Python carries it: int, str, Decimal, bool, date, datetime; None is NULL."""
@@ -54,8 +55,8 @@ class ColumnType:
     param_oid: ClassVar[int] = 0  # type a parameter compared with the column takes
     summable: ClassVar[bool] = False  # SUM / AVG allowed
     measure: ClassVar[bool] = False  # SUM reads each row's (clamped) value; False: the cell's value
-    sum_oid: ClassVar[int] = 20  # type of SUM(col) (int8: rounded); AVG is float8 unless avg_oid says
-    avg_oid: ClassVar[int] = 701
+    sum_oid: ClassVar[int] = INT8  # type of SUM(col) (int8: rounded); AVG is float8 unless avg_oid says
+    avg_oid: ClassVar[int] = FLOAT8
 
     nullable: bool = field(default=False, kw_only=True)
 
