@@ -162,3 +162,19 @@ def test_generated_rows_of_a_table_with_a_unit_give_each_row_its_own(embedded_pg
     with psycopg.connect(dsn) as conn:
         n, units = conn.execute('SELECT count(*), count(DISTINCT "User ID") FROM gen').fetchone()  # type: ignore[misc]
     assert n == units > 0
+
+
+def test_a_declared_column_missing_from_the_table_stops_the_start(own: Any, harness: Any) -> None:
+    """A misspelt column (or a unit column the table lacks) is named at start, not failed per statement
+    with XX000 and the reason only in the operator's log."""
+    from proxy.ops.app import StartupError, open_upstream
+
+    text = harness.make_test_config(own.upstream_dsn, 1, extra=DECLARATION.replace(
+        "is_mobile = {", '"Is Mobile" = {').replace('"User ID"', '"user_id"'))
+    cfg = parse_config(tomllib.loads(text))
+    with pytest.raises(StartupError) as err:
+        open_upstream(cfg, Path("/nonexistent"))
+    assert 'table public.orders has no column "Is Mobile", user_id (it has "User ID", category' in str(err.value)
+    # The declaration as the table is: it starts.
+    good = parse_config(tomllib.loads(harness.make_test_config(own.upstream_dsn, 1, extra=DECLARATION)))
+    assert open_upstream(good, Path("/nonexistent")).dsn == own.upstream_dsn

@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from parser.identifiers import display_ident
 from parser.schema import Catalog
 
 from .config import Config, parse_listen
@@ -63,6 +64,7 @@ def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = N
         if missing:
             raise StartupError(f"the upstream database has no table {', '.join(missing)}; "
                                f"create it or fix [tables] in {cfg.path}")
+        _check_columns(cfg, cfg.upstream_dsn)
         return Upstream(dsn=cfg.upstream_dsn, admin_dsn=cfg.upstream_dsn)
     pg = EmbeddedPostgres(state_dir)
     if start:
@@ -81,7 +83,32 @@ def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = N
         if ensure_table(dsn, table, load, source):
             what = f"from {source}" if source else "with generated demo rows"
             print(f"created table {table.qualified_name} {what}", file=sys.stderr)
+    _check_columns(cfg, dsn)
     return Upstream(dsn=dsn, admin_dsn=pg.dsn(), embedded=pg)
+
+
+def _check_columns(cfg: Config, dsn: str) -> None:
+    """Every declared column and privacy unit exists in its table, or the proxy does not start: a
+    misspelt column would otherwise fail every statement over it with XX000, the reason only in the log.
+    Names are compared as stored (bound values)."""
+    problems = []
+    with psycopg.connect(dsn, connect_timeout=10) as conn:
+        for t in cfg.catalog.tables:
+            stored = {r[0] for r in conn.execute(
+                "SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s "
+                "AND a.attnum > 0 AND NOT a.attisdropped", (t.schema, t.name)).fetchall()}
+            declared = [a.name for a in t.attributes] + ([t.privacy_unit] if t.privacy_unit else [])
+            absent = [n for n in declared if n not in stored]
+            if absent:
+                names = ", ".join(display_ident(n) for n in absent)
+                have = sorted(display_ident(n) for n in stored)
+                more = f" and {len(have) - 20} more" if len(have) > 20 else ""
+                problems.append(f"table {t.qualified_name} has no column {names} (it has "
+                                f"{', '.join(have[:20]) or 'no columns'}{more})")
+    if problems:
+        raise StartupError("; ".join(problems) + f"; fix [tables] in {cfg.path} (names as stored: "
+                           "case and spaces count) or the table")
 
 
 def _no_load() -> Any:
