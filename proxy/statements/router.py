@@ -16,6 +16,7 @@ from parser.identifiers import mention_pattern
 from parser.schema import Catalog
 
 from ..protocol.errors import PgError
+from .session_funcs import session_select
 from .sqltext import EscapeError, decode_escapes, leading_words, strip_comments
 
 _PLAIN_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(?:SELECT|WITH)\b", re.IGNORECASE)
@@ -73,6 +74,7 @@ _DANGEROUS = re.compile(
     r"|\b(age|mxid_age)\"?\s*\(",
     re.IGNORECASE,
 )
+_SET_CONFIG = re.compile(r"\bset_config\b", re.IGNORECASE)  # answered by the session in session_select
 _LAPRAS_CALL = re.compile(r"\blapras\s*\.", re.IGNORECASE)
 _DML_IN_QUERY = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
 _INTO = re.compile(r"\bINTO\b", re.IGNORECASE)
@@ -158,6 +160,11 @@ class Router:
             plain = decode_escapes(sql)
         except EscapeError as exc:
             return Route(Kind.REFUSED, sql, first, PgError("42601", str(exc)))
+        if (first == "SELECT" and not _DANGEROUS.search(_SET_CONFIG.sub("", plain))
+                and session_select(plain) is not None):
+            # current_database(), current_user, current_setting/set_config: the client's own names and
+            # settings, from the session (never the catalog reader's, never a pooled backend's setting).
+            return Route(Kind.SESSION, sql, "SESSION_SELECT")
         m = _DANGEROUS.search(plain)
         if m:
             return Route(Kind.REFUSED, sql, first, statistics_error(m.group(1) or m.group(2)))

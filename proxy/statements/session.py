@@ -18,6 +18,8 @@ from ..protocol.connection import ServerConnection
 from ..protocol.errors import PgError
 from .results import ResultSet, command, text_result
 from .router import Route
+from .session_funcs import session_select
+from .sqltext import decode_escapes
 
 # Parameters PostgreSQL reports with ParameterStatus (GUC_REPORT), with their canonical spelling.
 REPORTED = ("server_version", "server_encoding", "client_encoding", "DateStyle", "TimeZone",
@@ -192,6 +194,9 @@ class Session:
         m = current_setting_call(sql)
         if m is not None:
             return [backend.field(m[1], types.TEXT)]
+        funcs = session_select(sql)
+        if funcs is not None:
+            return [backend.field(name, types.TEXT) for name, _ in funcs]
         words = _words(sql)
         if words and words[0].upper() == "SHOW":
             name = _show_name(words[1:])
@@ -376,6 +381,13 @@ def _current_setting(s: Session, sql: str, formats: list[int]) -> ResultSet:
     return text_result([(call[1], types.TEXT)], [(value,)], "SELECT 1", formats)
 
 
+def _session_select(s: Session, sql: str, formats: list[int]) -> ResultSet:
+    funcs = session_select(decode_escapes(sql))
+    assert funcs is not None
+    row = tuple(f(s) for _, f in funcs)
+    return text_result([(name, types.TEXT) for name, _ in funcs], [row], "SELECT 1", formats)
+
+
 def _warning(text: str) -> bytes:
     return backend.notice_response(text, "WARNING", "25001")
 
@@ -558,7 +570,7 @@ _HANDLERS = {
     "SET": _set, "RESET": _reset, "SHOW": _show, "BEGIN": _begin, "START": _begin, "COMMIT": _commit,
     "END": _commit, "ROLLBACK": _rollback, "ABORT": _rollback, "SAVEPOINT": _savepoint,
     "RELEASE": _release, "DISCARD": _discard, "DEALLOCATE": _deallocate, "FETCH": _fetch, "MOVE": _fetch,
-    "CLOSE": _close, "CURRENT_SETTING": _current_setting, "LISTEN": _noop("LISTEN"), "UNLISTEN": _noop("UNLISTEN"), "NOTIFY": _noop("NOTIFY"),
+    "CLOSE": _close, "CURRENT_SETTING": _current_setting, "SESSION_SELECT": _session_select, "LISTEN": _noop("LISTEN"), "UNLISTEN": _noop("UNLISTEN"), "NOTIFY": _noop("NOTIFY"),
 }
 
 _DECLARE = re.compile(

@@ -84,7 +84,8 @@ def test_statistics_and_dangerous_functions_refused(raw: RawClient) -> None:
                 "SELECT histogram_bounds FROM pg_stats", "SELECT pg_read_file('/etc/passwd')",
                 "SELECT * FROM pg_ls_dir('.')", "SELECT lo_import('/etc/passwd')",
                 "COPY (SELECT 1) TO PROGRAM 'id'", "SELECT query_to_xml('select 1', true, true, '')",
-                "SELECT current_setting('data_directory')", "SELECT set_config('a.b', 'c', false)",
+                "SELECT current_setting('data_directory')", "SELECT set_config('a.b', 'c', false) FROM pg_class",
+                "SELECT set_config('a.b', 'c', false), current_setting('data_directory')",
                 "SELECT * FROM pg_stat_activity", "SELECT dblink('x', 'y')"):
         assert sqlstates(q(raw, sql)) == ["42501"], sql
 

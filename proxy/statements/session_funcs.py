@@ -1,0 +1,98 @@
+"""SELECTs made only of session functions, answered from the session as PostgreSQL would answer them.
+
+Drivers and tools ask who and where they are, and read or change a setting, in one SELECT without FROM:
+``SELECT current_database(), current_user`` (DBeaver, pgAdmin), asyncpg's type introspection
+``SELECT current_setting('jit') AS cur, set_config('jit', 'off', false) AS new``. Relayed to the schema-only
+catalog database they would name its reader role and database (``adult_lapras_catalog_reader``), or be
+refused (set_config would leave a setting on a pooled backend). Here the names are the client's own (the
+user it logged in as, the database it asked for) and settings are the session's, as SET keeps them.
+Anything else in the statement (FROM, WHERE, another function, a parameter) leaves it to the catalog.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import sqlglot
+from sqlglot import exp
+
+from ..protocol.errors import PgError
+
+if TYPE_CHECKING:
+    from .session import Session
+
+Item = tuple[str, Callable[["Session"], str | None]]
+"""A result column: its name and how the session computes its value (text; None is NULL)."""
+
+PREFILTER = re.compile(r"\b(current_setting|set_config|current_database|current_catalog|current_user|"
+                       r"session_user|current_role|user)\b", re.IGNORECASE)
+
+_WHO: dict[type[exp.Expr], str] = {exp.CurrentUser: "current_user", exp.SessionUser: "session_user"}
+_WHO_NAMES = {"user", "current_role", "current_user", "session_user"}
+
+
+def session_select(sql: str) -> list[Item] | None:
+    """The columns of ``sql`` when it is a SELECT of session functions only, else None."""
+    if len(sql) > 2000 or not PREFILTER.search(sql):
+        return None
+    try:
+        trees = sqlglot.parse(sql, read="postgres")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return None
+    if len(trees) != 1 or not isinstance(trees[0], exp.Select):
+        return None
+    sel = trees[0]
+    if any(sel.args.get(k) for k in ("from", "from_", "where", "group", "having", "order", "limit", "with",
+                                     "distinct", "joins")):
+        return None
+    items = []
+    for e in sel.expressions:
+        item = _item(e.unalias())
+        if item is None:
+            return None
+        items.append((e.alias if isinstance(e, exp.Alias) else item[0], item[1]))
+    return items or None
+
+
+def _literal(e: exp.Expr) -> str | None:
+    return str(e.this) if isinstance(e, exp.Literal) and e.is_string else None
+
+
+def _item(e: exp.Expr) -> Item | None:
+    if isinstance(e, exp.CurrentDatabase | exp.CurrentCatalog):
+        name = "current_database" if isinstance(e, exp.CurrentDatabase) else "current_catalog"
+        return name, lambda s: s.database
+    if type(e) in _WHO:
+        return _WHO[type(e)], lambda s: s.user
+    if isinstance(e, exp.Column) and not e.table and not e.this.quoted and e.name.lower() in _WHO_NAMES:
+        return e.name.lower(), lambda s: s.user
+    if not isinstance(e, exp.Anonymous):
+        return None
+    fn, args = str(e.this).lower(), e.expressions
+    if fn == "current_setting" and 1 <= len(args) <= 2 and _literal(args[0]) is not None:
+        name = _literal(args[0]) or ""
+        missing_ok = len(args) == 2 and isinstance(args[1], exp.Boolean) and bool(args[1].this)
+        if len(args) == 2 and not isinstance(args[1], exp.Boolean):
+            return None
+
+        def current(s: Session) -> str | None:
+            value = s.get(name)
+            if value is None and not missing_ok:
+                raise PgError("42704", f'unrecognized configuration parameter "{name}"')
+            return value
+
+        return "current_setting", current
+    if fn == "set_config" and len(args) == 3 and isinstance(args[2], exp.Boolean):
+        setting, value = _literal(args[0]), _literal(args[1])
+        if setting is None or value is None:
+            return None
+
+        def set_config(s: Session) -> str | None:
+            assert setting is not None
+            s.set(setting, value)  # is_local or not: the session's settings, as SET [LOCAL] keeps them
+            return s.get(setting)
+
+        return "set_config", set_config
+    return None
