@@ -11,6 +11,7 @@ import numpy as np
 
 from . import condition as C
 from . import errors as E
+from .arrays import array_items
 from .distinct import DistinctQueries
 from .errors import Refusal
 from .limits import Budget, Limits
@@ -74,6 +75,17 @@ def _typed_value(operand: C.Operand, oid: int, params: Sequence[object]) -> Any:
     return coerce_param(v, oid)
 
 
+def _array_value(operand: C.Param, params: Sequence[object]) -> list[Any] | None:
+    """The array bound to ``operand`` as a list (None: a NULL array); a text array literal is read here when
+    the client sent it untyped."""
+    if operand.index > len(params):
+        raise _missing(params, operand.index)
+    v = params[operand.index - 1]
+    if v is None or isinstance(v, list | tuple):
+        return None if v is None else list(v)
+    return array_items(v.decode() if isinstance(v, bytes) else str(v))
+
+
 def _mask(shape: tuple[int, ...], ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
     """A boolean array over a product of domains from runs of flat indices."""
     flat = np.zeros(int(np.prod(shape)), dtype=bool)
@@ -135,6 +147,14 @@ class Binder:
                 return self._cmp(attr, op, _value(operand, attr, self.params))
             case C.In(name, operands):
                 return self._in(self._attr(name), operands)
+            case C.AnyOf(name, op, operand):
+                attr = self._attr(name)
+                items = _array_value(operand, self.params)
+                if items is None:
+                    return False, False
+                self.budget.in_list(len(items))
+                both = [self._cmp(attr, op, None if v is None else attr.domain.coerce_param(v)) for v in items]
+                return sp.any_of([p[0] for p in both]), sp.all_of([p[1] for p in both])
             case C.NotDistinct(name, operand):
                 # IS NOT DISTINCT FROM: equality where NULL equals NULL; never unknown.
                 attr = self._attr(name)

@@ -81,6 +81,16 @@ class In(Cond):
 
 
 @dataclass(frozen=True, slots=True)
+class AnyOf(Cond):
+    """``attr op ANY($n)`` with an array bound to ``$n`` (psycopg's way of sending an IN list): TRUE where
+    some element compares TRUE, FALSE where all compare FALSE (an empty array: FALSE everywhere)."""
+
+    attr: str
+    op: str
+    operand: Param
+
+
+@dataclass(frozen=True, slots=True)
 class IsNull(Cond):
     attr: str
 

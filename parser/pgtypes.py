@@ -40,6 +40,14 @@ TYPES: tuple[PgType, ...] = (
     PgType(NUMERIC, "numeric", -1, ("decimal",)),
 )
 
+# Array types of the scalar ones, for `col = ANY($1)` with a list bound to $1 (psycopg's IN list):
+# element oid -> array oid, as pg_type.typarray has them.
+ARRAY_OF: dict[int, int] = {BOOL: 1000, INT2: 1005, INT4: 1007, INT8: 1016, TEXT: 1009, BPCHAR: 1014,
+                            VARCHAR: 1015, FLOAT4: 1021, FLOAT8: 1022, NUMERIC: 1231, DATE: 1182,
+                            TIMESTAMP: 1115, TIMESTAMPTZ: 1185}
+ELEMENT_OF: dict[int, int] = {a: e for e, a in ARRAY_OF.items()}
+TYPES += tuple(PgType(a, f"{next(t.name for t in TYPES if t.oid == e)}[]", -1) for e, a in ARRAY_OF.items())
+
 BY_OID: dict[int, PgType] = {t.oid: t for t in TYPES}
 OID_BY_NAME: dict[str, int] = {n: t.oid for t in TYPES for n in (t.name, *t.aliases)}
 

@@ -118,6 +118,8 @@ PARAMETERISED = [
      [datetime(2026, 2, 1), True]),
     ("SELECT count(*) FROM orders WHERE price >= %s AND category = %s", [Decimal("20.00"), "support"]),
     ("SELECT count(*) FROM orders WHERE lower(category) IN (%s, %s)", ["support", "checkout_done"]),
+    ("SELECT count(*) FROM orders WHERE category = ANY(%s) AND is_mobile = ANY(%s)",
+     [["support", "checkout_done"], [True]]),
 ]
 
 

@@ -17,6 +17,7 @@ from .. import condition as C
 from .. import errors as E
 from .. import scalar as S
 from ..errors import Refusal
+from ..pgtypes import ARRAY_OF
 from ..predicate import merge_ranges, runs
 from ..schema import Attribute
 from ..syntax import position_of
@@ -306,6 +307,11 @@ class _Lowering:
             ctx.budget.in_list(len(items))
             parts = tuple(C.Compare(attr.name, op, operand(x, attr, ctx)) for x in items)
             return C.And(parts) if every else C.Or(parts)
+        if isinstance(right, exp.Any) and isinstance(left, exp.Column) and _bare_param(right.this) is not None:
+            attr, n = ctx.column(left), _bare_param(right.this)
+            assert n is not None
+            ctx.param_types[n] = ARRAY_OF.get(attr.domain.param_oid, ARRAY_OF[S.TEXT])
+            return C.AnyOf(attr.name, op, C.Param(n))
         if isinstance(right, exp.Any):
             raise unsupported(f"{sql_of(right)}", right)
         if isinstance(left, exp.Column) and right.find(exp.Column) is None:

@@ -10,10 +10,13 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from parser.arrays import array_items
+from parser.errors import Refusal
 from parser.pgtypes import (
     BOOL,
     BPCHAR,
     DATE,
+    ELEMENT_OF,
     FLOAT4,
     FLOAT8,
     INT2,
@@ -58,6 +61,12 @@ def decode_text(oid: int, raw: bytes) -> Any:
         raise PgError("22021", "invalid byte sequence for encoding \"UTF8\"") from None
     if oid in _TEXTISH:
         return s
+    if oid in ELEMENT_OF:
+        try:
+            items = array_items(s)
+        except Refusal as r:
+            raise PgError(r.sqlstate, r.message) from None
+        return [None if item is None else decode_text(ELEMENT_OF[oid], item.encode()) for item in items]
     try:
         if oid in _INTS:
             return int(s.strip())
@@ -77,9 +86,37 @@ def decode_text(oid: int, raw: bytes) -> Any:
     return s
 
 
+def _array_from_binary(oid: int, raw: bytes) -> list[Any]:
+    """A binary array (ndim, flags, element oid, per dimension size and lower bound, then each element as
+    a length and its bytes, -1 for NULL), flattened."""
+    ndim, _flags, elem = struct.unpack_from("!iiI", raw, 0)
+    if ndim < 0 or ndim > 6 or elem != ELEMENT_OF[oid]:
+        raise struct.error("bad array header")
+    pos, count = 12, 1
+    for _ in range(ndim):
+        size, _lower = struct.unpack_from("!ii", raw, pos)
+        count, pos = count * size, pos + 8
+    out: list[Any] = []
+    for _ in range(count if ndim else 0):
+        (length,) = struct.unpack_from("!i", raw, pos)
+        pos += 4
+        if length < 0:
+            out.append(None)
+            continue
+        if pos + length > len(raw):
+            raise struct.error("short array element")
+        out.append(decode_binary(elem, raw[pos:pos + length]))
+        pos += length
+    if pos != len(raw):
+        raise struct.error("trailing bytes")
+    return out
+
+
 def decode_binary(oid: int, raw: bytes) -> Any:
     """Decode a binary-format parameter of type `oid` into a Python value."""
     try:
+        if oid in ELEMENT_OF:
+            return _array_from_binary(oid, raw)
         if oid in _INTS:
             fmt = _INTS[oid]
             if len(raw) != struct.calcsize(fmt):

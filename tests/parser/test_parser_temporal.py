@@ -197,6 +197,12 @@ EXPR_PARAMS = [
     ("SELECT count(*) FROM ev WHERE $1 < d::timestamp", ["2026-03-01 00:00:00"], [datetime(2026, 3, 1)]),
     ("SELECT cat, count(*) FROM ev WHERE (n > 5) = $1 GROUP BY cat", ["true"], [True]),
     ("SELECT count(*) FROM ev WHERE ts::date >= $1", [None], [None]),
+    # col = ANY($1) with a list: psycopg's IN list under server-side binding (its text and typed forms)
+    ("SELECT count(*) FROM ev WHERE cat = ANY($1)", ["{a,c}"], [["a", "c"]]),
+    ("SELECT count(*) FROM ev WHERE n > ANY($1) AND d = ANY($2)", ["{3,7}", "{2026-01-05,2026-02-01}"],
+     [[3, 7], [date(2026, 1, 5), date(2026, 2, 1)]]),
+    ("SELECT count(*) FROM ev WHERE NOT (cat = ANY($1))", ['{"b",NULL}'], [["b", None]]),
+    ("SELECT count(*) FROM ev WHERE cat <> ANY($1)", ["{}"], [[]]),
 ]
 
 

@@ -1,9 +1,10 @@
 """Session functions answered as PostgreSQL answers them, through the real proxy: the client's own user and
-database (not the catalog database's reader role), settings read and set by SELECT (asyncpg's type
-introspection sets jit with set_config)."""
+database (not the catalog database's reader role), settings read and set by SELECT, and asyncpg's type
+introspection (which sets jit with set_config) so that array parameters (`col = ANY($1)`) work."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
@@ -37,3 +38,20 @@ def test_settings_through_select(proxy: Any) -> None:
             conn.execute("SELECT set_config(name, 'x', false) FROM pg_settings")
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
+
+def test_asyncpg_introspects_array_types_and_binds_lists(proxy: Any) -> None:
+    import asyncpg
+
+    async def run() -> tuple[int, int, int]:
+        conn = await asyncpg.connect(host=proxy.host, port=proxy.port, user="analyst", password="lapras",
+                                     database="adult", ssl=False)
+        try:
+            some = await conn.fetchval("SELECT count(*) FROM adult WHERE race = ANY($1)", [0, 1])
+            every = await conn.fetchval("SELECT count(*) FROM adult WHERE race = ANY($1)", [0, 1, 2, 3, 4])
+            none = await conn.fetchval("SELECT count(*) FROM adult WHERE race = ANY($1)", [])
+            return some, every, none
+        finally:
+            await conn.close()
+
+    some, every, none = asyncio.run(run())
+    assert 0 < some < every and none == 0
