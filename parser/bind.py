@@ -27,6 +27,7 @@ from .plan import Column, QueryPlan
 from .predicate import Pred, Ranges, Space, merge_ranges
 from .scalar import BOOL, TEXT, cast_value, coerce_param, compare
 from .schema import Attribute, TableSchema
+from .syntax import position_of
 from .template import Template
 
 TF = tuple[Pred, Pred]
@@ -231,6 +232,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
         raise Refusal(E.FEATURE_NOT_SUPPORTED, "an aggregate over a column with private keys is not supported",
                       hint="Group by the column: its keys are released by DP partition selection.")
     private = private_columns(t.table, t.group_attrs)
+    _check_joint(t, private)
     if len(set(private)) > 1:  # refused before anything is selected or charged
         raise Refusal(E.FEATURE_NOT_SUPPORTED, "GROUP BY more than one column with private keys is not supported",
                       hint="Group by one private-keys column (with any public ones).")
@@ -246,6 +248,10 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
                if spec.kind == "distinct"}
     if not t.aggs and t.groups and selected is None and _filtered_elsewhere(t, sp.support(base)):
         # Which values occur where another column has some value is data: DP partition selection.
+        if any(d.attrs for d in t.groups):
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, "a value list of an expression over several columns, filtered "
+                          "on other columns, is not supported",
+                          hint="Add an aggregate (count(*)), or filter only on the columns the expression reads.")
         raise NeedsPartition(value_list_request(t.table, t.group_attrs, sp, base))
     queries: list[LinearQuery] = []
     index: dict[LinearQuery, int] = {}
@@ -253,6 +259,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     factors: list[list[float]] = []
     groups = []
     limit = _count(t.limit, params, "LIMIT")
+    joint = _GroupCells(t.table, sp, budget)
     # LIMIT 0 (how Tableau and others ask for a query's columns) shows no row whatever is measured: measure
     # nothing, so describing an aggregate costs nothing.
     for (key, cells), at in zip(_groups(t), _group_indices(t), strict=True) if limit != 0 else []:
@@ -261,7 +268,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
             # filtered with IN shows only its slices). Groups that merely might be empty stay.
             gp = base
             for gattr, granges in cells:
-                gp = sp.restrict(gp, gattr, granges)
+                gp = joint.restrict(gp, gattr, granges)
             if gp is False:
                 continue
             if selected is not None and not _covers(cells, selected):
@@ -270,7 +277,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
         row, frow = [], []
         for i, (spec, p) in enumerate(zip(t.aggs, agg_preds, strict=True)):
             for gattr, granges in cells:
-                p = sp.restrict(p, gattr, granges)
+                p = joint.restrict(p, gattr, granges)
             budget.add_boxes(sp.count_boxes(p))
             if i in derived:
                 q, factor = derived[i].query(at, p is False), 1.0
@@ -299,6 +306,45 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     )
 
 
+def _check_joint(t: Template, private: Sequence[str]) -> None:
+    """What a joint GROUP BY dimension (an expression over several columns) cannot take part in yet."""
+    joint = [d for d in t.groups if d.attrs]
+    if not joint:
+        return
+    if any(a in private for d in joint for a in d.attrs):
+        raise Refusal(E.FEATURE_NOT_SUPPORTED, "a GROUP BY expression over a column with private keys and other "
+                      "columns is not supported", hint="Group by the private-keys column itself.",
+                      position=position_of(joint[0].node))
+    if any(spec.kind == "distinct" for spec in t.aggs):
+        raise Refusal(E.FEATURE_NOT_SUPPORTED, "COUNT(DISTINCT) grouped by an expression over several columns is "
+                      "not supported", hint="Group by the columns themselves and combine the keys in the SELECT "
+                      "list.", position=position_of(joint[0].node))
+
+
+class _GroupCells:
+    """A group's cells restricting a predicate: a plain dimension's ranges of one attribute, or a joint
+    dimension's runs over the product of its attributes (``analysis/joint.py``), built once per key."""
+
+    def __init__(self, table: TableSchema, space: Space, budget: Budget) -> None:
+        self.table, self.space, self.budget = table, space, budget
+        # Masks over a joint product are vectorised: charged by the runs they hold (the boxes they become),
+        # not the product's size (bounded at analysis by joint.MAX_GROUP_WORK).
+        self.free = space.with_budget(None)
+        self.preds: dict[tuple[tuple[str, ...], Ranges], Pred] = {}
+
+    def restrict(self, p: Pred, attr: str | tuple[str, ...], ranges: Ranges) -> Pred:
+        if isinstance(attr, str):
+            return self.space.restrict(p, attr, ranges)
+        key = (attr, ranges)
+        cells = self.preds.get(key)
+        if cells is None:
+            self.budget.tick(10 * len(ranges))  # about one box a run, counted as the binder counts boxes
+            self.budget.check_deadline()
+            cells = self.free.table(attr, _mask(self.table.shape(attr), ranges))
+            self.preds[key] = cells
+        return self.space.and_(p, cells)
+
+
 def _filtered_elsewhere(t: Template, support: tuple[str, ...]) -> bool:
     """True when a value list's WHERE reads columns other than its keys (filtered on its own keys only,
     it is the public domain's values and free)."""
@@ -308,7 +354,7 @@ def _filtered_elsewhere(t: Template, support: tuple[str, ...]) -> bool:
     return any(a not in keys for a in support)
 
 
-def _covers(cells: list[tuple[str, Ranges]], selected: frozenset[tuple[int, ...]]) -> bool:
+def _covers(cells: list[tuple[str | tuple[str, ...], Ranges]], selected: frozenset[tuple[int, ...]]) -> bool:
     """True when a group's cells include a released cell tuple."""
     per_dim = [[i for lo, hi in granges for i in range(lo, hi + 1)] for _, granges in cells]
     return any(combo in selected for combo in itertools.product(*per_dim))
@@ -319,11 +365,13 @@ def _group_indices(t: Template) -> list[tuple[int, ...]]:
     return list(itertools.product(*(range(len(d.keys)) for d in t.groups)))
 
 
-def _groups(t: Template) -> list[tuple[tuple[object, ...], list[tuple[str, Ranges]]]]:
+def _groups(t: Template) -> list[tuple[tuple[object, ...], list[tuple[str | tuple[str, ...], Ranges]]]]:
     """Every group of the product of the GROUP BY dimensions, in key order (empty groups included): its key
-    values and, per dimension, the attribute cells it covers."""
-    out: list[tuple[tuple[object, ...], list[tuple[str, Ranges]]]] = [((), [])]
+    values and, per dimension, the attribute cells it covers (a joint dimension: its attributes' tuple and
+    runs over their product)."""
+    out: list[tuple[tuple[object, ...], list[tuple[str | tuple[str, ...], Ranges]]]] = [((), [])]
     for dim in t.groups:
-        out = [(k + (key,), c + [(dim.attr, cells)]) for k, c in out for key, cells in zip(dim.keys, dim.cells,
-                                                                                        strict=True)]
+        name: str | tuple[str, ...] = dim.attrs or dim.attr
+        out = [(k + (key,), c + [(name, cells)]) for k, c in out for key, cells in zip(dim.keys, dim.cells,
+                                                                                     strict=True)]
     return out

@@ -29,13 +29,24 @@ class AggSpec:
 
 @dataclass(frozen=True)
 class GroupDim:
-    """One GROUP BY dimension: its attribute, its group keys and, per key, the attribute's cell ranges."""
+    """One GROUP BY dimension: its attribute, its group keys and, per key, the attribute's cell ranges.
+
+    A joint dimension (an expression over several attributes, ``analysis/joint.py``) names them in
+    ``attrs`` (the space's order) and ``shape``; ``attr`` is then a label and each key's ranges index the
+    flattened product of their cells (row-major)."""
 
     attr: str
     keys: tuple[object, ...]
     cells: tuple[Ranges, ...]
     oid: int
     node: exp.Expr | None = None  # the grouping expression (None: the plain attribute)
+    attrs: tuple[str, ...] = ()
+    shape: tuple[int, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The attributes the dimension reads."""
+        return self.attrs or (self.attr,)
 
 
 @dataclass
@@ -56,7 +67,7 @@ class Template:
 
     @property
     def group_attrs(self) -> tuple[str, ...]:
-        return tuple(d.attr for d in self.groups)
+        return tuple(a for d in self.groups for a in d.names)
 
     @property
     def n_groups(self) -> int:

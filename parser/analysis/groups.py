@@ -4,12 +4,11 @@ A plain attribute groups by its declared values. An expression over one attribut
 as ``floor((age - 17.0) / 10.0) * 10.0 + 17.0``, CASE buckets) is evaluated on every value of the
 attribute's declared domain by the scalar evaluator; the groups are the distinct results, each the set
 of cells that map to it. Only public information is used, so empty groups exist as with a plain attribute.
+An expression over several attributes (``concat(category, '-', country)``, ``a + b``) is evaluated on
+their joint cells (``joint.py``).
 """
 
 from __future__ import annotations
-
-from decimal import Decimal
-from typing import Any
 
 from sqlglot import exp
 
@@ -22,10 +21,11 @@ from ..syntax import position_of
 from ..template import GroupDim
 from .cells import on_cells
 from .context import Context
+from .joint import hashable, joint_dim, ordered_keys
 from .nodes import ident, sql_of, strip_paren, unsupported
 from .scalars import NotScalar, compile_scalar
 
-_BUCKET_HINT = "GROUP BY takes attributes, or arithmetic / floor / round / CASE over one attribute."
+_BUCKET_HINT = "GROUP BY takes attributes, or deterministic expressions over them (arithmetic, CASE, functions)."
 
 
 def plain_dim(attr: Attribute) -> GroupDim:
@@ -89,10 +89,8 @@ def _bucket(node: exp.Expr, ctx: Context) -> GroupDim:
     if node.find(exp.Window) is not None or node.find(exp.Select) is not None:
         raise unsupported(f"GROUP BY expression {sql_of(node)!r}", node)
     attrs = {ctx.column(c).name for c in node.find_all(exp.Column)}
-    if len(attrs) != 1:
+    if not attrs:
         raise unsupported(f"GROUP BY expression {sql_of(node)!r}", node, hint=_BUCKET_HINT)
-    attr = ctx.table.attribute(attrs.pop())
-    assert attr is not None
 
     def leaf(n: exp.Expr) -> S.Expr | None:
         if isinstance(n, exp.Column):
@@ -109,14 +107,19 @@ def _bucket(node: exp.Expr, ctx: Context) -> GroupDim:
     except Refusal as r:
         r.position = r.position or position_of(node)
         raise
+    oid = _key_type(e.oid)
+    if len(attrs) > 1:  # evaluated on the joint cells of the attributes it reads
+        joint = [a for a in (ctx.table.attribute(n) for n in sorted(attrs)) if a is not None]
+        return joint_dim(e, joint, oid, node, ctx.budget, ctx.budget.limits.max_groups)
+    attr = ctx.table.attribute(attrs.pop())
+    assert attr is not None
     results = on_cells(e, attr, ctx.budget, node, "GROUP BY expression")
     by_key: dict[object, list[tuple[int, int]]] = {}
     for i, key in enumerate(results):
-        by_key.setdefault(_hashable(key), []).append((i, i))
-    oid = _key_type(e.oid)
-    keys = sorted(by_key, key=lambda k: (1, 0) if k is None else (0, k))  # PostgreSQL sorts NULL last
-    out_keys = tuple(None if k is None else (float(k) if oid == S.FLOAT8 else k) for k in keys)  # type: ignore[arg-type]
-    return GroupDim(attr.name, out_keys, tuple(merge_ranges(by_key[k]) for k in keys), oid, node)
+        by_key.setdefault(hashable(key), []).append((i, i))
+    keys = sorted(by_key, key=lambda k: (1, 0) if k is None else (0, k))
+    return GroupDim(attr.name, tuple(ordered_keys(keys, oid)), tuple(merge_ranges(by_key[k]) for k in keys), oid,
+                    node)
 
 
 def _key_type(oid: int) -> int:
@@ -127,8 +130,3 @@ def _key_type(oid: int) -> int:
         return S.FLOAT8
     return S.TEXT if oid == S.UNKNOWN else oid
 
-
-def _hashable(v: Any) -> object:
-    if isinstance(v, Decimal):
-        return v.normalize() if v == v.to_integral_value() else v
-    return v

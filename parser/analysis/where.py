@@ -23,6 +23,7 @@ from ..schema import Attribute
 from ..syntax import position_of
 from .cells import on_cells
 from .context import Context
+from .joint import product_values
 from .nodes import (
     CMP_OPS,
     FLIP,
@@ -34,9 +35,6 @@ from .nodes import (
     unsupported,
 )
 from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold
-
-MAX_PRODUCT = 1_000_000
-"""A predicate over several attributes is evaluated on at most this many combinations of their cells."""
 
 _WHERE_HINT = ("WHERE supports =, <>, <, <=, >, >=, BETWEEN, IN, IS [NOT] NULL on attributes compared with "
                "literals or parameters, combined with AND, OR, NOT.")
@@ -255,23 +253,10 @@ class _Lowering:
         return parts[0] if len(parts) == 1 else C.Or(tuple(parts))
 
     def per_rows(self, node: exp.Expr, names: list[str], leaf: Any) -> C.Cond:
-        """A predicate over several attributes (``n + k > 10``, ``a > b``): evaluated on the product of their
-        declared cells (vectorised), at most ``MAX_PRODUCT`` of them; each cell must hold one value."""
+        """A predicate over several attributes (``n + k > 10``, ``a > b``): evaluated on their joint cells
+        (``joint.product_values``; each cell must hold one value)."""
         ctx = self.ctx
-        attrs = [ctx.table.attribute(n) for n in names]
-        for a in attrs:
-            assert a is not None
-            if a.domain.last_values() is not None:
-                raise unsupported(f"predicate {sql_of(node)!r} over {a.name} and other columns", node,
-                                  hint=f"{a.name} holds many values a cell ({a.domain.coarseness()}): compare it "
-                                  "with constants, or use it alone in the expression.")
-        shape = tuple(a.domain.size for a in attrs if a is not None)
-        size = int(np.prod(shape))
-        if size > MAX_PRODUCT:
-            raise Refusal(E.PROGRAM_LIMIT_EXCEEDED, f"predicate {sql_of(node)!r} spans {size:,} combinations of "
-                          f"{', '.join(names)} (at most {MAX_PRODUCT:,})", position=position_of(node),
-                          hint="Filter each column on its own, or on coarser expressions.")
-        ctx.budget.tick(size)
+        attrs = [a for a in (ctx.table.attribute(n) for n in names) if a is not None]
         try:
             e = compile_scalar(node, leaf, ctx.budget, exact=True)
         except NotScalar as u:
@@ -281,17 +266,7 @@ class _Lowering:
             raise
         if e.oid not in (S.BOOL, S.UNKNOWN):
             raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
-        cells: dict[str, list[Any]] = {}
-        for i, a in enumerate(attrs):
-            assert a is not None
-            vals = S.objects(a.domain.cell_values)
-            inner, outer = int(np.prod(shape[i + 1:])), int(np.prod(shape[:i]))
-            cells[a.name] = np.tile(np.repeat(vals, inner), outer).tolist()
-        try:
-            out = S.objects(e.ev(S.Env(size, cells, strict=True)))
-        except Refusal as r:
-            r.position = r.position or position_of(node)
-            raise
+        shape, out = product_values(e, attrs, ctx.budget, node, "predicate")
         true = np.equal(out, np.array(True, dtype=object)) & ~S.nulls(out)
         false = np.equal(out, np.array(False, dtype=object)) & ~S.nulls(out)
         return C.Table(tuple(names), shape, runs(true), runs(false))

@@ -297,7 +297,19 @@ ANALYST: list[Entry] = [
     ("SELECT CASE education_num WHEN 9 THEN 'hs' WHEN 13 THEN 'ba' ELSE 'other' END, avg(age) FROM adult "
      "GROUP BY CASE education_num WHEN 9 THEN 'hs' WHEN 13 THEN 'ba' ELSE 'other' END", OK, []),
     ("SELECT round(age / 5.0) * 5 AS a5, count(*) FROM adult WHERE sex = 0 GROUP BY a5", OK, []),
-    ("SELECT age - hours_per_week, count(*) FROM adult GROUP BY 1", "0A000", []),
+    # GROUP BY expressions over several columns: evaluated on their joint cells (analysis/joint.py).
+    ("SELECT age - hours_per_week, count(*) FROM adult GROUP BY 1", OK, []),
+    ("SELECT CASE WHEN age < 30 AND sex = 1 THEN 'young m' ELSE 'other' END AS g, count(*), avg(hours_per_week) "
+     "FROM adult GROUP BY 1", OK, []),
+    ("SELECT race + sex AS k, sum(age) FROM adult WHERE sex = 1 GROUP BY race + sex ORDER BY 1", OK, []),
+    ("SELECT race, race + sex AS k, count(*) FROM adult GROUP BY race, race + sex", OK, []),
+    ("SELECT concat(dept, '-', city) AS k, count(*), sum(score) FROM hr.people GROUP BY 1 ORDER BY 1", OK, []),
+    ("SELECT dept || '/' || level AS k, count(*) FROM hr.people WHERE level > 1 GROUP BY dept || '/' || level",
+     OK, []),
+    ("SELECT CASE WHEN city IS NULL THEN 'unknown' WHEN score > 5 THEN city ELSE dept END, count(*) "
+     "FROM hr.people GROUP BY 1", OK, []),
+    ("SELECT native_country * 1000 + education_num * 100 + hours_per_week, count(*) FROM adult GROUP BY 1",
+     "54000", []),
     ("SELECT random() > 0.5, count(*) FROM adult GROUP BY 1", "0A000", []),
     ("SELECT race, count(*) FROM adult GROUP BY ROLLUP (race)", "0A000", []),
     ("SELECT count(*) FROM adult TABLESAMPLE SYSTEM (10)", "0A000", []),

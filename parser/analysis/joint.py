@@ -1,0 +1,117 @@
+"""Per-row expressions over several columns, evaluated on the joint cells of the columns they read.
+
+WHERE ``n + k > 10`` and GROUP BY ``CASE WHEN age < 30 AND sex = 1 THEN 'young m' ELSE 'other' END`` or
+``concat(category, '-', country)`` are deterministic functions of a row's cells of those columns, so they
+are evaluated once per combination of the columns' declared cells (vectorised by the scalar evaluator):
+a condition becomes the set of combinations where it is TRUE (``condition.Table``), a grouping expression
+one group per distinct value, each the set of combinations mapping to it (a joint ``GroupDim``). The
+groups are disjoint sets of cells like any other grouping, so the engine's sensitivities hold as they are.
+
+Work is bounded: at most ``MAX_PRODUCT`` combinations, and for GROUP BY at most ``MAX_GROUP_WORK``
+combinations times groups (each group's cell set is built from a mask over the product); beyond them
+54000 with a hint. Columns whose cells hold many values (hourly timestamps, binned measures) take part
+alone: their per-row value is not one value a cell.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+from sqlglot import exp
+
+from .. import errors as E
+from .. import scalar as S
+from ..errors import Refusal
+from ..schema import Attribute
+from ..syntax import position_of
+from ..template import GroupDim
+from .nodes import sql_of, unsupported
+
+MAX_PRODUCT = 1_000_000
+"""An expression over several attributes is evaluated on at most this many combinations of their cells."""
+MAX_GROUP_WORK = 20_000_000
+"""A GROUP BY expression over several attributes: at most this many combinations times distinct values."""
+
+
+def product_values(e: S.Expr, attrs: list[Attribute], budget: Any, node: exp.Expr,
+                   what: str) -> tuple[tuple[int, ...], np.ndarray]:
+    """``e`` on every combination of the attributes' cells (row-major over ``attrs`` in the given order):
+    the product's shape and one value per combination (an object array)."""
+    for a in attrs:
+        if a.domain.last_values() is not None:
+            raise unsupported(f"{what} {sql_of(node)!r} over {a.name} and other columns", node,
+                              hint=f"{a.name} holds many values a cell ({a.domain.coarseness()}): compare or "
+                              "group it on its own, or use it alone in the expression.")
+    shape = tuple(a.domain.size for a in attrs)
+    size = int(np.prod(shape))
+    if size > MAX_PRODUCT:
+        names = ", ".join(a.name for a in attrs)
+        raise Refusal(E.PROGRAM_LIMIT_EXCEEDED, f"{what} {sql_of(node)!r} spans {size:,} combinations of "
+                      f"{names} (at most {MAX_PRODUCT:,})", position=position_of(node),
+                      hint=f"Group by {names} themselves and combine the keys in the SELECT list, or use a "
+                      "coarser expression." if what.startswith("GROUP BY") else
+                      "Filter each column on its own, or on coarser expressions.")
+    budget.tick(size)
+    cells: dict[str, list[Any]] = {}
+    for i, a in enumerate(attrs):
+        vals = S.objects(a.domain.cell_values)
+        inner, outer = int(np.prod(shape[i + 1:])), int(np.prod(shape[:i]))
+        cells[a.name] = np.tile(np.repeat(vals, inner), outer).tolist()
+    try:
+        out = S.objects(e.ev(S.Env(size, cells, strict=True)))
+    except Refusal as r:
+        r.position = r.position or position_of(node)
+        raise
+    return shape, out
+
+
+def hashable(v: Any) -> object:
+    """A key value as a dict key: equal numerics of different scales (1.0, 1.00) are one group."""
+    if isinstance(v, Decimal):
+        return v.normalize() if v == v.to_integral_value() else v
+    return v
+
+
+def ordered_keys(keys: list[object], oid: int) -> list[object]:
+    """Group keys in PostgreSQL's order (NULL last), as they go out (exact numerics of a binning: float8)."""
+    keys = sorted(keys, key=lambda k: (1, 0) if k is None else (0, k))
+    return [None if k is None else (float(k) if oid == S.FLOAT8 else k) for k in keys]  # type: ignore[arg-type]
+
+
+def joint_dim(e: S.Expr, attrs: list[Attribute], oid: int, node: exp.Expr, budget: Any,
+              max_groups: int) -> GroupDim:
+    """A GROUP BY expression over several attributes (``attrs`` in the space's order): one group per
+    distinct value over the product of their declared cells, each the runs of flat product indices that
+    map to it."""
+    shape, out = product_values(e, attrs, budget, node, "GROUP BY expression")
+    index: dict[object, int] = {}
+    codes = np.fromiter((index.setdefault(hashable(v), len(index)) for v in out), dtype=np.int64, count=len(out))
+    names = ", ".join(a.name for a in attrs)
+    if len(index) > max_groups:
+        raise Refusal(E.PROGRAM_LIMIT_EXCEEDED, f"GROUP BY expression {sql_of(node)!r} has {len(index):,} "
+                      f"distinct values over the cells of {names}, more than the limit of {max_groups:,}",
+                      position=position_of(node), hint="Group by a coarser expression.")
+    work = len(out) * len(index)
+    if work > MAX_GROUP_WORK:
+        raise Refusal(E.PROGRAM_LIMIT_EXCEEDED, f"GROUP BY expression {sql_of(node)!r} has {len(index):,} "
+                      f"distinct values over {len(out):,} combinations of {names}: {work:,} units of work, more "
+                      f"than the limit of {MAX_GROUP_WORK:,}", position=position_of(node),
+                      hint=f"Group by {names} themselves and combine the keys in the SELECT list, or by a "
+                      "coarser expression.")
+    budget.tick(len(out))
+    # Flat indices sorted by group, then split: each group's indices in order, as runs.
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(index) + 1))
+    by_key: dict[object, tuple[tuple[int, int], ...]] = {}
+    for k, code in index.items():
+        idx = order[bounds[code]:bounds[code + 1]]  # ascending: the sort is stable
+        cut = np.flatnonzero(np.diff(idx) != 1)
+        starts, ends = np.concatenate(([0], cut + 1)), np.concatenate((cut, [len(idx) - 1]))
+        by_key[k] = tuple((int(idx[a]), int(idx[b])) for a, b in zip(starts, ends, strict=True))
+    keys = ordered_keys(list(by_key), oid)
+    raw = sorted(by_key, key=lambda k: (1, 0) if k is None else (0, k))
+    label = "(" + ", ".join(a.name for a in attrs) + ")"
+    return GroupDim(label, tuple(keys), tuple(by_key[k] for k in raw), oid, node,
+                    attrs=tuple(a.name for a in attrs), shape=shape)
