@@ -90,15 +90,20 @@ class DistinctQueries:
     def __init__(self, t: Template, space: Space, rows: Pred, counted: str | None) -> None:
         self.empty = rows is False
         within = None if rows is True or rows is False else make_linear_query(t.table, space, rows)
-        axes = tuple(Axis(d.attr, d.cells) for d in t.groups)
-        self.table = derived_table(Derived(t.table, counted, within, axes))
+        # Axes in a canonical order (by attribute, then cells), not the GROUP BY's: ``GROUP BY a, b`` and
+        # ``GROUP BY b, a`` count over one derived table, so their queries are one set (a repeat is free).
+        axes = [Axis(d.attr, d.cells) for d in t.groups]
+        self.order = sorted(range(len(axes)), key=lambda i: (axes[i].attr, repr(axes[i].cells)))
+        self.table = derived_table(Derived(t.table, counted, within, tuple(axes[i] for i in self.order)))
         names = [a.name for a in self.table.attributes]
         self.space = Space(sorted(names), [self.table.shape((n,))[0] for n in sorted(names)])
 
     def query(self, at: tuple[int, ...], empty: bool) -> LinearQuery:
         """The query of the group with key indices ``at``; ``empty``: the statement's rows miss it."""
         sp = self.space
-        pred: Pred = False if self.empty or empty else sp.all_of([sp.cells(f"g{i}", [(k, k)]) for i, k in enumerate(at)])
+        cells = [at[i] for i in self.order]  # the group's key index along each canonical axis
+        pred: Pred = False if self.empty or empty else sp.all_of([sp.cells(f"g{j}", [(k, k)])
+                                                                  for j, k in enumerate(cells)])
         q = make_linear_query(self.table, sp, pred)
         object.__setattr__(q, "source", self.table)
         return q

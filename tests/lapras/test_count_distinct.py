@@ -262,3 +262,30 @@ def test_the_unit_is_named_as_postgresql_names_it() -> None:
     with pytest.raises(sqlparser.Refusal) as err:
         _plan("SELECT COUNT(DISTINCT x.user_id) FROM visits", UNIT)
     assert err.value.sqlstate == "42P01"
+
+
+def test_group_by_order_does_not_make_another_query(data) -> None:  # type: ignore[no-untyped-def]
+    """COUNT(DISTINCT) GROUP BY a, c and GROUP BY c, a count over one derived histogram: the same linear
+    queries, so the second statement is a free repeat of the first (same answers, nothing more spent)."""
+    _, dsn, _ = data
+    ab = _plan("SELECT a, c / 10 AS d, COUNT(DISTINCT user_id) FROM visits GROUP BY a, c / 10", BOUNDED)
+    ba = _plan("SELECT c / 10 AS d, a, COUNT(DISTINCT user_id) FROM visits GROUP BY c / 10, a", BOUNDED)
+    assert {q.key for q in ab.queries} == {q.key for q in ba.queries}
+    assert ab.queries[0].table == ba.queries[0].table
+    src = PostgresExactSource(dsn)
+    eng = Engine(Catalog((BOUNDED,)), MemoryLedger(), src, EngineSettings(joint_max_cells=0))
+    try:
+        first = eng.answer(ab, "u")
+        spent = eng.ledger.current_epoch().spent_units  # type: ignore[union-attr]
+        assert spent > 0 and first.outcome != "repeat"
+        second = eng.answer(ba, "u")
+        assert second.outcome == "repeat"
+        assert eng.ledger.current_epoch().spent_units == spent  # type: ignore[union-attr]
+        # The same group (a, d) has the same value in both answers, and it is the bounded truth's.
+        by_key = {q.key: v for q, v in zip(ab.queries, first.values, strict=True)}
+        assert [by_key[q.key] for q in ba.queries] == list(second.values)
+        truth = src.answers(BOUNDED, ab.queries)
+        assert np.abs(first.values - truth).max() < 6 * first.stderrs.max()
+    finally:
+        eng.close()
+        src.close()
