@@ -32,6 +32,7 @@ from .sqlstate import (
     INVALID_PARAMETER_VALUE,
     SUBSTRING_ERROR,
 )
+from .tochar import to_char
 from .values import INTEGER_OIDS, as_text, common_type, conform, dec
 
 
@@ -215,7 +216,7 @@ FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
     "starts_with": _strict(lambda s, p: s.startswith(p)),
     "split_part": _strict(_split_part),
     "reverse": _strict(lambda s: s[::-1]),
-    "to_char": _strict(lambda v, fmt: v.strftime(fmt)),  # formats checked by the compiler (TO_CHAR_FORMAT)
+    "to_char": _strict(to_char),  # patterns checked by the compiler (parser.tochar.parse)
     "like": _like(False),
     "ilike": _like(True),
     "sign": _strict(lambda x: (x > 0) - (x < 0)),

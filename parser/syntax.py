@@ -31,7 +31,16 @@ def parse_statements(sql: str) -> list[exp.Expr]:
     return [t for t in trees if t is not None]
 
 
-_DIALECT = Postgres()
+class _Postgres(Postgres):
+    """PostgreSQL as sqlglot reads it, except ``to_char``: sqlglot rewrites its pattern into strftime codes,
+    folding case (``'dd'`` inside quoted text becomes ``DD``); kept as written for parser.tochar."""
+
+    class Parser(Postgres.Parser):  # type: ignore[misc,valid-type]  # sqlglot declares it as a variable
+        FUNCTIONS = {**Postgres.Parser.FUNCTIONS,
+                     "TO_CHAR": lambda args: exp.Anonymous(this="to_char", expressions=args)}
+
+
+_DIALECT = _Postgres()
 # Tokens after which a comma can never come in PostgreSQL; sqlglot's parser is lenient about them.
 _NOT_AFTER_COMMA = {TokenType.COMMA, TokenType.FROM, TokenType.WHERE, TokenType.GROUP_BY, TokenType.ORDER_BY,
                     TokenType.R_PAREN, TokenType.HAVING, TokenType.LIMIT, TokenType.SEMICOLON}

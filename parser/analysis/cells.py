@@ -77,10 +77,11 @@ def _monotone(e: S.Expr) -> bool:
     if isinstance(e, S.Cast | S.Neg):
         return True
     if isinstance(e, S.Call):
-        # to_char is not monotone ('MM' repeats every year), but each of its fields (TO_CHAR_FORMAT: year,
-        # month, day, hour, minute, second, day of year, ISO week) is constant on a cell at least as long as
-        # its unit and differs between a cell's first and last instant otherwise (0 vs 59, 00 vs 23, 12 vs
-        # 11 for HH12): comparing the two ends decides it, as for a monotone step (cells are under a day).
+        # to_char is not monotone ('MM' repeats every year), but each of its fields (parser.tochar: year,
+        # quarter, month and its names, week, day and its names, hour, AM/PM, minute, second, fractions) is
+        # constant on a cell at least as long as its unit and differs between a cell's first and last
+        # instant otherwise (0 vs 59, 00 vs 23, 12 vs 11 for HH12, AM vs PM, 000 vs 999): comparing the two
+        # ends decides it, as for a monotone step (cells are at most a day).
         return e.fn in _MONOTONE_CALLS or e.fn == "to_char"
     if isinstance(e, S.Arith):
         return e.op in "+-" or isinstance(e.args[1], S.Const) or (e.op == "*" and isinstance(e.args[0], S.Const))

@@ -5,8 +5,6 @@ functions PostgreSQL has but a per-row value cannot use (volatile ones) or that 
 
 from __future__ import annotations
 
-import re
-
 from sqlglot import exp
 
 from .. import errors as E
@@ -14,6 +12,8 @@ from .. import scalar as S
 from ..errors import Refusal
 from ..pgtypes import type_name
 from ..syntax import position_of
+from ..tochar import Unsupported, pg_pattern
+from ..tochar import parse as tochar_parse
 from .nodes import CompilerPart, NotScalar, sql_of, strip_paren
 
 _FUNCTIONS: dict[type[exp.Expr], str] = {
@@ -40,11 +40,6 @@ _NONDETERMINISTIC_NAMES = frozenset({
     "transaction_timestamp", "gen_random_uuid", "uuid_generate_v4", "nextval", "currval", "lastval",
     "txid_current", "pg_backend_pid", "inet_client_addr", "pg_sleep",
 })
-
-# sqlglot rewrites PostgreSQL's to_char patterns to strftime codes; those with a PostgreSQL meaning that
-# strftime computes the same way, between characters that are not pattern letters, are supported.
-TO_CHAR_FORMAT = re.compile(r"(?:%-?[YymdjHIMSVG]|[^A-Za-z%\"])*")
-
 
 class CallCompiler(CompilerPart):
     """Compiles function calls; ``call`` returns None for a node that is not one."""
@@ -74,6 +69,8 @@ class CallCompiler(CompilerPart):
                           "function of the row's declared columns", position=position_of(node),
                           hint="now(), current_date and current_timestamp are read once per statement; other "
                           "volatile functions have no place in an aggregate over protected rows.")
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "to_char":
+            return self.to_char(node, d)
         if isinstance(node, exp.Anonymous):
             args = [self.compile(a, d) for a in node.expressions]
             raise Refusal(E.UNDEFINED_FUNCTION, f"function {str(node.this).lower()}("
@@ -146,18 +143,24 @@ class CallCompiler(CompilerPart):
         out: S.Expr = S.Call(fn, args, S.BOOL)
         return S.Logic("not", [out]) if node.args.get("negate") else out
 
-    def to_char(self, node: exp.TimeToStr, d: int) -> S.Expr:
-        """to_char(date or timestamp, format) for numeric date fields (YYYY, MM, DD, HH24, MI, SS, IW...)."""
-        x = self.compile(node.this, d)
-        fmt = node.args.get("format")
-        if x.oid not in S.TEMPORAL_OIDS:
+    def to_char(self, node: exp.TimeToStr | exp.Anonymous, d: int) -> S.Expr:
+        """to_char(date or timestamp, pattern) with PostgreSQL's patterns (parser.tochar)."""
+        args = [node.this, node.args.get("format")] if isinstance(node, exp.TimeToStr) else list(node.expressions)
+        x = self.compile(args[0], d)
+        fmt = args[1] if len(args) == 2 else None
+        if x.oid not in S.TEMPORAL_OIDS or fmt is None:
             raise self.no_function("to_char", node, [x, S.Const(None, S.TEXT)])
-        if not isinstance(fmt, exp.Literal) or not TO_CHAR_FORMAT.fullmatch(str(fmt.this)):
-            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"to_char format {sql_of(node)!r} is not supported on protected "
-                          "tables", position=position_of(node),
-                          hint="to_char takes numeric date fields (YYYY, YY, MM, DD, DDD, HH24, HH12, MI, SS, IW, "
-                          "IYYY, FM forms) separated by punctuation; date_trunc or extract give other buckets.")
-        return S.Call("to_char", [x, S.Const(str(fmt.this), S.TEXT)], S.TEXT)
+        raw = str(fmt.this) if isinstance(fmt, exp.Literal) and fmt.is_string else None
+        if raw is not None and isinstance(node, exp.TimeToStr):
+            raw = pg_pattern(raw)  # a tree sqlglot's own dialect read: its strftime codes, read back
+        try:
+            tochar_parse(raw if raw is not None else "TZ")
+        except Unsupported as u:
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"to_char {sql_of(node)!r} is not supported on protected tables"
+                          + ("" if raw is None else f": {u}"), position=position_of(node),
+                          hint="to_char takes a constant pattern of PostgreSQL's date and time fields (Month, Mon, "
+                          "Day, YYYY, MM, DD, Q, IW, HH24...); times are UTC.") from None
+        return S.Call("to_char", [x, S.Const(raw, S.TEXT)], S.TEXT)
 
     def trim(self, node: exp.Trim, d: int) -> S.Expr:
         fn = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(str(node.args.get("position") or "").upper(), "btrim")
