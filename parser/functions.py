@@ -25,7 +25,9 @@ from .pgtypes import (
     TEXT,
     TIMESTAMPTZ,
 )
+from .regex import Unsupported, matches
 from .sqlstate import (
+    FEATURE_NOT_SUPPORTED,
     INVALID_ARGUMENT_FOR_LOG,
     INVALID_ARGUMENT_FOR_POWER,
     INVALID_ESCAPE_SEQUENCE,
@@ -190,6 +192,16 @@ def _like(fold: bool) -> Callable[[list[Any], int], Any]:
     return f
 
 
+def _regex_match(s: str, pattern: str, icase: bool) -> bool:
+    """``s ~ pattern`` (``~*``) with PostgreSQL's semantics (parser.regex; patterns checked at compile)."""
+    try:
+        return matches(s, pattern, icase)
+    except Unsupported as u:
+        raise Refusal(FEATURE_NOT_SUPPORTED, f"regular expression {pattern!r} on a declared value: {u}",
+                      hint="Declared values with non-ASCII letters take case-sensitive patterns without \\d \\s "
+                      "\\w (their meaning there is the database locale's).") from None
+
+
 def _concat(vs: list[Any], oid: int) -> Any:
     """concat(...): NULL arguments are skipped; the others are read as text."""
     return "".join(as_text(v) for v in vs if v is not None)
@@ -217,6 +229,7 @@ FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
     "split_part": _strict(_split_part),
     "reverse": _strict(lambda s: s[::-1]),
     "to_char": _strict(to_char),  # patterns checked by the compiler (parser.tochar.parse)
+    "regex_match": _strict(_regex_match),
     "like": _like(False),
     "ilike": _like(True),
     "sign": _strict(lambda x: (x > 0) - (x < 0)),

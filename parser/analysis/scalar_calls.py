@@ -14,6 +14,7 @@ from ..pgtypes import type_name
 from ..syntax import position_of
 from ..tochar import Unsupported, pg_pattern
 from ..tochar import parse as tochar_parse
+from . import regexes
 from .nodes import CompilerPart, NotScalar, sql_of, strip_paren
 
 _FUNCTIONS: dict[type[exp.Expr], str] = {
@@ -45,6 +46,10 @@ class CallCompiler(CompilerPart):
     """Compiles function calls; ``call`` returns None for a node that is not one."""
 
     def call(self, node: exp.Expr, d: int) -> S.Expr | None:
+        if regexes.is_match(node):
+            return regexes.compile_match(self, node, d)
+        if regexes.is_extent(node):
+            raise regexes.refuse_extent(node)
         if type(node) in _FUNCTIONS:
             return self.function(_FUNCTIONS[type(node)], node, d)
         if type(node) in _TEXT_FUNCTIONS:
