@@ -315,10 +315,6 @@ def _check_joint(t: Template, private: Sequence[str]) -> None:
         raise Refusal(E.FEATURE_NOT_SUPPORTED, "a GROUP BY expression over a column with private keys and other "
                       "columns is not supported", hint="Group by the private-keys column itself.",
                       position=position_of(joint[0].node))
-    if any(spec.kind == "distinct" for spec in t.aggs):
-        raise Refusal(E.FEATURE_NOT_SUPPORTED, "COUNT(DISTINCT) grouped by an expression over several columns is "
-                      "not supported", hint="Group by the columns themselves and combine the keys in the SELECT "
-                      "list.", position=position_of(joint[0].node))
 
 
 class _GroupCells:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+import numpy as np
+
 from .coltypes import IntType
 from .linear import LinearQuery, make_linear_query
 from .predicate import Pred, Ranges, Space
@@ -41,9 +43,12 @@ class Axis:
 
     attr: str
     cells: tuple[Ranges, ...]
+    joint: tuple[LinearQuery, ...] = ()  # a joint dimension (analysis/joint.py): each key's cells as a count
 
     def plain(self, base: TableSchema) -> bool:
         """Key i is cell i of a non-nullable attribute, for every cell (a plain ``GROUP BY col``)."""
+        if self.joint:
+            return False
         a = base.attribute(self.attr)
         assert a is not None
         d = a.domain
@@ -67,6 +72,9 @@ class Derived:
         # Axes are written with their values: a selected key set (partition selection) names its keys.
         axes = []
         for a in self.axes:
+            if a.joint:  # written with values too: the keys' cells as canonical keys
+                axes.append(f"{a.attr}:" + ";".join(q.key for q in a.joint))
+                continue
             attr = self.base.attribute(a.attr)
             assert attr is not None
             axes.append(f"{a.attr}:" + ";".join(attr.domain.format_ranges(rs) for rs in a.cells))
@@ -92,7 +100,8 @@ class DistinctQueries:
         within = None if rows is True or rows is False else make_linear_query(t.table, space, rows)
         # Axes in a canonical order (by attribute, then cells), not the GROUP BY's: ``GROUP BY a, b`` and
         # ``GROUP BY b, a`` count over one derived table, so their queries are one set (a repeat is free).
-        axes = [Axis(d.attr, d.cells) for d in t.groups]
+        axes = [Axis(d.attr, d.cells, _joint_cells(t.table, space, d.attrs, d.cells) if d.attrs else ())
+                for d in t.groups]
         self.order = sorted(range(len(axes)), key=lambda i: (axes[i].attr, repr(axes[i].cells)))
         self.table = derived_table(Derived(t.table, counted, within, tuple(axes[i] for i in self.order)))
         names = [a.name for a in self.table.attributes]
@@ -107,3 +116,17 @@ class DistinctQueries:
         q = make_linear_query(self.table, sp, pred)
         object.__setattr__(q, "source", self.table)
         return q
+
+
+def _joint_cells(table: TableSchema, space: Space, attrs: tuple[str, ...], cells: tuple[Ranges, ...]
+                 ) -> tuple[LinearQuery, ...]:
+    """Each key of a joint dimension (runs over the product of ``attrs``' cells) as a count over the table:
+    its canonical key names the axis, its predicate is the axis's SQL."""
+    shape = table.shape(attrs)
+    out = []
+    for runs in cells:
+        flat = np.zeros(int(np.prod(shape)), dtype=bool)
+        for lo, hi in runs:
+            flat[lo:hi + 1] = True
+        out.append(make_linear_query(table, space, space.table(attrs, flat.reshape(shape))))
+    return tuple(out)

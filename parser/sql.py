@@ -76,6 +76,14 @@ def _axis_sql(base: TableSchema, attr: str, cells: Sequence[Ranges], plain: bool
     return f"CASE {whens} END"
 
 
+def _joint_axis_sql(base: TableSchema, keys: Sequence[LinearQuery]) -> str:
+    """A joint group axis (an expression over several columns) per row: the index of the key whose cells
+    hold the row (each key's cells as its count's predicate; NULL for a row in no group)."""
+    whens = " ".join(f"WHEN {predicate_sql(base, q, cells_only=True)} THEN {i}" if not q.is_zero else ""
+                     for i, q in enumerate(keys))
+    return f"CASE {whens} END" if whens.strip() else "NULL"
+
+
 def derived_marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
     """``SELECT axis..., count(*) GROUP BY`` over the marginal ``attrs`` of a derived table
     (``parser.distinct``): per cell, the units present in it (each unit in at most ``unit_cells`` cells of
@@ -83,7 +91,8 @@ def derived_marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
     holding at most ``unit_cells`` of them); summed over the axes left out."""
     d = table.derived
     base: TableSchema = d.base
-    exprs = [_axis_sql(base, ax.attr, ax.cells, ax.plain(base)) for ax in d.axes]
+    exprs = [_joint_axis_sql(base, ax.joint) if ax.joint else _axis_sql(base, ax.attr, ax.cells, ax.plain(base))
+             for ax in d.axes]
     if d.counted is not None:
         col = base.attribute(d.counted)
         assert col is not None

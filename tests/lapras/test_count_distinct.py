@@ -91,6 +91,12 @@ def _pg(dsn: str, sql: str) -> list[tuple]:
      "SELECT a, count(DISTINCT c) FROM visits WHERE c < 30 GROUP BY a ORDER BY a"),
     ("SELECT COUNT(DISTINCT user_id) FILTER (WHERE a > 3), COUNT(DISTINCT a) FROM visits",
      "SELECT count(DISTINCT user_id) FILTER (WHERE a > 3), count(DISTINCT a) FROM visits"),
+    # Grouped by expressions over two columns (joint cells): each key's cells are the axis's CASE.
+    ("SELECT a + c / 10 AS k, COUNT(DISTINCT user_id) FROM visits GROUP BY 1",
+     "SELECT a + c / 10 AS k, count(DISTINCT user_id) FROM visits GROUP BY 1 ORDER BY 1"),
+    ("SELECT CASE WHEN a < 5 AND c >= 20 THEN 1 ELSE 2 END, a, COUNT(DISTINCT c) FROM visits GROUP BY 1, 2",
+     "SELECT CASE WHEN a < 5 AND c >= 20 THEN 1 ELSE 2 END, a, count(DISTINCT c) FROM visits "
+     "WHERE NOT (a >= 5 AND c >= 20 AND false) GROUP BY 1, 2 ORDER BY 1, 2"),
 ])
 def test_exact_linear_answers_equal_postgres_when_no_unit_exceeds_the_bound(data, sql, pg) -> None:  # type: ignore[no-untyped-def]
     _, dsn, _ = data
