@@ -210,10 +210,18 @@ class Router:
         if re.search(r"\bPROGRAM\b", bare, re.IGNORECASE):
             return Route(Kind.REFUSED, sql, "COPY", PgError("42501", "permission denied: COPY ... PROGRAM"))
         if self.references_protected(sql):
+            # COPY runs no DP statement, even over an aggregate (psql's \copy (SELECT ...) TO 'f.csv'):
+            # say how to save an answer instead of suggesting the aggregate was a row-level read.
             return Route(Kind.REFUSED, sql, "COPY", PgError(
-                "42501", "permission denied: COPY would export rows of a protected table",
-                hint="ask aggregate questions (COUNT, SUM, AVG ... GROUP BY) instead"))
-        return Route(Kind.REFUSED, sql, "COPY", PgError("0A000", "COPY is not supported by LAPRAS Proxy"))
+                "42501", "permission denied: COPY of a protected table is not supported",
+                hint=_COPY_HINT + " Rows of a protected table are never exported: ask aggregate questions "
+                "(COUNT, SUM, AVG ... GROUP BY)."))
+        return Route(Kind.REFUSED, sql, "COPY", PgError("0A000", "COPY is not supported by LAPRAS Proxy",
+                                                        hint=_COPY_HINT))
+
+
+_COPY_HINT = ("To save a query's answer, run the SELECT itself and save its output "
+              "(psql: \\g FILE or \\o FILE, with \\pset format csv for CSV).")
 
 
 def _select_into(sql: str) -> bool:

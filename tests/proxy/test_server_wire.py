@@ -97,6 +97,16 @@ def test_row_level_read_of_protected_table_refused(raw: RawClient) -> None:
     assert sqlstates(q(raw, "COPY adult TO STDOUT")) == ["42501"]
 
 
+def test_copy_of_an_aggregate_says_how_to_save_an_answer(raw: RawClient) -> None:
+    """psql's \\copy (SELECT race, count(*) ...) TO 'f.csv': refused (COPY runs no DP statement), not as if
+    the aggregate were a row-level read, with the way to save the answer instead."""
+    for sql, state in (("COPY (SELECT race, count(*) FROM adult GROUP BY race) TO STDOUT", "42501"),
+                       ("COPY (SELECT 1) TO STDOUT WITH (FORMAT csv)", "0A000")):
+        (err,) = [wire.error_fields(b) for k, b in q(raw, sql) if k == "E"]
+        assert err["C"] == state and "\\g FILE" in err["H"] and "export rows" not in err["M"], err
+    assert rows(q(raw, "SELECT 1")) == [[b"1"]]
+
+
 def test_catalog_queries_pass_through(raw: RawClient) -> None:
     m = q(raw, "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_class c "
                "JOIN pg_attribute a ON a.attrelid = c.oid WHERE c.relname = 'adult' AND a.attnum > 0 "
