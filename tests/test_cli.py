@@ -115,3 +115,18 @@ def test_plain_text_password_rejected() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config(tree)
     assert "plain-text passwords are not accepted" in str(err.value)
+
+
+@pytest.mark.process
+def test_check_config_warns_of_private_keys_without_partition_selection(tmp_path: Path) -> None:
+    """keys = "private" is valid, but without [privacy] partition_fraction every GROUP BY over the column is
+    refused at query time: check-config says so (still OK: the rest of the file serves)."""
+    text = (REPO / "config.toml").read_text() + '\n[tables.shop]\n[tables.shop.columns]\ncity = { type = "text", keys = "private" }\n'
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    done = run_cli("check-config", "--config", str(path))
+    assert done.returncode == 0 and "OK" in done.stdout, done.stderr
+    assert "warning: public.shop.city: keys = \"private\" but [privacy] partition_fraction is 0" in done.stderr
+    path.write_text(text.replace("# partition_fraction = 0.1 ", "partition_fraction = 0.1 "))
+    done = run_cli("check-config", "--config", str(path))
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr

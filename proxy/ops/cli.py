@@ -32,10 +32,25 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     if problems:
         print(f"lapras-proxy: {cfg.path}: " + "; ".join(problems), file=sys.stderr)
         return 2
+    for warning in config_warnings(cfg):
+        print(f"lapras-proxy: warning: {warning}", file=sys.stderr)
     print(f"{args.config}: OK — serves {tables} on {cfg.server.host}:{cfg.server.port} from {where}; "
           f"budget per epoch ({cfg.privacy.epsilon:g}, {cfg.privacy.delta:g}), "
           f"{cfg.privacy.accounting} accounting, {len(cfg.users)} user(s)")
     return 0
+
+
+def config_warnings(cfg: Config) -> list[str]:
+    """What a valid configuration will refuse at query time, said before serving it."""
+    out = []
+    if cfg.privacy.partition_fraction <= 0:
+        private = [f"{t.qualified_name}.{a.name}" for t in cfg.catalog.tables for a in t.attributes
+                   if getattr(a.domain, "private_keys", False)]
+        if private:
+            out.append(f"{', '.join(private[:5])}{' ...' if len(private) > 5 else ''}: keys = \"private\" but "
+                       "[privacy] partition_fraction is 0, so GROUP BY over them is refused (0A000); set "
+                       "partition_fraction (e.g. 0.1) to release their keys by DP partition selection")
+    return out
 
 
 def _check_prediction_inputs(cfg: Config) -> list[str]:
@@ -92,6 +107,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             print(f"lapras-proxy: --listen: {exc} (write it like 127.0.0.1:6432)", file=sys.stderr)
             return 2
     data = _parse_data_args(cfg, args.data)
+    for warning in config_warnings(cfg):
+        print(f"lapras-proxy: warning: {warning}", file=sys.stderr)
     from .app import serve
 
     return serve(cfg, state_dir=Path(args.state_dir), listen=listen, data=data, workers=args.workers)
