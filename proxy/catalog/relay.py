@@ -39,7 +39,11 @@ def _column_sql(a: Attribute) -> str:
     # Plain text (quote_ident quotes as psycopg does): composing 26,000 psycopg objects for a wide schema
     # took seconds at every start.
     null = "" if d.nullable else " NOT NULL"
-    return f"{quote_ident(a.name)} {d.sql_type}{null} CHECK ({d.ddl_check(quote_ident(a.name))})"
+    check = d.ddl_check(quote_ident(a.name))
+    # A domain with no public bound on stored values (a clamped measure, private keys) has no constraint:
+    # psql's \d would list "CHECK (true)" under an anonymous name.
+    constraint = "" if check.strip().lower() == "true" else f" CHECK ({check})"
+    return f"{quote_ident(a.name)} {d.sql_type}{null}{constraint}"
 
 
 def _table_ddl(t: TableSchema) -> list[sql.Composable]:

@@ -208,6 +208,8 @@ def test_psql_describe_commands(e2e: Target) -> None:
     assert 'Table "public.adult"' in out and "age" in out and "Check constraints:" in out
     assert "Stats target" in out and "Description" in out                          # \d+
     assert 'Table "public.events"' in out and "duration_s" in out and "timestamp with time zone" in out
+    # A clamped measure (events.amount) has no public bound on stored values: no constraint, not CHECK (true).
+    assert "CHECK (true)" not in out and "events_amount_check" not in out and "events_ts_check" in out
     assert ("List of tables" in out or "List of relations" in out) and "0 bytes" in out   # \dt+: the shadow
     assert "List of schemas" in out and "public" in out                            # \dn+
     assert "List of functions" in out                                              # \df
