@@ -31,6 +31,8 @@ from .events_data import ensure_events_table
 log = logging.getLogger("lapras.app")
 
 CATALOG_DB_SUFFIX = "_lapras_catalog"
+WORKER_STOP_GRACE_S = 10.0
+"""A stopping worker's time to close its sessions before it exits regardless (the supervisor waits longer)."""
 
 
 class StartupError(RuntimeError):
@@ -160,7 +162,8 @@ async def _start_observability(cfg: Config, service: Any, worker: int) -> Any:
 
 async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
                       reuse_port: bool, worker: int = 0, cancel_dir: Path | None = None,
-                      state_dir: Path | None = None, t0: float | None = None) -> None:
+                      state_dir: Path | None = None, t0: float | None = None,
+                      stop_grace: float | None = None) -> None:
     from ..catalog.hardening import SetupLockTimeout
     from ..catalog.relay import ensure_shadow
     from ..dp.service import DPService
@@ -205,10 +208,28 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
               flush=True)
     try:
         await stop.wait()
+        if stop_grace is not None:
+            _exit_after(stop_grace)
     finally:
         sync.cancel()
         await server.close()
         await asyncio.to_thread(service.close)
+
+
+def _exit_after(seconds: float) -> None:
+    """End this process after ``seconds`` whatever its shutdown still waits for (a statement's exact query
+    on a slow upstream, an executor thread): every spend is durable before its answer leaves, so cutting a
+    stopping worker short loses nothing, and the operator's stop never hangs."""
+    import os
+    import threading
+
+    def _exit() -> None:
+        log.warning("shutdown took over %.0f s; exiting now", seconds)
+        os._exit(1)
+
+    timer = threading.Timer(seconds, _exit)
+    timer.daemon = True
+    timer.start()
 
 
 def _install_loop() -> None:
@@ -272,7 +293,8 @@ def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int, stat
 
     def worker(index: int, directory: Path, first: bool) -> None:
         asyncio.run(_run_server(cfg, upstream, ready if index == 0 and first else None, reuse_port=True,
-                                worker=index, cancel_dir=directory, state_dir=state_dir, t0=t0))
+                                worker=index, cancel_dir=directory, state_dir=state_dir, t0=t0,
+                                stop_grace=WORKER_STOP_GRACE_S))
 
     return Supervisor(workers, worker).run()
 

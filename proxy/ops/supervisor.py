@@ -26,6 +26,8 @@ log = logging.getLogger("lapras.supervisor")
 PR_SET_PDEATHSIG = 1
 BURST_DEATHS = 5
 BURST_SECONDS = 30.0
+KILL_AFTER_S = 20
+"""Seconds after a stop signal before workers still running are killed (each exits by itself after 10)."""
 
 WorkerMain = Callable[[int, Path, bool], None]
 """worker(index, private directory for cancel sockets, first start?) runs until told to stop."""
@@ -80,6 +82,15 @@ class Supervisor:
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.stopping = True
         self._signal_all(signum)
+        # A worker stuck in its shutdown is killed rather than waited for forever (its spends are durable).
+        signal.signal(signal.SIGALRM, self._on_overdue)
+        signal.alarm(KILL_AFTER_S)
+
+    def _on_overdue(self, _signum: int, _frame: object) -> None:
+        if self.children:
+            log.error("%d worker(s) still running %d s after the stop; killing them", len(self.children),
+                      KILL_AFTER_S)
+            self._signal_all(signal.SIGKILL)
 
     def run(self) -> int:
         """Supervise until SIGTERM/SIGINT (exit code 0) or a burst of worker deaths (exit code 1)."""
