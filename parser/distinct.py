@@ -123,10 +123,13 @@ def _joint_cells(table: TableSchema, space: Space, attrs: tuple[str, ...], cells
     """Each key of a joint dimension (runs over the product of ``attrs``' cells) as a count over the table:
     its canonical key names the axis, its predicate is the axis's SQL."""
     shape = table.shape(attrs)
+    free = space.with_budget(None)  # masks are vectorised: charged by their runs, as the binder charges them
     out = []
     for runs in cells:
+        if space.budget is not None:
+            space.budget.tick(10 * len(runs))
         flat = np.zeros(int(np.prod(shape)), dtype=bool)
         for lo, hi in runs:
             flat[lo:hi + 1] = True
-        out.append(make_linear_query(table, space, space.table(attrs, flat.reshape(shape))))
+        out.append(make_linear_query(table, space, free.table(attrs, flat.reshape(shape))))
     return tuple(out)

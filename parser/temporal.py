@@ -253,8 +253,11 @@ EXTRACT_FIELDS = ("year", "quarter", "month", "week", "day", "dow", "isodow", "d
                   "second", "epoch", "isoyear", "decade", "century", "millennium")
 
 
+@lru_cache(maxsize=65_536)
 def extract(field: str, v: Any) -> Decimal:
-    """extract(field FROM v) as numeric (PostgreSQL 14+); a timestamptz reads its UTC fields."""
+    """extract(field FROM v) as numeric (PostgreSQL 14+); a timestamptz reads its UTC fields. Cached: a
+    column's cells repeat across the rows of a product of columns (analysis/joint.py) and statements (equal
+    instants in other zones give equal results: the fields are UTC's)."""
     f = field.strip().lower()
     if isinstance(v, datetime):
         ts = v.astimezone(UTC).replace(tzinfo=None) if v.tzinfo is not None else v

@@ -14,6 +14,7 @@ Checked against PostgreSQL over every day and hour of a range (tests/parser/test
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import date, datetime
 from functools import lru_cache
 
@@ -122,22 +123,31 @@ def _cased(name: str, kw: str) -> str:
     return name.lower() if kw.islower() else name
 
 
+def _fraction(digits: int) -> Callable[[datetime], int]:
+    """FF1..FF6: the first ``digits`` digits of the fraction of a second."""
+    return lambda t: t.microsecond // 10 ** (6 - digits)
+
+
+_FIELDS: dict[str, Callable[[datetime], int]] = {
+    "CC": lambda t: (t.year + 99) // 100, "DDD": lambda t: t.timetuple().tm_yday, "DD": lambda t: t.day,
+    "D": lambda t: (t.weekday() + 1) % 7 + 1, "HH24": lambda t: t.hour, "HH12": lambda t: (t.hour % 12) or 12,
+    "HH": lambda t: (t.hour % 12) or 12, "IDDD": lambda t: (t.isocalendar()[1] - 1) * 7 + t.isocalendar()[2],
+    "ID": lambda t: t.isocalendar()[2], "IW": lambda t: t.isocalendar()[1], "IYYY": lambda t: t.isocalendar()[0],
+    "IYY": lambda t: t.isocalendar()[0] % 1000, "IY": lambda t: t.isocalendar()[0] % 100,
+    "I": lambda t: t.isocalendar()[0] % 10, "MI": lambda t: t.minute, "MM": lambda t: t.month,
+    "MS": lambda t: t.microsecond // 1000, "Q": lambda t: (t.month - 1) // 3 + 1,
+    "SSSSS": lambda t: t.hour * 3600 + t.minute * 60 + t.second,
+    "SSSS": lambda t: t.hour * 3600 + t.minute * 60 + t.second, "SS": lambda t: t.second,
+    "US": lambda t: t.microsecond, "WW": lambda t: (t.timetuple().tm_yday - 1) // 7 + 1,
+    "W": lambda t: (t.day - 1) // 7 + 1, "YYYY": lambda t: t.year, "YYY": lambda t: t.year % 1000,
+    "YY": lambda t: t.year % 100, "Y": lambda t: t.year % 10, "J": lambda t: t.toordinal() + 1721425,
+    **{f"FF{n}": _fraction(n) for n in range(1, 7)},
+}
+"""Each numeric field of a timestamp, computed only when its keyword is used."""
+
+
 def _number(kw: str, t: datetime) -> int:
-    iso_year, iso_week, iso_day = t.isocalendar()
-    yday = t.timetuple().tm_yday
-    values = {
-        "CC": (t.year + 99) // 100, "DDD": yday, "DD": t.day, "D": (t.weekday() + 1) % 7 + 1,
-        "HH24": t.hour, "HH12": (t.hour % 12) or 12, "HH": (t.hour % 12) or 12,
-        "IDDD": (iso_week - 1) * 7 + iso_day, "ID": iso_day, "IW": iso_week, "IYYY": iso_year,
-        "IYY": iso_year % 1000, "IY": iso_year % 100, "I": iso_year % 10, "MI": t.minute, "MM": t.month,
-        "MS": t.microsecond // 1000, "Q": (t.month - 1) // 3 + 1, "SSSSS": t.hour * 3600 + t.minute * 60 + t.second,
-        "SSSS": t.hour * 3600 + t.minute * 60 + t.second, "SS": t.second, "US": t.microsecond,
-        "WW": (yday - 1) // 7 + 1, "W": (t.day - 1) // 7 + 1, "YYYY": t.year, "YYY": t.year % 1000,
-        "YY": t.year % 100, "Y": t.year % 10, "J": t.toordinal() + 1721425,
-    }
-    if kw.startswith("FF"):
-        return t.microsecond // 10 ** (6 - int(kw[2]))
-    return values[kw]
+    return int(_FIELDS[kw](t))
 
 
 def _keyword(kw: str, fill: bool, tm: bool, suffix: str, t: datetime) -> str:
@@ -167,8 +177,10 @@ def _keyword(kw: str, fill: bool, tm: bool, suffix: str, t: datetime) -> str:
     return _ordinal(num, suffix == "TH") if suffix else num
 
 
+@lru_cache(maxsize=65_536)
 def to_char(value: date | datetime, pattern: str) -> str:
-    """``to_char(value, pattern)`` as PostgreSQL writes it (a date reads as its midnight; times UTC)."""
+    """``to_char(value, pattern)`` as PostgreSQL writes it (a date reads as its midnight; times UTC). Cached:
+    cells repeat across the rows of a product of columns and across statements."""
     t = value if isinstance(value, datetime) else datetime(value.year, value.month, value.day)
     return "".join(text if kind == "lit" else _keyword(text, fill, tm, suffix, t)
                    for kind, text, fill, tm, suffix in parse(pattern))

@@ -28,6 +28,10 @@ EVENTS = [
     "SELECT concat(category, '-', country) AS k, count(*) FROM events WHERE country IN ('DE', 'FR') GROUP BY 1",
     "SELECT CASE WHEN category = 'purchase' AND country ~ '^(US|CA|MX)$' THEN 'na buy' ELSE 'other' END AS g, "
     "count(*) FROM events GROUP BY 1",
+    "SELECT CASE WHEN category = 'purchase' AND extract(hour FROM ts) < 12 THEN 'am buy' ELSE 'other' END AS g, "
+    "count(*) FROM events GROUP BY 1",
+    "SELECT concat(category, ' ', to_char(ts, 'YYYY-MM')) AS k, COUNT(DISTINCT user_id) FROM events "
+    "WHERE category IN ('refund', 'signup') GROUP BY 1",
     "SELECT count(*) FROM events WHERE country ~ '^[A-F]'",
     "SELECT count(*) FROM events WHERE category ~* 'CART|VIEW' AND country !~ 'S'",
     "SELECT category SIMILAR TO '%(_up|support)' AS k, count(*) FROM events GROUP BY 1",

@@ -41,7 +41,7 @@ def on_cells(e: S.Expr, attr: Attribute, budget: Budget, node: exp.Expr, what: s
         lasts = d.last_values()
         if lasts is not None:
             starts, ends = S.Env(len(values), {attr.name: values}), S.Env(len(lasts), {attr.name: lasts})
-            if not _constant_per_cell(e, starts, ends, budget):
+            if not constant_per_cell(e, starts, ends, budget):
                 raise Refusal(E.FEATURE_NOT_SUPPORTED,
                               f"{what} {sql_of(node)!r} cuts the cells of column {attr.name} "
                               f"(cells of {d.coarseness()})", position=position_of(node),
@@ -90,13 +90,15 @@ def _monotone(e: S.Expr) -> bool:
     return False
 
 
-def _constant_per_cell(e: S.Expr, starts: S.Env, ends: S.Env, budget: Budget) -> bool:
-    """True when ``e`` takes one value over every cell (see ``on_cells``); raises nothing."""
+def constant_per_cell(e: S.Expr, starts: S.Env, ends: S.Env, budget: Budget, varying: str | None = None) -> bool:
+    """True when ``e`` takes one value over every cell (see ``on_cells``); raises nothing. ``varying``: the
+    one attribute whose cells hold many values, the others' cells being one value each (``joint.py``:
+    each row of ``starts`` / ``ends`` is a combination of cells); None: every cell read varies."""
     if isinstance(e, S.Cell):
-        return False
-    if not any(isinstance(x, S.Cell) for x in e.walk()):
+        return varying is not None and e.attr != varying
+    if not any(isinstance(x, S.Cell) and (varying is None or x.attr == varying) for x in e.walk()):
         return True
-    inner = [_constant_per_cell(a, starts, ends, budget) for a in e.args]
+    inner = [constant_per_cell(a, starts, ends, budget, varying) for a in e.args]
     if not all(inner) and (not _monotone(e) or sum(not c for c in inner) > 1):
         return False
     budget.tick(2 * starts.n)

@@ -9,8 +9,9 @@ groups are disjoint sets of cells like any other grouping, so the engine's sensi
 
 Work is bounded: at most ``MAX_PRODUCT`` combinations, and for GROUP BY at most ``MAX_GROUP_WORK``
 combinations times groups (each group's cell set is built from a mask over the product); beyond them
-54000 with a hint. Columns whose cells hold many values (hourly timestamps, binned measures) take part
-alone: their per-row value is not one value a cell.
+54000 with a hint. One column whose cells hold many values (an hourly timestamp, a binned measure) may take
+part if the expression is constant over each of its cells for every value of the others (the check
+``on_cells`` makes for one column); two such columns are refused.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..errors import Refusal
 from ..schema import Attribute
 from ..syntax import position_of
 from ..template import GroupDim
+from .cells import constant_per_cell
 from .nodes import sql_of, unsupported
 
 MAX_PRODUCT = 1_000_000
@@ -39,11 +41,12 @@ def product_values(e: S.Expr, attrs: list[Attribute], budget: Any, node: exp.Exp
                    what: str) -> tuple[tuple[int, ...], np.ndarray]:
     """``e`` on every combination of the attributes' cells (row-major over ``attrs`` in the given order):
     the product's shape and one value per combination (an object array)."""
-    for a in attrs:
-        if a.domain.last_values() is not None:
-            raise unsupported(f"{what} {sql_of(node)!r} over {a.name} and other columns", node,
-                              hint=f"{a.name} holds many values a cell ({a.domain.coarseness()}): compare or "
-                              "group it on its own, or use it alone in the expression.")
+    coarse = [a for a in attrs if a.domain.last_values() is not None]
+    if len(coarse) > 1:
+        names = " and ".join(a.name for a in coarse)
+        raise unsupported(f"{what} {sql_of(node)!r} over {names}", node,
+                          hint=f"{names} hold many values a cell: one of them at most may take part in an "
+                          "expression over several columns.")
     shape = tuple(a.domain.size for a in attrs)
     size = int(np.prod(shape))
     if size > MAX_PRODUCT:
@@ -61,6 +64,19 @@ def product_values(e: S.Expr, attrs: list[Attribute], budget: Any, node: exp.Exp
         cells[a.name] = np.tile(np.repeat(vals, inner), outer).tolist()
     try:
         out = S.objects(e.ev(S.Env(size, cells, strict=True)))
+        if coarse:  # one value per combination: e must not cut the cells of the coarse column
+            a = coarse[0]
+            lasts = S.objects(a.domain.last_values() or [])
+            i = attrs.index(a)
+            inner, outer = int(np.prod(shape[i + 1:])), int(np.prod(shape[:i]))
+            ends = dict(cells, **{a.name: np.tile(np.repeat(lasts, inner), outer).tolist()})
+            if not constant_per_cell(e, S.Env(size, cells), S.Env(size, ends), budget, a.name):
+                d = a.domain
+                raise Refusal(E.FEATURE_NOT_SUPPORTED, f"{what} {sql_of(node)!r} cuts the cells of column "
+                              f"{a.name} (cells of {d.coarseness()})", position=position_of(node),
+                              hint=f"{a.name} is declared with cells of {d.coarseness()}: use it through whole "
+                              f"cells (date_trunc, extract or to_char of a unit of at least {d.coarseness()}, "
+                              "::date, comparisons with cell boundaries).")
     except Refusal as r:
         r.position = r.position or position_of(node)
         raise

@@ -94,6 +94,10 @@ def shop(embedded_pg: Any) -> Any:
     "SELECT count(*) FROM shop WHERE to_char(d, 'Mon') = 'Jan'",
     "SELECT count(*) FROM shop WHERE to_char(d, 'FMDay') IN ('Saturday', 'Sunday')",
     "SELECT to_char(h, 'Dy HH24') AS m, count(*) FROM shop WHERE to_char(h, 'AM') = 'PM' GROUP BY 1",
+    # Over two columns, one of them hourly: constant over each hour for every day (analysis/joint.py).
+    "SELECT concat(to_char(d, 'Mon'), ' ', to_char(h, 'HH24')) AS k, count(*) FROM shop GROUP BY 1",
+    "SELECT CASE WHEN extract(hour FROM h) < 12 AND d < '2026-01-15' THEN 'early am' ELSE 'other' END AS k, "
+    "count(*) FROM shop GROUP BY 1",
 ])
 def test_to_char_keys_and_filters_plan_to_postgresqls_rows(sql: str, shop: Any) -> None:
     from parser.sql import answers_sql
@@ -109,3 +113,7 @@ def test_unsupported_pattern_is_refused_with_its_part() -> None:
     with pytest.raises(Refusal) as err:
         plan_query("SELECT to_char(d, 'YYYY TZ'), count(*) FROM shop GROUP BY 1", Catalog((TABLE,)))
     assert err.value.sqlstate == "0A000" and "TZ" in err.value.message
+    with pytest.raises(Refusal) as err:  # minutes of hourly cells, beside another column
+        plan_query("SELECT concat(to_char(d, 'Mon'), to_char(h, 'HH24:MI')), count(*) FROM shop GROUP BY 1",
+                   Catalog((TABLE,)))
+    assert err.value.sqlstate == "0A000" and "cuts the cells of column h" in err.value.message
