@@ -2,7 +2,8 @@
 
 Drivers and tools ask who and where they are, and read or change a setting, in one SELECT without FROM:
 ``SELECT current_database(), current_user`` (DBeaver, pgAdmin), asyncpg's type introspection
-``SELECT current_setting('jit') AS cur, set_config('jit', 'off', false) AS new``. Relayed to the schema-only
+``SELECT current_setting('jit') AS cur, set_config('jit', 'off', false) AS new`` (set_config only for
+``SETTABLE``). Relayed to the schema-only
 catalog database they would name its reader role and database (``adult_lapras_catalog_reader``), or be
 refused (set_config would leave a setting on a pooled backend). Here the names are the client's own (the
 user it logged in as, the database it asked for) and settings are the session's, as SET keeps them.
@@ -28,6 +29,10 @@ Item = tuple[str, Callable[["Session"], str | None]]
 
 PREFILTER = re.compile(r"\b(current_setting|set_config|current_database|current_catalog|current_user|"
                        r"session_user|current_role|user)\b", re.IGNORECASE)
+
+SETTABLE = frozenset({"jit", "application_name"})
+"""Settings set_config may set here: what drivers set by SELECT (asyncpg turns jit off around its type
+introspection), none of which changes how the proxy answers. Others are refused as before."""
 
 _WHO: dict[type[exp.Expr], str] = {exp.CurrentUser: "current_user", exp.SessionUser: "session_user"}
 _WHO_NAMES = {"user", "current_role", "current_user", "session_user"}
@@ -86,8 +91,8 @@ def _item(e: exp.Expr) -> Item | None:
         return "current_setting", current
     if fn == "set_config" and len(args) == 3 and isinstance(args[2], exp.Boolean):
         setting, value = _literal(args[0]), _literal(args[1])
-        if setting is None or value is None:
-            return None
+        if setting is None or value is None or setting.lower() not in SETTABLE:
+            return None  # other settings stay refused (statement_timeout, search_path: use SET)
 
         def set_config(s: Session) -> str | None:
             assert setting is not None

@@ -36,6 +36,8 @@ def test_settings_through_select(proxy: Any) -> None:
             conn.execute("SELECT current_setting('no_such_setting')")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):  # not a session function call: refused
             conn.execute("SELECT set_config(name, 'x', false) FROM pg_settings")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # settings drivers do not set: SET them
+            conn.execute("SELECT set_config('statement_timeout', '1', false)")
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
