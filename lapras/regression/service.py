@@ -88,7 +88,8 @@ def row_level_budget(eps: float, delta: float, k: int) -> tuple[float, float]:
     if k <= 1:
         return eps, delta
     e = eps / k
-    return e, delta / (k * math.exp((k - 1) * e))
+    # exp(-x), not 1 / exp(x): a large budget makes the row-level delta underflow to 0 instead of overflowing.
+    return e, delta * math.exp(-(k - 1) * e) / k
 
 
 def _attr(table: TableSchema, name: str) -> Attribute:
@@ -148,6 +149,10 @@ def run_regression(conn_factory: Callable[[], AbstractContextManager[Any]], tabl
         if not (c_x > 0 and c_y > 0 and math.isfinite(c_x) and math.isfinite(c_y)):
             raise RegressionError("22023", "regression bounds must be positive and finite")
     row_eps, row_delta = row_level_budget(eps, delta, table.unit_rows)
+    if eps > 0 and 0 < delta and row_delta <= 0:
+        raise RegressionError("22023", f"epsilon = {eps:g} is too large for a regression over {table.unit_rows} "
+                              "rows per privacy unit: its row-level delta underflows to 0",
+                              hint="ask for a smaller epsilon; group privacy over k rows costs exp((k - 1) eps / k) in delta")
     try:
         check_feasible(method, d, row_eps, row_delta, params)
     except rdp.InfeasibleBudget as e:

@@ -15,7 +15,7 @@ import parser as sqlparser
 from lapras import Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import statement_sensitivity
-from lapras.regression.service import row_level_budget
+from lapras.regression.service import RegressionError, row_level_budget, run_regression
 from parser.schema import Attribute, Catalog, IntType, TableSchema
 
 K = 3
@@ -82,6 +82,22 @@ def test_sensitivities_scale_by_k() -> None:
     e, d = row_level_budget(1.0, 1e-5, K)
     assert e == pytest.approx(1 / K)
     assert K * e == pytest.approx(1.0) and K * np.exp((K - 1) * e) * d == pytest.approx(1e-5)
+
+
+def test_a_budget_too_large_for_group_privacy_is_refused_before_anything_runs() -> None:
+    # exp((k - 1) eps / k) overflowed for a large epsilon (an XX000 'math range error'); now delta' is 0 and
+    # the call is refused with 22023 before it is admitted or reads a row.
+    e, d = row_level_budget(1e4, 1e-5, 10)
+    assert e == pytest.approx(1e3) and d == 0.0
+    admitted: list[object] = []
+
+    def no_rows():  # type: ignore[no-untyped-def]
+        raise AssertionError("no connection may be opened")
+
+    big = replace(UNIT, max_rows_per_unit=10)
+    with pytest.raises(RegressionError) as info:
+        run_regression(no_rows, big, "c", ["a"], "adassp", 1e4, 1e-5, admit=admitted.append)
+    assert info.value.sqlstate == "22023" and "too large" in info.value.message and not admitted
 
 
 def _engine(table: TableSchema, dsn: str) -> Engine:
