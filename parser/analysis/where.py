@@ -167,6 +167,25 @@ class _Lowering:
             return self.per_row(node)
         raise unsupported(f"predicate {sql_of(node)!r}", node, hint=_WHERE_HINT)
 
+    def cell_leaf(self, n: exp.Expr) -> S.Expr | None:
+        """Columns read as their cells; a parameter has no value on the cells (claimed: not a scalar)."""
+        if isinstance(n, exp.Column):
+            a = self.ctx.column(n)
+            return S.Cell(a.name, a.domain.oid)
+        if is_param(n):
+            raise NotScalar(n)
+        return None
+
+    def compile_cells(self, node: exp.Expr) -> S.Expr:
+        """``node`` as a scalar over the cells of the columns it reads; what it cannot evaluate is refused."""
+        try:
+            return compile_scalar(node, self.cell_leaf, self.ctx.budget, exact=True)
+        except NotScalar as u:
+            raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node, hint=_WHERE_HINT) from None
+        except Refusal as r:
+            r.position = r.position or position_of(node)
+            raise
+
     def per_row(self, node: exp.Expr) -> C.Cond:
         """A predicate over one attribute that is not a plain comparison (wrappers compute columns, e.g.
         ``age * 2 >= 80``): evaluated by the scalar evaluator on every cell of the public domain."""
@@ -179,27 +198,11 @@ class _Lowering:
             return C.Const(None if value is None else bool(value))
         if node.find(exp.Select) is not None:
             raise unsupported("subquery", node.find(exp.Select))
-
-        def leaf(n: exp.Expr) -> S.Expr | None:
-            if isinstance(n, exp.Column):
-                a = ctx.column(n)
-                return S.Cell(a.name, a.domain.oid)
-            if is_param(n):
-                raise NotScalar(n)
-            return None
-
         if len(attrs) > 1:
-            return self.per_rows(node, sorted(attrs), leaf)
+            return self.per_rows(node, sorted(attrs), self.cell_leaf)
         attr = ctx.table.attribute(attrs.pop())
         assert attr is not None
-
-        try:
-            e = compile_scalar(node, leaf, ctx.budget, exact=True)
-        except NotScalar as u:
-            raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node, hint=_WHERE_HINT) from None
-        except Refusal as r:
-            r.position = r.position or position_of(node)
-            raise
+        e = self.compile_cells(node)
         if e.oid not in (S.BOOL, S.UNKNOWN):
             raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
         results = on_cells(e, attr, ctx.budget, node, "condition")
@@ -218,23 +221,9 @@ class _Lowering:
         if len(attrs) != 1 or expr.find(exp.AggFunc) is not None or expr.find(exp.Select) is not None:
             return self.per_row(node)  # refused there with the reason (several columns, aggregates...)
 
-        def leaf(n: exp.Expr) -> S.Expr | None:
-            if isinstance(n, exp.Column):
-                a = ctx.column(n)
-                return S.Cell(a.name, a.domain.oid)
-            if is_param(n):
-                raise NotScalar(n)
-            return None
-
         attr = ctx.table.attribute(attrs.pop())
         assert attr is not None
-        try:
-            e = compile_scalar(expr, leaf, ctx.budget, exact=True)
-        except NotScalar as u:
-            raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node, hint=_WHERE_HINT) from None
-        except Refusal as r:
-            r.position = r.position or position_of(expr)
-            raise
+        e = self.compile_cells(expr)
         oid = S.TEXT if e.oid == S.UNKNOWN else e.oid
         if oid not in S.NUMBER_OIDS | S.TEMPORAL_OIDS | {S.TEXT, S.BOOL}:
             return self.per_row(node)
@@ -257,13 +246,7 @@ class _Lowering:
         (``joint.product_values``; each cell must hold one value)."""
         ctx = self.ctx
         attrs = [a for a in (ctx.table.attribute(n) for n in names) if a is not None]
-        try:
-            e = compile_scalar(node, leaf, ctx.budget, exact=True)
-        except NotScalar as u:
-            raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node, hint=_WHERE_HINT) from None
-        except Refusal as r:
-            r.position = r.position or position_of(node)
-            raise
+        e = self.compile_cells(node)
         if e.oid not in (S.BOOL, S.UNKNOWN):
             raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
         shape, out = product_values(e, attrs, ctx.budget, node, "predicate")
