@@ -42,12 +42,7 @@ def on_cells(e: S.Expr, attr: Attribute, budget: Budget, node: exp.Expr, what: s
         if lasts is not None:
             starts, ends = S.Env(len(values), {attr.name: values}), S.Env(len(lasts), {attr.name: lasts})
             if not constant_per_cell(e, starts, ends, budget):
-                raise Refusal(E.FEATURE_NOT_SUPPORTED,
-                              f"{what} {sql_of(node)!r} cuts the cells of column {attr.name} "
-                              f"(cells of {d.coarseness()})", position=position_of(node),
-                              hint=f"{attr.name} is declared with cells of {d.coarseness()}: group or filter on "
-                              f"whole cells (date_trunc or extract of a unit of at least {d.coarseness()}, ::date, "
-                              ">= and < with cell boundaries).")
+                raise cuts_cells(what, node, attr)
     except Refusal as r:
         r.position = r.position or position_of(node)
         raise
@@ -103,3 +98,14 @@ def constant_per_cell(e: S.Expr, starts: S.Env, ends: S.Env, budget: Budget, var
         return False
     budget.tick(2 * starts.n)
     return bool(e.ev(starts) == e.ev(ends))
+
+
+def cuts_cells(what: str, node: exp.Expr, attr: Attribute) -> Refusal:
+    """The refusal of an expression that is not constant on each cell of ``attr`` (an hourly timestamp cut
+    by minutes): answering it would need the rows inside a cell."""
+    d = attr.domain
+    return Refusal(E.FEATURE_NOT_SUPPORTED, f"{what} {sql_of(node)!r} cuts the cells of column {attr.name} "
+                   f"(cells of {d.coarseness()})", position=position_of(node),
+                   hint=f"{attr.name} is declared with cells of {d.coarseness()}: use it through whole cells "
+                   f"(date_trunc, extract or to_char of a unit of at least {d.coarseness()}, ::date, "
+                   "comparisons with cell boundaries).")

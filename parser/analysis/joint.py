@@ -28,7 +28,7 @@ from ..errors import Refusal
 from ..schema import Attribute
 from ..syntax import position_of
 from ..template import GroupDim
-from .cells import constant_per_cell
+from .cells import constant_per_cell, cuts_cells
 from .nodes import sql_of, unsupported
 
 MAX_PRODUCT = 1_000_000
@@ -71,12 +71,7 @@ def product_values(e: S.Expr, attrs: list[Attribute], budget: Any, node: exp.Exp
             inner, outer = int(np.prod(shape[i + 1:])), int(np.prod(shape[:i]))
             ends = dict(cells, **{a.name: np.tile(np.repeat(lasts, inner), outer).tolist()})
             if not constant_per_cell(e, S.Env(size, cells), S.Env(size, ends), budget, a.name):
-                d = a.domain
-                raise Refusal(E.FEATURE_NOT_SUPPORTED, f"{what} {sql_of(node)!r} cuts the cells of column "
-                              f"{a.name} (cells of {d.coarseness()})", position=position_of(node),
-                              hint=f"{a.name} is declared with cells of {d.coarseness()}: use it through whole "
-                              f"cells (date_trunc, extract or to_char of a unit of at least {d.coarseness()}, "
-                              "::date, comparisons with cell boundaries).")
+                raise cuts_cells(what, node, a)
     except Refusal as r:
         r.position = r.position or position_of(node)
         raise
