@@ -19,12 +19,24 @@ def to_dense(table: TableSchema, attrs: Sequence[str], rows: Iterable[Sequence[o
             raise KeyError(name)
         doms.append(attr.domain)
     hist = np.zeros(table.shape(attrs), dtype=np.float64)
+    # A marginal has many rows but few distinct values per column: each value's cell is looked up once.
+    # Keyed by (type, value) so that True and 1 (equal, same hash) are never confused.
+    memo: list[dict[tuple[type, object], int]] = [{} for _ in doms]
+    index: list[list[int]] = [[] for _ in doms]
+    counts: list[float] = []
     for row in rows:
-        idx = []
-        for d, v in zip(doms, row[:-1], strict=True):
-            i = d.index_of(v)
+        for d, m, out, v in zip(doms, memo, index, row[:-1], strict=True):
+            key = (type(v), v)
+            i = m.get(key)
             if i is None:
-                raise ValueError(f"value {v!r} outside the declared domain; was the SQL from marginal_sql?")
-            idx.append(i)
-        hist[tuple(idx)] += float(row[-1])  # type: ignore[arg-type]
+                i = d.index_of(v)
+                if i is None:
+                    raise ValueError(f"value {v!r} outside the declared domain; was the SQL from marginal_sql?")
+                m[key] = i
+            out.append(i)
+        counts.append(float(row[-1]))  # type: ignore[arg-type]
+    if not doms:  # the total: one row holding COUNT(*)
+        hist[()] += sum(counts)
+    elif counts:
+        np.add.at(hist, tuple(np.asarray(ix, dtype=np.intp) for ix in index), np.asarray(counts))
     return hist

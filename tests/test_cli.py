@@ -1,14 +1,19 @@
-"""The `lapras-proxy` command as a user meets it: help on every sub-command, config validation messages."""
+"""The `lapras-proxy` command as a user meets it: help on every sub-command, config validation messages.
+
+Two tests run the real `python -m proxy.ops.cli` process (a valid config: exit 0 and OK on stdout; a bad
+one: exit 2, the key on stderr, no traceback). The other messages come from the same `main()` called in
+this process: each subprocess pays seconds of imports and would prove nothing more."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from proxy.ops.cli import build_parser
+from proxy.ops.cli import build_parser, main
 from proxy.ops.config import ConfigError, load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,7 +24,22 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
                           cwd=REPO, timeout=timeout)
 
 
-@pytest.mark.process
+def main_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``main(args)`` here: (exit code, stdout, stderr), a SystemExit read as the process would end."""
+    capsys.readouterr()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        code = main(list(args))
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        # main() configures logging on the captured stderr when nothing else has; undo it
+        root.handlers[:], root.level = handlers, level
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
 def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
@@ -31,8 +51,8 @@ def test_every_subcommand_has_help(capsys: pytest.CaptureFixture[str]) -> None:
         assert exit_.value.code == 0
         out = capsys.readouterr().out
         assert "usage: lapras-proxy" in out and name in out
-    done = run_cli("--help")
-    assert done.returncode == 0 and "serve" in done.stdout
+    code, out, _ = main_in_process(capsys, "--help")
+    assert code == 0 and "serve" in out
 
 
 @pytest.mark.process
@@ -59,7 +79,6 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
     return p
 
 
-@pytest.mark.process
 @pytest.mark.parametrize(("old", "new", "key", "words"), [
     ("epsilon = 1.0", "epsilon = -1.0", "privacy.epsilon", "> 0"),
     ("epsilon = 1.0", "epsilon = \"one\"", "privacy.epsilon", "must be float"),
@@ -73,19 +92,21 @@ def _broken(tmp_path: Path, old: str, new: str) -> Path:
     ("listen = \"127.0.0.1:6432\"", "listen = \"localhost\"", "server.listen", "HOST:PORT"),
     ("auth = \"scram-sha-256\"", "auth = \"kerberos\"", "users[0].auth", "must be one of"),
 ])
-def test_bad_config_names_key_and_fix(tmp_path: Path, old: str, new: str, key: str, words: str) -> None:
+def test_bad_config_names_key_and_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str,
+                                      key: str, words: str) -> None:
     path = _broken(tmp_path, old, new)
     with pytest.raises(ConfigError) as err:
         load_config(path)
     text = str(err.value)
     assert key in text and words in text
-    done = run_cli("check-config", "--config", str(path))
-    assert done.returncode == 2
-    assert key in done.stderr and "Traceback" not in done.stderr
+    code, _, stderr = main_in_process(capsys, "check-config", "--config", str(path))
+    assert code == 2
+    assert key in stderr and "Traceback" not in stderr
 
 
 @pytest.mark.process
 def test_serve_with_bad_config_stops_with_message(tmp_path: Path) -> None:
+    """The real process: exit 2, the key on stderr, no traceback, nothing started."""
     path = _broken(tmp_path, "delta = 1e-3", "delta = 0")
     done = run_cli("serve", "--config", str(path), "--state-dir", str(tmp_path / "state"), timeout=60)
     assert done.returncode == 2
@@ -103,10 +124,9 @@ def test_all_problems_reported_at_once() -> None:
     assert any(p.startswith("users") for p in problems)
 
 
-@pytest.mark.process
-def test_missing_config_file_is_explained(tmp_path: Path) -> None:
-    done = run_cli("check-config", "--config", str(tmp_path / "nope.toml"))
-    assert done.returncode == 2 and "file not found" in done.stderr
+def test_missing_config_file_is_explained(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, stderr = main_in_process(capsys, "check-config", "--config", str(tmp_path / "nope.toml"))
+    assert code == 2 and "file not found" in stderr
 
 
 def test_plain_text_password_rejected() -> None:
@@ -117,16 +137,16 @@ def test_plain_text_password_rejected() -> None:
     assert "plain-text passwords are not accepted" in str(err.value)
 
 
-@pytest.mark.process
-def test_check_config_warns_of_private_keys_without_partition_selection(tmp_path: Path) -> None:
+def test_check_config_warns_of_private_keys_without_partition_selection(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """keys = "private" is valid, but without [privacy] partition_fraction every GROUP BY over the column is
     refused at query time: check-config says so (still OK: the rest of the file serves)."""
     text = (REPO / "config.toml").read_text() + '\n[tables.shop]\n[tables.shop.columns]\ncity = { type = "text", keys = "private" }\n'
     path = tmp_path / "c.toml"
     path.write_text(text)
-    done = run_cli("check-config", "--config", str(path))
-    assert done.returncode == 0 and "OK" in done.stdout, done.stderr
-    assert "warning: public.shop.city: keys = \"private\" but [privacy] partition_fraction is 0" in done.stderr
+    code, out, stderr = main_in_process(capsys, "check-config", "--config", str(path))
+    assert code == 0 and "OK" in out, stderr
+    assert "warning: public.shop.city: keys = \"private\" but [privacy] partition_fraction is 0" in stderr
     path.write_text(text.replace("# partition_fraction = 0.1 ", "partition_fraction = 0.1 "))
-    done = run_cli("check-config", "--config", str(path))
-    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+    code, _, stderr = main_in_process(capsys, "check-config", "--config", str(path))
+    assert code == 0 and "warning" not in stderr, stderr

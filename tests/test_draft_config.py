@@ -4,8 +4,6 @@ the warning on stderr) and a proxy started on it answers a query close to Postgr
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -13,10 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from proxy.ops.cli import main
 from proxy.ops.config import ConfigError, load_config
 from proxy.ops.draft_config import draft
-
-REPO = Path(__file__).resolve().parents[1]
 
 TABLE = "orders_draft"
 DDL = f"""
@@ -66,13 +63,15 @@ def test_placeholder_draft_maps_every_type_and_fails_check_config(draft_db: str,
     assert flagged == set(cols) - {"paid"}, err.value.problems  # everything but the boolean needs a domain
 
 
-def test_from_data_draft_passes_check_config_and_answers(draft_db: str, tmp_path: Path, harness: Any) -> None:
-    done = subprocess.run([sys.executable, "-m", "proxy.ops.cli", "draft-config", "--dsn", draft_db,
-                           "--table", TABLE, "--from-data", "--max-values", "10"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "PUBLIC" in done.stderr and "warning" in done.stderr
-    cols = tomllib.loads(done.stdout)["tables"][TABLE]["columns"]
+def test_from_data_draft_passes_check_config_and_answers(draft_db: str, tmp_path: Path, harness: Any,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    # draft-config and check-config through the command's main() in this process (a subprocess each would
+    # add seconds of imports and prove nothing more: test_cli runs the real process); the proxy is real.
+    capsys.readouterr()
+    assert main(["draft-config", "--dsn", draft_db, "--table", TABLE, "--from-data", "--max-values", "10"]) == 0
+    done = capsys.readouterr()
+    assert "PUBLIC" in done.err and "warning" in done.err
+    cols = tomllib.loads(done.out)["tables"][TABLE]["columns"]
     assert cols["qty"] == {"type": "int", "min": 0, "max": 6}
     assert cols["region"]["values"] == ["East", "North", "West"]
     assert cols["note"] == {"type": "text", "keys": "private", "nullable": True}  # 3,000 values: no list
@@ -80,10 +79,10 @@ def test_from_data_draft_passes_check_config_and_answers(draft_db: str, tmp_path
     assert cols["seen"]["resolution"] == "hour" and cols["local_ts"]["resolution"] == "hour"
     port = harness.free_port()
     cfg = tmp_path / "config.toml"
-    cfg.write_text(_config(draft_db, port, done.stdout))
-    check = subprocess.run([sys.executable, "-m", "proxy.ops.cli", "check-config", "--config", str(cfg)],
-                           capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert check.returncode == 0, check.stderr
+    cfg.write_text(_config(draft_db, port, done.out))
+    code = main(["check-config", "--config", str(cfg)])
+    check = capsys.readouterr()
+    assert code == 0 and "OK" in check.out, check.err
     sql = (f"SELECT region, COUNT(*), SUM(price) FROM {TABLE} WHERE ordered >= '2025-07-01' AND paid "
            "GROUP BY region ORDER BY region")
     with psycopg.connect(draft_db) as conn:
