@@ -33,7 +33,7 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from lapras.mechanisms import noise
 from lapras.mechanisms.cost import Cost
@@ -66,7 +66,7 @@ class GaussianThreshold:
             return _map(sigma, t, max_keys)[1]
 
         # delta falls as the threshold rises: bracket from the continuous tail, then bisect on integers.
-        hi = max(2, math.ceil(1.0 + sigma * (float(norm.isf(cost.delta / max_keys)) + 1.0)))
+        hi = max(2, math.ceil(1.0 + sigma * (-float(ndtri(cost.delta / max_keys)) + 1.0)))
         while delta_at(hi) > cost.delta:
             hi *= 2
         lo = 1
