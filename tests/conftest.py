@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from proxy.ops.config import load_config
 from proxy.ops.demo_data import ensure_table
@@ -87,12 +89,21 @@ def _fast_tier_starts_no_process(request: pytest.FixtureRequest, monkeypatch: py
 
 
 _db_counter = itertools.count()
+# tests/reliability/harness.py loads this file a second time under another name: a token per loaded copy
+# keeps the two copies' database names apart.
+_COPY = secrets.token_hex(3)
 
 
-def create_database(embedded_pg: EmbeddedPostgres, prefix: str = "t") -> str:
-    name = f"{prefix}_{os.getpid()}_{next(_db_counter)}"
+def _db_name(prefix: str) -> str:
+    return f"{prefix}_{os.getpid()}_{_COPY}_{next(_db_counter)}"
+
+
+def create_database(embedded_pg: EmbeddedPostgres, prefix: str = "t", template: str | None = None) -> str:
+    """Conninfo of a new database, empty or a copy of ``template``."""
+    name = _db_name(prefix)
+    copy = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
     return embedded_pg.dsn(name)
 
 
@@ -119,13 +130,27 @@ def fill_demo_tables(dsn: str, cfg: Any) -> None:
             ensure_table(dsn, table, load, None)
 
 
+_TEMPLATES: list[tuple[EmbeddedPostgres, Any, str]] = []
+
+
+def demo_database(embedded_pg: EmbeddedPostgres, cfg: Any, prefix: str = "t") -> str:
+    """A new database holding ``cfg``'s protected tables as :func:`fill_demo_tables` fills them, copied
+    from a template filled once per cluster and config (CREATE DATABASE ... TEMPLATE copies files in a
+    fraction of a second; generating and loading the rows again took about 2 s a database)."""
+    template = next((name for pg, c, name in _TEMPLATES if pg is embedded_pg and c is cfg), None)
+    if template is None:
+        dsn = create_database(embedded_pg, "template")
+        fill_demo_tables(dsn, cfg)
+        template = conninfo_to_dict(dsn)["dbname"]
+        _TEMPLATES.append((embedded_pg, cfg, str(template)))
+    return create_database(embedded_pg, prefix, template)
+
+
 @pytest.fixture(scope="session")
 def adult_db(embedded_pg: EmbeddedPostgres, default_config) -> str:
     """Conninfo of a database holding the shipped config's tables (adult, events) with generated rows
     (the suite never needs ../shared)."""
-    dsn = create_database(embedded_pg, "adult")
-    fill_demo_tables(dsn, default_config)
-    return dsn
+    return demo_database(embedded_pg, default_config, "adult")
 
 
 # ---------------------------------------------------------------------------------------------- proxy
@@ -252,8 +277,7 @@ def proxy_factory(embedded_pg: EmbeddedPostgres, default_config, tmp_path_factor
     started: list[ProxyProcess] = []
 
     def make(**overrides: Any) -> ProxyProcess:
-        dsn = create_database(embedded_pg, "px")
-        fill_demo_tables(dsn, default_config)
+        dsn = demo_database(embedded_pg, default_config, "px")
         root = tmp_path_factory.mktemp("proxyf")
         port = free_port()
         cfg = root / "config.toml"

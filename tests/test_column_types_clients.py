@@ -39,11 +39,10 @@ epoch_s = { type = "bigint", min = 1767225600, max = 1769903999, bins = 86400 }
 @pytest.fixture(scope="module")
 def temporal_proxy(harness: Any, embedded_pg: Any, default_config: Any,
                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    ProxyProcess, create_database = harness.ProxyProcess, harness.create_database  # noqa: N806
+    ProxyProcess = harness.ProxyProcess  # noqa: N806
     free_port, make_test_config = harness.free_port, harness.make_test_config
 
-    dsn = create_database(embedded_pg, "tz")
-    harness.fill_demo_tables(dsn, default_config)
+    dsn = harness.demo_database(embedded_pg, default_config, "tz")
     rng = random.Random(5)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE TABLE visits (ts timestamptz, day date, at timestamp, pages integer, "

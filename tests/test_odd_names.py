@@ -43,8 +43,7 @@ def _extra() -> str:
 
 @pytest.fixture(scope="module")
 def odd_proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: Any, harness: Any) -> Iterator[Any]:
-    dsn = harness.create_database(embedded_pg, "names")
-    harness.fill_demo_tables(dsn, default_config)
+    dsn = harness.demo_database(embedded_pg, default_config, "names")
     port = harness.free_port()
     text = harness.make_test_config(dsn, port, epsilon=4.0, extra=_extra())
     cfg = parse_config(__import__("tomllib").loads(text))

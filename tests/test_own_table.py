@@ -59,8 +59,7 @@ def write_csv(path: Path) -> int:
 def own(embedded_pg: Any, default_config: Any, tmp_path_factory: Any, harness: Any) -> Iterator[Any]:
     root = tmp_path_factory.mktemp("own")
     rows = write_csv(root / "orders.csv")
-    dsn = harness.create_database(embedded_pg, "own")
-    harness.fill_demo_tables(dsn, default_config)
+    dsn = harness.demo_database(embedded_pg, default_config, "own")
     port = harness.free_port()
     text = harness.make_test_config(dsn, port, epsilon=1e4, stream_length=50, extra=DECLARATION)
     cfg = parse_config(tomllib.loads(text))

@@ -35,8 +35,7 @@ RARE = [f"Rare town {i}" for i in range(40)]  # each held by a single user
 def shops_proxy(harness: Any, embedded_pg: Any, default_config: Any,
                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     rc = harness
-    dsn = rc.create_database(embedded_pg, "shops")
-    rc.fill_demo_tables(dsn, default_config)
+    dsn = rc.demo_database(embedded_pg, default_config, "shops")
     rng = random.Random(18)
     rows = []
     user = 0

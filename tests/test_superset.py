@@ -58,8 +58,7 @@ def env(embedded_pg: Any, default_config: Any, harness: Any,
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     venv = ensure_installed()
     rc = harness
-    upstream = rc.create_database(embedded_pg, "superset")
-    rc.fill_demo_tables(upstream, default_config)
+    upstream = rc.demo_database(embedded_pg, default_config, "superset")
     root = tmp_path_factory.mktemp("superset")
     port = rc.free_port()
     (root / "config.toml").write_text(rc.make_test_config(upstream, port, epsilon=1.0, delta=1e-3,

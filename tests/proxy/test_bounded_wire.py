@@ -30,8 +30,7 @@ def _wait_for_build(dsn: str, timeout: float = 60.0) -> list[tuple[Any, ...]]:
 
 def test_two_proxies_share_the_epochs_bounded_rows_out_of_the_analysts_reach(
         harness: Any, embedded_pg: Any, default_config: Any, tmp_path: Any) -> None:
-    dsn = harness.create_database(embedded_pg, "bw")
-    harness.fill_demo_tables(dsn, default_config)
+    dsn = harness.demo_database(embedded_pg, default_config, "bw")
     events = next(t for t in default_config.catalog.tables if t.name == "events")
     proxies = []
     for i in range(2):

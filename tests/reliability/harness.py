@@ -49,9 +49,7 @@ def set_server_keys(text: str, **values: object) -> str:
 
 def new_adult_db(embedded_pg: Any, default_config: Any, prefix: str = "rel") -> str:
     """A database of its own with the shipped config's tables, so a test's ledger starts empty."""
-    dsn = create_database(embedded_pg, prefix)
-    _CONFTEST.fill_demo_tables(dsn, default_config)
-    return dsn
+    return str(_CONFTEST.demo_database(embedded_pg, default_config, prefix))
 
 
 def start_proxy(root: Path, upstream_dsn: str, *, epsilon: float = 1.0, delta: float = 1e-3,
