@@ -81,6 +81,11 @@ def factor(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | N
                     lo[pos[name]], hi[pos[name]] = ranges[0]
                 else:
                     multi.append((pos[name], tuple(ranges)))
+            # The box's sub-box count is known before they are listed: refuse before building any of them
+            # (one box of four 50-range unions is 6 million sub-boxes).
+            n_sub = math.prod(len(r) for _, r in multi)
+            if max_work is not None and (len(owner) + n_sub) * corners > max_work:
+                raise TooMuchWork(f"more than {max_work // corners} sub-boxes")
             if not multi:
                 los.append(lo)
                 his.append(hi)
@@ -93,8 +98,6 @@ def factor(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | N
                     los.append(list(lo))
                     his.append(list(hi))
                     owner.append(qi)
-            if max_work is not None and len(owner) * corners > max_work:
-                raise TooMuchWork(f"more than {max_work // corners} sub-boxes")
     lo_a = np.array(los, dtype=np.int64).reshape(len(owner), d)
     hi_a = np.array(his, dtype=np.int64).reshape(len(owner), d) + 1
     # Segment starts: every range start and every position just past a range end.
