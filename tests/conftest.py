@@ -9,6 +9,8 @@ import itertools
 import os
 import secrets
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,12 +77,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.process)
 
 
+_MYPY = pytest.StashKey["subprocess.Popen[str]"]()
+
+
+def _mypy_command() -> list[str]:
+    exe = Path(sys.executable).parent / "mypy"
+    return [str(exe) if exe.exists() else (shutil.which("mypy") or "mypy")]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start mypy as soon as the suite is collected, when the type check is among the selected tests: it
+    needs a core for 30-60 s, which overlaps the process tests' waits instead of adding to the wall time;
+    tests/test_lint.py collects its result."""
+    if any(item.name == "test_mypy_clean" for item in session.items):
+        session.config.stash[_MYPY] = subprocess.Popen(_mypy_command(), cwd=REPO, stdout=subprocess.PIPE,
+                                                       stderr=subprocess.STDOUT, text=True)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    proc = session.config.stash.get(_MYPY, None)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture
+def mypy_result(request: pytest.FixtureRequest) -> tuple[int, str]:
+    """Exit code and output of mypy on the packages (started at collection, or now)."""
+    proc = request.config.stash.get(_MYPY, None)
+    if proc is None:
+        proc = subprocess.Popen(_mypy_command(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+    out, _ = proc.communicate(timeout=900)
+    return proc.returncode, out
+
+
 @pytest.fixture(autouse=True)
 def _fast_tier_starts_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """In the fast tier, a test that starts a process fails, so the `process` marks cannot go stale."""
     if "not process" not in request.config.getoption("markexpr", ""):
         return
-    import subprocess
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError(f"{request.node.nodeid} starts a process: mark it @pytest.mark.process")
