@@ -1,5 +1,5 @@
 """Differential tests against PostgreSQL: the plan's linear queries on exact marginal histograms, then the
-plan's post-processing, give PostgreSQL's own answer to the original SQL (thousands of random queries)."""
+plan's post-processing, give PostgreSQL's own answer to the original SQL (hundreds of random queries per run)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from parser import QueryPlan, plan_query
 from parser.schema import TableSchema
 from parser.sql import answers_sql
 
-EXAMPLES = int(os.environ.get("PARSER_DIFF_EXAMPLES", "1200"))
+EXAMPLES = int(os.environ.get("PARSER_DIFF_EXAMPLES", "600"))
+"""Random Adult statements per run (1,200 until 2026-12: a run of 400 reached the same 510 parser functions
+as a run of 1,200, and with database=None every run draws new ones; set PARSER_DIFF_EXAMPLES for more)."""
 _INT_OIDS = {20, 21, 23}
 _FLOAT_OIDS = {700, 701, 1700}
 _PY_TYPES: dict[int, type] = {20: int, 23: int, 701: float, 25: str, 16: bool}
@@ -70,7 +72,7 @@ def test_random_adult_queries_match_postgresql(case: Case, adult_conn: psycopg.C
     check(case, adult_conn, adult_hist, ADULT, CATALOG)
 
 
-@settings(max_examples=max(EXAMPLES // 5, 50), deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=max(EXAMPLES * 2 // 5, 50), deadline=None, suppress_health_check=list(HealthCheck),
           database=None)
 @given(case=people_queries())
 def test_random_nullable_and_text_queries_match_postgresql(case: Case, people_conn: psycopg.Connection,
