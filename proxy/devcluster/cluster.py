@@ -29,6 +29,7 @@ from psycopg import sql
 from parser.identifiers import MAX_NAME_BYTES, quote_ident, truncate
 from parser.schema import TableSchema
 
+from ..ops.embedded import remove_tree
 from ..ops.events_data import COLUMNS as EVENT_COLUMNS
 from ..ops.events_data import EventsSpec, create_events_table, fill_events
 from .instance import ClusterError, PgInstance, check_reachable, private_dir, service_account
@@ -174,7 +175,7 @@ class DevCluster:
             if remove and state["socket_dir"] != str(self.state_dir / "run"):
                 shutil.rmtree(state["socket_dir"], ignore_errors=True)
         if remove and self.state_dir.exists():
-            shutil.rmtree(self.state_dir)
+            remove_tree(self.state_dir, ignore_errors=False)
 
     def _write_state(self, state: dict) -> None:
         tmp = self.state_path.with_suffix(".tmp")
