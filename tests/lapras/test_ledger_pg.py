@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -95,34 +92,40 @@ def test_concurrent_spenders_never_overspend(fresh_db: str, exact) -> None:  # t
 
 def test_sigkill_mid_stream_keeps_ledger_consistent(fresh_db: str) -> None:
     """Kill the answering process at random points several times; after each restart the ledger is
-    consistent and every answer that left the process is the stored one (no new noise on a release)."""
+    consistent and every answer that left the process is the stored one (no new noise on a release).
+
+    Each round is a fresh process forked from one that imported the engine once (tests/forkserver.py), so
+    a round costs its engine start and its stream, not a new interpreter's imports."""
+    from forkserver import Forkserver
+
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parents[1])]))
     seen: dict[str, str] = {}
     rnd = random.Random()
-    for round_ in range(5):
-        proc = subprocess.Popen([sys.executable, str(HERE / "crash_worker.py"), fresh_db, str(round_ % 2)],
-                                stdout=subprocess.PIPE, text=True, env=env)
-        assert proc.stdout is not None
-        lines: list[str] = []
-        assert proc.stdout.readline().strip() == "ready"
-        deadline = time.time() + rnd.uniform(0.05, 1.5)
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            if not line or line.startswith("done"):
-                break
-            lines.append(line)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for line in lines:
-            parts = line.split()
-            if parts[0] == "answer":
-                key, value = parts[1], parts[2]
-                if key in seen:
-                    assert seen[key] == value, "an answer changed after a restart"
-                seen[key] = value
-        stored = _consistent(fresh_db)
-        for key, value in seen.items():
-            assert key in stored and repr(stored[key]) == value
+    rounds = 5
+    with Forkserver(HERE / "crash_worker.py", env) as server:
+        for round_ in range(rounds):
+            pid = server.start(fresh_db, str(round_ % 2))
+            lines: list[str] = []
+            assert server.readline().strip() == "ready"
+            # One kill moment per slice of the stream (stratified), so early and late kills both happen.
+            deadline = time.time() + rnd.uniform(0.05 + round_ * 1.45 / rounds, 0.05 + (round_ + 1) * 1.45 / rounds)
+            while time.time() < deadline:
+                line = server.readline()
+                if not line or line.startswith("done"):
+                    break
+                lines.append(line)
+            # Lines the child wrote before the kill but not yet read left the process too: check them as well.
+            lines += server.kill(pid)
+            for line in lines:
+                parts = line.split()
+                if parts and parts[0] == "answer":
+                    key, value = parts[1], parts[2]
+                    if key in seen:
+                        assert seen[key] == value, "an answer changed after a restart"
+                    seen[key] = value
+            stored = _consistent(fresh_db)
+            for key, value in seen.items():
+                assert key in stored and repr(stored[key]) == value
     assert seen
 
 

@@ -29,9 +29,18 @@ def two_proxies(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.
     dsn = new_adult_db(embedded_pg, default_config, "race")
     root = tmp_path_factory.mktemp("race")
     server = {"queries_per_minute": 1_000_000, "max_connections": 100}
-    a = start_proxy(root / "a", dsn, epsilon=0.5, server=server)
-    b = start_proxy(root / "b", dsn, epsilon=0.5, server=server)
+    a = start_proxy(root / "a", dsn, epsilon=0.5, server=server, start=False)
+    b = start_proxy(root / "b", dsn, epsilon=0.5, server=server, start=False)
+    # Both start at once (their imports are most of a start): they race to create the one ledger, as two
+    # processes of a deployment started together do.
+    starting = threading.Thread(target=b.start)
     try:
+        starting.start()
+        try:
+            a.start()
+        finally:
+            starting.join()
+        assert b.proc.poll() is None, "proxy b did not start:\n" + "".join(b.output)
         yield a, b, dsn
     finally:
         a.stop()

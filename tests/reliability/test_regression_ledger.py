@@ -7,9 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,35 +33,39 @@ def _ledger(dsn: str) -> tuple[float, int, dict[str, Any]]:
 
 
 def test_kill_at_any_point_never_pays_twice_nor_loses_an_answer(embedded_pg: Any, default_config: Any) -> None:
+    """Six rounds of the worker, each SIGKILLed at a moment in its own slice of 0.05-2 s (stratified, so
+    early and late kills both happen); a round is a process forked from one that imported the engine once
+    (tests/forkserver.py), so it costs its engine start and its calls, not a new interpreter's imports."""
+    from forkserver import Forkserver
+
     dsn = new_adult_db(embedded_pg, default_config, "regcrash")
-    env = dict(os.environ)
     printed: dict[str, list[Any]] = {}
     rnd = random.Random()
-    for _ in range(6):
-        proc = subprocess.Popen([sys.executable, str(HERE / "regression_crash_worker.py"), dsn],
-                                stdout=subprocess.PIPE, text=True, env=env)
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-        deadline = time.time() + rnd.uniform(0.05, 2.0)
-        lines = []
-        while time.time() < deadline:
-            line = proc.stdout.readline()
-            if not line or line.startswith("done"):
-                break
-            lines.append(line)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for line in lines:
-            if line.startswith("answer "):
-                sql, rows = json.loads(line[len("answer "):])
-                assert printed.setdefault(sql, rows) == rows, "a released regression changed"
-        spent, spends, stored = _ledger(dsn)
-        # Every charge has its stored answer and every stored answer was charged exactly once.
-        assert spends == len(stored)
-        assert spent == pytest.approx(0.02 * len(stored), rel=1e-9)
-        stored_rows = {json.dumps(sorted(map(tuple, r))) for r in stored.values()}
-        for rows in printed.values():
-            assert json.dumps(sorted(map(tuple, rows))) in stored_rows
+    rounds = 6
+    with Forkserver(HERE / "regression_crash_worker.py", dict(os.environ)) as server:
+        for round_ in range(rounds):
+            pid = server.start(dsn)
+            assert server.readline().strip() == "ready"
+            deadline = time.time() + rnd.uniform(0.05 + round_ * 1.95 / rounds, 0.05 + (round_ + 1) * 1.95 / rounds)
+            lines = []
+            while time.time() < deadline:
+                line = server.readline()
+                if not line or line.startswith("done"):
+                    break
+                lines.append(line)
+            # Lines written before the kill but not yet read left the process too: check them as well.
+            lines += server.kill(pid)
+            for line in lines:
+                if line.startswith("answer "):
+                    sql, rows = json.loads(line[len("answer "):])
+                    assert printed.setdefault(sql, rows) == rows, "a released regression changed"
+            spent, spends, stored = _ledger(dsn)
+            # Every charge has its stored answer and every stored answer was charged exactly once.
+            assert spends == len(stored)
+            assert spent == pytest.approx(0.02 * len(stored), rel=1e-9)
+            stored_rows = {json.dumps(sorted(map(tuple, r))) for r in stored.values()}
+            for rows in printed.values():
+                assert json.dumps(sorted(map(tuple, rows))) in stored_rows
     assert printed
 
 
