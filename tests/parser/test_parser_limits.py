@@ -36,14 +36,14 @@ def test_box_explosion_is_refused_quickly() -> None:
     assert len(plan_query(chain(1), CATALOG).queries) == 1  # a short chain still plans
     r, took = refused(chain(16))  # 4.5 KB of SQL, 7e8 boxes: listing them would never end
     assert r.sqlstate == "54000" and "boxes" in r.message and r.hint
-    assert took < 5
+    assert took < 30  # refused from the count (0.5 s idle); listing the boxes would take hours
 
 
 def test_long_in_lists_are_refused_but_long_lists_within_the_limit_plan_fast() -> None:
     items = ", ".join(str(i % 100) for i in range(10_000))
     t = time.perf_counter()
     (q,) = plan_query(f"SELECT COUNT(*) FROM adult WHERE fnlwgt IN ({items})", CATALOG).queries
-    assert q.marginal == () and time.perf_counter() - t < 10  # every fnlwgt value: a tautology
+    assert q.marginal == () and time.perf_counter() - t < 30  # every fnlwgt value: a tautology
     r, _ = refused(f"SELECT COUNT(*) FROM adult WHERE fnlwgt IN ({items}, 1)")
     assert r.sqlstate == "54000" and "IN list" in r.message
     r, _ = refused(f"SELECT COUNT(*) FROM adult WHERE fnlwgt = ANY(ARRAY[{items}, 1])")
@@ -54,7 +54,7 @@ def test_deep_nesting_and_long_text_are_refused() -> None:
     r, _ = refused("SELECT COUNT(*) FROM adult WHERE " + "NOT (" * 300 + "age > 30" + ")" * 300)
     assert r.sqlstate == "54001"
     r, took = refused("SELECT COUNT(*) FROM adult WHERE age > 30" + " " * 300_000)
-    assert r.sqlstate == "54000" and "bytes" in r.message and took < 1
+    assert r.sqlstate == "54000" and "bytes" in r.message and took < 5  # refused before parsing
 
 
 def test_step_limit() -> None:
@@ -66,10 +66,10 @@ def test_deadline_stops_planning_and_is_not_cached() -> None:
     planner = Planner(CATALOG, limits=Limits(max_boxes=10**9, max_total_boxes=10**9, max_steps=10**9))
     sql = chain(16)
     r, took = refused(sql, planner, deadline=time.monotonic() + 0.5)
-    assert r.sqlstate == "57014" and took < 3
+    assert r.sqlstate == "57014" and took < 10  # planning without the deadline would run for hours
     assert planner.cached_plan(sql) is None
     r, took = refused(sql, planner, deadline=time.monotonic() + 0.2)  # timeouts are not cached: rerun, rerefused
-    assert r.sqlstate == "57014" and took < 3
+    assert r.sqlstate == "57014" and took < 10  # planning without the deadline would run for hours
     expired = time.monotonic() - 1
     with pytest.raises(Refusal) as info:
         planner.plan("SELECT COUNT(*) FROM adult WHERE age > 30 AND sex = 1", deadline=expired)
