@@ -33,6 +33,8 @@ log = logging.getLogger("lapras.app")
 CATALOG_DB_SUFFIX = "_lapras_catalog"
 WORKER_STOP_GRACE_S = 10.0
 """A stopping worker's time to close its sessions before it exits regardless (the supervisor waits longer)."""
+TASK_END_S = 5.0
+"""How long a stopping server waits for its other tasks to end once cancelled."""
 
 
 class StartupError(RuntimeError):
@@ -214,6 +216,39 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         sync.cancel()
         await server.close()
         await asyncio.to_thread(service.close)
+        if not await _end_other_tasks(TASK_END_S):
+            _exit_now(None if reuse_port else upstream.embedded)  # a worker leaves the cluster to its supervisor
+
+
+async def _end_other_tasks(timeout: float) -> bool:
+    """Cancel every task but this one and wait up to ``timeout`` for them; False if some would not end.
+
+    asyncio.run cancels what is left too, but waits for it without a bound: a stop once hung there for
+    good (seen once, a SIGINT 0.2 s after the ready line, at load 5), so the operator's stop needs
+    its own bound and the stuck task's name in the log."""
+    current = asyncio.current_task()
+    rest = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
+    for task in rest:
+        task.cancel()
+    if not rest:
+        return True
+    _, pending = await asyncio.wait(rest, timeout=timeout)
+    for task in pending:
+        log.warning("shutdown: task %s did not end within %.0f s of its cancellation: %r",
+                    task.get_name(), timeout, task.get_coro())
+    return not pending
+
+
+def _exit_now(embedded: EmbeddedPostgres | None) -> None:
+    """End the process at once (every spend is durable before its answer leaves, so nothing is lost),
+    stopping the embedded PostgreSQL first if this process started it."""
+    import os
+
+    if embedded is not None and embedded.started_here:
+        embedded.stop()
+    logging.shutdown()
+    sys.stdout.flush()
+    os._exit(1)
 
 
 def _exit_after(seconds: float) -> None:
