@@ -89,6 +89,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Start mypy as soon as the suite is collected, when the type check is among the selected tests: it
     needs a core for 30-60 s, which overlaps the process tests' waits instead of adding to the wall time;
     tests/test_lint.py collects its result."""
+    if hasattr(session.config, "workerinput"):
+        return  # under pytest-xdist every worker collects every test: the one that runs it starts mypy
     if any(item.name == "test_mypy_clean" for item in session.items):
         session.config.stash[_MYPY] = subprocess.Popen(_mypy_command(), cwd=REPO, stdout=subprocess.PIPE,
                                                        stderr=subprocess.STDOUT, text=True)
