@@ -13,9 +13,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +72,18 @@ class Forkserver:
                 rest.append(line)
         return rest
 
+    def lines_until_killed(self, pid: int, seconds: float) -> list[str]:
+        """The child's lines for ``seconds`` (or until it is done), then SIGKILL: lines it wrote before
+        the kill but that were not read yet are included, since they left the process too."""
+        deadline = time.time() + seconds
+        lines: list[str] = []
+        while time.time() < deadline:
+            line = self.readline()
+            if not line or line.startswith("done"):
+                break
+            lines.append(line)
+        return lines + self.kill(pid)
+
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -82,6 +96,12 @@ class Forkserver:
         if exc[0] is not None:
             self.proc.kill()
         self.close()
+
+
+def kill_moment(rnd: random.Random, round_: int, rounds: int, window: float) -> float:
+    """Seconds into round ``round_`` of ``rounds`` to kill at: one moment per slice of the window
+    (stratified), so every run kills both early and late."""
+    return rnd.uniform(0.05 + round_ * window / rounds, 0.05 + (round_ + 1) * window / rounds)
 
 
 def _serve(script: str) -> None:

@@ -96,7 +96,7 @@ def test_sigkill_mid_stream_keeps_ledger_consistent(fresh_db: str) -> None:
 
     Each round is a fresh process forked from one that imported the engine once (tests/forkserver.py), so
     a round costs its engine start and its stream, not a new interpreter's imports."""
-    from forkserver import Forkserver
+    from forkserver import Forkserver, kill_moment
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parents[1])]))
     seen: dict[str, str] = {}
@@ -105,17 +105,8 @@ def test_sigkill_mid_stream_keeps_ledger_consistent(fresh_db: str) -> None:
     with Forkserver(HERE / "crash_worker.py", env) as server:
         for round_ in range(rounds):
             pid = server.start(fresh_db, str(round_ % 2))
-            lines: list[str] = []
             assert server.readline().strip() == "ready"
-            # One kill moment per slice of the stream (stratified), so early and late kills both happen.
-            deadline = time.time() + rnd.uniform(0.05 + round_ * 1.45 / rounds, 0.05 + (round_ + 1) * 1.45 / rounds)
-            while time.time() < deadline:
-                line = server.readline()
-                if not line or line.startswith("done"):
-                    break
-                lines.append(line)
-            # Lines the child wrote before the kill but not yet read left the process too: check them as well.
-            lines += server.kill(pid)
+            lines = server.lines_until_killed(pid, kill_moment(rnd, round_, rounds, 1.45))
             for line in lines:
                 parts = line.split()
                 if parts and parts[0] == "answer":

@@ -10,7 +10,6 @@ in the sweep."""
 
 from __future__ import annotations
 
-import os
 import random
 import socket
 import struct
@@ -24,17 +23,15 @@ import pytest
 
 pytest.importorskip("proxy.server.listener")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 from . import wire  # noqa: E402
+from .fuzzing import LONG, fuzz  # noqa: E402
 
-LONG = os.environ.get("LAPRAS_FUZZ_LONG") == "1"
 # Per property: 1,400 sweep connections + 100 hypothesis examples (the 1,500 hypothesis-only cases this file
 # ran before, at about a third of the time); LAPRAS_FUZZ_LONG=1 runs 20,000 of each.
 SWEEP = 20_000 if LONG else 1_400
 CASES = 20_000 if LONG else 100
-SEED = int(os.environ.get("LAPRAS_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
 FUZZ = settings(max_examples=CASES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 PROTECTED = "SELECT count(*) FROM adult"
 
@@ -65,20 +62,7 @@ def _pieces(r: random.Random) -> bytes:
 
 
 def _fuzz(prop: Callable[[Any, random.Random], None], proxy: Any) -> None:
-    """Run ``prop`` against ``proxy`` over the seeded sweep, then over hypothesis-driven randoms."""
-    for case in range(SWEEP):
-        try:
-            prop(proxy, random.Random(SEED * 1_000_003 + case))
-        except BaseException as exc:
-            raise AssertionError(f"{prop.__name__} failed at LAPRAS_FUZZ_SEED={SEED}, case {case}: "
-                                 f"{exc!r}") from exc
-
-    @FUZZ
-    @given(r=st.randoms(use_true_random=False))
-    def examples(r: random.Random) -> None:
-        prop(proxy, r)
-
-    examples()
+    fuzz(lambda r: prop(proxy, r), prop.__name__, SWEEP, FUZZ)
 
 
 class Bystander(threading.Thread):

@@ -15,7 +15,6 @@ The socket-level fuzzer (test_fuzz_server.py) then checks the same properties ag
 
 from __future__ import annotations
 
-import os
 import random
 import struct
 from collections.abc import Callable
@@ -24,8 +23,7 @@ import pytest
 
 pytest.importorskip("proxy.protocol.connection")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 from proxy.protocol import (  # noqa: E402
     NEED_DATA,
@@ -46,14 +44,13 @@ from proxy.protocol import (  # noqa: E402
 )
 
 from . import wire  # noqa: E402
+from .fuzzing import LONG, fuzz  # noqa: E402
 
-LONG = os.environ.get("LAPRAS_FUZZ_LONG") == "1"
 # Per property: 5,000 sweep cases + 150 hypothesis examples (4 properties: 20,600 cases per CI run, twice
 # the 10,000 hypothesis-only cases this file ran before at a seventh of the time); LAPRAS_FUZZ_LONG=1 runs
 # 50 times the sweep and the former 2,500 hypothesis examples.
 SWEEP = 250_000 if LONG else 5_000
 CASES = 2_500 if LONG else 150
-SEED = int(os.environ.get("LAPRAS_FUZZ_SEED") or random.SystemRandom().randrange(2**32))
 FUZZ = settings(max_examples=CASES, deadline=None, database=None, derandomize=False,
                 suppress_health_check=list(HealthCheck))
 MAX_MSG = 8192
@@ -95,20 +92,7 @@ def _splits(r: random.Random, top: int, most: int) -> list[int]:
 
 
 def _fuzz(prop: Callable[[random.Random], None]) -> None:
-    """Run ``prop`` over the seeded sweep, then over hypothesis-driven randoms."""
-    for case in range(SWEEP):
-        try:
-            prop(random.Random(SEED * 1_000_003 + case))
-        except BaseException as exc:
-            raise AssertionError(f"{prop.__name__} failed at LAPRAS_FUZZ_SEED={SEED}, case {case}: "
-                                 f"{exc!r}") from exc
-
-    @FUZZ
-    @given(r=st.randoms(use_true_random=False))
-    def examples(r: random.Random) -> None:
-        prop(r)
-
-    examples()
+    fuzz(prop, prop.__name__, SWEEP, FUZZ)
 
 
 def _drive(conn: ServerConnection, data: bytes, splits: list[int], accept_ssl: bool,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ def test_kill_at_any_point_never_pays_twice_nor_loses_an_answer(embedded_pg: Any
     """Six rounds of the worker, each SIGKILLed at a moment in its own slice of 0.05-2 s (stratified, so
     early and late kills both happen); a round is a process forked from one that imported the engine once
     (tests/forkserver.py), so it costs its engine start and its calls, not a new interpreter's imports."""
-    from forkserver import Forkserver
+    from forkserver import Forkserver, kill_moment
 
     dsn = new_adult_db(embedded_pg, default_config, "regcrash")
     printed: dict[str, list[Any]] = {}
@@ -46,15 +45,7 @@ def test_kill_at_any_point_never_pays_twice_nor_loses_an_answer(embedded_pg: Any
         for round_ in range(rounds):
             pid = server.start(dsn)
             assert server.readline().strip() == "ready"
-            deadline = time.time() + rnd.uniform(0.05 + round_ * 1.95 / rounds, 0.05 + (round_ + 1) * 1.95 / rounds)
-            lines = []
-            while time.time() < deadline:
-                line = server.readline()
-                if not line or line.startswith("done"):
-                    break
-                lines.append(line)
-            # Lines written before the kill but not yet read left the process too: check them as well.
-            lines += server.kill(pid)
+            lines = server.lines_until_killed(pid, kill_moment(rnd, round_, rounds, 1.95))
             for line in lines:
                 if line.startswith("answer "):
                     sql, rows = json.loads(line[len("answer "):])
