@@ -179,19 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     cluster = None
     dsn = args.dsn
     if dsn is None:
-        from proxy.devcluster.cluster import DevCluster
-
-        root = Path(args.state_root)
-        root.mkdir(parents=True, exist_ok=True)
-        os.chmod(root, 0o755)
-        cluster = DevCluster(root / f"s{args.shards}")
-        cluster.stop(remove=True)
-        t0 = time.monotonic()
-        from proxy.ops.config import load_config
-
-        adult = load_config(HERE.parent / "config.toml").catalog.table("adult")  # the shipped config serves it
-        dsn = cluster.start(args.shards, args.rows, [adult] if adult is not None else [])
-        print(f"{args.shards} shard(s), {args.rows:,} events rows loaded in {time.monotonic() - t0:.0f} s", flush=True)
+        cluster, dsn, load_s = scale.start_events_cluster(Path(args.state_root) / f"s{args.shards}", args.shards, args.rows)
+        print(f"{args.shards} shard(s), {args.rows:,} events rows loaded in {load_s:.0f} s", flush=True)
     try:
         out = run(dsn, args.n, args.window_n, args.k, work)
     finally:
@@ -200,10 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     out.update(rows=args.rows, shards=args.shards, load_average=os.getloadavg())
     med = summary(out)
     out["medians"] = med
-    print(f"\n{args.rows:,} rows, {args.shards} shard(s), k = {args.k}; medians:")
-    print("| " + " | ".join(med) + " |")
-    print("|" + "---|" * len(med))
-    print("| " + " | ".join(f"{v:.2f}" for v in med.values()) + " |")
+    scale.print_medians(f"{args.rows:,} rows, {args.shards} shard(s), k = {args.k}; medians:", med)
     print(f"materialisation: {out['materialise_build_s']} s build, {out['materialise_wall_s']} s from start")
     print("EXPLAIN ANALYZE, window before:\n  " + "\n  ".join(out["explain_window_old"]))
     print("EXPLAIN ANALYZE, window now:\n  " + "\n  ".join(out["explain_window_new"]))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -159,29 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     cluster = None
     dsn = args.dsn
     if dsn is None:
-        from proxy.devcluster.cluster import DevCluster
-
-        root = Path(args.state_root)
-        root.mkdir(parents=True, exist_ok=True)
-        os.chmod(root, 0o755)
-        cluster = DevCluster(root / "single")
-        cluster.stop(remove=True)
-        t0 = time.monotonic()
-        from proxy.ops.config import load_config
-
-        adult = load_config(HERE.parent / "config.toml").catalog.table("adult")  # the shipped config serves it
-        dsn = cluster.start(0, args.rows, [adult] if adult is not None else [])
-        print(f"one PostgreSQL with {args.rows:,} events rows in {time.monotonic() - t0:.0f} s", flush=True)
+        cluster, dsn, load_s = scale.start_events_cluster(Path(args.state_root) / "single", 0, args.rows)
+        print(f"one PostgreSQL with {args.rows:,} events rows in {load_s:.0f} s", flush=True)
     try:
         records = run(dsn, args.n, work)
     finally:
         if cluster is not None:
             cluster.stop(remove=True)
     med = summary(records)
-    print(f"\nmedians of {len(records)} statements, {args.rows:,} rows, one PostgreSQL:")
-    print("| " + " | ".join(med) + " |")
-    print("|" + "---|" * len(med))
-    print("| " + " | ".join(f"{v:.2f}" for v in med.values()) + " |")
+    scale.print_medians(f"medians of {len(records)} statements, {args.rows:,} rows, one PostgreSQL:", med)
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": args.rows, "medians": med, "records": records}, indent=1) + "\n")
     return 0

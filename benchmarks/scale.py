@@ -162,6 +162,29 @@ def _p50(xs: list[float]) -> float:
     return statistics.median(xs) if xs else float("nan")
 
 
+def start_events_cluster(state: Path, shards: int, rows: int) -> tuple[DevCluster, str, float]:
+    """A fresh dev cluster in ``state`` (any earlier one there removed) with ``rows`` events rows and the
+    shipped config's adult table; returns it, the coordinator's DSN and the seconds it took."""
+    from proxy.ops.config import load_config
+
+    state.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(state.parent, 0o755)  # the clusters' service account walks through it
+    cluster = DevCluster(state)
+    cluster.stop(remove=True)
+    adult = load_config(REPO / "config.toml").catalog.table("adult")
+    t0 = time.monotonic()
+    dsn = cluster.start(shards, rows, [adult] if adult is not None else [])
+    return cluster, dsn, time.monotonic() - t0
+
+
+def print_medians(title: str, med: dict[str, float]) -> None:
+    """The medians as a one-row markdown table under ``title``."""
+    print(f"\n{title}")
+    print("| " + " | ".join(med) + " |")
+    print("|" + "---|" * len(med))
+    print("| " + " | ".join(f"{v:.2f}" for v in med.values()) + " |")
+
+
 def run_cell(rows: int, shards: int, state_root: Path, n_fresh: int, repeats: int) -> dict[str, Any]:
     from lapras.engine import Engine, Prediction
     from lapras.exact import PostgresExactSource
@@ -171,13 +194,7 @@ def run_cell(rows: int, shards: int, state_root: Path, n_fresh: int, repeats: in
     from proxy.dp.engine_factory import engine_settings
     from proxy.ops.config import load_config
 
-    state = state_root / f"events-{rows}-{shards}"
-    cluster = DevCluster(state)
-    cluster.stop(remove=True)
-    adult = load_config(REPO / "config.toml").catalog.table("adult")
-    t0 = time.monotonic()
-    dsn = cluster.start(shards, rows, [adult] if adult is not None else [])
-    load_s = time.monotonic() - t0
+    cluster, dsn, load_s = start_events_cluster(state_root / f"events-{rows}-{shards}", shards, rows)
     print(f"  cluster of {shards} shard(s) with {rows:,} rows ready in {load_s:.0f} s", flush=True)
     work = Path(tempfile.mkdtemp(prefix="lapras-scale-"))
     port = _free_port()
