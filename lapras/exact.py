@@ -4,8 +4,12 @@ The engine never reads rows: it asks for one row of aggregates (``parser.sql.ans
 histogram (``parser.sql.marginal_sql``). On a table the upstream partitions over foreign partitions (a
 postgres_fdw coordinator) the SQL also groups by the partition key, so each shard computes its partial
 aggregate and only those cross the network. A table with a privacy unit is read with each unit's rows
-bounded to k, from the epoch's materialisation of those rows (``lapras.bounded``) once the engine has told
-the source its epoch (``new_epoch``), else through the window (``parser.bounding``).
+bounded to k. ``bounding = "statement"`` (the default): among the rows the statement reads (its row
+filter, ``parser.sql.bounding_filter``, then the window, ``parser.bounding.statement_rows``), or, for a
+statement reading every row, from the epoch's materialisation (the same rows); ``"epoch"``: always from
+the epoch's materialisation (``lapras.bounded``) once the engine has told the source its epoch
+(``new_epoch``), else through the window over all rows (``"live"``: always that window). Marginals read
+by ``marginal`` (the matrix mechanism's release) are always bounded over all rows (docs/bounding.md).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from parser.schema import TableSchema
 MARGINAL_MIN_QUERIES = 32
 MARGINAL_MIN_RANGES = 64
 MARGINAL_MAX_CELLS = 1 << 21
+BOUNDING_MODES = ("statement", "epoch", "live")
+"""``[lapras] bounding``: where a privacy-unit table's k rows per unit are chosen (docs/bounding.md)."""
 _T = TypeVar("_T")
 
 
@@ -68,20 +74,21 @@ class ExactSource(Protocol):
 class PostgresExactSource:
     """Exact answers computed by the upstream PostgreSQL (aggregates only leave the database)."""
 
-    def __init__(self, conninfo: str, bounding: str = "epoch") -> None:
+    def __init__(self, conninfo: str, bounding: str = "statement") -> None:
         import psycopg
 
         from lapras.bounded import BoundedTables
 
-        if bounding not in ("epoch", "live"):
-            raise ValueError(f"bounding must be epoch or live, got {bounding!r}")
+        if bounding not in BOUNDING_MODES:
+            raise ValueError(f"bounding must be one of {', '.join(BOUNDING_MODES)}, got {bounding!r}")
         self._conninfo = conninfo
         self._local = threading.local()
         self._psycopg = psycopg
         self._partition_keys: dict[tuple[str, str], str | None] = {}
         self._keys_lock = threading.Lock()
         # Privacy-unit tables: each epoch's bounded rows materialised once (lapras.bounded), read by every
-        # exact answer of the epoch; "live" (or before any epoch is set) runs the window per statement.
+        # exact answer of the epoch ("statement": by those reading every row; the others run the window
+        # over the rows they read); "live" (or before any epoch is set) runs the window per statement.
         self.bounding = bounding
         self.bounded = BoundedTables()
         self._epoch: int | None = None
@@ -106,10 +113,24 @@ class PostgresExactSource:
         ``live``, no epoch yet, or an epoch behind the newest materialised: the window then)."""
         epoch = self._epoch if epoch_id is None else int(epoch_id)
         if (table.privacy_unit is None or table.derived is not None or table.rows_from is not None
-                or self.bounding != "epoch" or epoch is None or getattr(self._local, "live", False)):
+                or self.bounding == "live" or epoch is None or getattr(self._local, "live", False)):
             return table
         ref = self.bounded.ref(self._conn(), table, epoch)
         return table if ref is None else replace(table, rows_from=ref)
+
+    def statement_table(self, table: TableSchema, queries: Sequence[LinearQuery]) -> TableSchema:
+        """``table`` as the exact answers of a statement with these ``queries`` read it: with
+        ``bounding = "statement"`` and a privacy unit, each unit's rows among those some query reads
+        (``bounding_filter``) bounded to k (``rows_from`` is then that subquery); else ``table`` (a
+        statement reading every row reads the epoch's materialisation, the same rows)."""
+        from parser.bounding import statement_rows
+        from parser.sql import bounding_filter
+
+        if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
+                or table.rows_from is not None):
+            return table
+        where = bounding_filter(table, queries)
+        return table if where is None else replace(table, rows_from=statement_rows(table, where))
 
     def prepare(self, tables: Sequence[TableSchema]) -> None:
         """Materialise the current epoch's bounded rows of ``tables`` ahead of their first statement (the
@@ -167,6 +188,7 @@ class PostgresExactSource:
     def answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
         if any(q.source is not None for q in queries):
             return derived_answers(self, table, queries)
+        table = self.statement_table(table, queries)
         if not any(q.measure for q in queries):
             # (A SUM over a measure adds each row's own value: a count histogram cannot answer it.)
             attrs = tuple(a.name for a in table.attributes if any(a.name in q.marginal for q in queries))

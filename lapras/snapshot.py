@@ -53,8 +53,8 @@ class SnapshotExactSource:
                 self._cells = 0
 
     def __getattr__(self, name: str) -> object:
-        # The inner source's bounding hooks (prepare, reading_live, bounded_table), where it has them.
-        if name in ("prepare", "reading_live", "bounded_table"):
+        # The inner source's bounding hooks (prepare, reading_live, bounded_table, statement_table), where it has them.
+        if name in ("prepare", "reading_live", "bounded_table", "statement_table"):
             return getattr(self.inner, name)
         raise AttributeError(name)
 
@@ -67,6 +67,12 @@ class SnapshotExactSource:
         return self.inner.key_counts(sql)  # type: ignore[attr-defined]
 
     def answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
+        plain = [q for q in queries if q.source is None and not q.is_zero]
+        bounded = getattr(self.inner, "statement_table", None)
+        if plain and bounded is not None and bounded(table, plain) is not table:
+            # Bounded among the rows this statement reads (bounding = "statement"): its data vector is its
+            # own, not a marginal of the table's; answered live.
+            return self.inner.answers(table, queries)
         out = np.zeros(len(queries))
         live: list[int] = []
         for i, q in enumerate(queries):

@@ -4,7 +4,9 @@
 seeded hash of the row's text); ``table_ref`` is how every exact answer reads a table: its rows as they
 are (no privacy unit), the window over them (``[lapras] bounding = "live"``), or the epoch's
 materialisation of that window (``TableSchema.rows_from``, written by ``lapras.bounded``), which holds
-exactly the rows the window keeps.
+exactly the rows the window keeps. With ``bounding = "statement"`` the window runs over the rows a
+statement reads (``where``: its row filter, a public predicate) so a unit's k rows are among those rows
+(docs/bounding.md); ``statement_rows`` is that FROM item.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from .identifiers import quote_ident
 from .schema import TableSchema
 
-__all__ = ["bounded_rows_sql", "bounding_seed", "table_ref"]
+__all__ = ["bounded_rows_sql", "bounding_seed", "statement_rows", "table_ref"]
 
 
 def bounding_seed(table: TableSchema) -> int:
@@ -25,7 +27,7 @@ def bounding_seed(table: TableSchema) -> int:
     return int.from_bytes(h, "big") >> 1
 
 
-def bounded_rows_sql(table: TableSchema, columns: Sequence[str] | None = None) -> str:
+def bounded_rows_sql(table: TableSchema, columns: Sequence[str] | None = None, where: str | None = None) -> str:
     """``SELECT`` the rows of a table with a privacy unit that every exact answer counts: per unit, the
     ``max_rows_per_unit`` rows with the smallest seeded hash of the whole row's text (ties: the text).
 
@@ -35,11 +37,15 @@ def bounded_rows_sql(table: TableSchema, columns: Sequence[str] | None = None) -
     everywhere. It is computed once per row: ``OFFSET 0`` keeps the inner query from being merged into the
     window's, where the planner would evaluate ``r::text`` once for the hash and again as the tie-break
     (measured: most of the window's cost). ``columns``: the stored columns to return (default: every
-    column, plus ``lapras_row`` and ``lapras_unit_row``)."""
+    column, plus ``lapras_row`` and ``lapras_unit_row``). ``where``: a condition on the table's columns
+    applied before the window (a statement's row filter): the k rows are then each unit's among the rows
+    it keeps, still chosen by the same hash order (over the whole row's text), so with no ``where`` they
+    are the epoch materialisation's rows."""
     assert table.privacy_unit is not None
     ref = f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
     unit = quote_ident(table.privacy_unit)
-    rows = f"SELECT r.*, r::text AS lapras_row FROM {ref} AS r WHERE r.{unit} IS NOT NULL OFFSET 0"
+    cond = f" AND ({where})" if where else ""
+    rows = f"SELECT r.*, r::text AS lapras_row FROM {ref} AS r WHERE r.{unit} IS NOT NULL{cond} OFFSET 0"
     ranked = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit} ORDER BY "
               f"hashtextextended(t.lapras_row, {bounding_seed(table)}), t.lapras_row) AS lapras_unit_row "
               f"FROM ({rows}) AS t")
@@ -56,3 +62,9 @@ def table_ref(table: TableSchema) -> str:
     if table.rows_from is not None:
         return f"{table.rows_from} AS {quote_ident(table.name)}"
     return f"({bounded_rows_sql(table)}) AS {quote_ident(table.name)}"
+
+
+def statement_rows(table: TableSchema, where: str) -> str:
+    """The ``rows_from`` of ``table`` as a statement with row filter ``where`` reads it under
+    ``bounding = "statement"``: each unit's rows among those ``where`` keeps, bounded to k (a subquery)."""
+    return f"({bounded_rows_sql(table, where=where)})"

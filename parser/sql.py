@@ -8,7 +8,7 @@ histogram. Clipping into the domain is what bounds a row's contribution, hence t
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from .bounding import bounding_seed, table_ref
 from .coltypes.base import clamp_sql
@@ -18,7 +18,7 @@ from .linear import LinearQuery
 from .predicate import Ranges, merge_ranges
 from .schema import Attribute, TableSchema
 
-__all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
+__all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "bounding_filter", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
            "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql",
            "derived_marginal_sql", "derived_index"]
 
@@ -306,11 +306,62 @@ def _union_sql(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None
         return "TRUE"
     if union is False or space.count_boxes(union) > MAX_UNION_QUERIES:
         return None
+    return _boxes_sql(table, space.attrs, space.boxes(union))
+
+
+MAX_BOUNDING_BOXES = 64
+"""Most boxes ``bounding_filter`` writes for a statement's union of cells; more: their per-column hull."""
+MAX_BOUNDING_WORK = 20000
+"""Most boxes (over all queries) ``bounding_filter`` unites exactly; more: the per-column hull at once."""
+
+
+def bounding_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None:
+    """The row filter a statement's contribution bound runs after (``[lapras] bounding = "statement"``): a
+    condition on the stored columns that holds on every row some query reads. It is the union of the
+    queries' cells when that is at most ``MAX_BOUNDING_BOXES`` boxes, else the per-column hull of their
+    boxes (a superset: rows outside every query may then take some of a unit's k, never more). A public
+    function of the statement, never of the data. None when some query reads every row; ``FALSE`` when
+    none reads any."""
+    from .bind import space_of
+
+    live = [q for q in queries if not q.is_zero]
+    if not live:
+        return "FALSE"
+    space = space_of(table)
+    if sum(len(q.boxes) for q in live) <= MAX_BOUNDING_WORK:
+        union = space.any_of([space.all_of([space.cells(a, rs) for a, rs in box]) for q in live for box in q.boxes])
+        if union is True:
+            return None
+        if union is False:
+            return "FALSE"
+        if space.count_boxes(union) <= MAX_BOUNDING_BOXES:
+            return _boxes_sql(table, space.attrs, space.boxes(union))
+    hull: dict[str, list[tuple[int, int]]] = {}
+    free: set[str] = set()
+    for q in live:
+        for box in q.boxes:
+            pinned = dict(box)
+            for a in table.attributes:
+                if a.name in pinned:
+                    hull.setdefault(a.name, []).extend(pinned[a.name])
+                else:
+                    free.add(a.name)
+    conds = []
+    for name, rs in hull.items():
+        attr = table.attribute(name)
+        assert attr is not None
+        if name not in free and (c := _attr_sql(attr, merge_ranges(rs))) != "TRUE":
+            conds.append(c)
+    return " AND ".join(f"({c})" for c in conds) if conds else None
+
+
+def _boxes_sql(table: TableSchema, attrs: Sequence[str], boxes: Iterable[dict[int, Ranges]]) -> str:
+    """Disjoint boxes of a predicate space (level -> ranges over ``attrs``) as one SQL condition."""
     parts = []
-    for box in space.boxes(union):
+    for box in boxes:
         conds = []
         for level, rs in sorted(box.items()):
-            attr = table.attribute(space.attrs[level])
+            attr = table.attribute(attrs[level])
             assert attr is not None
             cond = _attr_sql(attr, rs)
             if cond != "TRUE":

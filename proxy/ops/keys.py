@@ -189,10 +189,14 @@ KEYS: tuple[Key, ...] = (
     Key("lapras", "snapshot_max_cells", int, 1 << 24, "with snapshot = \"epoch\": histogram cells kept in "
         "memory (8 bytes each; least recently used dropped first); larger marginals are answered live",
         check=_positive_int),
-    Key("lapras", "bounding", str, "epoch", "tables with a privacy unit: epoch (each unit's k rows chosen once "
-        "per epoch into a table in the upstream's lapras schema, at the epoch's start or first use, then read "
-        "by every exact answer; data as of then, later writes appear next epoch) or live (the per-unit window "
-        "over all rows in every fresh statement; many times slower)", choices=("epoch", "live")),
+    Key("lapras", "bounding", str, "statement", "tables with a privacy unit: statement (each fresh statement's "
+        "k rows per unit chosen among the rows its WHERE keeps, so a windowed answer counts every row of a unit "
+        "with at most k in the window; a statement reading every row reads the epoch's table, below; "
+        "docs/bounding.md), epoch (each unit's k rows chosen once per epoch over all rows into a table in the "
+        "upstream's lapras schema, at the epoch's start or first use, then read by every exact answer; data as "
+        "of then, later writes appear next epoch; windowed answers miss a unit's rows outside its k) or live "
+        "(the per-unit window over all rows in every fresh statement; many times slower)",
+        choices=("statement", "epoch", "live")),
     Key("lapras", "mm_wait", float, 5.0, "while an epoch's release of P is being prepared (first start), how "
         "long a statement over predicted queries waits for it before it is answered fresh", engine="mm_wait",
         check=_nonnegative),

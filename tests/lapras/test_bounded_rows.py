@@ -101,7 +101,7 @@ def test_materialised_rows_are_the_windows_rows(db: str) -> None:
     old = (f"SELECT * FROM (SELECT r.*, row_number() OVER (PARTITION BY r.user_id ORDER BY "
            f"hashtextextended(r::text, {seed}), r::text) AS n FROM public.visits AS r "
            f"WHERE r.user_id IS NOT NULL) AS u WHERE u.n <= {K}")
-    src = PostgresExactSource(db)
+    src = PostgresExactSource(db, bounding="epoch")
     src.new_epoch(1)
     mat = src.bounded_table(VISITS)
     assert mat.rows_from == f"lapras.{quote_ident(relname(1, VISITS))}"
@@ -124,7 +124,7 @@ def test_materialised_rows_are_the_windows_rows(db: str) -> None:
 
 def test_answers_over_the_materialisation_equal_the_windows(db: str) -> None:
     live = PostgresExactSource(db, bounding="live")
-    epoch = PostgresExactSource(db)
+    epoch = PostgresExactSource(db, bounding="epoch")
     epoch.new_epoch(1)
     planner = sqlparser.Planner(CATALOG)
     stmts = _random_statements(np.random.default_rng(11), 60)
@@ -147,7 +147,7 @@ def test_answers_over_the_materialisation_equal_the_windows(db: str) -> None:
 def test_two_sources_share_one_build_and_a_new_epoch_drops_the_old(db: str) -> None:
     """Two proxies (sources) on one upstream: one build; epoch 2 drops epoch 1's table; a source still in
     epoch 1 then reads the window (same answers) and builds nothing."""
-    one, two = PostgresExactSource(db), PostgresExactSource(db)
+    one, two = PostgresExactSource(db, bounding="epoch"), PostgresExactSource(db, bounding="epoch")
     for s in (one, two):
         s.new_epoch(1)
     q = sqlparser.plan_query("SELECT count(*), sum(c) FROM visits", CATALOG).queries
@@ -182,7 +182,7 @@ def test_two_sources_share_one_build_and_a_new_epoch_drops_the_old(db: str) -> N
 
 
 def test_an_aborted_build_leaves_nothing_and_a_lost_table_is_rebuilt(db: str) -> None:
-    src = PostgresExactSource(db)
+    src = PostgresExactSource(db, bounding="epoch")
     src.new_epoch(4)
     before = src.bounded_table(VISITS).rows_from
     src.new_epoch(5)
@@ -199,7 +199,7 @@ def test_an_aborted_build_leaves_nothing_and_a_lost_table_is_rebuilt(db: str) ->
     # Its row outlives the relation (dropped by hand): a source that has not seen it yet rebuilds it.
     with _session(db) as conn:
         conn.execute(f"DROP TABLE {name}")
-    other = PostgresExactSource(db)
+    other = PostgresExactSource(db, bounding="epoch")
     other.new_epoch(5)
     q = sqlparser.plan_query("SELECT count(*) FROM visits", CATALOG).queries
     assert other.answers(VISITS, q)[0] == PostgresExactSource(db, bounding="live").answers(VISITS, q)[0]
@@ -219,7 +219,7 @@ def test_no_other_role_can_read_it(db: str) -> None:
         conn.execute(f'GRANT USAGE ON SCHEMA lapras TO PUBLIC, "{role}"')
         conn.execute(f'ALTER DEFAULT PRIVILEGES IN SCHEMA lapras GRANT SELECT ON TABLES TO PUBLIC, "{role}"')
     try:
-        src = PostgresExactSource(db)
+        src = PostgresExactSource(db, bounding="epoch")
         src.new_epoch(3)
         name = src.bounded_table(VISITS).rows_from
         with psycopg.connect(db, autocommit=True) as conn:
@@ -246,7 +246,7 @@ def test_engine_restart_reuses_the_epochs_table_and_a_new_epoch_builds_anew(db: 
     truth = PostgresExactSource(db, bounding="live").answers(VISITS, q.queries)[0]
 
     def engine() -> Engine:
-        return Engine(CATALOG, PostgresLedger(db), PostgresExactSource(db), settings, lambda _c: Prediction())
+        return Engine(CATALOG, PostgresLedger(db), PostgresExactSource(db, bounding="epoch"), settings, lambda _c: Prediction())
 
     first = engine()
     ans = first.answer(q, "u")
@@ -272,7 +272,7 @@ def test_live_bounding_and_derived_tables_read_no_materialisation(db: str) -> No
     src = PostgresExactSource(db, bounding="live")
     src.new_epoch(1)
     assert src.bounded_table(VISITS) is VISITS
-    epoch = PostgresExactSource(db)
+    epoch = PostgresExactSource(db, bounding="epoch")
     assert epoch.bounded_table(VISITS) is VISITS  # no epoch told yet: the window
     epoch.new_epoch(1)
     row_level = replace(VISITS, privacy_unit=None, max_rows_per_unit=1)
