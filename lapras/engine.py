@@ -46,6 +46,7 @@ from lapras.matrix_mechanism import (
     plan_groups,
     quick_groups,
     release_mm,
+    workload_cells,
 )
 from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng, noise
 from lapras.mechanisms.sensitivity import statement_sensitivity
@@ -312,12 +313,33 @@ class Engine:
         if not groups or units <= 0:
             return None
         cost = spec.budget.cost_of(units)
-        hists = [self.exact.marginal(prepared.derived.get(g.table) or prepared.catalog.table(g.table),
-                                     g.marginal)
-                 for g in groups]
-        rel = release_mm(groups, hists, cost, self._unit_rows(), self._unit_tables(), self._presence())
+        hists, cells = [], []
+        for g, (table, read) in zip(groups, self._release_tables(groups, prepared), strict=True):
+            hists.append(self.exact.marginal(table, g.marginal))
+            cells.append(read)
+        rel = release_mm(groups, hists, cost, self._unit_rows(), self._unit_tables(), self._presence(), cells)
         return ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
                              {"groups": rel.meta(), "keys": list(keys)}, rel.to_bytes()), rel
+
+    def _release_tables(self, groups: Sequence[MMGroup],
+                        prepared: PreparedEpoch) -> list[tuple[TableSchema, np.ndarray | None]]:
+        """Per group of the release, the table its histogram is read from and the cells it holds rows of
+        (None: all): with ``bounding = "statement"`` each unit's k rows among the cells P's queries of the
+        group read (the exact source's ``release_table``), so a predicted windowed query is not biased by
+        a unit's rows outside its window; a free answer is then estimated only from a group whose cells
+        hold every cell it reads (``MMRelease.estimate``)."""
+        view = getattr(self.exact, "release_table", None)
+        work = self._p_workloads(prepared.prediction.queries, prepared.catalog) if view is not None else {}
+        out: list[tuple[TableSchema, np.ndarray | None]] = []
+        for g in groups:
+            table = prepared.derived.get(g.table) or prepared.catalog.table(g.table)
+            found = work.get((g.table, tuple(g.marginal)))
+            if view is None or found is None or table.privacy_unit is None or table.derived is not None:
+                out.append((table, None))
+                continue
+            shape, units = found
+            out.append(view(table, g.marginal, workload_cells(shape, units)))
+        return out
 
     def commit_epoch(self, prepared: PreparedEpoch, expected_current: int | None) -> EpochRecord:
         """Begin the prepared epoch in the ledger, atomically with its MM release (measured now).

@@ -132,6 +132,23 @@ class PostgresExactSource:
         where = bounding_filter(table, queries)
         return table if where is None else replace(table, rows_from=statement_rows(table, where))
 
+    def release_table(self, table: TableSchema, attrs: Sequence[str],
+                      cells: np.ndarray) -> tuple[TableSchema, np.ndarray | None]:
+        """``table`` as a release's histogram over the marginal ``attrs`` reads it, and the cells it holds
+        rows of: with ``bounding = "statement"`` and a privacy unit, each unit's rows among ``cells`` (the
+        cells the release's queries read, ``lapras.matrix_mechanism.workload_cells``) bounded to k; else
+        ``table`` and None (every cell, each unit's rows bounded over all rows)."""
+        from parser.bounding import statement_rows
+        from parser.sql import cells_filter
+
+        if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
+                or table.rows_from is not None):
+            return table, None
+        where = cells_filter(table, attrs, cells)
+        if where is None:
+            return table, None
+        return replace(table, rows_from=statement_rows(table, where)), np.asarray(cells, dtype=bool)
+
     def prepare(self, tables: Sequence[TableSchema]) -> None:
         """Materialise the current epoch's bounded rows of ``tables`` ahead of their first statement (the
         epoch preparer's thread, off the serving path)."""

@@ -160,6 +160,22 @@ def _dense(query: ProductQuery, shape: Sequence[int]) -> np.ndarray:
     return out
 
 
+def workload_cells(shape: Sequence[int], queries: Sequence[ProductQuery]) -> np.ndarray:
+    """The cells of a marginal some query of the workload reads (a boolean array of ``shape``): under
+    ``bounding = "statement"`` the release's histogram holds each unit's k rows among those cells only."""
+    mask = np.zeros(tuple(shape), dtype=bool)
+    for q in queries:
+        for w, vs in q:
+            if w != 0:
+                mask[np.ix_(*[np.asarray(v) != 0 for v in vs])] = True
+    return mask
+
+
+def _within(query: ProductQuery, cells: np.ndarray) -> bool:
+    """Every cell the query reads is in ``cells``."""
+    return all(w == 0 or bool(cells[np.ix_(*[np.asarray(v) != 0 for v in vs])].all()) for w, vs in query)
+
+
 def joint_sensitivity(groups: Sequence[MMGroup], unit_rows: Mapping[str, int] | None = None,
                       unit_tables: Mapping[str, str] | None = None,
                       presence: Mapping[str, int] | None = None) -> float:
@@ -231,7 +247,14 @@ class MMRelease:
     y: list[np.ndarray]
     sigma: float
     cost: Cost
+    cells: list[np.ndarray | None] = field(default_factory=list)
+    """Per group, the cells its histogram was read over (each unit's k rows among the rows in them,
+    ``bounding = "statement"``), None: every cell (bounded over all rows). A query reading a cell outside
+    them is never estimated from the group: its histogram holds no rows there."""
     _xhat: dict[int, np.ndarray] = field(default_factory=dict, repr=False)
+
+    def group_cells(self, i: int) -> np.ndarray | None:
+        return self.cells[i] if i < len(self.cells) else None
 
     def group_sigma(self, i: int) -> float:
         return self.sigma / self.groups[i].weight
@@ -259,6 +282,9 @@ class MMRelease:
             ]
             if not g.strategy.in_row_space(emb):
                 continue
+            cells = self.group_cells(i)
+            if cells is not None and not _within(emb, cells):
+                continue
             var = self.group_sigma(i) ** 2 * g.strategy.query_variance(emb)
             if best is None or var < best[1]:
                 best = (g.strategy.estimate(self.xhat(i), emb), var)
@@ -271,6 +297,9 @@ class MMRelease:
             arrays[f"y{i}"] = self.y[i]
             for k, v in g.strategy.to_arrays().items():
                 arrays[f"s{i}_{k}"] = v
+            cells = self.group_cells(i)
+            if cells is not None:
+                arrays[f"c{i}"] = cells
         buf = io.BytesIO()
         # Not compressed: noisy floats barely compress, and deflating them cost ~1 s per epoch start.
         np.savez(buf, **arrays)  # type: ignore[arg-type]
@@ -286,26 +315,31 @@ class MMRelease:
     @staticmethod
     def from_bytes(meta: Sequence[Mapping[str, object]], blob: bytes, cost: Cost) -> MMRelease:
         d = np.load(io.BytesIO(blob))
-        groups, ys = [], []
+        groups, ys, cells = [], [], []
         for i, m in enumerate(meta):
             arrs = {k[len(f"s{i}_"):]: d[k] for k in d.files if k.startswith(f"s{i}_")}
+            cells.append(d[f"c{i}"].astype(bool) if f"c{i}" in d.files else None)
             strat = KronStrategy.from_arrays(arrs, str(m["strategy"]))
             groups.append(MMGroup(str(m["table"]), tuple(m["marginal"]),  # type: ignore[arg-type]
                                   tuple(m["shape"]), strat, float(m["unit_error"]),  # type: ignore[arg-type]
                                   int(m["n_queries"]), float(m["weight"])))  # type: ignore[call-overload,arg-type]
             ys.append(d[f"y{i}"])
-        return MMRelease(groups, ys, float(d["sigma"][0]), cost)
+        return MMRelease(groups, ys, float(d["sigma"][0]), cost, cells)
 
 
 def release_mm(
     groups: Sequence[MMGroup], histograms: Sequence[np.ndarray], cost: Cost,
     unit_rows: Mapping[str, int] | None = None, unit_tables: Mapping[str, str] | None = None,
-    presence: Mapping[str, int] | None = None,
+    presence: Mapping[str, int] | None = None, cells: Sequence[np.ndarray | None] | None = None,
 ) -> MMRelease:
     """Draw the joint release: y_g = A_g x_g + N(0, (sigma / a_g)^2), sigma calibrated on the joint matrix
     (group g is the stacked row block a_g A_g, released at scale 1 / a_g; ``unit_rows`` as for
-    ``joint_sensitivity``)."""
+    ``joint_sensitivity``). ``cells``: per group, the cells its histogram was read over (None: all).
+
+    The sensitivity holds whether the groups' histograms share one bounding of each unit's rows or each
+    bounds them on its own (among its cells): it is per group the largest column norm times k, squared and
+    added over the groups of a table, which assumes nothing about which k rows each group saw."""
     mech = Gaussian.calibrate(cost, joint_sensitivity(groups, unit_rows, unit_tables, presence),
                               sum(g.strategy.rows for g in groups))
     ys = [mech.release(g.strategy.measure(x), 1.0 / g.weight) for g, x in zip(groups, histograms, strict=True)]
-    return MMRelease(list(groups), ys, mech.sigma, cost)
+    return MMRelease(list(groups), ys, mech.sigma, cost, list(cells) if cells is not None else [])

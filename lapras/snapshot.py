@@ -54,7 +54,7 @@ class SnapshotExactSource:
 
     def __getattr__(self, name: str) -> object:
         # The inner source's bounding hooks (prepare, reading_live, bounded_table, statement_table), where it has them.
-        if name in ("prepare", "reading_live", "bounded_table", "statement_table"):
+        if name in ("prepare", "reading_live", "bounded_table", "statement_table", "release_table"):
             return getattr(self.inner, name)
         raise AttributeError(name)
 

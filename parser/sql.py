@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 
+import numpy as np
+
 from .bounding import bounding_seed, table_ref
 from .coltypes.base import clamp_sql
 from .coltypes.text import quote_literal
@@ -18,7 +20,7 @@ from .linear import LinearQuery
 from .predicate import Ranges, merge_ranges
 from .schema import Attribute, TableSchema
 
-__all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "bounding_filter", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
+__all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "bounding_filter", "cell_expr", "cells_filter", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
            "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql",
            "derived_marginal_sql", "derived_index"]
 
@@ -353,6 +355,24 @@ def bounding_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str |
         if name not in free and (c := _attr_sql(attr, merge_ranges(rs))) != "TRUE":
             conds.append(c)
     return " AND ".join(f"({c})" for c in conds) if conds else None
+
+
+def cells_filter(table: TableSchema, attrs: Sequence[str], cells: np.ndarray) -> str | None:
+    """A condition keeping exactly the rows whose cell of the marginal ``attrs`` is in ``cells`` (a boolean
+    array over it, axes in that order), or None when that is every cell or more than
+    ``MAX_BOUNDING_BOXES`` boxes (the caller then reads every row)."""
+    from .bind import space_of
+
+    if cells.all():
+        return None
+    if not cells.any():
+        return "FALSE"
+    space = space_of(table)
+    order = sorted(range(len(attrs)), key=lambda i: space.level_of[attrs[i]])
+    pred = space.table([attrs[i] for i in order], np.transpose(cells, order))
+    if pred is True or space.count_boxes(pred) > MAX_BOUNDING_BOXES:
+        return None
+    return _boxes_sql(table, space.attrs, space.boxes(pred))
 
 
 def _boxes_sql(table: TableSchema, attrs: Sequence[str], boxes: Iterable[dict[int, Ranges]]) -> str:

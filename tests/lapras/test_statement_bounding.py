@@ -148,3 +148,36 @@ def test_a_windowed_count_is_the_truth_where_epoch_bounding_kept_half(fortnightl
     assert 0.4 * 2000 < kept < 0.6 * 2000  # 13 of a unit's 26 rows over the year, about half in the window
     statement.close()
     epoch.close()
+
+
+def test_the_release_of_p_bounds_each_unit_among_the_cells_p_reads(fortnightly: str) -> None:
+    """P's release over the day marginal reads each unit's k rows among the days P's window covers: the
+    predicted windowed count is answered from it without bias (epoch bounding over the year kept about
+    half); a count over other days of the same marginal is never estimated from that release (its histogram
+    holds no rows there) and is answered fresh; the release's cells survive the ledger's bytes."""
+    from lapras import Engine, EngineSettings, MemoryLedger, Prediction
+    from lapras.matrix_mechanism import MMRelease
+
+    table = TableSchema("events", EVENTS.attributes, privacy_unit="user_id", max_rows_per_unit=13)
+    catalog = Catalog((table,))
+    window = sqlparser.plan_query("SELECT day, count(*) FROM events WHERE day BETWEEN 200 AND 227 GROUP BY day",
+                                  catalog)
+    other = sqlparser.plan_query("SELECT count(*) FROM events WHERE day BETWEEN 100 AND 127", catalog)
+    src = PostgresExactSource(fortnightly)
+    eng = Engine(catalog, MemoryLedger(), src,
+                 EngineSettings(epsilon=1e4, split="matrix_heavy", rho_estimate=1.0, joint_max_cells=0,
+                                mm_time_limit=2.0),
+                 predictions=lambda _c: Prediction(tuple(q for q in window.queries if not q.is_zero), 10, 1.0))
+    rel = eng._mm
+    assert rel is not None and len(rel.groups) == 1
+    cells = rel.group_cells(0)
+    assert cells is not None and cells.sum() == 28 and cells[200:228].all()
+    stored = eng.ledger.mm_release(eng._epoch.id)  # type: ignore[union-attr]
+    again = MMRelease.from_bytes(stored.meta["groups"], stored.payload, stored.cost)  # type: ignore[union-attr,index]
+    assert (again.group_cells(0) == cells).all()
+    a = eng.answer(window, "u")
+    assert a.outcome == "good" and a.cost is None
+    assert abs(a.values.sum() - 2000) < 2000 * 0.02  # every row of the window (epoch bounding: about half)
+    b = eng.answer(other, "u")
+    assert b.outcome == "bad" and abs(b.values[0] - 2000) < 2000 * 0.02
+    src.close()
