@@ -49,7 +49,7 @@ from lapras.matrix_mechanism import (
     workload_cells,
 )
 from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng, noise
-from lapras.mechanisms.sensitivity import statement_sensitivity
+from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
 from lapras.mechanisms.threshold import GaussianThreshold
 from lapras.online import OnlinePolicy, combine
 from lapras.settings import EngineSettings
@@ -483,7 +483,8 @@ class Engine:
         queries = list(plan.queries)
         todo = [i for i, q in enumerate(queries) if not q.is_zero and q.key not in self._cache]
         # Bounded work before the lock: a statement too large is refused here, before any exact work.
-        sens_todo = statement_sensitivity(table, [queries[i] for i in todo], self.settings.max_statement_work)
+        norm = self.unit_norm(table, [queries[i] for i in todo])
+        sens_todo = statement_sensitivity(table, [queries[i] for i in todo], self.settings.max_statement_work, norm)
         free, free_var = self._free_estimates(table, [queries[i] for i in todo], mm)
         if ep.id in self._stopped and not np.isfinite(free_var).all():
             # The stream stopped for good: a query with neither a stored answer (another process may have
@@ -521,8 +522,9 @@ class Engine:
             def sensitivity_of(mask: np.ndarray) -> float:
                 if len(sub) == len(todo) and mask.all():
                     return sens_todo
-                # A subset of the statement (bounded by the statement's own work, already checked).
-                return statement_sensitivity(table, _pick(sub, mask))
+                # A subset of the statement (bounded by the statement's own work, already checked), over
+                # the same bounded rows: each query still in its group's block.
+                return statement_sensitivity(table, _pick(sub, mask), unit_norm=norm)
 
             d = policy.decide(tx.epoch.state, predicted=predicted, free_var=fvar / scale**2,
                               sensitivity_of=sensitivity_of)
@@ -561,6 +563,17 @@ class Engine:
         per = {q.key: o for q, o in zip(sub, outs, strict=True)}
         outcomes = tuple("zero" if q.is_zero else per.get(q.key, "repeat") for q in queries)
         return Answer(base.values, base.stderrs, outcomes, d.outcome, d.cost, d.state.n)
+
+    def unit_norm(self, table: TableSchema, queries: Sequence[LinearQuery]) -> float | None:
+        """The largest norm of one unit's rows-per-cell vector in the exact answers of ``queries`` when the
+        exact source bounds them per group (``group_bounds``: c rows per group, g groups, k in all;
+        ``group_bound_norm``), else None (k). Use with ``statement_sensitivity`` wherever a statement's
+        noise is stated (EXPLAIN): the exact answers and this come from the same statement_groups."""
+        bounds = getattr(self.exact, "group_bounds", None)
+        groups = bounds(table, queries) if bounds is not None else None
+        if groups is None:
+            return None
+        return group_bound_norm(table.unit_rows, table.group_rows, table.unit_cells, groups.count)
 
     @staticmethod
     def _refuse(epoch_id: int, position: int) -> NoReturn:

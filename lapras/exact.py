@@ -24,6 +24,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from lapras.factored import answers_from_marginal
+from parser.bounding import GroupAxis
 from parser.linear import LinearQuery
 from parser.schema import TableSchema
 
@@ -121,8 +122,9 @@ class PostgresExactSource:
     def statement_table(self, table: TableSchema, queries: Sequence[LinearQuery]) -> TableSchema:
         """``table`` as the exact answers of a statement with these ``queries`` read it: with
         ``bounding = "statement"`` and a privacy unit, each unit's rows among those some query reads
-        (``bounding_filter``) bounded to k (``rows_from`` is then that subquery); else ``table`` (a
-        statement reading every row reads the epoch's materialisation, the same rows)."""
+        (``bounding_filter``) bounded to k, and per group where ``group_bounds`` says so (``rows_from`` is
+        then that subquery); else ``table`` (a statement reading every row with no per-group bounds reads
+        the epoch's materialisation, the same rows)."""
         from parser.bounding import statement_rows
         from parser.sql import bounding_filter
 
@@ -130,7 +132,19 @@ class PostgresExactSource:
                 or table.rows_from is not None):
             return table
         where = bounding_filter(table, queries)
-        return table if where is None else replace(table, rows_from=statement_rows(table, where))
+        groups = self.group_bounds(table, queries)
+        if where is None and groups is None:
+            return table
+        return replace(table, rows_from=statement_rows(table, where, groups))
+
+    def group_bounds(self, table: TableSchema, queries: Sequence[LinearQuery]) -> GroupAxis | None:
+        """The per-group bounds ``answers`` applies to a statement with these ``queries`` (the engine
+        calibrates its sensitivity on them, ``group_bound_norm``), or None: each unit's k rows only."""
+        from parser.bounding import statement_groups
+
+        if self.bounding != "statement" or table.rows_from is not None or table.derived is not None:
+            return None
+        return statement_groups(table, queries)
 
     def release_table(self, table: TableSchema, attrs: Sequence[str],
                       cells: np.ndarray) -> tuple[TableSchema, np.ndarray | None]:

@@ -53,8 +53,9 @@ class SnapshotExactSource:
                 self._cells = 0
 
     def __getattr__(self, name: str) -> object:
-        # The inner source's bounding hooks (prepare, reading_live, bounded_table, statement_table), where it has them.
-        if name in ("prepare", "reading_live", "bounded_table", "statement_table", "release_table"):
+        # The inner source's bounding hooks (prepare, reading_live, bounded_table, statement_table, release_table,
+        # group_bounds), where it has them.
+        if name in ("prepare", "reading_live", "bounded_table", "statement_table", "release_table", "group_bounds"):
             return getattr(self.inner, name)
         raise AttributeError(name)
 

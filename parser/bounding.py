@@ -13,11 +13,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from .identifiers import quote_ident
+from .linear import LinearQuery
+from .predicate import Ranges, merge_ranges
 from .schema import TableSchema
 
-__all__ = ["bounded_rows_sql", "bounding_seed", "statement_rows", "table_ref"]
+__all__ = ["GroupAxis", "bounded_rows_sql", "bounding_seed", "grouped_rows_sql", "statement_groups",
+           "statement_rows", "table_ref"]
+
+MAX_CASE_GROUPS = 64
+"""Most groups whose row test is written as a CASE (groups of single cells of one column need none)."""
 
 
 def bounding_seed(table: TableSchema) -> int:
@@ -64,7 +71,100 @@ def table_ref(table: TableSchema) -> str:
     return f"({bounded_rows_sql(table)}) AS {quote_ident(table.name)}"
 
 
-def statement_rows(table: TableSchema, where: str) -> str:
+def statement_rows(table: TableSchema, where: str | None, groups: GroupAxis | None = None) -> str:
     """The ``rows_from`` of ``table`` as a statement with row filter ``where`` reads it under
-    ``bounding = "statement"``: each unit's rows among those ``where`` keeps, bounded to k (a subquery)."""
+    ``bounding = "statement"``: each unit's rows among those ``where`` keeps, bounded to k (and, with
+    ``groups``, to c per group and g groups: ``grouped_rows_sql``), as a subquery."""
+    if groups is not None:
+        return f"({grouped_rows_sql(table, where, groups)})"
     return f"({bounded_rows_sql(table, where=where)})"
+
+
+@dataclass(frozen=True)
+class GroupAxis:
+    """A statement's groups as disjoint sets of cells of one column: every query reads cells of exactly one
+    group, and no two groups share a cell, so each cell's column of the statement's matrix lies in one
+    group's block (the per-group bounds then hold per block; ``group_bound_norm``)."""
+
+    attr: str
+    sets: tuple[Ranges, ...]  # per group, the column's cells (disjoint across groups), in cell order
+
+    @property
+    def count(self) -> int:
+        return len(self.sets)
+
+
+def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> GroupAxis | None:
+    """The statement's groups when per-group bounds apply to it: a table with a privacy unit whose c or g
+    is below k, queries over the table itself (no derived histogram), and a column every query's boxes
+    pin, on which the queries' cell sets are pairwise equal or disjoint (the finest such column), in at
+    least two groups (more than ``MAX_CASE_GROUPS`` only when each is one non-NULL cell); else
+    None (the plain k bound, always sound). A function of the statement only, so the engine (for the
+    sensitivity) and the exact source (for the rows) find the same groups."""
+    if table.privacy_unit is None or (table.group_rows >= table.unit_rows and table.unit_cells >= table.unit_rows):
+        return None
+    live = [q for q in queries if not q.is_zero]
+    if not live or any(q.source is not None for q in live):
+        return None
+    pinned = set.intersection(*[set(a for a, _ in box) for q in live for box in q.boxes])
+    best: GroupAxis | None = None
+    for attr in sorted(pinned):
+        sets = sorted({merge_ranges([r for box in q.boxes for a, rs in box if a == attr for r in rs]) for q in live})
+        cells = [r for rs in sets for r in rs]
+        if any(lo <= prev_hi for (_, prev_hi), (lo, _) in zip(sorted(cells), sorted(cells)[1:], strict=False)):
+            continue  # two groups share a cell of this column
+        if best is None or len(sets) > best.count:
+            best = GroupAxis(attr, tuple(sets))
+    if best is None or best.count < 2:
+        return None  # one group (no GROUP BY): the k bound
+    single = all(len(rs) == 1 and rs[0][0] == rs[0][1] for rs in best.sets)
+    attr = table.attribute(best.attr)
+    assert attr is not None
+    null = attr.domain.null_index
+    if best.count > MAX_CASE_GROUPS and not (single and all(rs[0][0] != null for rs in best.sets)):
+        return None
+    return best
+
+
+def _group_sql(table: TableSchema, groups: GroupAxis) -> str:
+    """Each row's group key: its cell of the column when every group is one (non-NULL) cell, else the first
+    cell index of the group its cell is in (NULL: in none)."""
+    from .sql import _attr_condition, cell_expr
+
+    attr = table.attribute(groups.attr)
+    assert attr is not None
+    if groups.count > MAX_CASE_GROUPS:
+        return f"({cell_expr(attr)})::text"
+    whens = " ".join(f"WHEN {_attr_condition(attr, rs)} THEN '{rs[0][0]}'" for rs in groups.sets)
+    return f"CASE {whens} END"
+
+
+def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -> str:
+    """``SELECT`` the rows a GROUP BY statement reads under per-group bounds: among the rows ``where`` keeps,
+    each unit's rows in at most g of the statement's groups (``unit_cells``; its groups chosen by a seeded
+    hash of the group key, the same for every statement with those groups), at most c rows in one group
+    (``group_rows``) and at most k in all, rows chosen by the seeded hash of the row text as everywhere.
+    Each choice depends on that unit's own rows only (a stable transformation)."""
+    assert table.privacy_unit is not None
+    ref = f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
+    unit = quote_ident(table.privacy_unit)
+    seed = bounding_seed(table)
+    cond = f" AND ({where})" if where else ""
+    rows = (f"SELECT r.*, r::text AS lapras_row, {_group_sql(table, groups)} AS lapras_group FROM {ref} AS r "
+            f"WHERE r.{unit} IS NOT NULL{cond} OFFSET 0")
+    order = f"hashtextextended(t.lapras_row, {seed}), t.lapras_row"
+    ranked = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit}, t.lapras_group ORDER BY {order}) "
+              f"AS lapras_group_row, dense_rank() OVER (PARTITION BY t.{unit} ORDER BY "
+              f"hashtextextended(t.lapras_group, {groups_seed(table)}), t.lapras_group) AS lapras_unit_group "
+              f"FROM ({rows}) AS t WHERE t.lapras_group IS NOT NULL")
+    kept = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit} ORDER BY {order}) AS lapras_unit_row "
+            f"FROM ({ranked}) AS t WHERE t.lapras_group_row <= {int(table.group_rows)} "
+            f"AND t.lapras_unit_group <= {int(table.unit_cells)}")
+    return f"SELECT u.* FROM ({kept}) AS u WHERE u.lapras_unit_row <= {int(table.unit_rows)}"
+
+
+def groups_seed(table: TableSchema) -> int:
+    """A fixed 63-bit seed per table for the order in which a unit's groups are kept (public, as
+    ``bounding_seed``)."""
+    h = hashlib.blake2b(f"lapras-groups|{table.schema}|{table.name}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "big") >> 1

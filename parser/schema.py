@@ -49,6 +49,9 @@ class TableSchema:
     max_groups_per_unit: int | None = None
     """With a privacy unit: cells one unit may be present in, in a histogram of units or of distinct values
     (chosen by a seeded hash of the cell); None = ``max_rows_per_unit``."""
+    max_rows_per_group: int | None = None
+    """With a privacy unit: rows one unit may add to one group of a GROUP BY statement (c; under
+    ``bounding = "statement"``, with at most ``unit_cells`` groups and k rows in all per unit); None = k."""
     rows_from: str | None = field(default=None, compare=False, repr=False)
     """SQL naming a relation that holds this table's rows already bounded to k per unit (the epoch's
     materialisation, ``lapras.bounded``); ``parser.bounding.table_ref`` then reads it as it is. Set only on
@@ -84,6 +87,12 @@ class TableSchema:
             return 1
         g = self.max_groups_per_unit
         return self.max_rows_per_unit if g is None else g
+
+    @property
+    def group_rows(self) -> int:
+        """Rows one privacy unit may add to one group of a statement (c; k when unset, and never above k)."""
+        c = self.max_rows_per_group
+        return self.unit_rows if c is None or self.privacy_unit is None else min(c, self.unit_rows)
 
     @property
     def unit_table(self) -> str:

@@ -7,12 +7,11 @@ histogram. Clipping into the domain is what bounds a row's contribution, hence t
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .bounding import bounding_seed, table_ref
+from .bounding import bounding_seed, groups_seed, table_ref
 from .coltypes.base import clamp_sql
 from .coltypes.text import quote_literal
 from .identifiers import quote_ident
@@ -26,13 +25,6 @@ __all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "
 
 MAX_COLUMNS = 1600
 """PostgreSQL allows at most 1664 entries in a target list; answers_sql_batches stays below."""
-
-
-def groups_seed(table: TableSchema) -> int:
-    """A fixed 63-bit seed per table for the order in which a unit's cells are kept (public, as
-    ``parser.bounding.bounding_seed``)."""
-    h = hashlib.blake2b(f"lapras-groups|{table.schema}|{table.name}".encode(), digest_size=8).digest()
-    return int.from_bytes(h, "big") >> 1
 
 
 def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None = None) -> str:

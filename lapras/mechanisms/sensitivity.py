@@ -4,7 +4,8 @@ One row moves a histogram by one unit vector, so a query matrix's sensitivity is
 A table with a privacy unit keeps at most k rows per unit (``TableSchema.unit_rows``): one unit moves the
 histogram by a non-negative integer vector of L1 norm at most k, whose image has L2 norm at most k times
 the largest column norm (the triangle inequality), with equality when all k rows fall in one cell; so every
-sensitivity over such a table is exactly k times the row-level one.
+sensitivity over such a table is exactly k times the row-level one. Per-group bounds (at most c rows in one
+of a statement's disjoint groups, at most g groups) lower k to :func:`group_bound_norm` (docs/bounding.md).
 Matrices are never formed densely where structure gives the norm directly: Kronecker products multiply
 their blocks' norms, stacked releases over the same table add squared norms.
 """
@@ -62,7 +63,24 @@ def histogram_sensitivity(unit_bound: int, presence: bool = False) -> float:
     return math.sqrt(unit_bound) if presence else float(unit_bound)
 
 
-def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None) -> float:
+def group_bound_norm(k: int, c: int, g: int, groups: int | None = None) -> float:
+    """Largest sqrt(sum_G n_G^2) over a unit's rows per group n_G, integers with n_G <= c, sum n_G <= k and at
+    most g (and at most ``groups``, the statement's) groups with n_G > 0: the factor by which one unit's
+    change in a statement whose groups are disjoint blocks exceeds the largest column norm.
+
+    Sum n_G^2 is convex, so its maximum over the polytope {0 <= n <= c, sum n <= k} on a support of s <= g
+    groups is at a vertex: floor(k / c) groups at c (at most s of them) and the remainder in one more.
+    With c >= k or g = 1 that is k or min(c, k); with g c <= k it is sqrt(g) c."""
+    k, c, g = int(k), min(int(c), int(k)), int(g) if groups is None else min(int(g), int(groups))
+    if k <= 0 or c <= 0 or g <= 0:
+        return 0.0
+    full = min(g, k // c)
+    rest = k - full * c if full < g else 0
+    return math.sqrt(full * c * c + rest * rest)
+
+
+def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None,
+                          unit_norm: float | None = None) -> float:
     """Largest column L2 norm of a statement's query matrix with each row divided by its own sensitivity
     (the release adds noise sigma * s_i to row i), computed exactly in factored form.
 
@@ -70,13 +88,18 @@ def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], ma
     squared column norms are then a sum of box indicators over the segmented union marginal
     (:mod:`lapras.factored`), never a loop over cells. Raises :class:`StatementTooComplex` (54000) when
     the work exceeds ``max_work``, before any of it is done.
+
+    ``unit_norm``: the largest norm of one unit's rows-per-column vector when the exact answers bound more
+    than k rows per unit (per-group bounds over disjoint groups, :func:`group_bound_norm`); it replaces k
+    for a statement over one protected table (never over derived histograms).
     """
     by_table: dict[str, tuple[TableSchema, list[LinearQuery]]] = {}
     for q in queries:
         t = q.source if q.source is not None else table
         by_table.setdefault(t.name, (t, []))[1].append(q)
     if len(by_table) <= 1 and table.derived is None and all(q.source is None for q in queries):
-        return table.unit_rows * _row_sensitivity(table, queries, max_work)
+        scale = table.unit_rows if unit_norm is None else min(float(table.unit_rows), unit_norm)
+        return scale * _row_sensitivity(table, queries, max_work)
     # Histograms of one table (rows, units present per group, values present) move together when one unit
     # changes: their squared sensitivities add.
     return math.sqrt(sum(derived_sensitivity(t, qs, max_work) ** 2 if t.derived is not None

@@ -391,9 +391,16 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
         groups = tv["max_groups_per_unit"]
         if groups is not None and unit is None and not tv["privacy_unit"]:
             c.bad(p + ".max_groups_per_unit", "needs privacy_unit")
+        per_group = tv["max_rows_per_group"]
+        if per_group is not None and unit is None and not tv["privacy_unit"]:
+            c.bad(p + ".max_rows_per_group", "needs privacy_unit")
+        elif per_group is not None and unit is not None and per_group > tv["max_rows_per_unit"]:
+            c.bad(p + ".max_rows_per_group", f"{per_group} exceeds max_rows_per_unit = {tv['max_rows_per_unit']} "
+                  "(a unit adds at most k rows in all, so at most k to one group)")
         tables.append(TableSchema(name=tname, attributes=tuple(attrs), schema=schema, privacy_unit=unit,
                                   max_rows_per_unit=int(tv["max_rows_per_unit"]),
-                                  max_groups_per_unit=int(groups) if groups is not None and unit else None))
+                                  max_groups_per_unit=int(groups) if groups is not None and unit else None,
+                                  max_rows_per_group=int(per_group) if per_group is not None and unit else None))
         load = tv["load"] or {}
         lv = c.read(load, "tables.*.load", p + ".load.")
         rename, offset = lv["rename"] or {}, lv["offset"] or {}

@@ -212,7 +212,13 @@ KEYS: tuple[Key, ...] = (
         "present in, per histogram of units or distinct values (COUNT(DISTINCT), partition selection), read "
         "from all its rows (not only the k kept for counts); the cells kept are chosen by a seeded hash of the "
         "cell, the same in every process; COUNT(DISTINCT unit) noise scales by sqrt(g), a smaller g "
-        "undercounts units in more groups; unset = max_rows_per_unit", check=_positive_int),
+        "undercounts units in more groups; unset = max_rows_per_unit. With bounding = \"statement\" also the "
+        "groups of a GROUP BY statement one unit's rows may fall in (docs/bounding.md)", check=_positive_int),
+    Key("tables.*", "max_rows_per_group", int, None, "with a privacy unit and bounding = \"statement\": rows "
+        "one unit may add to one group of a GROUP BY statement (c, at most max_rows_per_unit); with g = "
+        "max_groups_per_unit groups and k rows in all, the statement's sensitivity is its largest column norm "
+        "times the largest sqrt(sum of squared rows per group) those bounds allow (sqrt(g) c when g c <= k) "
+        "instead of k; unset = max_rows_per_unit (docs/bounding.md)", check=_positive_int),
     Key("tables.*", "columns", dict, None, "the columns and their public domains", required=True),
     Key("tables.*", "load", dict, None, "see [tables.NAME.load]"),
     # [tables.NAME.load]

@@ -1,0 +1,155 @@
+"""Per-group contribution bounds (``max_rows_per_group`` c, ``max_groups_per_unit`` g, k in all) under
+``bounding = "statement"``: the sensitivity factor against brute force, the groups a statement is cut
+into, the rows the pushed-down SQL keeps against an independent implementation of the rule over
+PostgreSQL's own hashes, and the noise the real engine adds against its calibrated sigma."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import replace
+
+import numpy as np
+import psycopg
+import pytest
+from scipy.stats import chi2
+
+import parser as sqlparser
+from lapras import Engine, EngineSettings, MemoryLedger, Prediction
+from lapras.exact import PostgresExactSource
+from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
+from parser.bounding import bounding_seed, groups_seed, statement_groups
+from parser.schema import Attribute, Catalog, IntType, TableSchema
+
+K, C, G = 10, 2, 2
+EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),
+                                Attribute("amount", IntType(0, 99))), privacy_unit="user_id",
+                     max_rows_per_unit=K, max_rows_per_group=C, max_groups_per_unit=G)
+ROWLEVEL = replace(EVENTS, privacy_unit=None, max_rows_per_unit=1, max_rows_per_group=None, max_groups_per_unit=None)
+
+
+def _brute(k: int, c: int, g: int, groups: int) -> float:
+    best = 0
+    for n in itertools.product(range(c + 1), repeat=groups):
+        if sum(n) <= k and sum(1 for v in n if v) <= g:
+            best = max(best, sum(v * v for v in n))
+    return float(np.sqrt(best))
+
+
+def test_group_bound_norm_is_the_brute_force_maximum() -> None:
+    for k in range(1, 9):
+        for c in range(1, 9):
+            for g in range(1, 6):
+                for groups in range(1, 6):
+                    assert group_bound_norm(k, c, g, groups) == pytest.approx(_brute(k, c, g, groups)), (k, c, g, groups)
+    assert group_bound_norm(10, 2, 2) == pytest.approx(np.sqrt(8))  # sqrt(g) c when g c <= k
+    assert group_bound_norm(10, 10, 10) == 10  # c = g = k: the k bound
+    assert group_bound_norm(10, 3, 5) == pytest.approx(np.sqrt(3 * 9 + 1))  # 3 + 3 + 3 + 1
+
+
+def _plan(sql: str, table: TableSchema = EVENTS):  # type: ignore[no-untyped-def]
+    return sqlparser.plan_query(sql, Catalog((table,)))
+
+
+def test_the_statements_groups() -> None:
+    by_kind = statement_groups(EVENTS, _plan("SELECT kind, count(*), avg(amount) FROM events WHERE day < 100 "
+                                             "GROUP BY kind").queries)
+    assert by_kind is not None and by_kind.attr == "kind" and by_kind.count == 5
+    # 364 days, each one cell: the group key is the cell itself (no CASE).
+    assert statement_groups(EVENTS, _plan("SELECT day, count(*) FROM events GROUP BY day").queries).count == 364  # type: ignore[union-attr]
+    # No GROUP BY, FILTER aggregates reading overlapping cells, the default c = g = k: the k bound.
+    assert statement_groups(EVENTS, _plan("SELECT count(*) FROM events WHERE kind = 1").queries) is None
+    overlap = _plan("SELECT count(*) FILTER (WHERE day < 100), count(*) FILTER (WHERE day < 200) FROM events")
+    assert statement_groups(EVENTS, overlap.queries) is None
+    plain = replace(EVENTS, max_rows_per_group=None, max_groups_per_unit=None)
+    assert statement_groups(plain, _plan("SELECT kind, count(*) FROM events GROUP BY kind", plain).queries) is None
+    # The sensitivity: the largest column norm times group_bound_norm, never above k times it.
+    q = _plan("SELECT kind, count(*), sum(amount) FROM events GROUP BY kind").queries
+    row = statement_sensitivity(ROWLEVEL, q)
+    assert statement_sensitivity(EVENTS, q, unit_norm=group_bound_norm(K, C, G, 5)) == pytest.approx(np.sqrt(8) * row)
+    assert statement_sensitivity(EVENTS, q) == pytest.approx(K * row)
+
+
+@pytest.fixture(scope="module")
+def db(embedded_pg) -> str:  # type: ignore[no-untyped-def]
+    """600 units with 1-30 rows over the year and the kinds, so many units exceed c, g or k."""
+    rng = np.random.default_rng(5)
+    name = f"groupbounds_{os.getpid()}"
+    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = embedded_pg.dsn(name)
+    with psycopg.connect(dsn) as conn:
+        conn.execute("CREATE TABLE events (user_id bigint, day int, kind int, amount int)")
+        with conn.cursor().copy("COPY events (user_id, day, kind, amount) FROM STDIN") as cp:
+            for u in range(600):
+                for _ in range(int(rng.integers(1, 31))):
+                    cp.write_row((u, int(rng.integers(0, 364)), int(rng.integers(0, 5)), int(rng.integers(0, 100))))
+    return dsn
+
+
+def _kept_by_rule(dsn: str, where: str) -> dict[int, tuple[int, int]]:
+    """(count, sum of amount) per kind over the rows the per-group rule keeps, applied here in Python to
+    PostgreSQL's hashes of each row's text and each group key's (the first cell of the group, as text)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        conn.execute("SET extra_float_digits = 1")
+        rows = conn.execute(f"SELECT user_id, kind, amount, hashtextextended(e::text, {bounding_seed(EVENTS)}), "
+                            f"e::text FROM events e WHERE user_id IS NOT NULL AND ({where})").fetchall()
+        ghash = {v: conn.execute(f"SELECT hashtextextended('{v}', {groups_seed(EVENTS)})").fetchone()[0]
+                 for v in range(5)}
+    units: dict[int, list[tuple[int, int, int, str]]] = {}
+    for u, kind, amount, h, text in rows:
+        units.setdefault(u, []).append((h, text, kind, amount))
+    out = {v: (0, 0) for v in range(5)}
+    for mine in units.values():
+        kinds = sorted({r[2] for r in mine}, key=lambda v: (ghash[v], str(v)))[:G]
+        per = [r for v in kinds for r in sorted((r for r in mine if r[2] == v), key=lambda r: (r[0], r[1]))[:C]]
+        for _, _, kind, amount in sorted(per, key=lambda r: (r[0], r[1]))[:K]:
+            n, s = out[kind]
+            out[kind] = (n + 1, s + amount)
+    return out
+
+
+def test_the_sql_keeps_the_rows_the_rule_keeps(db: str) -> None:
+    src = PostgresExactSource(db)
+    for where in ("day < 200", "day >= 100 AND amount < 90", "TRUE"):
+        plan = _plan(f"SELECT kind, count(*), sum(amount) FROM events WHERE {where} GROUP BY kind")
+        assert src.group_bounds(EVENTS, plan.queries) is not None
+        got = src.answers(EVENTS, plan.queries)
+        want = _kept_by_rule(db, where)
+        for key, slots in zip(plan.group_keys, plan.slots, strict=True):
+            assert [got[i] for i in slots] == list(want[key[0]]), where
+        # Each unit in at most g groups with at most c rows each: at most g c rows in all.
+        assert sum(n for n, _ in want.values()) <= 600 * G * C
+    src.close()
+
+
+def _engine(table: TableSchema, dsn: str) -> Engine:
+    return Engine(Catalog((table,)), MemoryLedger(), PostgresExactSource(dsn),
+                  EngineSettings(split="equal", rho_estimate=0.5, joint_max_cells=0),
+                  predictions=lambda _catalog: Prediction([], 12, 0.5))
+
+
+@pytest.mark.slow
+def test_the_noise_of_a_per_group_bounded_statement_is_its_calibrated_sigma(db: str) -> None:
+    """Through the real engine and PostgreSQL: each stated standard error is sqrt(g) c = sqrt(8) (not
+    k = 10) times the row-level one, and the sum of (error / stated stderr)^2 over 40 independent epochs
+    of 5 groups each, errors measured from the per-group bounded exact answers, is chi-square with 200
+    degrees of freedom (two-sided, false-failure rate 1e-4)."""
+    sql = "SELECT kind, count(*) FROM events WHERE day < 250 GROUP BY kind"
+    truth_src = PostgresExactSource(db)
+    truth = truth_src.answers(EVENTS, _plan(sql).queries)
+    stat, df = 0.0, 0
+    for _ in range(40):
+        unit, row = _engine(EVENTS, db), _engine(ROWLEVEL, db)
+        a = unit.answer(_plan(sql), "u")
+        b = row.answer(_plan(sql, ROWLEVEL), "u")
+        assert a.outcome == "bad"
+        np.testing.assert_allclose(a.stderrs, np.sqrt(8) * b.stderrs, rtol=1e-9)
+        stat += float((((a.values - truth) / a.stderrs) ** 2).sum())
+        df += len(truth)
+        unit.close()
+        row.close()
+    assert chi2.ppf(0.5e-4, df) < stat < chi2.ppf(1 - 0.5e-4, df)
+    truth_src.close()
