@@ -1,6 +1,7 @@
 """Two real proxies on one upstream with the shipped `events` table (privacy unit, k = 10): its bounded
 rows are materialised once per epoch in the upstream's `lapras` schema, shared by both proxies and by a
-restart, answers through either equal the window's rows (epsilon large enough that noise is negligible),
+restart, answers through either equal PostgreSQL's over each unit's k rows among those the statement's WHERE
+keeps (``bounding = "statement"``, the default; epsilon large enough that noise is negligible),
 and the materialisation is out of the analyst's reach: no name of it resolves or shows through the proxy."""
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from parser.sql import EXACT_SESSION_SQL, table_ref
+from parser.bounding import bounded_rows_sql
+from parser.sql import EXACT_SESSION_SQL
 
-SQL = "SELECT count(*) FROM events WHERE category = 'search' AND duration_s < {n}"
+WHERE = "category = 'search' AND duration_s < {n}"
+SQL = "SELECT count(*) FROM events WHERE " + WHERE
 
 
 def _wait_for_build(dsn: str, timeout: float = 60.0) -> list[tuple[Any, ...]]:
@@ -47,8 +50,8 @@ def test_two_proxies_share_the_epochs_bounded_rows_out_of_the_analysts_reach(
         with psycopg.connect(dsn, autocommit=True) as conn:
             for s in EXACT_SESSION_SQL:
                 conn.execute(s)
-            truth = {n: conn.execute(SQL.format(n=n).replace("FROM events", "FROM " + table_ref(events)))
-                     .fetchone()[0] for n in (600, 1200)}
+            truth = {n: conn.execute(f"SELECT count(*) FROM ({bounded_rows_sql(events, where=WHERE.format(n=n))}) "
+                                     "AS e").fetchone()[0] for n in (600, 1200)}
         for p, n in zip(proxies, (600, 1200), strict=True):
             with psycopg.connect(p.dsn(), autocommit=True) as c:
                 got = c.execute(SQL.format(n=n)).fetchone()[0]
