@@ -305,8 +305,9 @@ def _union_sql(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None
 
 MAX_BOUNDING_BOXES = 64
 """Most boxes ``bounding_filter`` writes for a statement's union of cells; more: their per-column hull."""
-MAX_BOUNDING_WORK = 20000
-"""Most boxes (over all queries) ``bounding_filter`` unites exactly; more: the per-column hull at once."""
+MAX_BOUNDING_WORK = 4096
+"""Most cell ranges (over the distinct boxes) ``bounding_filter`` unites in the predicate space; more:
+their per-column hull."""
 
 
 def bounding_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None:
@@ -321,8 +322,14 @@ def bounding_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str |
     live = [q for q in queries if not q.is_zero]
     if not live:
         return "FALSE"
+    boxes = {tuple(sorted(box)) for q in live for box in q.boxes}
+    if any(not box for box in boxes):
+        return None  # a box with no condition: some query reads every row
+    single = _one_box_union(table, boxes)
+    if single is not None:
+        return single or None
     space = space_of(table)
-    if sum(len(q.boxes) for q in live) <= MAX_BOUNDING_WORK:
+    if sum(len(rs) for box in boxes for _, rs in box) <= MAX_BOUNDING_WORK:
         union = space.any_of([space.all_of([space.cells(a, rs) for a, rs in box]) for q in live for box in q.boxes])
         if union is True:
             return None
@@ -347,6 +354,28 @@ def bounding_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str |
         if name not in free and (c := _attr_sql(attr, merge_ranges(rs))) != "TRUE":
             conds.append(c)
     return " AND ".join(f"({c})" for c in conds) if conds else None
+
+
+def _one_box_union(table: TableSchema, boxes: set[tuple[tuple[str, Ranges], ...]]) -> str | None:
+    """The union of ``boxes`` as SQL when they all hold the same conditions on every column but one (a
+    GROUP BY's groups under one WHERE): that one box, its column's ranges merged (``""``: every row), in
+    time linear in the boxes; else None."""
+    names = {a for box in boxes for a, _ in box}
+    for attr in sorted(names):
+        rests = {tuple(c for c in box if c[0] != attr) for box in boxes}
+        if len(rests) != 1:
+            continue
+        conds = [(a, rs) for a, rs in next(iter(rests))]
+        if all(any(a == attr for a, _ in box) for box in boxes):
+            conds.append((attr, merge_ranges([r for box in boxes for a, rs in box if a == attr for r in rs])))
+        parts = []
+        for a, rs in conds:
+            column = table.attribute(a)
+            assert column is not None
+            if (c := _attr_sql(column, rs)) != "TRUE":
+                parts.append(c)
+        return " AND ".join(f"({c})" for c in parts)
+    return None
 
 
 def cells_filter(table: TableSchema, attrs: Sequence[str], cells: np.ndarray) -> str | None:

@@ -181,3 +181,27 @@ def test_the_release_of_p_bounds_each_unit_among_the_cells_p_reads(fortnightly: 
     b = eng.answer(other, "u")
     assert b.outcome == "bad" and abs(b.values[0] - 2000) < 2000 * 0.02
     src.close()
+
+
+def test_the_row_filter_holds_every_row_a_query_reads(mixed: str) -> None:
+    """``bounding_filter`` keeps every row some query reads (checked by PostgreSQL on the data), and only
+    those where it is the exact union (a GROUP BY under one WHERE: one box; a few boxes: their union);
+    a statement too large to unite exactly gets the per-column hull (a superset)."""
+    from parser.sql import bounding_filter, predicate_sql
+
+    wide = TableSchema("events", EVENTS.attributes, privacy_unit="user_id", max_rows_per_unit=K)
+    cases = [("SELECT day, count(*) FROM events WHERE day BETWEEN 10 AND 40 AND amount < 50 GROUP BY day", True),
+             ("SELECT day, count(*) FROM events WHERE day BETWEEN 192 AND 225 OR kind = 2 GROUP BY day", True),
+             ("SELECT kind, count(*) FROM events WHERE amount % 7 = 1 AND day < 300 GROUP BY kind", True),
+             ("SELECT day, count(*) FROM events WHERE (day < 100 AND amount % 3 = 0) OR "
+              "(day > 300 AND amount % 3 = 1) GROUP BY day", False)]
+    with psycopg.connect(mixed, autocommit=True) as conn:
+        for sql, exact in cases:
+            qs = [q for q in sqlparser.plan_query(sql, Catalog((wide,))).queries if not q.is_zero]
+            where = bounding_filter(wide, qs)
+            assert where is not None, sql
+            union = " OR ".join(f"({predicate_sql(wide, q)})" for q in qs)
+            outside = conn.execute(f"SELECT count(*) FROM events WHERE ({union}) AND NOT ({where})").fetchone()[0]
+            extra = conn.execute(f"SELECT count(*) FROM events WHERE ({where}) AND NOT ({union})").fetchone()[0]
+            assert outside == 0, sql
+            assert (extra == 0) == exact, (sql, extra)

@@ -216,3 +216,19 @@ def test_max_groups_per_unit_needs_a_privacy_unit_and_may_exceed_k() -> None:
     assert (t.max_groups_per_unit, t.unit_cells, t.unit_rows) == (12, 12, 3)
     del tree["tables"]["t"]["max_groups_per_unit"]
     assert parse_config(tree).catalog.tables[0].unit_cells == 3  # unset: k
+
+
+def test_max_rows_per_group_needs_a_privacy_unit_and_at_most_k() -> None:
+    k = next(k for k in keys.KEYS if k.path == "tables.*.max_rows_per_group")
+    with pytest.raises(ConfigError) as err:
+        parse_config(with_key(k, 2))
+    assert any(p.startswith("tables.t.max_rows_per_group: needs privacy_unit") for p in err.value.problems)
+    tree = with_key(k, 5)
+    tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
+    with pytest.raises(ConfigError) as err:
+        parse_config(tree)
+    assert any(p.startswith("tables.t.max_rows_per_group: 5 exceeds max_rows_per_unit = 3") for p in err.value.problems)
+    tree = with_key(k, 2)
+    tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
+    t = parse_config(tree).catalog.tables[0]
+    assert (t.max_rows_per_group, t.group_rows, t.unit_rows) == (2, 2, 3)
