@@ -153,3 +153,29 @@ def test_the_noise_of_a_per_group_bounded_statement_is_its_calibrated_sigma(db: 
         row.close()
     assert chi2.ppf(0.5e-4, df) < stat < chi2.ppf(1 - 0.5e-4, df)
     truth_src.close()
+
+
+def test_one_heavy_unit_moves_the_answers_by_at_most_its_bounds(db: str, embedded_pg) -> None:  # type: ignore[no-untyped-def]
+    """Red team: neighbouring databases, with and without one unit of 500 rows spread over every kind and
+    day. Its effect on a per-group bounded GROUP BY is at most c in each group and in at most g groups
+    (L2 at most group_bound_norm); on the same statement without per-group bounds at most k in all; no
+    other unit's rows change."""
+    name = f"groupbounds_heavy_{os.getpid()}"
+    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "groupbounds_{os.getpid()}"')
+    heavy = embedded_pg.dsn(name)
+    with psycopg.connect(heavy) as conn:
+        conn.execute("INSERT INTO events SELECT 999999, i % 364, i % 5, i % 100 FROM generate_series(1, 500) AS i")
+    plain = replace(EVENTS, max_rows_per_group=None, max_groups_per_unit=None)
+    for table, bound in ((EVENTS, group_bound_norm(K, C, G, 5)), (plain, float(K))):
+        plan = _plan("SELECT kind, count(*) FROM events WHERE day < 300 GROUP BY kind", table)
+        without, with_ = PostgresExactSource(db), PostgresExactSource(heavy)
+        diff = with_.answers(table, plan.queries) - without.answers(table, plan.queries)
+        assert (diff >= 0).all() and np.linalg.norm(diff) <= bound + 1e-9
+        if table is EVENTS:
+            assert diff.max() <= C and (diff > 0).sum() <= G and np.linalg.norm(diff) == pytest.approx(bound)
+        else:
+            assert diff.sum() == K
+        without.close()
+        with_.close()
