@@ -22,14 +22,15 @@ def test_wide_group_by_sums_over_a_measure_are_postgresql_s(adult_db: str, defau
     plan = sqlparser.plan_query(WIDE, catalog)
     sums = [q for q in plan.queries if q.measure]
     assert len(plan.queries) >= MARGINAL_MIN_QUERIES and sums  # the wide path
-    src = PostgresExactSource(adult_db)
+    src = PostgresExactSource(adult_db, bounding="live")
     try:
         got = src.answers(table, plan.queries)
     finally:
         src.close()
     # The same queries a few at a time (one aggregate per query, pushed down): what PostgreSQL sums, with
-    # the table's contribution bound applied the same way.
-    src = PostgresExactSource(adult_db)
+    # the table's contribution bound applied the same way (each unit's k rows of the whole table: under
+    # bounding = "statement" a batch of 8 would read only its own groups' rows).
+    src = PostgresExactSource(adult_db, bounding="live")
     try:
         one_by_one = np.concatenate([src.answers(table, plan.queries[i:i + 8])
                                      for i in range(0, len(plan.queries), 8)])
@@ -45,9 +46,12 @@ def test_snapshots_answer_sums_over_a_measure(adult_db: str, default_config, sou
     table = catalog.table("events")
     queries = list(sqlparser.plan_query(NARROW, catalog).queries)
     assert any(q.measure for q in queries)
-    live = PostgresExactSource(adult_db)
+    # The what-if replay reads each unit's k rows of the whole table (its histograms are over them), as
+    # `lapras-proxy whatif` builds it; the proxy's snapshot bounds as its source does (per statement).
+    bounding = "statement" if source == "epoch snapshot" else "live"
+    live = PostgresExactSource(adult_db, bounding=bounding)
     snap = SnapshotExactSource(PostgresExactSource(adult_db)) if source == "epoch snapshot" else \
-        WhatIfSnapshot(PostgresExactSource(adult_db))
+        WhatIfSnapshot(PostgresExactSource(adult_db, bounding="live"))
     try:
         want = live.answers(table, queries)
         assert np.allclose(snap.answers(table, queries), want)

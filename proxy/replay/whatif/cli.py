@@ -156,7 +156,9 @@ def _run(cfg: Any, state_dir: Path, data: dict[str, Path], statements: Any, sett
         bar.refresh()
 
     with operator_upstream(cfg, state_dir, data) as upstream:
-        exact = SnapshotExactSource(PostgresExactSource(upstream.dsn))
+        # Every exact answer over each unit's k rows of the whole table, as the histograms it caches
+        # (the replay's noise is calibrated on k; statement bounding's rows would differ per statement).
+        exact = SnapshotExactSource(PostgresExactSource(upstream.dsn, bounding="live"))
         try:
             return simulate(statements, cfg.catalog, settings, exact, options, on_step=bar.update,
                             total=set_total)
