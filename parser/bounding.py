@@ -142,7 +142,8 @@ def _group_sql(table: TableSchema, groups: GroupAxis) -> str:
 def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -> str:
     """``SELECT`` the rows a GROUP BY statement reads under per-group bounds: among the rows ``where`` keeps,
     each unit's rows in at most g of the statement's groups (``unit_cells``; its groups chosen by a seeded
-    hash of the group key, the same for every statement with those groups), at most c rows in one group
+    hash of the unit and the group key: the same for every statement with those groups, and a different
+    choice per unit, so no group is always the one left out), at most c rows in one group
     (``group_rows``) and at most k in all, rows chosen by the seeded hash of the row text as everywhere.
     Each choice depends on that unit's own rows only (a stable transformation)."""
     assert table.privacy_unit is not None
@@ -155,7 +156,8 @@ def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -
     order = f"hashtextextended(t.lapras_row, {seed}), t.lapras_row"
     ranked = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit}, t.lapras_group ORDER BY {order}) "
               f"AS lapras_group_row, dense_rank() OVER (PARTITION BY t.{unit} ORDER BY "
-              f"hashtextextended(t.lapras_group, {groups_seed(table)}), t.lapras_group) AS lapras_unit_group "
+              f"hashtextextended(t.{unit}::text || ':' || t.lapras_group, {groups_seed(table)}), t.lapras_group) "
+              f"AS lapras_unit_group "
               f"FROM ({rows}) AS t WHERE t.lapras_group IS NOT NULL")
     kept = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit} ORDER BY {order}) AS lapras_unit_row "
             f"FROM ({ranked}) AS t WHERE t.lapras_group_row <= {int(table.group_rows)} "

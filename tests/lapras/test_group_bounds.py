@@ -90,20 +90,20 @@ def db(embedded_pg) -> str:  # type: ignore[no-untyped-def]
 
 def _kept_by_rule(dsn: str, where: str) -> dict[int, tuple[int, int]]:
     """(count, sum of amount) per kind over the rows the per-group rule keeps, applied here in Python to
-    PostgreSQL's hashes of each row's text and each group key's (the first cell of the group, as text)."""
+    PostgreSQL's hashes of each row's text and of each unit's group keys (unit ':' the group's first cell)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET TimeZone = 'UTC'")
         conn.execute("SET extra_float_digits = 1")
         rows = conn.execute(f"SELECT user_id, kind, amount, hashtextextended(e::text, {bounding_seed(EVENTS)}), "
                             f"e::text FROM events e WHERE user_id IS NOT NULL AND ({where})").fetchall()
-        ghash = {v: conn.execute(f"SELECT hashtextextended('{v}', {groups_seed(EVENTS)})").fetchone()[0]
-                 for v in range(5)}
+        ghash = dict(conn.execute(f"SELECT u || ':' || v, hashtextextended(u || ':' || v, {groups_seed(EVENTS)}) "
+                                  "FROM generate_series(0, 599) AS u, generate_series(0, 4) AS v").fetchall())
     units: dict[int, list[tuple[int, int, int, str]]] = {}
     for u, kind, amount, h, text in rows:
         units.setdefault(u, []).append((h, text, kind, amount))
     out = {v: (0, 0) for v in range(5)}
-    for mine in units.values():
-        kinds = sorted({r[2] for r in mine}, key=lambda v: (ghash[v], str(v)))[:G]
+    for u, mine in units.items():
+        kinds = sorted({r[2] for r in mine}, key=lambda v: (ghash[f"{u}:{v}"], str(v)))[:G]
         per = [r for v in kinds for r in sorted((r for r in mine if r[2] == v), key=lambda r: (r[0], r[1]))[:C]]
         for _, _, kind, amount in sorted(per, key=lambda r: (r[0], r[1]))[:K]:
             n, s = out[kind]
