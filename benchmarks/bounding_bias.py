@@ -53,7 +53,9 @@ def generate(dsn: str, customers: int) -> int:
             "FROM (SELECT c, least(400, floor(3 / power(random(), 0.8)))::int AS n "
             f"FROM generate_series(1, {int(customers)}) AS c) AS u, generate_series(1, u.n)")
         conn.execute("ANALYZE orders")
-        return int(conn.execute("SELECT count(*) FROM orders").fetchone()[0])
+        row = conn.execute("SELECT count(*) FROM orders").fetchone()
+        assert row is not None
+        return int(row[0])
 
 
 def panels(end: int) -> list[str]:

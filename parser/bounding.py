@@ -106,15 +106,16 @@ def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> Grou
     live = [q for q in queries if not q.is_zero]
     if not live or any(q.source is not None for q in live):
         return None
-    pinned = set.intersection(*[set(a for a, _ in box) for q in live for box in q.boxes])
+    per_box = [set(a for a, _ in box) for q in live for box in q.boxes]
+    pinned = set.intersection(*per_box) if per_box else set()
     best: GroupAxis | None = None
-    for attr in sorted(pinned):
-        sets = sorted({merge_ranges([r for box in q.boxes for a, rs in box if a == attr for r in rs]) for q in live})
+    for name in sorted(pinned):
+        sets = sorted({merge_ranges([r for box in q.boxes for a, rs in box if a == name for r in rs]) for q in live})
         cells = [r for rs in sets for r in rs]
         if any(lo <= prev_hi for (_, prev_hi), (lo, _) in zip(sorted(cells), sorted(cells)[1:], strict=False)):
             continue  # two groups share a cell of this column
         if best is None or len(sets) > best.count:
-            best = GroupAxis(attr, tuple(sets))
+            best = GroupAxis(name, tuple(sets))
     if best is None or best.count < 2:
         return None  # one group (no GROUP BY): the k bound
     single = all(len(rs) == 1 and rs[0][0] == rs[0][1] for rs in best.sets)
