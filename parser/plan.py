@@ -129,25 +129,40 @@ class QueryPlan:
                             for i, e in enumerate(outputs))
                 for r, (row, g) in enumerate(zip(rows, groups, strict=True))]
 
+    def interval_notes(self) -> list[str]:
+        """What each MIN/MAX output is (a quantile near 0 or 1), one line each, for show_stderr."""
+        return [m for e in self.template.outputs if isinstance(e, Quantile) and (m := e.meaning()) is not None]
+
     def intervals(self, values: Sequence[float] | np.ndarray,
                   stderrs: Sequence[float] | np.ndarray) -> list[tuple[str, tuple[object, ...], object, object, object]]:
-        """For each order-statistic output and group (in domain order): (column name, group key, estimate,
-        95% low, 95% high). Post-processing of the released values and their standard errors."""
-        if not any(isinstance(e, Quantile) for e in self.template.outputs) or not self.group_keys:
-            return []
-        vals = np.asarray(values, dtype=np.float64).reshape(-1).copy()
-        errs = np.asarray(stderrs, dtype=np.float64).reshape(-1)
-        for i, q in enumerate(self.queries):
-            if q.is_zero:
-                vals[i] = 0.0
-        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.group_keys), len(self.template.aggs))
+        """For each order-statistic or AVG output and group (in domain order): (column name, group key,
+        estimate, 95% low, 95% high). Post-processing of the released values and their standard errors.
+        (A COUNT's or SUM's interval is its value +- 1.96 standard errors, stated per query.)"""
+        return self.intervals_of_releases(np.asarray(values, dtype=np.float64).reshape(1, -1), stderrs)[0]
+
+    def intervals_of_releases(self, values: np.ndarray, stderrs: Sequence[float] | np.ndarray,
+                              ) -> list[list[tuple[str, tuple[object, ...], object, object, object]]]:
+        """:meth:`intervals` of many releases at once (``values``: releases x queries, one set of standard
+        errors): each release's groups are read together, in one matrix product per output (simulations)."""
+        shown = [e for e in self.template.outputs if isinstance(e, Quantile | pp.Avg)]
+        n_rel = values.shape[0]
+        if not shown or not self.group_keys:
+            return [[] for _ in range(n_rel)]
+        vals = np.array(values, dtype=np.float64).reshape(n_rel, -1)
+        errs = np.asarray(stderrs, dtype=np.float64).reshape(-1).copy()
+        zero = np.array([q.is_zero for q in self.queries], dtype=bool)
+        vals[:, zero], errs[zero] = 0.0, 0.0
+        n_groups = len(self.group_keys)
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(n_groups, len(self.template.aggs))
         fac = np.asarray(self.factors, dtype=np.float64).reshape(slots.shape)
-        out = []
-        for e in self.template.outputs:
-            if isinstance(e, Quantile):
-                for key, (est, lo, hi) in zip(self.group_keys, e.intervals(vals[slots] * fac,
-                                                                           errs[slots] * np.abs(fac)), strict=True):
-                    out.append((e.name, key, est, lo, hi))
+        aggs = (vals[:, slots] * fac).reshape(n_rel * n_groups, slots.shape[1])
+        slot_errs = np.tile(errs[slots] * np.abs(fac), (n_rel, 1))
+        out: list[list[tuple[str, tuple[object, ...], object, object, object]]] = [[] for _ in range(n_rel)]
+        for e in shown:
+            got = e.intervals(aggs, slot_errs)
+            for r in range(n_rel):
+                for key, (est, lo, hi) in zip(self.group_keys, got[r * n_groups:(r + 1) * n_groups], strict=True):
+                    out[r].append((e.name, key, est, lo, hi))
         return out
 
 

@@ -125,6 +125,14 @@ def build_tree(n_cells: int) -> Tree:
     return Tree(n_cells, best, leaves, tuple(nodes))
 
 
+@lru_cache(maxsize=256)
+def _band(tree: Tree, p: float, node_err: bytes) -> np.ndarray:
+    """1.96 standard errors of CDF(j) - p N per leaf, from the node errors (least squares included)."""
+    cum = tree.cumulative  # (leaves x nodes)
+    err = np.frombuffer(node_err, dtype=np.float64)
+    return Z95 * np.sqrt(((cum - p * cum[-1]) ** 2) @ err**2)
+
+
 class Quantile(Expr):
     """An order statistic of attribute values ``values`` (one per cell) per group, from the node slots.
 
@@ -148,6 +156,18 @@ class Quantile(Expr):
         # returned, as date_trunc to the resolution would) and last instant (a 95% interval's high end,
         # so the interval spans whole cells and covers every value inside them).
         self.cells = cells
+
+    def meaning(self) -> str | None:
+        """What a MIN or MAX answer is, for the NOTICE under show_stderr (None for percentiles)."""
+        if self.kind not in ("min", "max"):
+            return None
+        side = "below" if self.kind == "min" else "above"
+        text = (f"{self.name}: {self.kind.upper()} is percentile_disc({self.rank_fraction:g}) read from the noisy "
+                f"CDF, the value with about {100 * P_EXTREME:g}% of the rows {side} it (never a lone outlier); "
+                "its 95% interval is stated")
+        if self.bounded:
+            text += "; the column's declared bound when that interval reaches it"
+        return text
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
@@ -189,18 +209,19 @@ class Quantile(Expr):
         cdf = np.maximum.accumulate(raw)
         counts = np.diff(cdf, prepend=0.0)
         total = float(raw[-1])
-        if total <= 0:
-            return None, None, None
         p = self.rank_fraction
         est: object
-        if self.kind == "max":
+        if total <= 0:
+            est = None  # no rows beyond noise: no estimate (NULL), but an interval all the same
+        elif self.kind == "max":
             est = self._typed(self._from_top(raw, total, p))
         elif self.kind in ("disc", "min"):
             target = p * total
             j = int(np.searchsorted(cdf, target, side="left")) if p > 0 else int(np.flatnonzero(counts > 0)[0])
             j = min(j, len(cdf) - 1)
             before = cdf[j - 1] if j > 0 else 0.0
-            est = self._typed(self._value(j, (target - before) / counts[j] if counts[j] > 0 else 0.0))
+            share = 0.0 if self.kind == "min" or counts[j] <= 0 else (target - before) / counts[j]
+            est = self._typed(self._value(j, share))
         else:
             r = p * max(total - 1.0, 0.0)
             lo_v, hi_v = self._at_rank(counts, cdf, math.floor(r)), self._at_rank(counts, cdf, math.ceil(r))
@@ -234,9 +255,8 @@ class Quantile(Expr):
         percentile_cont interpolates between the values at ranks floor(p(N-1)) and ceil(p(N-1)), whose
         CDF thresholds lie within (pN - 1, pN + 2): the tests allow that slack."""
         p = self.rank_fraction
-        cum = self.tree.cumulative  # (leaves x nodes)
         d = raw - p * raw[-1]
-        band = Z95 * np.sqrt(((cum - p * cum[-1]) ** 2) @ node_err**2)
+        band = self._band(node_err)
         low_slack, high_slack = (-1.0, 2.0) if self.kind == "cont" else (0.0, 1.0 if p == 0 else 0.0)
         up = np.flatnonzero(d + band >= low_slack)
         low = int(up[0]) if len(up) else len(raw) - 1
@@ -244,19 +264,20 @@ class Quantile(Expr):
         high = min(int(below[-1]) + 1, len(raw) - 1) if len(below) else 0
         return low, max(low, high)
 
+    def _band(self, node_err: np.ndarray) -> np.ndarray:
+        """``z s(j)`` per leaf for these node errors (public: the noise scale only), kept for repeats."""
+        return _band(self.tree, self.rank_fraction, np.ascontiguousarray(node_err, dtype=np.float64).tobytes())
+
     def _from_top(self, raw: np.ndarray, total: float, p: float) -> float:
         """percentile_disc(p) for p near 1 read from the top (MAX): the last leaf holding more than
         (1 - p) N of the rows at or above it, on the running maximum of the tail counts (as the CDF's
-        running maximum from below for MIN, so both ends lean the same way: outwards)."""
+        running maximum from below for MIN, so both ends lean the same way: outwards), at the leaf's last
+        cell (MIN: its first), so [MIN, MAX] spans whole leaves."""
         tail = total - np.concatenate(([0.0], raw[:-1]))  # rows in leaves >= j
         top = np.maximum.accumulate(tail[::-1])[::-1]
         need = (1.0 - p) * total
         ok = np.flatnonzero(top > need) if need > 0 else np.flatnonzero(np.diff(np.append(top, 0.0)) < 0)
-        j = int(ok[-1]) if len(ok) else 0
-        nxt = top[j + 1] if j + 1 < len(top) else 0.0
-        inside = top[j] - nxt
-        share = (top[j] - need) / inside if inside > 0 else 1.0
-        return self._value(j, min(max(share, 0.0), 1.0) if need > 0 else 1.0)
+        return self._value(int(ok[-1]) if len(ok) else 0, 1.0)
 
     def _typed(self, v: float | None, end: bool = False) -> object:
         if v is None:

@@ -362,9 +362,9 @@ def _interval_notices(plan: Any, answer: Any, shown: int = 20) -> list[str]:
     lines = []
     for name, key, est, lo, hi in plan.intervals(answer.values, answer.stderrs)[:shown]:
         group = f" group ({', '.join(map(str, key))})" if key else ""
-        span = f"95% interval [{lo}, {hi}]" if lo is not None else "no interval (extreme value)"
+        span = f"95% interval [{lo}, {hi}]" if lo is not None else "no interval"
         lines.append(f"lapras: {name}{group} = {est}: {span}")
-    return lines
+    return lines + [f"lapras: {note}" for note in plan.interval_notes()]
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
