@@ -90,6 +90,28 @@ class QueryPlan:
                     out[i, j] = float(v)
         return out
 
+    def column_errors(self, stderrs: Sequence[float] | np.ndarray) -> list[tuple[str, str, float, float]]:
+        """Per output column that reads aggregates: (name, what it is, smallest and largest standard error
+        of the counts and sums it reads over the groups). ``stderrs`` are per query (public: the noise scale
+        a release has or would have, never the data): for EXPLAIN, before anything is spent."""
+        errs = np.asarray(stderrs, dtype=np.float64).reshape(-1)
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.group_keys), len(self.template.aggs))
+        fac = np.abs(np.asarray(self.factors, dtype=np.float64).reshape(slots.shape))
+        zero = np.array([q.is_zero for q in self.queries], dtype=bool)
+        out = []
+        for e in self.template.outputs:
+            read = sorted({s for x in e.walk() for s in _slots_read(x)})
+            if not read or not len(slots):
+                continue
+            what = ("a tree of counts (order statistic)" if isinstance(e, Quantile) else
+                    "SUM / COUNT" if isinstance(e, pp.Avg | pp.Ratio) else
+                    "count or sum" if isinstance(e, pp.Agg | pp.Scaled) else "an expression of counts and sums")
+            scale = float(e.factor) if isinstance(e, pp.Scaled) else 1.0
+            live = ~zero[slots[:, read]]
+            vals = (errs[slots[:, read]] * fac[:, read] * abs(scale))[live]
+            out.append((e.name, what, float(vals.min()) if vals.size else 0.0, float(vals.max()) if vals.size else 0.0))
+        return out
+
     def stderr_columns(self) -> tuple[Column, ...]:
         """Columns ``rows(..., with_stderr=True)`` appends: one float8 ``<name>_stderr`` per output column."""
         return tuple(Column(f"{c.name}_stderr", FLOAT8) for c in self.columns)
@@ -164,6 +186,21 @@ class QueryPlan:
                 for key, (est, lo, hi) in zip(self.group_keys, got[r * n_groups:(r + 1) * n_groups], strict=True):
                     out[r].append((e.name, key, est, lo, hi))
         return out
+
+
+def _slots_read(e: Expr) -> list[int]:
+    """The aggregate slots one reader expression reads (none for keys, constants and operators)."""
+    if isinstance(e, pp.Agg | pp.Scaled):
+        return [e.slot]
+    if isinstance(e, pp.Avg):
+        return [e.count_slot] + ([e.sum_slot] if e.sum_slot is not None else [])
+    if isinstance(e, pp.Lin):
+        return [s for s, _ in e.terms]
+    if isinstance(e, pp.Ratio):
+        return [s for s, _ in e.num + e.den]
+    if isinstance(e, Quantile):
+        return list(e.slots)
+    return []
 
 
 def _stderr(e: Expr, slot: tuple[int, ...], fac: tuple[float, ...], errs: np.ndarray | None,

@@ -138,8 +138,9 @@ class Quantile(Expr):
 
     ``kind``: ``"cont"`` (percentile_cont, median), ``"disc"`` (percentile_disc), ``"min"``, ``"max"``
     (percentile_disc at ``P_EXTREME`` and ``1 - P_EXTREME``). ``bounded``: an unfiltered MIN/MAX over the
-    whole column (a BI tool's range slider) returns the column's declared bound when its 95% interval
-    reaches it, so a range filter built from [MIN, MAX] keeps every row.
+    whole column (a BI tool's range slider) returns the outer end of its 95% interval (the column's declared
+    bound whenever the interval reaches it), so a range filter built from [MIN, MAX] keeps all but at most
+    about 2 x P_EXTREME of the rows.
     """
 
     def __init__(self, tree: Tree, slots: list[int], values: list[float], kind: str, fraction: float,
@@ -166,7 +167,8 @@ class Quantile(Expr):
                 f"CDF, the value with about {100 * P_EXTREME:g}% of the rows {side} it (never a lone outlier); "
                 "its 95% interval is stated")
         if self.bounded:
-            text += "; the column's declared bound when that interval reaches it"
+            text += ("; over a whole column, the interval's outer end is returned (the declared bound whenever "
+                     "the interval reaches it), so a range filter built from MIN and MAX keeps the rows")
         return text
 
     def ev(self, env: Env) -> Vector:
@@ -231,9 +233,11 @@ class Quantile(Expr):
         low_j, high_j = self.rank_interval(raw, node_err)
         low = self._typed(self._value(low_j, 0.0))
         high = self._typed(self._value(high_j, 1.0), end=True)
-        if self.bounded and self.kind == "min" and low_j == 0:
-            est = low  # the interval reaches the declared bound: the bound itself (a range slider's start)
-        elif self.bounded and self.kind == "max" and high_j == len(raw) - 1:
+        # A range slider's MIN/MAX is the outer end of that interval: past it lie at most P_EXTREME of the
+        # rows (with probability 97.5%), and it is the declared bound whenever the interval reaches it.
+        if self.bounded and self.kind == "min":
+            est = low
+        elif self.bounded and self.kind == "max":
             est = self._typed(self._value(high_j, 1.0))
         if est is not None and self.cells is None and self.kind != "cont":
             est = min(max(est, low), high)  # type: ignore[type-var, assignment]
