@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -240,7 +241,8 @@ class Quantile(Expr):
         elif self.bounded and self.kind == "max":
             est = self._typed(self._value(high_j, 1.0))
         if est is not None and self.cells is None and self.kind != "cont":
-            est = min(max(est, low), high)  # type: ignore[type-var, assignment]
+            num: Any = est  # numbers here (int, float or Decimal), as are low and high
+            est = min(max(num, low), high)
         return est, low, high
 
     def rank_interval(self, raw: np.ndarray, node_err: np.ndarray) -> tuple[int, int]:
