@@ -24,7 +24,7 @@ from typing import NoReturn, Protocol
 import numpy as np
 
 from lapras.accounting import Budget
-from lapras.allocation import warmup_length
+from lapras.allocation import AllocState, warmup_length
 from lapras.epochs import EpochPreparer, PreparedEpoch
 from lapras.errors import BudgetExhausted, LaprasError, UnknownTable
 from lapras.exact import ExactSource, close_source
@@ -105,6 +105,16 @@ class StalePlan(LaprasError):
     other values here. Nothing was read or charged; plan it again over :attr:`Engine.catalog`."""
 
     sqlstate = "40001"  # serialization_failure: a client may retry as is
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a statement would be answered with now: per query its standard error (nan: refused) and
+    whether it is already stored (a repeat, free); ``outcome`` as the engine would classify it."""
+
+    stderrs: np.ndarray
+    stored: np.ndarray
+    outcome: str
 
 
 @dataclass(frozen=True)
@@ -676,6 +686,70 @@ class Engine:
         rec = PartitionRecord(request.key, chosen, cost, mech.name, mech.params)
         stored, _ = self.ledger.commit_partition(epoch_id, rec)
         return stored
+
+    # ------------------------------------------------------------------------------------- preview
+
+    def preview(self, plan: Statement) -> Preview:
+        """The standard error each of ``plan``'s queries would be answered with if it ran now, from public
+        quantities only (the allocation state, the calibration, the queries' sensitivities, stored answers'
+        and free estimates' standard errors): nothing is read, drawn or charged (for EXPLAIN)."""
+        ep, mm, policy, catalog = self._epoch, self._mm, self._policy, self.catalog
+        assert ep is not None
+        table = _table_of(plan, catalog)
+        if table is None:
+            raise UnknownTable(f'relation "{plan.table}" is not a protected table')
+        queries = list(plan.queries)
+        errs = np.zeros(len(queries))
+        stored = np.array([q.is_zero or q.key in self._cache for q in queries])
+        for i, q in enumerate(queries):
+            if not q.is_zero and q.key in self._cache:
+                errs[i] = self._cache[q.key][1]
+        todo = [i for i in range(len(queries)) if not stored[i]]
+        if not todo:
+            return Preview(errs, stored, "repeat")
+        sub = [queries[i] for i in todo]
+        sens = statement_sensitivity(table, sub, self.settings.max_statement_work)
+        _, free_var = self._free_estimates(table, sub, mm)
+        scale = np.array([q.sensitivity for q in sub], dtype=np.float64)
+
+        def sensitivity_of(mask: np.ndarray) -> float:
+            return sens if mask.all() else statement_sensitivity(table, _pick(sub, mask))
+
+        d = policy.decide(self._state_now(ep), predicted=all(q.key in self._pkeys for q in sub), free_var=free_var / scale**2,
+                          sensitivity_of=sensitivity_of)
+        var = free_var.copy()
+        if d.outcome == "refused":
+            var[~np.isfinite(var)] = np.nan
+        elif d.outcome == "bad":
+            assert d.cost is not None
+            mech = self.mechanism.calibrate(d.cost, sensitivity_of(d.fresh), int(d.fresh.sum()))
+            _, var[d.fresh] = combine(np.zeros(int(d.fresh.sum())), mech.variance(scale[d.fresh]),
+                                      np.zeros(int(d.fresh.sum())), free_var[d.fresh])
+        errs[todo] = np.sqrt(var)
+        return Preview(errs, stored, d.outcome)
+
+    def _state_now(self, ep: EpochRecord) -> AllocState:
+        """The allocation state of ``ep`` as the ledger has it now (other workers' spends included)."""
+        cur = self.ledger.current_epoch()
+        return cur.state if cur is not None and cur.id == ep.id else ep.state
+
+    def fresh_statements_left(self, cap: int = 100_000) -> int:
+        """How many more fresh (bad) statements the epoch's allocation would grant budget to, from its
+        state now (public: the allocation rule and the spend so far)."""
+        ep, policy = self._epoch, self._policy
+        if ep is None:
+            return 0
+        state, n = self._state_now(ep), 0
+        if state.stopped:
+            return 0
+        while n < cap:
+            grant, state = policy.allocator.bad(state)
+            if grant.total <= 0:
+                break
+            n += 1  # answered (the grant that stops the stream still answers its statement)
+            if state.stopped:
+                break
+        return n
 
     # ----------------------------------------------------------------------------------- reporting
 

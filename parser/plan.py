@@ -90,6 +90,28 @@ class QueryPlan:
                     out[i, j] = float(v)
         return out
 
+    def column_errors(self, stderrs: Sequence[float] | np.ndarray) -> list[tuple[str, str, float, float]]:
+        """Per output column that reads aggregates: (name, what it is, smallest and largest standard error
+        of the counts and sums it reads over the groups). ``stderrs`` are per query (public: the noise scale
+        a release has or would have, never the data): for EXPLAIN, before anything is spent."""
+        errs = np.asarray(stderrs, dtype=np.float64).reshape(-1)
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.group_keys), len(self.template.aggs))
+        fac = np.abs(np.asarray(self.factors, dtype=np.float64).reshape(slots.shape))
+        zero = np.array([q.is_zero for q in self.queries], dtype=bool)
+        out = []
+        for e in self.template.outputs:
+            read = sorted({s for x in e.walk() for s in _slots_read(x)})
+            if not read or not len(slots):
+                continue
+            what = ("a tree of counts (order statistic)" if isinstance(e, Quantile) else
+                    "SUM / COUNT" if isinstance(e, pp.Avg | pp.Ratio) else
+                    "count or sum" if isinstance(e, pp.Agg | pp.Scaled) else "an expression of counts and sums")
+            scale = float(e.factor) if isinstance(e, pp.Scaled) else 1.0
+            live = ~zero[slots[:, read]]
+            vals = (errs[slots[:, read]] * fac[:, read] * abs(scale))[live]
+            out.append((e.name, what, float(vals.min()) if vals.size else 0.0, float(vals.max()) if vals.size else 0.0))
+        return out
+
     def stderr_columns(self) -> tuple[Column, ...]:
         """Columns ``rows(..., with_stderr=True)`` appends: one float8 ``<name>_stderr`` per output column."""
         return tuple(Column(f"{c.name}_stderr", FLOAT8) for c in self.columns)
@@ -129,26 +151,56 @@ class QueryPlan:
                             for i, e in enumerate(outputs))
                 for r, (row, g) in enumerate(zip(rows, groups, strict=True))]
 
+    def interval_notes(self) -> list[str]:
+        """What each MIN/MAX output is (a quantile near 0 or 1), one line each, for show_stderr."""
+        return [m for e in self.template.outputs if isinstance(e, Quantile) and (m := e.meaning()) is not None]
+
     def intervals(self, values: Sequence[float] | np.ndarray,
                   stderrs: Sequence[float] | np.ndarray) -> list[tuple[str, tuple[object, ...], object, object, object]]:
-        """For each order-statistic output and group (in domain order): (column name, group key, estimate,
-        95% low, 95% high). Post-processing of the released values and their standard errors."""
-        if not any(isinstance(e, Quantile) for e in self.template.outputs) or not self.group_keys:
-            return []
-        vals = np.asarray(values, dtype=np.float64).reshape(-1).copy()
-        errs = np.asarray(stderrs, dtype=np.float64).reshape(-1)
-        for i, q in enumerate(self.queries):
-            if q.is_zero:
-                vals[i] = 0.0
-        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.group_keys), len(self.template.aggs))
+        """For each order-statistic or AVG output and group (in domain order): (column name, group key,
+        estimate, 95% low, 95% high). Post-processing of the released values and their standard errors.
+        (A COUNT's or SUM's interval is its value +- 1.96 standard errors, stated per query.)"""
+        return self.intervals_of_releases(np.asarray(values, dtype=np.float64).reshape(1, -1), stderrs)[0]
+
+    def intervals_of_releases(self, values: np.ndarray, stderrs: Sequence[float] | np.ndarray,
+                              ) -> list[list[tuple[str, tuple[object, ...], object, object, object]]]:
+        """:meth:`intervals` of many releases at once (``values``: releases x queries, one set of standard
+        errors): each release's groups are read together, in one matrix product per output (simulations)."""
+        shown = [e for e in self.template.outputs if isinstance(e, Quantile | pp.Avg)]
+        n_rel = values.shape[0]
+        if not shown or not self.group_keys:
+            return [[] for _ in range(n_rel)]
+        vals = np.array(values, dtype=np.float64).reshape(n_rel, -1)
+        errs = np.asarray(stderrs, dtype=np.float64).reshape(-1).copy()
+        zero = np.array([q.is_zero for q in self.queries], dtype=bool)
+        vals[:, zero], errs[zero] = 0.0, 0.0
+        n_groups = len(self.group_keys)
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(n_groups, len(self.template.aggs))
         fac = np.asarray(self.factors, dtype=np.float64).reshape(slots.shape)
-        out = []
-        for e in self.template.outputs:
-            if isinstance(e, Quantile):
-                for key, (est, lo, hi) in zip(self.group_keys, e.intervals(vals[slots] * fac,
-                                                                           errs[slots] * np.abs(fac)), strict=True):
-                    out.append((e.name, key, est, lo, hi))
+        aggs = (vals[:, slots] * fac).reshape(n_rel * n_groups, slots.shape[1])
+        slot_errs = np.tile(errs[slots] * np.abs(fac), (n_rel, 1))
+        out: list[list[tuple[str, tuple[object, ...], object, object, object]]] = [[] for _ in range(n_rel)]
+        for e in shown:
+            got = e.intervals(aggs, slot_errs)
+            for r in range(n_rel):
+                for key, (est, lo, hi) in zip(self.group_keys, got[r * n_groups:(r + 1) * n_groups], strict=True):
+                    out[r].append((e.name, key, est, lo, hi))
         return out
+
+
+def _slots_read(e: Expr) -> list[int]:
+    """The aggregate slots one reader expression reads (none for keys, constants and operators)."""
+    if isinstance(e, pp.Agg | pp.Scaled):
+        return [e.slot]
+    if isinstance(e, pp.Avg):
+        return [e.count_slot] + ([e.sum_slot] if e.sum_slot is not None else [])
+    if isinstance(e, pp.Lin):
+        return [s for s, _ in e.terms]
+    if isinstance(e, pp.Ratio):
+        return [s for s, _ in e.num + e.den]
+    if isinstance(e, Quantile):
+        return list(e.slots)
+    return []
 
 
 def _stderr(e: Expr, slot: tuple[int, ...], fac: tuple[float, ...], errs: np.ndarray | None,

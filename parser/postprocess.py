@@ -6,8 +6,8 @@ Typing follows PostgreSQL where it matters to clients: COUNT and SUM of an integ
 (noisy values rounded), integer arithmetic stays integer (``/`` truncates); AVG and anything involving a
 decimal literal is float8 (PostgreSQL says numeric; float8 avoids implying precision noise does not have).
 Deviation, chosen so a noisy value never raises mid-result: division by zero yields NULL (PostgreSQL
-raises 22012). Noisy counts are clamped at 0 (never shown negative) and AVG divides by that clamped,
-rounded count.
+raises 22012). Noisy counts are clamped at 0 (never shown negative), so are SUMs of a measure whose declared
+domain is non-negative, and AVG divides that clamped SUM by the clamped, rounded count.
 """
 
 from __future__ import annotations
@@ -44,17 +44,21 @@ class Agg(Expr):
 
     PostgreSQL types count(*) and sum(integer) as bigint, so integer arithmetic on them (``SUM(a) /
     COUNT(*)`` truncates) behaves here as it would upstream; rounding a noisy value is post-processing.
+    ``nonneg``: a SUM of a measure whose declared domain has no negative value is clamped at 0, as counts
+    are (post-processing: the true sum cannot be negative, so clamping only moves the answer towards it).
     """
 
     oid = INT8
 
-    def __init__(self, slot: int, is_count: bool, name: str, oid: int = INT8) -> None:
-        self.slot, self.is_count, self.name, self.oid = slot, is_count, name, oid
+    def __init__(self, slot: int, is_count: bool, name: str, oid: int = INT8, nonneg: bool = False) -> None:
+        self.slot, self.is_count, self.name, self.oid, self.nonneg = slot, is_count, name, oid, nonneg
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
         if self.is_count:
             return [clamp_count(x) for x in env.aggs[:, self.slot].tolist()]
+        if self.nonneg:
+            return [_typed(max(x, 0.0), self.oid) for x in env.aggs[:, self.slot].tolist()]
         return [_typed(x, self.oid) for x in env.aggs[:, self.slot].tolist()]
 
 
@@ -120,8 +124,40 @@ class Avg(Expr):
             return [float(self.const) if c > 0 else None for c in counts]
         assert self.sum_slot is not None
         sums = env.aggs[:, self.sum_slot].tolist()
+        if self.lo >= 0:  # the figures SUM would show: clamped at 0 for a non-negative measure
+            sums = [max(s, 0.0) for s in sums]
         return [_typed(min(max(s / c, self.lo), self.hi), self.oid) if c > 0 else None
                 for s, c in zip(sums, counts, strict=True)]
+
+    def intervals(self, aggs: np.ndarray, errs: np.ndarray | None) -> list[tuple[object, object, object]]:
+        """Per group: (estimate, low, high) of the 95% interval of the average (``ratio_interval``)."""
+        est = self.ev(Env(aggs=aggs, n=aggs.shape[0]))
+        if errs is None or self.sum_slot is None:
+            return [(v, v, v) for v in est]
+        out: list[tuple[object, object, object]] = []
+        for g, v in enumerate(est):
+            lo, hi = ratio_interval(float(aggs[g, self.sum_slot]), float(aggs[g, self.count_slot]),
+                                    float(errs[g, self.sum_slot]), float(errs[g, self.count_slot]), self.lo, self.hi)
+            out.append((v, _typed(lo, self.oid), _typed(hi, self.oid)))
+        return out
+
+
+Z_BOX = 2.241402727604947
+"""Two-sided 97.5% normal quantile: SUM and COUNT each inside +-Z_BOX standard errors with probability
+97.5%, so both at once (union bound) with probability >= 95%, whatever their correlation."""
+
+
+def ratio_interval(s: float, c: float, s_err: float, c_err: float, lo: float, hi: float) -> tuple[float, float]:
+    """95% interval of S / C from noisy S, C with standard errors: the range of S / C over the box where
+    both lie with probability >= 95% (every ratio there, the true one included), within [lo, hi]; the whole
+    [lo, hi] when the box reaches a count <= 0 (the ratio is then unbounded). Conservative: no delta method,
+    which misses often when the count's noise is not small against the count."""
+    c1, c2 = c - Z_BOX * c_err, c + Z_BOX * c_err
+    s1, s2 = s - Z_BOX * s_err, s + Z_BOX * s_err
+    if c1 <= 0:
+        return lo, hi
+    a, b = min(s1 / c1, s1 / c2), max(s2 / c1, s2 / c2)
+    return min(max(a, lo), hi), max(min(b, hi), lo)
 
 
 def _sort_key(col: Vector, null_rank: int) -> Callable[[int], tuple[int, Any]]:

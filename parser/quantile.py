@@ -9,8 +9,9 @@ is sqrt(levels), computed by the engine from the query matrix as always.
 Post-processing (no privacy cost): the node counts are made consistent by least squares (one fixed
 projection per tree), negative leaves are clipped, and the quantile is read from the cumulative sums.
 The node standard errors give the variance of every CDF point, hence a 95% interval for each quantile
-and a noise-aware MIN/MAX: the first (last) value below (above) which the estimated count exceeds
-``EXTREME_Z`` standard errors, so an empty tail of pure noise is not mistaken for data.
+(``Quantile.rank_interval``: it covers at its level on any data, sparse tails and whole cells included).
+MIN and MAX are quantiles near 0 and 1 (``P_EXTREME``), read from the same CDF with their own interval,
+never the outermost cell with more rows than noise (which missed most of a column's range).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +29,11 @@ from .scalar import FLOAT8, NUMERIC, Env, Expr, Vector
 MAX_LEAVES = 512
 """Leaves of the tree at most; larger domains group adjacent cells into equal-width blocks (a quantile
 inside a block is interpolated, an error of at most one block width)."""
-EXTREME_Z = 2.0
+P_EXTREME = 0.001
+"""MIN and MAX are percentile_disc(P_EXTREME) and percentile_disc(1 - P_EXTREME): values with about a
+thousandth of the rows beyond them. A lone outlier is never released (its count drowns in noise), the
+estimate lands within a few cells of the true extreme wherever the rows near it outnumber the noise, and
+below 1,000 rows it is the exact extreme when the counts are exact."""
 Z95 = 1.959963984540054
 
 
@@ -120,17 +126,30 @@ def build_tree(n_cells: int) -> Tree:
     return Tree(n_cells, best, leaves, tuple(nodes))
 
 
+@lru_cache(maxsize=256)
+def _band(tree: Tree, p: float, node_err: bytes) -> np.ndarray:
+    """1.96 standard errors of CDF(j) - p N per leaf, from the node errors (least squares included)."""
+    cum = tree.cumulative  # (leaves x nodes)
+    err = np.frombuffer(node_err, dtype=np.float64)
+    return Z95 * np.sqrt(((cum - p * cum[-1]) ** 2) @ err**2)
+
+
 class Quantile(Expr):
     """An order statistic of attribute values ``values`` (one per cell) per group, from the node slots.
 
-    ``kind``: ``"cont"`` (percentile_cont, median), ``"disc"`` (percentile_disc), ``"min"``, ``"max"``.
+    ``kind``: ``"cont"`` (percentile_cont, median), ``"disc"`` (percentile_disc), ``"min"``, ``"max"``
+    (percentile_disc at ``P_EXTREME`` and ``1 - P_EXTREME``). ``bounded``: an unfiltered MIN/MAX over the
+    whole column (a BI tool's range slider) returns the outer end of its 95% interval (the column's declared
+    bound whenever the interval reaches it), so a range filter built from [MIN, MAX] keeps all but at most
+    about 2 x P_EXTREME of the rows.
     """
 
     def __init__(self, tree: Tree, slots: list[int], values: list[float], kind: str, fraction: float,
                  oid: int, name: str, uppers: list[float] | None = None,
-                 cells: tuple[list[object], list[object]] | None = None) -> None:
+                 cells: tuple[list[object], list[object]] | None = None, bounded: bool = False) -> None:
         self.tree, self.slots, self.values, self.kind, self.fraction = tree, slots, values, kind, fraction
-        self.oid, self.name = oid, name
+        self.oid, self.name, self.bounded = oid, name, bounded
+        self.rank_fraction = {"min": P_EXTREME, "max": 1.0 - P_EXTREME}.get(kind, fraction)
         # A binned measure's cells are intervals [values[c], uppers[c]): a rank inside one is placed
         # uniformly (as percentile_cont would over evenly spread rows), and an interval spans whole bins.
         # Without it every cell is the single value values[c].
@@ -139,6 +158,19 @@ class Quantile(Expr):
         # returned, as date_trunc to the resolution would) and last instant (a 95% interval's high end,
         # so the interval spans whole cells and covers every value inside them).
         self.cells = cells
+
+    def meaning(self) -> str | None:
+        """What a MIN or MAX answer is, for the NOTICE under show_stderr (None for percentiles)."""
+        if self.kind not in ("min", "max"):
+            return None
+        side = "below" if self.kind == "min" else "above"
+        text = (f"{self.name}: {self.kind.upper()} is percentile_disc({self.rank_fraction:g}) read from the noisy "
+                f"CDF, the value with about {100 * P_EXTREME:g}% of the rows {side} it (never a lone outlier); "
+                "its 95% interval is stated")
+        if self.bounded:
+            text += ("; over a whole column, the interval's outer end is returned (the declared bound whenever "
+                     "the interval reaches it), so a range filter built from MIN and MAX keeps the rows")
+        return text
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
@@ -180,45 +212,78 @@ class Quantile(Expr):
         cdf = np.maximum.accumulate(raw)
         counts = np.diff(cdf, prepend=0.0)
         total = float(raw[-1])
-        if total <= 0:
-            return None, None, None
-        cum = self.tree.cumulative  # (leaves x nodes)
-        var = (cum**2) @ node_err**2 if node_err is not None else np.zeros(len(cdf))
+        p = self.rank_fraction
         est: object
-        if self.kind in ("min", "max"):
-            if self.kind == "min":
-                ok = np.flatnonzero(raw > np.maximum(EXTREME_Z * np.sqrt(var), 0.5))  # counts are whole
-                est = self._value(int(ok[0]), 0.0) if len(ok) else None
-            else:
-                tail = total - np.concatenate(([0.0], raw[:-1]))
-                tvar = ((cum[-1] - np.vstack([np.zeros(cum.shape[1]), cum[:-1]])) ** 2) @ (
-                    node_err**2 if node_err is not None else np.zeros(cum.shape[1]))
-                ok = np.flatnonzero(tail > np.maximum(EXTREME_Z * np.sqrt(tvar), 0.5))
-                est = self._value(int(ok[-1]), 1.0) if len(ok) else None
-            return self._typed(est), None, None
-        p = self.fraction
-        if self.kind == "disc":
+        if total <= 0:
+            est = None  # no rows beyond noise: no estimate (NULL), but an interval all the same
+        elif self.kind == "max":
+            est = self._typed(self._from_top(raw, total, p))
+        elif self.kind in ("disc", "min"):
             target = p * total
             j = int(np.searchsorted(cdf, target, side="left")) if p > 0 else int(np.flatnonzero(counts > 0)[0])
             j = min(j, len(cdf) - 1)
             before = cdf[j - 1] if j > 0 else 0.0
-            est = self._typed(self._value(j, (target - before) / counts[j] if counts[j] > 0 else 0.0))
+            share = 0.0 if self.kind == "min" or counts[j] <= 0 else (target - before) / counts[j]
+            est = self._typed(self._value(j, share))
         else:
             r = p * max(total - 1.0, 0.0)
             lo_v, hi_v = self._at_rank(counts, cdf, math.floor(r)), self._at_rank(counts, cdf, math.ceil(r))
             est = lo_v + (r - math.floor(r)) * (hi_v - lo_v)
         if node_err is None:
             return est, est, est
-        # 95% interval: the values where CDF - p * N is within 1.96 standard errors of 0.
-        d = raw - p * total
-        dvar = ((cum - p * cum[-1]) ** 2) @ node_err**2
-        band = Z95 * np.sqrt(dvar)
-        low_j = np.flatnonzero(d + band >= 0)
-        high_j = np.flatnonzero(d - band >= 0)
-        low = self._typed(self._value(int(low_j[0]), 0.0)) if len(low_j) else None
-        last = self.uppers[-1] if self.uppers is not None else self.values[-1]
-        high = self._typed(self._value(int(high_j[0]), 1.0) if len(high_j) else last, end=True)
+        low_j, high_j = self.rank_interval(raw, node_err)
+        low = self._typed(self._value(low_j, 0.0))
+        high = self._typed(self._value(high_j, 1.0), end=True)
+        # A range slider's MIN/MAX is the outer end of that interval: past it lie at most P_EXTREME of the
+        # rows (with probability 97.5%), and it is the declared bound whenever the interval reaches it.
+        if self.bounded and self.kind == "min":
+            est = low
+        elif self.bounded and self.kind == "max":
+            est = self._typed(self._value(high_j, 1.0))
+        if est is not None and self.cells is None and self.kind != "cont":
+            num: Any = est  # numbers here (int, float or Decimal), as are low and high
+            est = min(max(num, low), high)
         return est, low, high
+
+    def rank_interval(self, raw: np.ndarray, node_err: np.ndarray) -> tuple[int, int]:
+        """Leaves (first, last) of the 95% interval of the value at rank ``rank_fraction`` of one group.
+
+        ``raw`` is the least-squares CDF at each leaf's end, ``node_err`` the standard error of each node.
+        The true value sits in the first leaf ``j*`` whose true CDF reaches the rank (``F(j*) - pN >= 0``
+        while ``F(j* - 1) - pN < 0``). With ``D(j) = F^(j) - pN^`` (noise on every node the CDF point and the
+        total read, least squares included) and ``s(j)`` its standard error, the low end is the first leaf
+        with ``D(j) + z s(j) >= 0`` and the high end the last leaf with ``D(j - 1) - z s(j - 1) < 0``. The
+        low end passes ``j*`` only if ``D(j*)`` falls ``z s`` below its mean, the high end stops before ``j*``
+        only if ``D(j* - 1)`` rises ``z s`` above its mean: 2.5% each, whatever the shape of the data
+        (flat stretches and whole cells included), so the interval covers with probability >= 95%.
+        Comparing each CDF point on its own (the first leaf with ``D - z s >= 0`` as the high end) misses
+        far more often on a sparse tail: any of the flat leaves below the value may cross by noise.
+        percentile_cont interpolates between the values at ranks floor(p(N-1)) and ceil(p(N-1)), whose
+        CDF thresholds lie within (pN - 1, pN + 2): the tests allow that slack."""
+        p = self.rank_fraction
+        d = raw - p * raw[-1]
+        band = self._band(node_err)
+        low_slack, high_slack = (-1.0, 2.0) if self.kind == "cont" else (0.0, 1.0 if p == 0 else 0.0)
+        up = np.flatnonzero(d + band >= low_slack)
+        low = int(up[0]) if len(up) else len(raw) - 1
+        below = np.flatnonzero(d - band < high_slack)
+        high = min(int(below[-1]) + 1, len(raw) - 1) if len(below) else 0
+        return low, max(low, high)
+
+    def _band(self, node_err: np.ndarray) -> np.ndarray:
+        """``z s(j)`` per leaf for these node errors (public: the noise scale only), kept for repeats."""
+        return _band(self.tree, self.rank_fraction, np.ascontiguousarray(node_err, dtype=np.float64).tobytes())
+
+    def _from_top(self, raw: np.ndarray, total: float, p: float) -> float:
+        """percentile_disc(p) for p near 1 read from the top (MAX): the last leaf holding more than
+        (1 - p) N of the rows at or above it, on the running maximum of the tail counts (as the CDF's
+        running maximum from below for MIN, so both ends lean the same way: outwards), at the leaf's last
+        cell (MIN: its first), so [MIN, MAX] spans whole leaves."""
+        tail = total - np.concatenate(([0.0], raw[:-1]))  # rows in leaves >= j
+        top = np.maximum.accumulate(tail[::-1])[::-1]
+        need = (1.0 - p) * total
+        ok = np.flatnonzero(top > need) if need > 0 else np.flatnonzero(np.diff(np.append(top, 0.0)) < 0)
+        return self._value(int(ok[-1]) if len(ok) else 0, 1.0)
 
     def _typed(self, v: float | None, end: bool = False) -> object:
         if v is None:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -153,6 +154,9 @@ def fresh_db(embedded_pg: EmbeddedPostgres) -> str:
 
 TEST_EVENTS_ROWS = 20_000
 """Rows of the generated `events` table in test databases: enough for its tests, made in a second."""
+TEST_EVENTS_END = datetime(2027, 1, 1, tzinfo=UTC)
+"""End of the test `events` span: the whole declared year 2026, whatever today is (the generator's default
+end is today, so the rows, and every test reading them, would change with the date)."""
 
 
 def fill_demo_tables(dsn: str, cfg: Any) -> None:
@@ -163,7 +167,8 @@ def fill_demo_tables(dsn: str, cfg: Any) -> None:
     for table in cfg.catalog.tables:
         load = cfg.loads.get(table.name)
         if load is not None and load.generator == "events":
-            ensure_events_table(dsn, EventsSpec(rows=TEST_EVENTS_ROWS), table.schema, table.name)
+            ensure_events_table(dsn, EventsSpec(rows=TEST_EVENTS_ROWS, end=TEST_EVENTS_END), table.schema,
+                                table.name)
         else:
             ensure_table(dsn, table, load, None)
 

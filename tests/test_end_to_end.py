@@ -118,7 +118,9 @@ def test_show_budget_reads_as_a_person_and_shows_each_user_only_their_own_activi
     after = dict(show(analyst))
     assert {k: v for k, v in after.items() if k.startswith("you.")} == mine
     assert set(after) == set(view)
-    shared = {"remaining.epsilon", "remaining.delta", "remaining.mu", "spent.epsilon", "spent.delta", "spent.mu"}
+    # remaining.fresh_statements is the budget left counted in statements (the allocation rule's grants).
+    shared = {"remaining.epsilon", "remaining.delta", "remaining.mu", "spent.epsilon", "spent.delta", "spent.mu",
+              "remaining.fresh_statements"}
     assert {k for k in view if view[k] != after[k]} <= shared
     theirs = dict(show(other))
     assert int(theirs["you.fresh_answers"]) >= 5 and int(theirs["you.answers_released"]) >= 5

@@ -75,7 +75,7 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
                           position=position_of(node), hint="SUM and AVG need a numeric attribute.")
         s = ctx.slot(AggSpec("sum", attr.name, filt))
         if kind == "sum":
-            return pp.Agg(s, False, name, oid=attr.domain.sum_oid)
+            return pp.Agg(s, False, name, oid=attr.domain.sum_oid, nonneg=attr.domain.sum_bounds[0] >= 0)
         c = ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, filt))
         return pp.Avg(s, c, *attr.domain.sum_bounds, name, oid=attr.domain.avg_oid)
     lit = fold(arg, ctx.budget) if arg is not None else NOT_CONSTANT
@@ -109,7 +109,7 @@ def _expression_aggregate(kind: str, arg: exp.Expr, filt: C.Cond | None, name: s
     if kind == "sum":
         if len(total) == 1 and total[0][1] == 1.0:
             return pp.Agg(total[0][0], False, name, oid=S.INT8 if integer else (oid if oid in (S.NUMERIC, S.FLOAT8)
-                                                                               else S.FLOAT8))
+                                                                               else S.FLOAT8), nonneg=lo >= 0)
         return pp.Lin(total, integer, name)
     return pp.Ratio(total, counted, lo, hi, name)
 

@@ -70,15 +70,18 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
         cond: C.Cond = C.Cells(attr.name, ((lo, hi),), tuple(rest))
         slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
     oid = S.FLOAT8 if kind == "cont" else attr.domain.oid
+    # A range slider's MIN/MAX (no WHERE, FILTER or GROUP BY) may return the declared bound (parser.quantile).
+    bounded = kind in ("min", "max") and filt is None and not ctx.groups and ctx.select.args.get("where") is None
     if isinstance(dom, TemporalType):
         # Read over cell indices; the estimate is returned as its cell's start (the cell's value, as a group
         # key date_trunc'd to the resolution), a 95% interval's high end as its cell's last instant.
         cells = (list(dom.base_values()), [dom.cell_last(i) for i in range(n)])
-        return Quantile(tree, slots, [float(i) for i in range(n)], kind, fraction, oid, name, cells=cells)
+        return Quantile(tree, slots, [float(i) for i in range(n)], kind, fraction, oid, name, cells=cells,
+                        bounded=bounded)
     values = [float(v) for v in attr.domain.base_values()]
     edges = getattr(attr.domain, "edges", ())  # a binned numeric measure: cells are bins, not values
     uppers = [float(e) for e in edges[1:]] if edges else None
-    return Quantile(tree, slots, values, kind, fraction, oid, name, uppers)
+    return Quantile(tree, slots, values, kind, fraction, oid, name, uppers, bounded=bounded)
 
 
 def _no_interpolation(domain: TemporalType, label: str, col: exp.Expr) -> Refusal:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 DEFAULT_STATE_DIR = ".lapras-cluster"
@@ -26,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     start.add_argument("--rows", type=int, default=200_000, metavar="R", help="rows of events (default 200000)")
     start.add_argument("--users", type=int, default=0, metavar="U",
                        help="users in events (default max(10000, R/20))")
+    start.add_argument("--end", type=_day, default=None, metavar="YYYY-MM-DD",
+                       help="last day (exclusive) of the events' timestamps (default today; tests fix it)")
     start.add_argument("--config", default="config.toml", metavar="PATH",
                        help="configuration whose declared tables (adult) are created and filled")
     stop = verbs.add_parser("stop", help="stop every server of the cluster")
@@ -49,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             t0 = time.monotonic()
             print(f"dev-cluster: starting {args.shards} shard(s), {args.rows} events rows in {cluster.state_dir}",
                   file=sys.stderr, flush=True)
-            dsn = cluster.start(args.shards, args.rows, tables, users=args.users)
+            dsn = cluster.start(args.shards, args.rows, tables, users=args.users, end=args.end)
             print(f"dev-cluster: ready in {time.monotonic() - t0:.1f} s; stop with: lapras-proxy dev-cluster "
                   f"stop --state-dir {args.state_dir}", file=sys.stderr, flush=True)
             print(dsn, flush=True)
@@ -65,6 +68,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"lapras-proxy: dev-cluster: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _day(text: str) -> datetime:
+    """A YYYY-MM-DD argument as midnight UTC (the generator's span ends there)."""
+    try:
+        d = date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD)") from None
+    return datetime(d.year, d.month, d.day, tzinfo=UTC)
 
 
 def _declared_tables(path: str) -> list:

@@ -4,7 +4,10 @@ accounting figures mean, and the asking user's own activity.
 Other analysts' activity (answers served, stream position, refused statements, the allocation's state)
 is a side channel between analysts, so only admins (`admin = true` in config.toml) see those operator
 figures. The shared remaining budget is shown to everyone: every analyst needs it, and it only moves by
-what the mechanism has already released.
+what the mechanism has already released. So is `remaining.fresh_statements` (added by the DP service: the
+fresh statements the allocation rule still grants budget to), the same budget counted in statements; under
+the smooth allocation rule it also moves with the stream's length, so it tells an analyst roughly how many
+statements the epoch has seen.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import re
 import threading
 import time
@@ -247,7 +248,32 @@ class DPService:
                      f"{len(plan.group_keys)} groups")
         lines.append("  cost: none, every answer is stored (a repeat)" if answered else
                      "  cost: a share of the query stream's budget granted when it runs (Gaussian noise; repeats free)")
+        lines.extend(self._precision_lines(plan))
         return QueryResult(list(EXPLAIN_COLUMNS), [(ln,) for ln in lines], "EXPLAIN")
+
+    def _precision_lines(self, plan: QueryPlan) -> list[str]:
+        """Per output column, the standard error it would be answered with now (engine.preview: public
+        quantities only; never a relative error, which would need the exact answer)."""
+        preview = getattr(self.engine, "preview", None)
+        if preview is None:
+            return []
+        try:
+            pv = preview(plan)
+        except LaprasError:
+            return []
+        if pv.outcome == "refused":
+            return ["  precision: none, the epoch's budget is exhausted for fresh answers (the statement is refused "
+                    "unless every answer is stored or free)"]
+        head = {"repeat": "free: already released", "good": "free: answered from released estimates",
+                "bad": "fresh now"}.get(pv.outcome, pv.outcome)
+        lines = [f"  precision ({head}): standard error per output column, as it would be answered now"]
+        for name, what, lo, hi in plan.column_errors(pv.stderrs):
+            err = f"error {lo:.4g}" if math.isclose(lo, hi, rel_tol=1e-6) else f"errors {lo:.4g} .. {hi:.4g}"
+            note = {"a tree of counts (order statistic)": " per tree count (its 95% interval is stated with the answer)",
+                    "SUM / COUNT": " of the counts and sums it divides (its 95% interval is stated with the answer)",
+                    }.get(what, "")
+            lines.append(f"    {name}: {what}, standard {err}{note}")
+        return lines
 
     def _selected_plan(self, request: PartitionRequest, selection: PartitionRecord, sql: str,
                        params: Sequence[object | None], deadline: float) -> QueryPlan:
@@ -346,6 +372,11 @@ class DPService:
             activity = ledger.user_activity(epoch.id, user)
             units_to_eps = epoch.spec.budget.eps_delta
         rows = budget_rows(report, activity, admin=bool(u is not None and u.admin), units_to_eps=units_to_eps)
+        left = getattr(self.engine, "fresh_statements_left", None)
+        if left is not None and rows and rows[0][0] != "epoch":
+            # How many more fresh statements the allocation rule grants budget to in this epoch (each gets
+            # its own grant whatever its size; repeats and free answers cost nothing and do not count).
+            rows.insert(3 if rows[2][0] == "remaining.mu" else 2, ("remaining.fresh_statements", str(left())))
         return QueryResult(cols, rows, f"SELECT {len(rows)}")
 
 
@@ -362,9 +393,9 @@ def _interval_notices(plan: Any, answer: Any, shown: int = 20) -> list[str]:
     lines = []
     for name, key, est, lo, hi in plan.intervals(answer.values, answer.stderrs)[:shown]:
         group = f" group ({', '.join(map(str, key))})" if key else ""
-        span = f"95% interval [{lo}, {hi}]" if lo is not None else "no interval (extreme value)"
+        span = f"95% interval [{lo}, {hi}]" if lo is not None else "no interval"
         lines.append(f"lapras: {name}{group} = {est}: {span}")
-    return lines
+    return lines + [f"lapras: {note}" for note in plan.interval_notes()]
 
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
