@@ -29,7 +29,7 @@ median over panels of that day's panel errors.
 Each run starts on a fresh ledger (the upstream's ``lapras`` schema is dropped between runs).
 
 Peer (``--peer smartnoise``, the default; ``--peer none`` skips it): SmartNoise SQL 1.0.10 in its own
-virtualenv under ~/.cache/lapras-proxy, reading the same PostgreSQL through its own reader, over a view
+virtualenv under ~/.cache/lapras-proxy, reading the same PostgreSQL through its own reader, over a copy
 with integer day/week/month/hour columns (it has no date functions): max_ids 10, revenue clamped to
 0..1,000, public group keys (``censor_dims = False``), Laplace for every statistic, each of the day's
 fresh statements charged (1/n, 1e-6/n) for the n fresh statements of the dashboard's day.
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import math
 import os
@@ -75,7 +76,6 @@ CHANNELS = (("web", 0.45), ("app", 0.35), ("store", 0.15), ("marketplace", 0.05)
 PARETO_ALPHA, PARETO_XM, MAX_ORDERS = 1.5, 5.6, 5000
 FIRST_DAY = dt.date(YEAR, 12, 1)      # the week replayed starts on a Monday in December
 REGION_PICKS = ("NA", "EU", "NA", "APAC")   # the region filter the viewer picks at each opening
-SMARTNOISE = "smartnoise-sql==1.0.10"
 
 ORDERS_DECLARATION = f"""
 [tables.orders]
@@ -114,10 +114,10 @@ def _normal(u1: str, u2: str) -> str:
 
 
 def orders_sql(customers: int, seed: int) -> list[str]:
-    """The statements that create and fill `orders` (and the peer's view) in the upstream."""
+    """The statements that create and fill `orders` (and the peer's copy) in the upstream."""
     c, o = "c.customer_id", "(c.customer_id * 1048576 + j)::bigint"
     return [
-        "DROP VIEW IF EXISTS orders_sn",
+        "DROP TABLE IF EXISTS orders_sn",
         "DROP TABLE IF EXISTS orders",
         "CREATE TABLE orders (order_id bigint, customer_id bigint, ts timestamptz, region text, channel text, "
         "revenue numeric(10, 2))",
@@ -139,8 +139,8 @@ def orders_sql(customers: int, seed: int) -> list[str]:
                    round(exp(3.6 + 0.5 * c.level + 0.7 * {_normal(_u(o, 9, seed), _u(o, 10, seed))})::numeric, 2)
             FROM c, generate_series(1, c.n) AS j""",
         # The peer has no date functions: integer day (0..364), week (its Monday's day), month, hour
-        # (names its grammar does not reserve).
-        f"""CREATE VIEW orders_sn AS
+        # (names its grammar does not reserve); a table, not a view, so its scans do not recompute them.
+        f"""CREATE TABLE orders_sn AS
             SELECT customer_id, region, channel, revenue::float8 AS revenue,
                    (ts AT TIME ZONE 'UTC')::date - DATE '{YEAR}-01-01' AS dday,
                    (date_trunc('week', ts AT TIME ZONE 'UTC'))::date - DATE '{YEAR}-01-01' AS dweek,
@@ -156,6 +156,7 @@ def load_orders(dsn: str, customers: int, seed: int) -> dict[str, Any]:
         for s in orders_sql(customers, seed):
             conn.execute(s)
         conn.execute("ANALYZE orders")
+        conn.execute("ANALYZE orders_sn")
         units, top, kept, total = conn.execute(
             f"SELECT count(*), max(n), sum(least(n, {K})), sum(n) FROM "
             "(SELECT customer_id, count(*) AS n FROM orders GROUP BY 1) AS t").fetchone()
@@ -360,6 +361,28 @@ def _budget_used(conn: psycopg.Connection) -> float | None:
             return None
 
 
+def bounded_bias(exact: Exact, day: dt.date, openings: int) -> dict[str, float] | None:
+    """Per panel, the median relative error of the noise-free answer over the rows the proxy keeps (the
+    epoch's materialised table of k rows per customer, ``bounding = "epoch"``) against the truth: the bias
+    part of the error. None when the proxy keeps no such table (another bounding mode). COUNT(DISTINCT)
+    reads all rows (bounded by groups, not rows) and revenue above 1,000 is not clamped here: both left out
+    or approximate, as noted in the README."""
+    from parser.identifiers import quote_ident
+
+    row = exact.conn.execute("SELECT relname FROM lapras.bounded_tables ORDER BY epoch_id DESC LIMIT 1").fetchone() \
+        if exact.conn.execute("SELECT to_regclass('lapras.bounded_tables')").fetchone()[0] else None
+    if row is None:
+        return None
+    kept = f"lapras.{quote_ident(row[0])}"
+    errs: dict[str, list[float]] = {}
+    for _opening, p in day_statements(day, openings):
+        if "DISTINCT" in p.sql:
+            continue
+        errs.setdefault(p.name, []).extend(
+            rel_errors(exact(p.sql.replace("FROM orders", f"FROM {kept}")), exact(p.sql), p.keys))
+    return {k: statistics.median(v) for k, v in errs.items() if v}
+
+
 def reset_ledger(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
@@ -377,6 +400,7 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
     proxy = scale.Proxy(cfg, work / f"state_{label}", port)
     per_panel: dict[str, list[float]] = {}
     records: list[DayRecord] = []
+    bias: dict[str, float] | None = None
     t0 = time.monotonic()
     try:
         conn = psycopg.connect(proxy.dsn(), autocommit=True)
@@ -409,6 +433,8 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
                     print(f"    {panel.name}: proxy {rows[:3]} exact {exact(panel.sql)[:3]}", flush=True)
                 day_errs.setdefault(panel.name, []).extend(errs)
                 per_panel.setdefault(panel.name, []).extend(errs)
+            if i == 0:
+                bias = bounded_bias(exact, day, openings)
             rec.budget_used = _budget_used(conn)
             rec.panel_errors = {k: statistics.median(v) for k, v in day_errs.items() if v}
             rec.median_panel_error = statistics.median(rec.panel_errors.values()) if rec.panel_errors else None
@@ -419,29 +445,41 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
     finally:
         proxy.stop()
     return {"days": [r.__dict__ for r in records],
-            "panels": {k: statistics.median(v) for k, v in per_panel.items() if v},
+            "panels": {k: statistics.median(v) for k, v in per_panel.items() if v}, "bias": bias,
             "seconds": round(time.monotonic() - t0, 1)}
 
 
 # -- the peer --------------------------------------------------------------------------------------------
 
+def smartnoise_requirements() -> list[str]:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    return list(project["optional-dependencies"]["smartnoise"])
+
+
 def smartnoise_venv(log: Any = sys.stderr) -> Path | str:
-    """SmartNoise SQL in its own virtualenv (it pins old dependencies); the venv, or why it is not there."""
-    venv = Path(os.environ.get("LAPRAS_SMARTNOISE_VENV",
-                               Path.home() / ".cache" / "lapras-proxy" / "smartnoise-sql-1.0.10"))
-    py = venv / "bin" / "python"
-    if py.exists() and subprocess.run([str(py), "-c", "import snsql, psycopg2"], capture_output=True).returncode == 0:
+    """SmartNoise SQL in its own virtualenv (pyproject's `smartnoise` extra: it needs opendp and pandas
+    older than the project's), ``$LAPRAS_SMARTNOISE_VENV`` or ~/.cache/lapras-proxy/smartnoise-<hash of
+    the pins>, installed when missing; returns the venv, or why it cannot be had."""
+    reqs = smartnoise_requirements()
+    key = hashlib.sha256("\n".join(reqs).encode()).hexdigest()[:12]
+    venv = Path(os.environ.get("LAPRAS_SMARTNOISE_VENV") or Path.home() / ".cache" / "lapras-proxy" / f"smartnoise-{key}")
+    marker = venv / "lapras-installed.json"
+    if marker.exists():
         return venv
-    shutil.rmtree(venv, ignore_errors=True)
+    shutil.rmtree(venv, ignore_errors=True)    # a half-finished install
     venv.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
     try:
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, text=True)
-        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", SMARTNOISE, "psycopg2-binary"],
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *reqs],
                        check=True, capture_output=True, text=True, timeout=1800)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-        err = getattr(exc, "stderr", "") or str(exc)
-        return f"could not install {SMARTNOISE}: {str(err).strip().splitlines()[-1] if err else exc}"
-    print(f"{SMARTNOISE} installed in {venv}", file=log)
+        err = str(getattr(exc, "stderr", "") or exc).strip().splitlines()
+        return f"could not install {' '.join(reqs)}: {err[-1] if err else exc}"
+    marker.write_text(json.dumps({"requirements": reqs}) + "\n")
+    print(f"{' '.join(reqs)} installed in {venv} in {time.monotonic() - t0:.0f} s", file=log)
     return venv
 
 
@@ -509,15 +547,17 @@ def tables(result: dict[str, Any]) -> str:
     runs = result["lapras"]
     peer = result.get("peer") or {}
     names = [p.name for p in panels(FIRST_DAY, "EU")]
-    head = ["panel", *[f"LAPRAS prediction {m}" for m in runs], "SmartNoise SQL"]
+    bias = next((r["bias"] for r in runs.values() if r.get("bias")), None) or {}
+    head = ["panel", *[f"LAPRAS prediction {m}" for m in runs], "SmartNoise SQL", "LAPRAS bias (day 1)"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for n in names:
-        row = [n, *[_pct(r["panels"].get(n)) for r in runs.values()], _pct((peer.get("panels") or {}).get(n))]
+        row = [n, *[_pct(r["panels"].get(n)) for r in runs.values()], _pct((peer.get("panels") or {}).get(n)),
+               _pct(bias.get(n))]
         lines.append("| " + " | ".join(row) + " |")
     meds = [_pct(statistics.median(r["panels"].values()) if r["panels"] else None) for r in runs.values()]
     pm = peer.get("panels") or {}
     lines.append("| **median over panels** | " + " | ".join(meds) + f" | {_pct(statistics.median(pm.values()) if pm else None)}"
-                 + (f" (of {len(pm)})" if pm else "") + " |")
+                 + (f" (of {len(pm)})" if pm else "") + f" | {_pct(statistics.median(bias.values()) if bias else None)} |")
     lines.append("")
     lines.append("| prediction | day | budget used (mu^2) | fresh | from P | free | refused | median panel error |")
     lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
