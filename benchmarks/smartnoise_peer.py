@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 
 def main(path: str) -> int:
@@ -54,7 +55,7 @@ def main(path: str) -> int:
     return 0
 
 
-def _plain(v: object) -> object:
+def _plain(v: Any) -> object:
     if v is None or isinstance(v, (int, float, str, bool)):
         return v
     try:
