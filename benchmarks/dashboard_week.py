@@ -12,7 +12,9 @@ per-order draw; a few orders above 1,000).
 Declared as issue 23 tried it: ``privacy_unit = "customer_id"``, ``max_rows_per_unit = 10``,
 (epsilon, delta) = (1, 1e-6) per daily epoch, ``ts`` by the hour over 2025, revenue 0..1,000 in 100 bins;
 the rest of the shipped config as it is (``[lapras] bounding`` from ``--bounding``). Days are manual
-epochs: the analyst is an admin and starts each new day with ``SELECT lapras.new_epoch()``.
+epochs: the analyst is an admin and starts each new day with ``SELECT lapras.new_epoch()``, then waits
+until ``SHOW lapras.budget`` no longer shows the epoch's release of P as pending (a dashboard is opened
+hours after midnight; the wait is kept per day as ``release_wait_s``).
 
 The dashboard (12 panels, see ``panels``) over a 28-day window ending on the day shown (it moves one day
 per day), plus a year-to-date monthly series and a 7-day total; two panels are filtered by a region the
@@ -351,6 +353,7 @@ class DayRecord:
     outcomes: dict[str, int] = field(default_factory=dict)
     panel_errors: dict[str, float] = field(default_factory=dict)
     median_panel_error: float | None = None
+    release_wait_s: float = 0.0
 
 
 def _budget_used(conn: psycopg.Connection) -> float | None:
@@ -387,6 +390,17 @@ def bounded_bias(exact: Exact, day: dt.date, openings: int) -> dict[str, float] 
     return {k: statistics.median(v) for k, v in errs.items() if v}
 
 
+def _wait_release(conn: psycopg.Connection, timeout: float = 600.0) -> float:
+    """Seconds waited until SHOW lapras.budget no longer says the epoch's release of P is pending."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        rows: dict[str, str] = dict(conn.execute("SHOW lapras.budget").fetchall())
+        if rows.get("epoch.release_of_P") != "pending":
+            break
+        time.sleep(0.5)
+    return round(time.monotonic() - t0, 1)
+
+
 def reset_ledger(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
@@ -414,7 +428,9 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
         for i, day in enumerate(days):
             if i > 0:
                 conn.execute("SELECT lapras.new_epoch()").fetchall()
-            rec = DayRecord(day.isoformat())
+            # The day's first opening comes hours after midnight: let the epoch's release of P land first.
+            rec_wait = _wait_release(conn)
+            rec = DayRecord(day.isoformat(), release_wait_s=rec_wait)
             day_errs: dict[str, list[float]] = {}
             seen: set[str] = set()
             for _opening, panel in day_statements(day, openings):
