@@ -630,7 +630,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     series = {f"LAPRAS, prediction {m}": r["panels"] for m, r in result["lapras"].items()}
     if (result.get("peer") or {}).get("panels"):
         series["SmartNoise SQL"] = result["peer"]["panels"]
-    fig, ax = plt.subplots(figsize=(11, 4.8))
+    fig, ax = plt.subplots(figsize=(13, 4.8))
     w = 0.8 / max(1, len(series))
     for i, (label, vals) in enumerate(series.items()):
         xs = [j + (i - (len(series) - 1) / 2) * w for j in range(len(names))]
@@ -642,7 +642,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_title(f"dashboard week: {d['customers']:,} customers, {d['orders']:,} orders, k = {K}, "
                  f"(1, 1e-6) per day, bounding = {result['bounding']}", fontsize=10)
     ax.axhline(3, color="gray", lw=0.8, ls="--", label="3% (issue 23's target for the median panel)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
