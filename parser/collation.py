@@ -30,8 +30,10 @@ class Collation:
     """Ranks strings in one collation's order. ``sort`` (None: code point order) returns its argument's
     strings sorted; it may raise, and is then reported as a refusal naming the collation."""
 
-    def __init__(self, name: str, sort: Callable[[list[str]], list[str]] | None = None) -> None:
+    def __init__(self, name: str, sort: Callable[[list[str]], list[str]] | None = None, *,
+                 ascii_case: bool = False) -> None:
         self.name, self._sort = name, sort
+        self.ascii_case = ascii_case  # lower / upper / initcap / ILIKE change ASCII letters only (LC_CTYPE C)
         self._ranks: dict[frozenset[str], dict[str, int]] = {}
         self._known: dict[str, int] = {}  # the latest ranking: its subsets are ranked without asking
         self._held = 0
@@ -83,7 +85,34 @@ class Collation:
 
 
 CODE_POINT = Collation("C")
-"""PostgreSQL's C collation (and POSIX, ucs_basic, pg_c_utf8): UTF-8 byte order, i.e. code point order."""
+"""PostgreSQL's C collation (and POSIX, ucs_basic, pg_c_utf8): UTF-8 byte order, i.e. code point order;
+case mapping by Unicode rules (as under a UTF-8 LC_CTYPE)."""
+
+C_LOCALE = Collation("C", ascii_case=True)
+"""A database whose LC_COLLATE and LC_CTYPE are C: code point order, and case mapping of ASCII letters only."""
+
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def lower(s: str) -> str:
+    """lower() as the database computes it (its LC_CTYPE: ASCII only under C, else Unicode rules)."""
+    return s.translate(_ASCII_LOWER) if current().ascii_case else s.lower()
+
+
+def upper(s: str) -> str:
+    return s.translate(_ASCII_UPPER) if current().ascii_case else s.upper()
+
+
+def initcap(s: str) -> str:
+    """The first letter of each word upper case, the others lower; words are runs of letters and digits
+    (ASCII ones under a C LC_CTYPE, where other characters are neither letters nor change case)."""
+    ascii_only = current().ascii_case
+    out, prev = [], False
+    for ch in s:
+        out.append(lower(ch) if prev else upper(ch))
+        prev = ch.isalnum() and (ch.isascii() or not ascii_only)
+    return "".join(out)
 
 CODE_POINT_NAMES = frozenset({"C", "POSIX", "ucs_basic", "pg_c_utf8", "C.UTF-8", "C.utf8"})
 

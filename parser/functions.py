@@ -172,15 +172,6 @@ def _repeat(s: str, n: int) -> str:
     return s * n
 
 
-def _initcap(s: str) -> str:
-    """The first letter of each word upper case, the others lower; words are runs of letters and digits."""
-    out, prev = [], False
-    for ch in s:
-        out.append(ch.lower() if prev else ch.upper())
-        prev = ch.isalnum()
-    return "".join(out)
-
-
 def _chr(n: int) -> str:
     if n == 0:
         raise Refusal(PROGRAM_LIMIT_EXCEEDED, "null character not permitted")
@@ -263,7 +254,7 @@ def _like(fold: bool) -> Callable[[list[Any], int], Any]:
             return None
         escape = esc[0] if esc else "\\"
         if fold:
-            s, pattern = s.lower(), pattern.lower()
+            s, pattern = collation.lower(s), collation.lower(pattern)
         return like_regex(pattern, escape or None).fullmatch(s) is not None
     return f
 
@@ -290,8 +281,8 @@ TEXT_FUNCTIONS = frozenset({"to_char", "lower", "upper", "length", "strpos", "su
 """Functions over text arguments (``concat`` takes any: its arguments are read as text)."""
 
 FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
-    "lower": _strict(str.lower),
-    "upper": _strict(str.upper),
+    "lower": _strict(collation.lower),
+    "upper": _strict(collation.upper),
     "length": _strict(len),
     "strpos": _strict(lambda s, sub: s.find(sub) + 1),
     "substring": _strict(_substring),
@@ -304,7 +295,7 @@ FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
     "lpad": _strict(_pad(True)),
     "rpad": _strict(_pad(False)),
     "repeat": _strict(_repeat),
-    "initcap": _strict(_initcap),
+    "initcap": _strict(collation.initcap),
     "octet_length": _strict(lambda s: len(s.encode("utf-8"))),
     "bit_length": _strict(lambda s: 8 * len(s.encode("utf-8"))),
     "md5": _strict(lambda s: hashlib.md5(s.encode("utf-8")).hexdigest()),

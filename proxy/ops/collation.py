@@ -12,7 +12,7 @@ import threading
 
 import psycopg
 
-from parser.collation import CODE_POINT, CODE_POINT_NAMES, Collation
+from parser.collation import C_LOCALE, CODE_POINT, CODE_POINT_NAMES, Collation
 
 from .config import Config
 
@@ -46,14 +46,15 @@ class UpstreamSort:
 def read_collation(dsn: str) -> Collation:
     """The database's default collation: code point order, or one the database is asked to sort by."""
     with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
-        row = conn.execute("SELECT datcollate, datlocprovider FROM pg_database "
+        row = conn.execute("SELECT datcollate, datctype, datlocprovider FROM pg_database "
                            "WHERE datname = current_database()").fetchone()
-    collate, provider = (str(row[0]), str(row[1])) if row is not None else ("C", "c")
+    collate, ctype, provider = (str(row[0]), str(row[1]), str(row[2])) if row is not None else ("C", "C", "c")
+    ascii_case = provider == "c" and ctype in ("C", "POSIX")  # lower/upper change ASCII letters only
     if provider == "b" or (provider == "c" and collate in CODE_POINT_NAMES):
-        return CODE_POINT
+        return C_LOCALE if ascii_case else CODE_POINT
     name = collate if provider == "c" else f"icu:{collate}"
     log.info("text is ordered by the upstream database's collation %s (sorted by the database)", name)
-    return Collation(name, UpstreamSort(dsn))
+    return Collation(name, UpstreamSort(dsn), ascii_case=ascii_case)
 
 
 def attach_collation(cfg: Config, dsn: str) -> Config:
