@@ -105,3 +105,30 @@ def test_time_column(visits_proxy: Any, sql: str, exact_sql: str | None) -> None
     got, exact, sd = _both(visits_proxy, sql, exact_sql)
     _close(got, exact, sd)
     assert all(isinstance(r[0], time) for r in got if len(r) > 1)
+
+
+def _stderr_of(proxy: Any, sql: str) -> tuple[float, float]:
+    notices: list[str] = []
+    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET lapras.show_stderr = on")
+        (value,) = conn.execute(sql).fetchone()  # type: ignore[misc]
+    return float(value), max(_stderrs(notices))
+
+
+@pytest.mark.parametrize("agg, clamped, bound", [
+    ("SUM(ABS(amount))", "abs(a)", 200), ("SUM(amount * amount)", "a * a", 40000),
+    ("SUM(amount - cost)", "a - c", 200), ("SUM(CAST(amount AS DOUBLE PRECISION) / NULLIF(2, 0))", "a / 2", 100),
+    ("SUM(CASE WHEN amount > 100 THEN amount - 100 ELSE 0 END)", "CASE WHEN a > 100 THEN a - 100 ELSE 0 END", 150),  # conditions unused: [-150, 100]
+])
+def test_sums_of_measure_expressions(visits_proxy: Any, agg: str, clamped: str, bound: float) -> None:
+    """The noise of a sum of a per-row expression is calibrated to its interval bound: its standard error
+    is that of SUM(amount) (bound 200, the same budget per fresh statement) times bound / 200; its value is
+    PostgreSQL's over the clamped values."""
+    _, base = _stderr_of(visits_proxy, "SELECT SUM(amount) FROM visits")
+    got, sd = _stderr_of(visits_proxy, f"SELECT {agg} FROM visits")
+    assert sd == pytest.approx(base * bound / 200, rel=2e-3)  # NOTICEs print 4 digits
+    with psycopg.connect(visits_proxy.upstream_dsn) as direct:
+        exact = direct.execute(f"SELECT SUM({clamped}) FROM (SELECT LEAST(GREATEST(amount, -50), 200) AS a, "
+                               "LEAST(GREATEST(cost, 0), 80) AS c FROM visits) v").fetchone()[0]  # type: ignore[index]
+    assert abs(got - float(exact)) <= 5 * sd + 1

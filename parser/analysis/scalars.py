@@ -20,11 +20,10 @@ from sqlglot import exp
 from .. import errors as E
 from .. import scalar as S
 from .. import temporal as TM
-from ..errors import Refusal
 from ..coltypes.temporal import time_of_day
+from ..errors import Refusal
 from ..limits import Budget
-from ..pgtypes import TIME
-from ..pgtypes import type_name
+from ..pgtypes import TIME, type_name
 from ..syntax import literal_value, position_of
 from .nodes import ARITH, CMP_OPS, FLOAT_TYPES, INT_TYPES, TEXT_TYPES, NotScalar, flatten, strip_paren
 from .scalar_calls import CallCompiler

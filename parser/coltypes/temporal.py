@@ -9,7 +9,6 @@ would cut one in two and is refused with a hint naming the resolution (never sil
 from __future__ import annotations
 
 import re
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
