@@ -284,7 +284,8 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
             else:
                 summed = spec.kind == "sum"
                 q, factor = unit(make_linear_query(t.table, sp, p, spec.attr if summed else None,
-                                                   weights=spec.weights if summed else None))
+                                                   weights=spec.weights if summed else None,
+                                                   expr=spec.expr if summed else None))
             if q not in index:
                 index[q] = len(queries)
                 queries.append(q)

@@ -1,19 +1,22 @@
 """The SQL functions the scalar evaluator knows, as PostgreSQL computes them, and their result types:
 round, floor, ceil, abs, coalesce, nullif, greatest, least, the numeric ones sign, sqrt, power, ln, exp,
 trunc, the temporal ones date_trunc, extract, to_timestamp, to_char, and the text ones lower, upper,
-length, strpos, substring, left, right, trim, replace, concat, ``||``, starts_with, split_part, reverse,
-LIKE / ILIKE. Each takes the row's argument values and the result type (``FUNCTIONS``); ``call_type``
+length, strpos, substring, left, right, trim (with a character set), replace, translate, lpad / rpad,
+repeat, initcap, octet_length, bit_length, md5, ascii, chr, concat, concat_ws, ``||``, starts_with,
+split_part, reverse, LIKE / ILIKE. Each takes the row's argument values and the result type (``FUNCTIONS``); ``call_type``
 gives that type. Value semantics (casts, common types, text form) come from ``parser.values``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
 from decimal import ROUND_CEILING, ROUND_DOWN, ROUND_FLOOR, ROUND_HALF_UP, Decimal
 from typing import Any
 
+from . import collation
 from . import temporal as TM
 from .errors import Refusal
 from .pgtypes import (
@@ -32,6 +35,7 @@ from .sqlstate import (
     INVALID_ARGUMENT_FOR_POWER,
     INVALID_ESCAPE_SEQUENCE,
     INVALID_PARAMETER_VALUE,
+    PROGRAM_LIMIT_EXCEEDED,
     SUBSTRING_ERROR,
 )
 from .tochar import to_char
@@ -62,9 +66,11 @@ def _floor_ceil(mode: str) -> Callable[[list[Any], int], Any]:
     return f
 
 
-def _pick(fn: Callable[[list[Any]], Any]) -> Callable[[list[Any], int], Any]:
+def _pick(fn: Callable[..., Any]) -> Callable[[list[Any], int], Any]:
     def f(vs: list[Any], oid: int) -> Any:
         vals = [v for v in vs if v is not None]
+        if vals and oid == TEXT and not collation.current().code_point:  # the database's text order
+            return fn(vals, key=collation.current().sort_key(vals))
         return conform(fn(vals), oid) if vals else None
     return f
 
@@ -119,6 +125,67 @@ def _split_part(s: str, delim: str, n: int) -> str:
         return ""
     i = n - 1 if n > 0 else len(parts) + n
     return parts[i] if 0 <= i < len(parts) else ""
+
+
+def _trim(side: str) -> Callable[..., str]:
+    """btrim / ltrim / rtrim(s [, characters]): the longest prefix / suffix of characters in the set."""
+    def f(s: str, chars: str = " ") -> str:
+        return s.strip(chars) if side == "b" else s.lstrip(chars) if side == "l" else s.rstrip(chars)
+    return f
+
+
+def _translate(s: str, src: str, dst: str) -> str:
+    """translate: each character of ``src`` becomes the one at its place in ``dst`` (deleted past its end);
+    a repeated character of ``src`` takes its first place, as PostgreSQL scans ``src`` left to right."""
+    table: dict[str, str | None] = {}
+    for i, ch in enumerate(src):
+        table.setdefault(ch, dst[i] if i < len(dst) else None)
+    return "".join(t for ch in s if (t := table.get(ch, ch)) is not None)
+
+
+MAX_TEXT_CHARS = 1_000_000  # a per-row text result longer than this is refused (PostgreSQL's limit is 1 GB)
+
+
+def _long(fn: str, n: int) -> None:
+    if n > MAX_TEXT_CHARS:
+        raise Refusal(PROGRAM_LIMIT_EXCEEDED, f"{fn}() over a declared value would be {n} characters long, more "
+                      f"than {MAX_TEXT_CHARS:,}", hint="Per-row text values are evaluated on every declared value.")
+
+
+def _pad(left: bool) -> Callable[..., str]:
+    """lpad / rpad(s, n [, fill]): ``s`` cut to n characters (on the right, for both), or filled to n."""
+    def f(s: str, n: int, fill: str = " ") -> str:
+        if n <= 0:
+            return ""
+        _long("lpad" if left else "rpad", n)
+        if len(s) >= n or fill == "":
+            return s[:n]
+        pad = (fill * ((n - len(s)) // len(fill) + 1))[: n - len(s)]
+        return pad + s if left else s + pad
+    return f
+
+
+def _repeat(s: str, n: int) -> str:
+    if n <= 0 or s == "":
+        return ""
+    _long("repeat", len(s) * n)
+    return s * n
+
+
+def _chr(n: int) -> str:
+    if n == 0:
+        raise Refusal(PROGRAM_LIMIT_EXCEEDED, "null character not permitted")
+    if n < 0 or n > 0x10FFFF or 0xD800 <= n <= 0xDFFF:
+        raise Refusal(PROGRAM_LIMIT_EXCEEDED, f"requested character {'not valid' if n > 0 else 'too large'} for "
+                      f"encoding: {n}")
+    return chr(n)
+
+
+def _concat_ws(vs: list[Any], oid: int) -> Any:
+    """concat_ws(sep, ...): NULL when the separator is; NULL arguments skipped, the others read as text."""
+    if vs[0] is None:
+        return None
+    return str(vs[0]).join(as_text(v) for v in vs[1:] if v is not None)
 
 
 def _sqrt(x: Any) -> Any:
@@ -187,7 +254,7 @@ def _like(fold: bool) -> Callable[[list[Any], int], Any]:
             return None
         escape = esc[0] if esc else "\\"
         if fold:
-            s, pattern = s.lower(), pattern.lower()
+            s, pattern = collation.lower(s), collation.lower(pattern)
         return like_regex(pattern, escape or None).fullmatch(s) is not None
     return f
 
@@ -208,20 +275,33 @@ def _concat(vs: list[Any], oid: int) -> Any:
 
 
 TEXT_FUNCTIONS = frozenset({"to_char", "lower", "upper", "length", "strpos", "substring", "left", "right", "btrim", "ltrim",
-                            "rtrim", "replace", "textcat", "starts_with", "split_part", "reverse", "like", "ilike"})
+                            "rtrim", "replace", "textcat", "starts_with", "split_part", "reverse", "like", "ilike",
+                            "translate", "lpad", "rpad", "repeat", "initcap", "octet_length", "bit_length", "md5",
+                            "ascii", "chr"})
 """Functions over text arguments (``concat`` takes any: its arguments are read as text)."""
 
 FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
-    "lower": _strict(str.lower),
-    "upper": _strict(str.upper),
+    "lower": _strict(collation.lower),
+    "upper": _strict(collation.upper),
     "length": _strict(len),
     "strpos": _strict(lambda s, sub: s.find(sub) + 1),
     "substring": _strict(_substring),
     "left": _strict(lambda s, n: s[:n]),
     "right": _strict(_right),
-    "btrim": _strict(lambda s: s.strip(" ")),
-    "ltrim": _strict(lambda s: s.lstrip(" ")),
-    "rtrim": _strict(lambda s: s.rstrip(" ")),
+    "btrim": _strict(_trim("b")),
+    "ltrim": _strict(_trim("l")),
+    "rtrim": _strict(_trim("r")),
+    "translate": _strict(_translate),
+    "lpad": _strict(_pad(True)),
+    "rpad": _strict(_pad(False)),
+    "repeat": _strict(_repeat),
+    "initcap": _strict(collation.initcap),
+    "octet_length": _strict(lambda s: len(s.encode("utf-8"))),
+    "bit_length": _strict(lambda s: 8 * len(s.encode("utf-8"))),
+    "md5": _strict(lambda s: hashlib.md5(s.encode("utf-8")).hexdigest()),
+    "ascii": _strict(lambda s: ord(s[0]) if s else 0),
+    "chr": _strict(_chr),
+    "concat_ws": _concat_ws,
     "replace": _strict(_replace),
     "textcat": _strict(lambda a, b: as_text(a) + as_text(b)),
     "concat": _concat,
@@ -254,11 +334,11 @@ FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
 
 def call_type(fn: str, oids: Sequence[int]) -> int:
     """Result type of ``fn`` over arguments of types ``oids`` (NUMERIC where PostgreSQL computes exactly)."""
-    if fn in ("length", "strpos"):
+    if fn in ("length", "strpos", "octet_length", "bit_length", "ascii"):
         return INT4
     if fn in ("like", "ilike", "starts_with"):
         return BOOL
-    if fn in TEXT_FUNCTIONS or fn == "concat":
+    if fn in TEXT_FUNCTIONS or fn in ("concat", "concat_ws"):
         return TEXT
     first = oids[0]
     if fn in ("sign", "trunc", "sqrt", "ln", "exp", "power"):

@@ -40,6 +40,9 @@ class LinearQuery:
     # Per-cell weights of ``value`` when a per-row expression computes them (``SUM(s * s)``), one per cell
     # of the attribute's domain; None: the attribute's own values (``domain.numeric_weights()``).
     weights: tuple[float, ...] | None = None
+    # SUM of a per-row expression over measures (parser/analysis/measure_expr.py): its SQL over the clamped
+    # columns, evaluated by the database; ``weights`` are then its bound in each cell of ``value``.
+    expr: str | None = None
 
     @property
     def is_zero(self) -> bool:
@@ -131,7 +134,7 @@ def _proportional(table: TableSchema, value: str, w: np.ndarray) -> float | None
 
 def make_linear_query(
     table: TableSchema, space: Space, pred: Pred, value: str | None = None, scale: float = 1.0,
-    weights: tuple[float, ...] | None = None,
+    weights: tuple[float, ...] | None = None, expr: str | None = None,
 ) -> LinearQuery:
     """Canonicalise ``scale * SUM(value) FILTER (pred)`` (a count when ``value`` is None).
 
@@ -139,12 +142,12 @@ def make_linear_query(
     computes them; weights proportional to the values become a scale (``SUM(n * 2)`` is ``2 * SUM(n)``).
     For a measure (``numeric`` / ``float``) each row adds its own clamped value: the vector's weights are
     the largest a row can add in each cell (what sensitivities read), not its exact weights."""
-    measure = value is not None and _domain(table, value).measure and weights is None
-    if value is not None and weights is not None:
+    measure = value is not None and ((_domain(table, value).measure and weights is None) or expr is not None)
+    if value is not None and weights is not None and expr is None:
         c = _proportional(table, value, np.asarray(weights, dtype=np.float64))
         if c is not None:
             weights, scale = None, scale * c
-    if measure:
+    if measure and expr is None:
         assert value is not None
         dom = _domain(table, value)
         pred = space.and_(pred, space.cells(value, [(0, dom.base_size - 1)]))  # NULL adds nothing
@@ -173,7 +176,8 @@ def make_linear_query(
             max(float(np.max(np.abs(w[lo:hi + 1]))) for lo, hi in dict(b).get(value, full))
             for b in boxes
         )
-    q = LinearQuery(table.name, table.schema, marginal, boxes, value, float(scale), measure, sens, weights=weights)
+    q = LinearQuery(table.name, table.schema, marginal, boxes, value, float(scale), measure, sens, weights=weights,
+                    expr=expr)
     object.__setattr__(q, "key", _key(table, q))
     return q
 
@@ -250,7 +254,10 @@ def _key(table: TableSchema, q: LinearQuery) -> str:
         weight = "count" if q.scale == 1 else f"count*{_fmt_scale(q.scale)}"
     else:
         value = display_ident(q.value)
-        if q.weights is not None:  # a per-row expression's weights: named by their digest (stable, short)
+        if q.expr is not None:  # an expression over measures: named by the digest of its SQL and bounds
+            data = q.expr.encode() + np.asarray(q.weights, dtype="<f8").tobytes()
+            value = f"{value}~e{hashlib.blake2b(data, digest_size=8).hexdigest()}"
+        elif q.weights is not None:  # a per-row expression's weights: named by their digest (stable, short)
             digest = hashlib.blake2b(np.asarray(q.weights, dtype="<f8").tobytes(), digest_size=8).hexdigest()
             value = f"{value}~w{digest}"
         weight = f"sum({value})" if q.scale == 1 else f"sum({value})*{_fmt_scale(q.scale)}"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import postprocess as pp
+from .collation import using
 from .linear import LinearQuery
 from .quantile import Quantile
 from .scalar import FLOAT8, Env, Expr
@@ -50,6 +51,7 @@ class QueryPlan:
     params: tuple[object, ...] = field(repr=False, compare=False, default=())
     limit: int | None = None
     offset: int | None = None
+    collation: Any = field(repr=False, compare=False, default=None)  # text order of ORDER BY (parser.collation)
 
     @property
     def n_groups(self) -> int:
@@ -139,8 +141,9 @@ class QueryPlan:
         aggs = vals[slots] * fac
         errs = None if stderrs is None else np.asarray(stderrs, dtype=np.float64).reshape(-1)
         slot_errs = None if errs is None else errs[slots] * np.abs(fac)
-        rows, groups = pp.result_rows(self.template, self.group_keys, aggs, self.params, self.limit, self.offset,
-                                      slot_errs)
+        with using(self.collation):
+            rows, groups = pp.result_rows(self.template, self.group_keys, aggs, self.params, self.limit, self.offset,
+                                          slot_errs)
         if not with_stderr:
             return rows
         outputs = self.template.outputs

@@ -9,8 +9,9 @@ bounded (54000 / 54001) and a deadline (the session's statement timeout) is chec
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
@@ -18,6 +19,7 @@ from . import errors as E
 from .analysis import analyze
 from .bind import bind
 from .cache import DigestLRU, approx_size, digest
+from .collation import using
 from .errors import Refusal
 from .limits import DEFAULT_MAX_GROUPS, Budget, Limits, too_complex
 from .plan import Column, QueryPlan
@@ -26,6 +28,7 @@ from .syntax import parse_statements
 from .template import Template
 
 DEFAULT_CACHE_BYTES = 64 << 20
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,15 @@ def _copy(r: Refusal) -> Refusal:
     return Refusal(r.sqlstate, r.message, detail=r.detail, hint=r.hint, position=r.position)
 
 
+def _unexpected(e: Exception, stage: str) -> Refusal:
+    """An exception no pass anticipated (a bug in the planner): logged with its traceback, and the statement
+    refused with 0A000 naming the failure (nothing was read or spent), never a bare internal error."""
+    log.exception("planner failed while %s a statement", stage)
+    return Refusal(E.FEATURE_NOT_SUPPORTED, f"this statement could not be planned over protected tables: "
+                   f"{type(e).__name__} while {stage} it", hint="Nothing was read or spent. This is a defect of the "
+                   "proxy's planner (its log has the details); rewriting the expression it fails on may help.")
+
+
 def _params_key(params: tuple[object, ...]) -> str:
     """Parameter values as text that tells types apart (``1``, ``'1'``, ``1.0`` and ``True`` differ)."""
     return repr(tuple((type(p).__qualname__, p) for p in params))
@@ -79,13 +91,16 @@ class Planner:
             return hit
         budget = Budget(self.limits, deadline)
         try:
-            t: Template | Refusal = analyze(_statement(sql, self.limits), self.catalog, budget)
+            with using(self.catalog.collation):
+                t: Template | Refusal = analyze(_statement(sql, self.limits), self.catalog, budget)
         except Refusal as r:
             if r.sqlstate == E.QUERY_CANCELED:
                 raise
             t = _copy(r)  # without its traceback, whose frames hold the statement's text
         except RecursionError:
             t = Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
+        except Exception as e:  # noqa: BLE001 - a planner bug: a clear refusal, not an internal error
+            raise _unexpected(e, "analysing") from None
         if isinstance(t, Template) and t.volatile:
             return t  # now() was resolved to this instant: the next statement resolves it again
         # A template holds the lowered WHERE form and the groups: roughly proportional to the text.
@@ -109,7 +124,13 @@ class Planner:
         if hit is not None:
             return hit
         t = self.template(sql, deadline=deadline)
-        plan = bind(t, ptuple, Budget(self.limits, deadline))
+        try:
+            with using(self.catalog.collation):
+                plan = replace(bind(t, ptuple, Budget(self.limits, deadline)), collation=self.catalog.collation)
+        except (Refusal, RecursionError):
+            raise
+        except Exception as e:  # noqa: BLE001 - see _unexpected
+            raise _unexpected(e, "binding") from None
         if t.volatile:
             return plan
         size = sum(len(q.key) + 96 * len(q.boxes) + 200 for q in plan.queries) + 64 * len(plan.group_keys)
@@ -121,7 +142,10 @@ class Planner:
         """The plan of a value list listing only the groups covering ``selected`` cells (what a partition
         selection released for its filter); not cached (a value list binds in microseconds)."""
         t = self.template(sql, deadline=deadline)
-        return bind(t, tuple(params) if params is not None else (), Budget(self.limits, deadline), selected=selected)
+        with using(self.catalog.collation):
+            plan = bind(t, tuple(params) if params is not None else (), Budget(self.limits, deadline),
+                        selected=selected)
+        return replace(plan, collation=self.catalog.collation)
 
     def describe(self, sql: str, *, deadline: float | None = None) -> Description:
         """Parameter type oids ($1.. in order; 25 text when unconstrained) and result columns of ``sql``."""

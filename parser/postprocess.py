@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import collation
 from .scalar import FLOAT8, INT8, NUMERIC, Env, Expr, Vector, round_count
 from .values import clamp_count
 
@@ -161,6 +162,10 @@ def ratio_interval(s: float, c: float, s_err: float, c_err: float, lo: float, hi
 
 
 def _sort_key(col: Vector, null_rank: int) -> Callable[[int], tuple[int, Any]]:
+    texts = {v for v in col if isinstance(v, str)}
+    if texts and not collation.current().code_point:  # text keys in the database's collation
+        rank = collation.current().sort_key(texts)
+        return lambda i: (null_rank, 0) if col[i] is None else (1, rank(col[i]) if isinstance(col[i], str) else col[i])
     return lambda i: (null_rank, 0) if col[i] is None else (1, col[i])
 
 

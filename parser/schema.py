@@ -110,6 +110,8 @@ class Catalog:
     """All protected tables the proxy serves."""
 
     tables: tuple[TableSchema, ...]
+    collation: Any = field(default=None, compare=False, repr=False)
+    """How the upstream database orders text (``parser.collation.Collation``); None: code point order."""
 
     def table(self, name: str, schema: str | None = None) -> TableSchema | None:
         """The table named exactly ``name`` (in ``schema`` if given): names are case-sensitive, as
@@ -142,7 +144,7 @@ def with_value_lists(catalog: Catalog, lists: Mapping[str, Sequence[str]]) -> Ca
         tables.append(replace(t, attributes=tuple(attrs), _by_name={}) if changed else t)
     if all(x is y for x, y in zip(tables, catalog.tables, strict=True)):
         return catalog
-    return Catalog(tuple(tables))
+    return Catalog(tuple(tables), catalog.collation)
 
 
 def listed_values(table: TableSchema) -> tuple[tuple[str, ...], ...]:

@@ -229,7 +229,8 @@ def answer_expr(table: TableSchema, q: LinearQuery, cells_only: bool = False) ->
     else:
         attr = table.attribute(q.value)
         assert attr is not None
-        weight = attr.domain.weight_sql(quote_ident(attr.name)) if q.weights is None else _weights_sql(attr, q.weights)
+        weight = (q.expr if q.expr is not None else attr.domain.weight_sql(quote_ident(attr.name))
+                  if q.weights is None else _weights_sql(attr, q.weights))
     inner = weight if pred == "TRUE" else f"CASE WHEN {pred} THEN {weight} ELSE 0 END"
     s = f"COALESCE(SUM({inner}), 0)::float8"
     return s if q.scale == 1 else f"({s} * {float(q.scale)!r})"

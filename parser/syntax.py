@@ -9,7 +9,10 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from .errors import SYNTAX_ERROR, Refusal
+from .errors import FEATURE_NOT_SUPPORTED, SYNTAX_ERROR, Refusal
+
+INVALID_UNICODE_ESCAPE = "22025"  # PostgreSQL: invalid_escape_sequence for a malformed \u escape
+CHARACTER_NOT_IN_REPERTOIRE = "22021"
 
 
 def _offset(sql: str, line: int, col: int) -> int:
@@ -28,7 +31,92 @@ def parse_statements(sql: str) -> list[exp.Expr]:
         raise _syntax_refusal(sql, e) from None
     except TokenError as e:
         raise Refusal(SYNTAX_ERROR, f"syntax error: {e}") from None
-    return [t for t in trees if t is not None]
+    return [_plain_strings(sql, t) for t in trees if t is not None]
+
+
+def _plain_strings(sql: str, tree: exp.Expr) -> exp.Expr:
+    """Escape strings (``E'a\\tb'``) and dollar-quoted ones (``$$a$$``) as the text literals they denote.
+
+    sqlglot decodes escape strings by its own rules (``\\v`` is a vertical tab there, ``v`` in PostgreSQL),
+    so they are decoded again from the statement's text, by PostgreSQL's."""
+    for node in list(tree.find_all(exp.ByteString, exp.RawString)):
+        value = str(node.this)
+        if isinstance(node, exp.ByteString):
+            start, end = node.meta.get("start"), node.meta.get("end")
+            raw = sql[start:end + 1] if isinstance(start, int) and isinstance(end, int) else ""
+            if len(raw) < 3 or raw[0] not in "eE" or raw[1] != "'" or raw[-1] != "'":
+                raise Refusal(FEATURE_NOT_SUPPORTED, "this escape string is not supported over protected tables",
+                              position=start + 1 if isinstance(start, int) else None)
+            value = decode_escape_string(raw[2:-1], start if isinstance(start, int) else 0)
+        lit = exp.Literal.string(value)
+        lit.meta.update(node.meta)
+        node.replace(lit)
+    return tree
+
+
+_SIMPLE_ESCAPES = {"b": b"\b", "f": b"\f", "n": b"\n", "r": b"\r", "t": b"\t"}
+
+
+def decode_escape_string(body: str, start: int = 0) -> str:
+    """The value of ``E'body'`` as PostgreSQL reads it (UTF-8): ``''`` and ``\\'`` a quote, ``\\b \\f \\n
+    \\r \\t``, octal ``\\ooo`` and hex ``\\xhh`` bytes, ``\\uXXXX`` / ``\\UXXXXXXXX`` code points, any
+    other escaped character itself; bytes that are not UTF-8, or a zero byte, raise 22021."""
+    out = bytearray()
+    i, n = 0, len(body)
+    while i < n:
+        ch = body[i]
+        if ch == "'" and i + 1 < n and body[i + 1] == "'":
+            out += b"'"
+            i += 2
+            continue
+        if ch != "\\" or i + 1 >= n:
+            out += ch.encode("utf-8", "surrogatepass")
+            i += 1
+            continue
+        nxt = body[i + 1]
+        if nxt in _SIMPLE_ESCAPES:
+            out += _SIMPLE_ESCAPES[nxt]
+            i += 2
+        elif nxt in "01234567":
+            j = i + 1
+            while j < n and j < i + 4 and body[j] in "01234567":
+                j += 1
+            out.append(int(body[i + 1:j], 8) & 0xFF)
+            i = j
+        elif nxt == "x" and i + 2 < n and body[i + 2] in "0123456789abcdefABCDEF":
+            j = i + 2
+            while j < n and j < i + 4 and body[j] in "0123456789abcdefABCDEF":
+                j += 1
+            out.append(int(body[i + 2:j], 16))
+            i = j
+        elif nxt in "uU":
+            width = 4 if nxt == "u" else 8
+            digits = body[i + 2:i + 2 + width]
+            if len(digits) != width or any(c not in "0123456789abcdefABCDEF" for c in digits):
+                raise Refusal(INVALID_UNICODE_ESCAPE, "invalid Unicode escape", position=start + i + 1,
+                              hint="Unicode escapes must be \\uXXXX or \\UXXXXXXXX.")
+            code = int(digits, 16)
+            i += 2 + width
+            if 0xD800 <= code <= 0xDBFF and body[i:i + 2] in ("\\u", "\\U"):  # a surrogate pair
+                w2 = 4 if body[i + 1] == "u" else 8
+                low = body[i + 2:i + 2 + w2]
+                if len(low) == w2 and all(c in "0123456789abcdefABCDEF" for c in low) \
+                        and 0xDC00 <= int(low, 16) <= 0xDFFF:
+                    code = 0x10000 + ((code - 0xD800) << 10) + (int(low, 16) - 0xDC00)
+                    i += 2 + w2
+            if code == 0 or code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+                raise Refusal(INVALID_UNICODE_ESCAPE, "invalid Unicode escape value", position=start + 1)
+            out += chr(code).encode("utf-8")
+        else:
+            out += nxt.encode("utf-8", "surrogatepass")
+            i += 2
+    if 0 in out:
+        raise Refusal(CHARACTER_NOT_IN_REPERTOIRE, 'invalid byte sequence for encoding "UTF8": 0x00')
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError as e:
+        bad = " ".join(f"0x{b:02x}" for b in out[e.start:e.end])
+        raise Refusal(CHARACTER_NOT_IN_REPERTOIRE, f'invalid byte sequence for encoding "UTF8": {bad}') from None
 
 
 class _Postgres(Postgres):

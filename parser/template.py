@@ -25,6 +25,7 @@ class AggSpec:
     attr: str | None
     filter: Cond | None = None
     weights: tuple[float, ...] | None = None  # SUM of a per-row expression: its value in each cell of attr
+    expr: str | None = None  # SUM of an expression over measures, pushed down (weights: its bound per cell)
 
 
 @dataclass(frozen=True)

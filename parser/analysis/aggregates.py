@@ -65,6 +65,9 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
                       position=position_of(arg.find(exp.Window)))
     arg = _strip_casts(arg, ctx)
     if isinstance(arg, exp.Case):
+        tests = [arg.this] if arg.this is not None else [b.this for b in arg.args.get("ifs") or []]
+        if any(ctx.column(c).domain.measure for t in tests for c in t.find_all(exp.Column)):
+            return _expression_aggregate(kind, arg, filt, name, ctx)  # conditions on a measure: one bounded value
         return _case_aggregate(kind, arg, filt, name, ctx)
     if kind == "count":
         return _count(arg, filt, name, ctx)
@@ -149,6 +152,18 @@ def _value_terms(kind: str, value: exp.Expr, f: C.Cond | None,
         if absent is not None and null is not None:
             ends.append(null)
         return total, counted, min(ends), max(ends), False, v.oid
+    if v.expr is not None:
+        m = v.expr
+        if counts:
+            if m.null:  # rows where the expression is not NULL, each adding 1
+                ones = tuple(1.0 for _ in m.bounds)
+                counted.append((ctx.slot(AggSpec("sum", m.carrier, f, ones,
+                                                 f"CASE WHEN ({m.sql}) IS NULL THEN 0 ELSE 1 END")), 1.0))
+            else:
+                counted.append((ctx.slot(AggSpec("count", None, f)), 1.0))
+        if kind != "count" and any(m.bounds):
+            total.append((ctx.slot(AggSpec("sum", m.carrier, f, m.bounds, m.sql)), 1.0))
+        return total, counted, m.lo, m.hi, v.oid in S.INTEGER_OIDS, v.oid
     lo, hi = float("inf"), float("-inf")
     integer = v.oid in S.INTEGER_OIDS
     for part in v.parts:

@@ -31,6 +31,7 @@ from ..pgtypes import type_name
 from ..predicate import merge_ranges
 from ..schema import Attribute
 from ..syntax import position_of
+from . import measure_expr as ME
 from .cells import on_cells
 from .context import Context
 from .nodes import sql_of, unsupported
@@ -60,12 +61,28 @@ class Affine:
 
 
 @dataclass(frozen=True)
+class MeasureExpr:
+    """Any other expression over measures (``parser.analysis.measure_expr``): pushed down as ``sql`` (over
+    clamped measures and cell values); ``bounds`` the largest |value| a row can add in each cell of
+    ``carrier`` (its first measure); [lo, hi] every value it can take; ``null`` whether it can be NULL."""
+
+    carrier: str
+    sql: str
+    bounds: tuple[float, ...]
+    lo: float
+    hi: float
+    null: bool
+
+
+@dataclass(frozen=True)
 class RowValue:
-    """A compiled aggregate argument: cell parts or an affine form of a measure; ``oid`` its SQL type."""
+    """A compiled aggregate argument: cell parts, an affine form of a measure or another expression over
+    measures; ``oid`` its SQL type."""
 
     oid: int
     parts: tuple[CellPart, ...] = ()
     affine: Affine | None = None
+    expr: MeasureExpr | None = None
 
 
 def _hint(kind: str) -> str:
@@ -99,20 +116,35 @@ def row_value(node: exp.Expr, kind: str, ctx: Context) -> RowValue:
                       "boolean as 0 / 1.")
     measures = [a for a in attrs.values() if a.domain.measure]
     if measures:
-        if len(attrs) > 1:
-            raise unsupported(f"expression {sql_of(node)!r} over measure {measures[0].name} and other columns inside "
-                              f"{kind}", node, hint=_hint(kind))
-        form = _affine(e)
-        if form is None:
-            raise unsupported(f"expression {sql_of(node)!r} inside {kind}: not of the form a * {measures[0].name} + b",
-                              node, hint=f"{measures[0].name} is a measure: each row adds its own clamped value, "
-                              "so only a * x + b keeps the sum's bound computable from the clamp range; "
-                              "declare bins to use other expressions as keys or filters.")
-        a, b, null = form
-        return RowValue(e.oid, affine=Affine(measures[0].name, a, b, null))
+        form = _affine(e) if len(attrs) == 1 else None
+        if form is not None:
+            a, b, null = form
+            return RowValue(e.oid, affine=Affine(measures[0].name, a, b, null))
+        return RowValue(e.oid, expr=_measure_expr(e, node, sorted(measures, key=lambda m: m.name), attrs, kind, ctx))
     if not attrs:
         raise NotScalar(node)  # a constant: the caller's own forms (SUM(1), COUNT(NULL))
     return RowValue(e.oid, parts=_cell_parts(e, list(attrs.values()), node, kind, ctx))
+
+
+def _measure_expr(e: S.Expr, node: exp.Expr, measures: list[Attribute], attrs: dict[str, Attribute], kind: str,
+                  ctx: Context) -> MeasureExpr:
+    """The expression pushed down as written, with its bound per cell of its first measure."""
+    carrier = measures[0]
+    others = {a.name: ME.whole(a) for a in measures[1:]}
+    cells = {a.name: list(a.domain.cell_values) for a in attrs.values() if not a.domain.measure}
+    per_cell = []
+    try:
+        for iv in ME.carrier_cells(carrier):
+            per_cell.append(ME.bound(e, {carrier.name: iv, **others}, cells))
+    except ME.Unbounded as u:
+        raise unsupported(f"expression {sql_of(node)!r} inside {kind}: {u.why}", node,
+                          hint=f"{carrier.name} is a measure: the bound of one row's value is computed from the "
+                          "clamp ranges by interval arithmetic (arithmetic, ABS, CASE, COALESCE, NULLIF, casts, "
+                          "GREATEST / LEAST, ROUND, SQRT of non-negative ranges, division by non-zero ranges).") from None
+    total = ME._union(per_cell)
+    columns = [ctx.column(c) for c in node.find_all(exp.Column)]
+    return MeasureExpr(carrier.name, ME.pushed_sql(node, columns), tuple(c.max_abs for c in per_cell),
+                       total.lo, total.hi, total.null)
 
 
 def _cell_parts(e: S.Expr, attrs: list[Attribute], node: exp.Expr, kind: str, ctx: Context) -> tuple[CellPart, ...]:

@@ -31,9 +31,24 @@ _TEXT_FUNCTIONS: dict[type[exp.Expr], tuple[str, tuple[str, ...]]] = {
     exp.StartsWith: ("starts_with", ("this", "expression")),
     exp.SplitPart: ("split_part", ("this", "delimiter", "part_index")), exp.Reverse: ("reverse", ("this",)),
     exp.DPipe: ("textcat", ("this", "expression")),
+    exp.Translate: ("translate", ("this", "from_", "to")), exp.Repeat: ("repeat", ("this", "times")),
+    exp.Initcap: ("initcap", ("this",)), exp.MD5: ("md5", ("this",)), exp.Ascii: ("ascii", ("this",)),
+    exp.BitLength: ("bit_length", ("this",)),
 }
+# Text functions sqlglot reads as anonymous calls: name -> number of arguments.
+_ANONYMOUS_TEXT = {"octet_length": 1}
+# PostgreSQL's other string functions: refused by name (0A000), not reported as unknown (42883).
+_TEXT_REFUSED = frozenset({
+    "quote_ident", "quote_literal", "quote_nullable", "format", "to_hex", "encode", "decode", "convert",
+    "convert_from", "convert_to", "overlay", "regexp_count", "regexp_instr", "regexp_match", "regexp_matches",
+    "regexp_replace", "regexp_split_to_array", "regexp_split_to_table", "regexp_substr", "sha224", "sha256",
+    "sha384", "sha512", "string_to_array", "string_to_table", "to_ascii", "unistr", "normalize",
+    "is_normalized", "parse_ident", "pg_client_encoding", "to_number", "soundex", "difference", "levenshtein",
+    "similarity", "unaccent", "casefold",
+})
 # Argument types of the text functions beyond the first (the first is text): int4 positions and counts.
-_INT_ARGS = {"substring", "left", "right", "split_part"}
+_INT_ARGS = {"substring": (1, 2), "left": (1,), "right": (1,), "split_part": (2,), "repeat": (1,), "lpad": (1,),
+             "rpad": (1,)}
 # Functions whose value is not a function of the row: a per-row expression must be computable from cells.
 _NONDETERMINISTIC = (exp.Rand, exp.Uuid)
 _NONDETERMINISTIC_NAMES = frozenset({
@@ -41,6 +56,12 @@ _NONDETERMINISTIC_NAMES = frozenset({
     "transaction_timestamp", "gen_random_uuid", "uuid_generate_v4", "nextval", "currval", "lastval",
     "txid_current", "pg_backend_pid", "inet_client_addr", "pg_sleep",
 })
+
+_TEXT_HINT = ("Per-row expressions take arithmetic, CAST, CASE, COALESCE, date_trunc / extract, and the text "
+              "functions lower, upper, initcap, length, octet_length, strpos, position, substring, left, right, "
+              "trim / btrim / ltrim / rtrim, replace, translate, lpad, rpad, repeat, reverse, split_part, md5, "
+              "ascii, chr, concat, concat_ws, ||, starts_with, LIKE, ILIKE.")
+
 
 class CallCompiler(CompilerPart):
     """Compiles function calls; ``call`` returns None for a node that is not one."""
@@ -65,8 +86,35 @@ class CallCompiler(CompilerPart):
             return S.Cast(x, S.DATE, "date", position_of(node))
         if isinstance(node, exp.TimeToStr):
             return self.to_char(node, d)
+        if isinstance(node, exp.ConcatWs):  # before Concat, its base class
+            args = [self.compile(a, d) for a in node.expressions]
+            if not args or args[0].oid not in (S.TEXT, S.UNKNOWN):
+                raise self.no_function("concat_ws", node, args)
+            return S.Call("concat_ws", args, S.TEXT)
         if isinstance(node, exp.Concat):
             return S.Call("concat", [self.compile(a, d) for a in node.expressions], S.TEXT)
+        if isinstance(node, exp.Pad):
+            fn = "lpad" if node.args.get("is_left") else "rpad"
+            parts = [node.this, node.expression] + ([node.args["fill_pattern"]]
+                                                    if node.args.get("fill_pattern") is not None else [])
+            return S.Call(fn, self.text_args(fn, node, parts, d), S.TEXT)
+        if isinstance(node, exp.Chr):
+            if len(node.expressions) != 1 or node.args.get("charset"):
+                raise NotScalar(node)
+            n = self.compile(node.expressions[0], d)
+            if n.oid not in S.INTEGER_OIDS | {S.UNKNOWN}:
+                raise self.no_function("chr", node, [n])
+            return S.Call("chr", [n], S.TEXT)
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _ANONYMOUS_TEXT:
+            fn = str(node.this).lower()
+            if len(node.expressions) != _ANONYMOUS_TEXT[fn]:
+                raise self.no_function(fn, node, [self.compile(a, d) for a in node.expressions])
+            args = self.text_args(fn, node, list(node.expressions), d)
+            return S.Call(fn, args, S.call_type(fn, [a.oid for a in args]))
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _TEXT_REFUSED:
+            name = str(node.this).lower()
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"function {name}() is not supported over protected tables",
+                          position=position_of(node), hint=_TEXT_HINT)
         if isinstance(node, _NONDETERMINISTIC) or (isinstance(node, exp.Anonymous)
                                                    and str(node.this).lower() in _NONDETERMINISTIC_NAMES):
             name = str(node.this).lower() if isinstance(node, exp.Anonymous) else sql_of(node).split("(")[0].lower()
@@ -80,15 +128,13 @@ class CallCompiler(CompilerPart):
             args = [self.compile(a, d) for a in node.expressions]
             raise Refusal(E.UNDEFINED_FUNCTION, f"function {str(node.this).lower()}("
                           f"{', '.join(type_name(a.oid) for a in args)}) does not exist", position=position_of(node),
-                          hint="Per-row expressions take arithmetic, CAST, CASE, COALESCE, date_trunc / extract, "
-                          "and the text functions lower, upper, length, strpos, substring, left, right, trim, "
-                          "replace, concat, ||, LIKE, ILIKE.")
+                          hint=_TEXT_HINT)
         return None
 
     def function(self, fn: str, node: exp.Expr, d: int) -> S.Expr:
         if fn == "round":
             parts = [node.this] + ([node.args["decimals"]] if node.args.get("decimals") is not None else [])
-        elif fn == "nullif":
+        elif fn in ("nullif", "power"):
             parts = [node.this, node.expression]
         else:
             parts = [node.this, *node.expressions]
@@ -117,8 +163,7 @@ class CallCompiler(CompilerPart):
     def text_args(self, fn: str, node: exp.Expr, parts: list[exp.Expr], d: int) -> list[S.Expr]:
         """Compiled arguments of a text function: the first text, positions integers (else 42883)."""
         args = [self.compile(p, d) for p in parts]
-        want = [S.TEXT] + [S.INT4 if fn in _INT_ARGS and i > 0 and not (fn == "split_part" and i == 1) else S.TEXT
-                           for i in range(1, len(args))]
+        want = [S.INT4 if i in _INT_ARGS.get(fn, ()) else S.TEXT for i in range(len(args))]
         if fn == "textcat":  # anynonarray || text: the other side is read as text
             if S.TEXT not in (args[0].oid, args[1].oid) and S.UNKNOWN not in (args[0].oid, args[1].oid):
                 raise self.no_function(fn, node, args)

@@ -12,6 +12,7 @@ over noisy values. A node with no scalar form here raises ``NotScalar`` and the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import date
 from typing import Any
 
 from sqlglot import exp
@@ -19,9 +20,10 @@ from sqlglot import exp
 from .. import errors as E
 from .. import scalar as S
 from .. import temporal as TM
+from ..coltypes.temporal import time_of_day
 from ..errors import Refusal
 from ..limits import Budget
-from ..pgtypes import type_name
+from ..pgtypes import TIME, type_name
 from ..syntax import literal_value, position_of
 from .nodes import ARITH, CMP_OPS, FLOAT_TYPES, INT_TYPES, TEXT_TYPES, NotScalar, flatten, strip_paren
 from .scalar_calls import CallCompiler
@@ -144,6 +146,16 @@ class _Compiler(TemporalCompiler, CallCompiler):
             if a.oid not in (S.BOOL, S.INT4, S.TEXT, S.UNKNOWN):
                 raise Refusal(E.CANNOT_COERCE, f"cannot cast type {type_name(a.oid)} to boolean",
                               position=position_of(node))
+        elif to == exp.DataType.Type.TIME:  # TIME '10:30': a constant time of day (time columns' literals)
+            if a.oid not in (S.TEXT, S.UNKNOWN) or not _constant_expr(a):
+                raise NotScalar(node)
+            text = a.value if isinstance(a, S.Const) else S.constant(a)
+            if text is None:
+                return S.Const(None, TIME)
+            ts = time_of_day(str(text))
+            if ts.date() != date(2000, 1, 1):
+                raise NotScalar(node)  # 24:00 has no Python time: compared as text by the column's type
+            return S.Const(ts.time(), TIME)
         elif to == exp.DataType.Type.INTERVAL:
             if a.oid not in (S.TEXT, S.UNKNOWN) or not _constant_expr(a):
                 raise NotScalar(node)

@@ -11,11 +11,11 @@ from .boolean import BoolType
 from .intbins import BinnedBigIntType, BinnedIntType, BinnedSmallIntType
 from .integer import BigIntType, IntType, SmallIntType
 from .numeric import FloatType, NumericType
-from .temporal import DateType, TemporalType, TimestampType, TimestamptzType
+from .temporal import DateType, TemporalType, TimestampType, TimestamptzType, TimeType
 from .text import TextType
 
 __all__ = ["COLUMN_TYPES", "BigIntType", "BinnedBigIntType", "BinnedIntType", "BinnedSmallIntType", "BoolType", "ColumnType", "DateType", "FloatType", "NumericType", "DeclarationError", "IntType", "TemporalType", "TextType",
-           "SmallIntType", "TimestampType", "TimestamptzType", "from_config"]
+           "SmallIntType", "TimeType", "TimestampType", "TimestamptzType", "from_config"]
 
 COLUMN_TYPES: dict[str, type[ColumnType]] = {}
 
@@ -26,7 +26,7 @@ def register(cls: type[ColumnType]) -> type[ColumnType]:
     return cls
 
 
-for _cls in (IntType, SmallIntType, BigIntType, TextType, DateType, TimestampType, TimestamptzType, NumericType, FloatType, BoolType):
+for _cls in (IntType, SmallIntType, BigIntType, TextType, DateType, TimestampType, TimestamptzType, TimeType, NumericType, FloatType, BoolType):
     register(_cls)
 
 COMMON_KEYS = frozenset({"type", "nullable", "description"})

@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from .. import errors as E
 from .. import pgtypes as T
+from ..collation import compare_text
 from ..errors import Refusal
 from ..identifiers import split_qualified
 from .base import ColumnType, DeclarationError, Value
@@ -84,14 +85,27 @@ class TextType(ColumnType):
             raise Refusal(E.FEATURE_NOT_SUPPORTED, "a condition on a column with private keys is not supported",
                           hint="Group by the column instead: its keys are released by DP partition selection.")
         if op not in ("=", "<>"):
-            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"ordering comparison {op} on a text attribute is not supported",
-                          hint="Use = , <>, IN or NOT IN on text attributes.")
+            return self._ordered(op, str(x))
         idx = self._index(str(x))
         eq = [] if idx is None else [(idx, idx)]
         if op == "=":
             return eq
         n = self.base_size
         return [(0, n - 1)] if idx is None else [(0, idx - 1), (idx + 1, n - 1)]
+
+    def _ordered(self, op: str, x: str) -> list[tuple[int, int]]:
+        """The cells whose value is ``op x`` in the database's collation (parser.collation): the declared
+        values and the literal are public, so the database may sort them."""
+        vals = list(self.values)
+        hits = compare_text(op, vals, [x] * len(vals))
+        out: list[tuple[int, int]] = []
+        for i, hit in enumerate(hits):
+            if hit:
+                if out and out[-1][1] == i - 1:
+                    out[-1] = (out[-1][0], i)
+                else:
+                    out.append((i, i))
+        return out
 
     def identity_cast(self, to: object) -> bool:
         return to in _TEXT_CASTS

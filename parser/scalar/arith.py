@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import collation
 from .. import errors as E
 from ..errors import Refusal
 from ..functions import FUNCTIONS
@@ -19,6 +20,7 @@ from ..values import (
     FLOAT8,
     INTEGER_OIDS,
     NUMERIC,
+    TEXT,
     arith_type,
     cast_value,
     dec,
@@ -124,4 +126,7 @@ class Call(Expr):
 
     def ev(self, env: Env) -> Vector:
         impl, oid = self._impl, self.oid
-        return [impl(list(vs), oid) for vs in zip(*(a.ev(env) for a in self.args), strict=True)]
+        vectors = [a.ev(env) for a in self.args]
+        if oid == TEXT and self.fn in ("greatest", "least") and not collation.current().code_point:
+            collation.current().ranks({v for vec in vectors for v in vec if v is not None})  # one sort for all rows
+        return [impl(list(vs), oid) for vs in zip(*vectors, strict=True)]

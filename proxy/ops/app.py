@@ -177,6 +177,12 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         cfg = await asyncio.to_thread(resolve_value_lists, cfg, upstream.dsn)
     except ValueListError as exc:
         raise StartupError(str(exc)) from None
+    from .collation import attach_collation
+
+    try:  # text order as the database sorts (parser.collation)
+        cfg = await asyncio.to_thread(attach_collation, cfg, upstream.dsn)
+    except psycopg.Error as exc:
+        raise StartupError(f"cannot read the upstream database's collation: {str(exc).strip()}") from None
     try:
         catalog_dsn = await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), cfg.catalog,
                                           protected_db=_dbname(upstream.dsn))

@@ -173,6 +173,9 @@ def _column(col: SourceColumn, data: _DataReader | None) -> tuple[InlineTable | 
     elif t in _TEMPORAL:
         spec["type"] = _TEMPORAL[t]
         note = _temporal_spec(spec, col, data)
+    elif t == "time":  # times of day: the whole day is public, one cell a minute (1,440 cells)
+        spec["type"] = "time"
+        spec["resolution"] = "minute"
     elif t == "bool":
         spec["type"] = "boolean"
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -27,6 +27,7 @@ from parser.pgtypes import (
     NUMERIC,
     OID,
     TEXT,
+    TIME,
     TIMESTAMP,
     TIMESTAMPTZ,
     UNKNOWN,
@@ -237,8 +238,12 @@ def _timestamptz_text(v: Any) -> bytes:
     return (_clock(v) + zone).encode()
 
 
+def _time_text(v: Any) -> bytes:
+    return v.isoformat().encode() if isinstance(v, time) else str(v).encode()
+
+
 TEXT_ENCODERS: dict[int, Callable[[Any], bytes]] = {
-    DATE: _date_text, TIMESTAMP: _timestamp_text, TIMESTAMPTZ: _timestamptz_text, INTERVAL: _str_text,
+    DATE: _date_text, TIME: _time_text, TIMESTAMP: _timestamp_text, TIMESTAMPTZ: _timestamptz_text, INTERVAL: _str_text,
     INT8: _int_text, INT4: _int_text, INT2: _int_text, OID: _int_text, FLOAT8: _float_text,
     FLOAT4: _float_text, NUMERIC: _numeric_text, BOOL: _bool_text, TEXT: _str_text, VARCHAR: _str_text,
     NAME: _str_text, BPCHAR: _str_text, UNKNOWN: _str_text,
@@ -286,6 +291,7 @@ def _micros(v: datetime) -> int:
 BINARY_ENCODERS: dict[int, Callable[[Any], bytes]] = {
     DATE: lambda v: struct.pack("!i", (v - _PG_EPOCH_DATE).days),
     TIMESTAMP: lambda v: struct.pack("!q", _micros(v)),
+    TIME: lambda v: struct.pack("!q", ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond),
     TIMESTAMPTZ: lambda v: struct.pack("!q", _micros(v if v.tzinfo is not None else v.replace(tzinfo=UTC))),
     INT8: lambda v: struct.pack("!q", int(v)),
     INT4: lambda v: struct.pack("!i", int(v)),
