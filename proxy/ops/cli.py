@@ -1,5 +1,5 @@
 """The `lapras-proxy` command: serve, check-config, draft-config, hash-password, budget, epoch, psql,
-predict, replay, whatif, dev-cluster."""
+reset, predict, replay, whatif, dev-cluster."""
 
 from __future__ import annotations
 
@@ -107,11 +107,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             print(f"lapras-proxy: --listen: {exc} (write it like 127.0.0.1:6432)", file=sys.stderr)
             return 2
     data = _parse_data_args(cfg, args.data)
+    if args.reload_data and not data:
+        print("lapras-proxy: --reload-data replaces the tables given with --data TABLE=FILE.csv; none given",
+              file=sys.stderr)
+        return 2
     for warning in config_warnings(cfg):
         print(f"lapras-proxy: warning: {warning}", file=sys.stderr)
     from .app import serve
 
-    return serve(cfg, state_dir=Path(args.state_dir), listen=listen, data=data, workers=args.workers)
+    return serve(cfg, state_dir=Path(args.state_dir), listen=listen, data=data, workers=args.workers,
+                 reload_data=args.reload_data)
 
 
 def _parse_data_args(cfg: Config, values: Sequence[str] | None) -> dict[str, Path]:
@@ -148,10 +153,11 @@ def _cmd_budget(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=None, sort_keys=True, default=str))
     else:
+        from ..dp.budget_view import readable
         from ..dp.service import flatten
 
         for key, value in flatten(report):
-            print(f"{key:>34}: {value}")
+            print(f"{key:>34}: {readable(key, value)}")
     return 0
 
 
@@ -199,6 +205,31 @@ def _cmd_psql(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
+def _cmd_reset(args: argparse.Namespace) -> int:
+    """Remove the embedded database of a state dir (its tables and its privacy ledger): the way back to a
+    fresh start. As root the cluster lives under /var/lib/lapras-proxy, so removing the state dir alone
+    does not reset it."""
+    from .embedded import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(Path(args.state_dir))
+    if not (pg.data_dir / "PG_VERSION").exists():
+        print(f"nothing to reset: {args.state_dir} has no embedded database (looked in {pg.data_dir})")
+        return 0
+    if pg.in_use_elsewhere():
+        print(f"lapras-proxy: the embedded database of {args.state_dir} is in use by a running proxy or "
+              "operator command; stop it first", file=sys.stderr)
+        return 1
+    if not args.yes:
+        print(f"lapras-proxy: this removes {pg.data_dir}: the protected tables loaded there and the privacy "
+              "ledger (every epoch, spend and stored answer: budgets already spent are forgotten); "
+              "run again with --yes", file=sys.stderr)
+        return 2
+    pg.destroy()
+    print(f"removed the embedded database of {args.state_dir} ({pg.data_dir}); the next `lapras-proxy serve` "
+          "creates a new one")
+    return 0
+
+
 def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
     p.add_argument("--config", default=DEFAULT_CONFIG, metavar="PATH",
                    help=f"configuration file (default: ./{DEFAULT_CONFIG})")
@@ -207,7 +238,7 @@ def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
                        help=f"state directory: embedded database and logs (default: ./{DEFAULT_STATE_DIR})")
 
 
-CORE_COMMANDS = ("serve", "check-config", "draft-config", "budget", "epoch", "psql", "dev-cluster")
+CORE_COMMANDS = ("serve", "check-config", "draft-config", "budget", "epoch", "psql", "reset", "dev-cluster")
 
 
 def build_parser(optional: bool = True) -> argparse.ArgumentParser:
@@ -216,6 +247,10 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
         description="A PostgreSQL wire-protocol proxy that answers aggregate SQL with differentially "
                     "private results under one privacy budget (LAPRAS).")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    from .version import version_line
+
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -226,7 +261,10 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default from config, "
                                                          "127.0.0.1:6432)")
     p.add_argument("--data", action="append", metavar="[TABLE=]CSV",
-                   help="CSV (with a header row) to fill a missing protected table in the embedded database")
+                   help="CSV (with a header row) to fill a missing protected table in the embedded database "
+                        "(a table that exists is refused unless --reload-data)")
+    p.add_argument("--reload-data", action="store_true",
+                   help="replace the tables given with --data by the files' rows (drop and load)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="number of proxy processes sharing the port (SO_REUSEPORT) and one ledger")
     p.set_defaults(func=_cmd_serve)
@@ -276,6 +314,15 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--print-dsn", action="store_true", help="print the connection string instead")
     p.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments passed on to psql")
     p.set_defaults(func=_cmd_psql)
+
+    p = sub.add_parser("reset", help="remove the embedded database of a state dir (operator only)", description=(
+        "Stop and remove the embedded PostgreSQL of the state dir: the tables loaded into it and its privacy "
+        "ledger (all epochs, spends and stored answers). The next serve starts from scratch. Refused while a "
+        "proxy uses it. An upstream.dsn database is never touched."))
+    p.add_argument("--state-dir", default=DEFAULT_STATE_DIR, metavar="DIR",
+                   help=f"state directory (default: ./{DEFAULT_STATE_DIR})")
+    p.add_argument("--yes", action="store_true", help="really remove it (without: say what would be removed)")
+    p.set_defaults(func=_cmd_reset)
 
     from ..devcluster.cli import add_parser as add_dev_cluster_parser
 

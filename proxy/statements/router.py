@@ -143,8 +143,8 @@ class Router:
             return Route(Kind.EMPTY, sql)
         first = words[0]
         if first in SESSION_COMMANDS:
-            if first == "SHOW" and len(words) > 1 and words[1] == "LAPRAS":
-                return Route(Kind.DP, sql, first)
+            if first == "SHOW" and words[1:3] == ["LAPRAS", "BUDGET"]:
+                return Route(Kind.DP, sql, first)   # the other lapras.* settings are the session's
             if first in ("COMMIT", "ROLLBACK") and len(words) > 1 and words[1] == "PREPARED":
                 return Route(Kind.REFUSED, sql, first, read_only_error(f"{first} PREPARED"))
             return Route(Kind.SESSION, sql, first)
