@@ -227,11 +227,16 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         raise StartupError(str(exc)) from None
     service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn, state_dir)
     metrics = await _start_observability(cfg, service, worker)
+    from ..server.admin_control import ServerAdmin, save_running_config
     from ..server.cancel_relay import CancelRelay
 
     relay = CancelRelay(worker, cancel_dir) if cancel_dir is not None else None
     server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port, metrics=metrics, cancel_relay=relay)
+    stop = asyncio.Event()
+    server.admin = ServerAdmin(server, worker=worker, is_worker=reuse_port, stop=stop.set, state_dir=state_dir)
     await server.start()
+    if worker == 0:
+        save_running_config(state_dir, cfg)
 
     async def show_catalog(catalog: Catalog) -> None:
         # The shadow catalog's CHECK lists are the current epoch's values_from lists (psql's \d shows them):
@@ -239,10 +244,19 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), catalog, protected_db=_dbname(upstream.dsn))
 
     sync = asyncio.create_task(service.sync_forever(metrics=metrics, on_catalog=show_catalog))
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    admin = server.admin
+    reloads: set[asyncio.Task[None]] = set()
+
+    def on_sighup() -> None:
+        # SIGHUP re-reads config.toml as the console's RELOAD does (the result goes to the log).
+        task = loop.create_task(admin.reload_on_signal())
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, on_sighup)
     if ready_line:
         # The real time to accepting connections; P's release may still be on its way (it does not block).
         report = await asyncio.to_thread(service.engine.budget_report)

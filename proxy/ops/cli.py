@@ -37,7 +37,59 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     print(f"{args.config}: OK — serves {tables} on {cfg.server.host}:{cfg.server.port} from {where}; "
           f"budget per epoch ({cfg.privacy.epsilon:g}, {cfg.privacy.delta:g}), "
           f"{cfg.privacy.accounting} accounting, {len(cfg.users)} user(s)")
+    for line in _against_running(cfg, Path(args.state_dir or DEFAULT_STATE_DIR), explicit=bool(args.state_dir)):
+        print(line)
     return 0
+
+
+def _against_running(cfg: Config, state_dir: Path, explicit: bool) -> list[str]:
+    """What reloading ``cfg`` would change in the proxy of ``state_dir`` (the configuration it recorded at
+    start and at each reload), with when each change takes effect; and when the next epoch is, when the
+    ledger can be read without starting anything."""
+    from ..server.admin_control import RUNNING_CONFIG
+    from .reload import NEXT_EPOCH, diff, summary
+
+    record = state_dir / RUNNING_CONFIG
+    if not record.is_file():
+        return [f"(no proxy has run from {state_dir}: nothing to compare with)"] if explicit else []
+    import rtoml
+
+    from .config import parse_config
+
+    try:
+        saved = json.loads(record.read_text(encoding="utf-8"))
+        running = parse_config(rtoml.loads(saved["text"]), saved["path"])
+    except (OSError, ValueError, KeyError, ConfigError, rtoml.TomlParsingError) as exc:
+        return [f"(the running configuration recorded in {record} cannot be read: {exc})"]
+    changes = diff(running, cfg)
+    nxt = ""
+    if any(c.when == NEXT_EPOCH for c in changes):
+        nxt = _next_epoch_text(cfg, state_dir)
+    out = [f"compared with the configuration running from {state_dir} ({saved['path']}); on RELOAD or SIGHUP:"]
+    return out + ["  " + line for line in summary(changes, nxt)]
+
+
+def _next_epoch_text(cfg: Config, state_dir: Path) -> str:
+    """ (epoch N, due T) from the ledger when it is reachable without starting a database, else empty."""
+    from lapras.settings import EPOCH_SECONDS
+
+    from .app import _embedded_running
+
+    if not cfg.upstream_dsn and not _embedded_running(state_dir):
+        return ""
+    try:
+        from ..dp.budget_view import timestamp
+        from .app import budget_report
+
+        cur = budget_report(cfg, state_dir).get("current") or {}
+    except Exception:  # noqa: BLE001 - an unreachable ledger only leaves the date out
+        return ""
+    length = cfg.privacy.epoch_seconds or EPOCH_SECONDS.get(cfg.privacy.epoch)
+    if not cur:
+        return ""
+    if length is None:
+        return f" (epoch {cur['epoch'] + 1}; epochs are manual: `lapras-proxy epoch --new` starts it)"
+    return f" (epoch {cur['epoch'] + 1}, due {timestamp(float(cur['started_at']) + length)})"
 
 
 def config_warnings(cfg: Config) -> list[str]:
@@ -270,8 +322,13 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("check-config", help="validate a configuration file",
-                       description="Validate a configuration and explain every problem found.")
+                       description="Validate a configuration and explain every problem found; when a proxy "
+                       "runs (or ran) from the state dir, say what reloading this file would change and when "
+                       "each change takes effect.")
     _common(p, state=False)
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help=f"compare with the configuration the proxy of DIR runs with (default: ./{DEFAULT_STATE_DIR} "
+                        "when a proxy ran there)")
     p.set_defaults(func=_cmd_check_config)
 
     p = sub.add_parser("draft-config", help="print the [tables.NAME] TOML for an existing table",

@@ -16,6 +16,7 @@ from parser.identifiers import mention_pattern
 from parser.schema import Catalog
 
 from ..protocol.errors import PgError
+from .admin import admin_command
 from .session_funcs import session_select
 from .sqltext import EscapeError, decode_escapes, leading_words, strip_comments
 
@@ -27,6 +28,7 @@ class Kind(enum.Enum):
     SESSION = "session"    # answered from session state (SET, SHOW, BEGIN, DECLARE, ...)
     DP = "dp"              # reads a protected table or calls lapras.*: the DP service
     CATALOG = "catalog"    # schema-only metadata: the shadow catalog database
+    ADMIN = "admin"        # the admin console (SHOW STATS, RELOAD, PAUSE...): admin users only
     REFUSED = "refused"    # never runs; `error` says why
 
 
@@ -142,6 +144,9 @@ class Router:
         if not words:
             return Route(Kind.EMPTY, sql)
         first = words[0]
+        console = admin_command(words)
+        if console is not None:
+            return Route(Kind.ADMIN, sql, console)
         if first in SESSION_COMMANDS:
             if first == "SHOW" and words[1:3] == ["LAPRAS", "BUDGET"]:
                 return Route(Kind.DP, sql, first)   # the other lapras.* settings are the session's
