@@ -58,6 +58,10 @@ def when_applied(section: str, name: str) -> str:
 
 
 def shown(value: Any) -> str:
+    if value is None:
+        return "(unset)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, dict | list | tuple):

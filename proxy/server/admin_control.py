@@ -171,7 +171,10 @@ class ServerAdmin:
         for k in KEYS:
             if k.section not in ("server", "tls", "upstream", "privacy", "lapras"):
                 continue
-            rows.append((k.path, reloading.shown(reloading.value_of(cfg, k.section, k.name)),
+            value = reloading.shown(reloading.value_of(cfg, k.section, k.name))
+            if k.path == "server.listen":
+                value = f"{cfg.server.host}:{self.server.port}"   # the bound port (listen may ask for port 0)
+            rows.append((k.path, value,
                          reloading.when_applied(k.section, k.name), self.pending.get(k.path, "")))
         for u in cfg.users:
             rows.append((f"users.{u.name}", f"auth={u.auth}" + (" admin" if u.admin else ""), reloading.LIVE,
@@ -221,14 +224,16 @@ class ServerAdmin:
         try:
             async with self._reloading:
                 await self._reload()
-        except PgError as exc:
-            log.error("SIGHUP: %s", exc.message)
+        except PgError:
+            pass  # logged by _reload
 
     async def _reload(self) -> tuple[list[reloading.Change], list[str]]:
         running = self.server.config
         try:
             new = await asyncio.to_thread(load_config, running.path)
         except ConfigError as exc:
+            log.warning("reload of %s refused, the running configuration is unchanged: %s", running.path,
+                        "; ".join(exc.problems))
             raise PgError("F0000", f"{running.path}: not reloaded, the running configuration is unchanged: "
                                    + "; ".join(exc.problems)) from None
         tls_context = None
