@@ -188,6 +188,30 @@ def test_reload_applies_live_keys_now_and_privacy_at_the_next_epoch(proxy_factor
     assert "privacy.epsilon: 3 -> 4: applies at the next epoch" in done.stdout, done.stdout
 
 
+def test_reload_turns_tls_on_for_new_connections(proxy_factory: Any, tmp_path: Path) -> None:
+    """TLS files are read again at each reload: [tls] set in the file, then RELOAD, and sslmode=require works
+    (the renewed-certificate case reads the same files the same way)."""
+    cert, key = tmp_path / "server.crt", tmp_path / "server.key"
+    try:
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+                        "/CN=localhost", "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("openssl is not installed")
+    proxy = proxy_factory(epsilon=2.0)
+    tls_dsn = proxy.dsn().replace("sslmode=disable", "sslmode=require")
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(tls_dsn, connect_timeout=10).close()
+    text = proxy.config_path.read_text()
+    proxy.config_path.write_text(text.replace('[tls]\n', '[tls]\n', 1).replace(
+        'cert = ""\nkey = ""', f'cert = "{cert}"\nkey = "{key}"', 1))
+    with admin(proxy) as dba:
+        changes = {r[0]: r[3] for r in dba.execute("RELOAD").fetchall()}
+    assert changes == {"tls.cert": "live", "tls.key": "live"}
+    with psycopg.connect(tls_dsn, connect_timeout=10) as conn:
+        assert conn.pgconn.ssl_in_use
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
 def test_sighup_reloads_and_shutdown_stops(proxy_factory: Any, harness: Any) -> None:
     proxy = proxy_factory(epsilon=2.0)
     add_user(proxy, harness, "hupuser", "huppass")
@@ -224,5 +248,9 @@ def test_sighup_reaches_every_worker(embedded_pg: Any, default_config: Any, harn
         for _ in range(12):
             assert can_login(proxy, "hupuser", "huppass")
         assert proxy.proc.poll() is None
+        # SHUTDOWN in one worker's console stops the supervisor and every worker.
+        with admin(proxy) as dba:
+            dba.execute("SHUTDOWN")
+        assert proxy.proc.wait(60) == 0
     finally:
         proxy.stop()

@@ -164,3 +164,19 @@ def test_lifecycle_on_one_state_dir(site: tuple[Path, Path, EmbeddedPostgres]) -
     assert done.returncode == 0, done.stderr
     assert not (pg.data_dir / "PG_VERSION").exists()
     assert not os.path.exists(pg.data_dir)
+
+    # 6. SIGTERM during start-up (the cluster up, the tables being filled): the process ends, and so does
+    #    the cluster it started.
+    early = Serve(good, state)
+    assert early.proc.stdout is not None
+    for line in early.proc.stdout:
+        early.lines.append(line)
+        if "initialising embedded PostgreSQL" in line:
+            break
+    deadline = time.monotonic() + 120
+    while not pg.is_running():
+        assert time.monotonic() < deadline and early.proc.poll() is None, early.text
+        time.sleep(0.05)
+    code = early.stop()
+    assert code != 0 and "ready" not in early.text, early.text
+    assert not pg.is_running(), "SIGTERM during start-up left the embedded PostgreSQL running"

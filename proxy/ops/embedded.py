@@ -229,6 +229,15 @@ class EmbeddedPostgres:
             changed = True
         return changed
 
+    def _postmaster_alive(self) -> bool:
+        """A postmaster of this data dir is alive (also while it starts, before its socket exists)."""
+        try:
+            pid = int((self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return False
+        return True
+
     def is_running(self) -> bool:
         pid_file = self.data_dir / "postmaster.pid"
         if not pid_file.exists():
@@ -290,8 +299,8 @@ class EmbeddedPostgres:
         started or adopted it. True when it was stopped."""
         stopped = False
         try:
-            if self.started_here and self._sole_user() and self.is_running():
-                self.stop()
+            if self.started_here and self._sole_user() and self._postmaster_alive():
+                self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop"], timeout=90)
                 stopped = True
         finally:
             if self._claim is not None:
@@ -321,9 +330,11 @@ class EmbeddedPostgres:
             return
         opts = (f"-k {self.socket_dir} -h '' -p {SOCKET_PORT} -c fsync=on -c synchronous_commit=on "
                 f"-c unix_socket_permissions=0700 -c max_connections=200 -c shared_buffers=64MB")
+        # Ours from the moment pg_ctl is launched: a stop signal while it waits for the server still has
+        # release() stop the postmaster pg_ctl left behind.
+        self.started_here = True
         self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-l", str(self.log_file),
                              "-o", opts, "start"], timeout=90)
-        self.started_here = True
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
