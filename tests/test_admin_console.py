@@ -186,6 +186,21 @@ def test_reload_applies_live_keys_now_and_privacy_at_the_next_epoch(proxy_factor
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "privacy.epsilon: 3 -> 4: applies at the next epoch" in done.stdout, done.stdout
+    assert re.search(r"privacy\.epsilon: the current epoch \d+ runs with 3 \(fixed in the ledger\); 4 from the "
+                     r"next epoch \(epoch \d+, due \d{4}-", done.stdout), done.stdout
+
+
+def test_restart_says_which_privacy_settings_wait_for_the_next_epoch(proxy_factory: Any) -> None:
+    """The issue's case: partition_fraction set and the proxy restarted; the epoch in force keeps 0, and
+    the start-up says so instead of leaving the refusal to puzzle the analyst."""
+    proxy = proxy_factory(epsilon=2.0)
+    proxy.stop()
+    text = proxy.config_path.read_text()
+    proxy.config_path.write_text(text.replace("[privacy]\n", "[privacy]\npartition_fraction = 0.1\n", 1))
+    proxy.start()
+    out = "".join(proxy.output)
+    assert re.search(r"note: privacy\.partition_fraction: the current epoch 1 runs with 0 \(fixed in the "
+                     r"ledger\); 0\.1 from the next epoch \(epoch 2, due \d{4}-\d\d-\d\d ", out), out
 
 
 def test_reload_turns_tls_on_for_new_connections(proxy_factory: Any, tmp_path: Path) -> None:

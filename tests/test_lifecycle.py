@@ -157,6 +157,17 @@ def test_lifecycle_on_one_state_dir(site: tuple[Path, Path, EmbeddedPostgres]) -
     assert reloaded.stop() == 0
     assert not pg.is_running(), "SIGTERM left the embedded PostgreSQL running"
 
+    # whatif --data over the same table: refused the same way, and the cluster it started is stopped.
+    log = root / "q.jsonlog"
+    log.write_text("".join(
+        '{"timestamp": "2026-10-0%d 10:00:00.000 UTC", "user": "analyst", "dbname": "adult", "pid": 7, '
+        '"error_severity": "LOG", "message": "statement: SELECT COUNT(*) FROM adult WHERE age > %d"}\n'
+        % (d, 20 + d) for d in (1, 2)))
+    whatif = cli("whatif", str(log), "--config", str(good), "--state-dir", str(state), "--data", f"adult={csv}",
+                 "--no-progress", "--workers", "1")
+    assert whatif.returncode == 2 and "--reload-data" in whatif.stderr, whatif.stderr
+    assert not pg.is_running()
+
     # 5. reset: says what it removes without --yes, removes it with --yes.
     ask = cli("reset", "--state-dir", str(state))
     assert ask.returncode == 2 and "ledger" in ask.stderr and (pg.data_dir / "PG_VERSION").exists()

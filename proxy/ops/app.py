@@ -260,6 +260,11 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     if ready_line:
         # The real time to accepting connections; P's release may still be on its way (it does not block).
         report = await asyncio.to_thread(service.engine.budget_report)
+        from .reload import epoch_difference_lines
+
+        # Privacy settings are fixed per epoch in the ledger: say which of the file's wait for the next one.
+        for line in epoch_difference_lines(report.get("current") or {}, cfg, admin.next_epoch_text()):
+            print(f"lapras-proxy: note: {line}", file=sys.stderr, flush=True)
         pending = (report.get("current") or {}).get("matrix_mechanism") == "pending"
         elapsed = time.monotonic() - t0 if t0 is not None else 0.0
         print(ready_line.format(elapsed=elapsed, port=server.port,

@@ -44,52 +44,66 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 
 def _against_running(cfg: Config, state_dir: Path, explicit: bool) -> list[str]:
     """What reloading ``cfg`` would change in the proxy of ``state_dir`` (the configuration it recorded at
-    start and at each reload), with when each change takes effect; and when the next epoch is, when the
-    ledger can be read without starting anything."""
+    start and at each reload), with when each change takes effect; and, when the ledger can be read
+    without starting anything, the privacy settings in which the epoch in force differs from ``cfg`` (they
+    apply from the next epoch, which is named)."""
     from ..server.admin_control import RUNNING_CONFIG
-    from .reload import NEXT_EPOCH, diff, summary
+    from .reload import NEXT_EPOCH, diff, epoch_difference_lines, summary
 
+    current = _current_epoch(cfg, state_dir)
+    nxt = _next_epoch_text(cfg, current)
+    out: list[str] = []
     record = state_dir / RUNNING_CONFIG
-    if not record.is_file():
-        return [f"(no proxy has run from {state_dir}: nothing to compare with)"] if explicit else []
-    import rtoml
+    if record.is_file():
+        import rtoml
 
-    from .config import parse_config
+        from .config import parse_config
 
-    try:
-        saved = json.loads(record.read_text(encoding="utf-8"))
-        running = parse_config(rtoml.loads(saved["text"]), saved["path"])
-    except (OSError, ValueError, KeyError, ConfigError, rtoml.TomlParsingError) as exc:
-        return [f"(the running configuration recorded in {record} cannot be read: {exc})"]
-    changes = diff(running, cfg)
-    nxt = ""
-    if any(c.when == NEXT_EPOCH for c in changes):
-        nxt = _next_epoch_text(cfg, state_dir)
-    out = [f"compared with the configuration running from {state_dir} ({saved['path']}); on RELOAD or SIGHUP:"]
-    return out + ["  " + line for line in summary(changes, nxt)]
+        try:
+            saved = json.loads(record.read_text(encoding="utf-8"))
+            running = parse_config(rtoml.loads(saved["text"]), saved["path"])
+        except (OSError, ValueError, KeyError, ConfigError, rtoml.TomlParsingError) as exc:
+            out.append(f"(the running configuration recorded in {record} cannot be read: {exc})")
+        else:
+            changes = diff(running, cfg)
+            out.append(f"compared with the configuration running from {state_dir} ({saved['path']}); "
+                       "on RELOAD or SIGHUP:")
+            out += ["  " + line for line in summary(changes, nxt if any(c.when == NEXT_EPOCH for c in changes)
+                                                     else "")]
+    elif explicit:
+        out.append(f"(no proxy has run from {state_dir}: no running configuration to compare with)")
+    epoch_lines = epoch_difference_lines(current or {}, cfg, nxt)
+    if epoch_lines:
+        out.append("compared with the epoch in force (privacy settings take effect when an epoch begins):")
+        out += ["  " + line for line in epoch_lines]
+    return out
 
 
-def _next_epoch_text(cfg: Config, state_dir: Path) -> str:
-    """ (epoch N, due T) from the ledger when it is reachable without starting a database, else empty."""
-    from lapras.settings import EPOCH_SECONDS
-
-    from .app import _embedded_running
+def _current_epoch(cfg: Config, state_dir: Path) -> dict[str, object] | None:
+    """The ledger's report of the epoch in force, when it can be read without starting a database."""
+    from .app import _embedded_running, budget_report
 
     if not cfg.upstream_dsn and not _embedded_running(state_dir):
-        return ""
+        return None
     try:
-        from ..dp.budget_view import timestamp
-        from .app import budget_report
+        return budget_report(cfg, state_dir).get("current") or None
+    except Exception:  # noqa: BLE001 - an unreachable ledger only leaves this comparison out
+        return None
 
-        cur = budget_report(cfg, state_dir).get("current") or {}
-    except Exception:  # noqa: BLE001 - an unreachable ledger only leaves the date out
+
+def _next_epoch_text(cfg: Config, current: dict[str, object] | None) -> str:
+    """ (epoch N, due T) for the epoch after ``current`` under ``cfg``'s epoch length, else empty."""
+    from lapras.settings import EPOCH_SECONDS
+
+    from ..dp.budget_view import timestamp
+
+    if not current:
         return ""
     length = cfg.privacy.epoch_seconds or EPOCH_SECONDS.get(cfg.privacy.epoch)
-    if not cur:
-        return ""
+    nxt = int(str(current["epoch"])) + 1
     if length is None:
-        return f" (epoch {cur['epoch'] + 1}; epochs are manual: `lapras-proxy epoch --new` starts it)"
-    return f" (epoch {cur['epoch'] + 1}, due {timestamp(float(cur['started_at']) + length)})"
+        return f" (epoch {nxt}; epochs are manual: `lapras-proxy epoch --new` starts it)"
+    return f" (epoch {nxt}, due {timestamp(float(str(current['started_at'])) + length)})"
 
 
 def config_warnings(cfg: Config) -> list[str]:

@@ -139,3 +139,42 @@ def summary(changes: list[Change], next_epoch: str = "") -> list[str]:
     if not changes:
         return ["no setting changed"]
     return [c.line(next_epoch) for c in changes]
+
+
+def epoch_differences(current: dict[str, Any], cfg: Config) -> list[tuple[str, str, str]]:
+    """(key, the current epoch's value, ``cfg``'s value) for each privacy setting in which ``cfg`` differs
+    from the epoch in force (``current``: the ledger's report of it, `lapras.report.epoch_report`). Those
+    values are fixed in the ledger when an epoch is prepared: ``cfg``'s apply from the next epoch, whether
+    the proxy was reloaded or restarted."""
+    if not current:
+        return []
+    eps = float(current["budget"]["epsilon"])
+    stored: dict[str, Any] = {
+        "privacy.epsilon": eps,
+        "privacy.delta": float(current["budget"]["delta"]),
+        "privacy.accounting": current.get("accounting"),
+        "privacy.regression_fraction": float(current["regression_budget"]["epsilon"]) / eps,
+        "privacy.partition_fraction": float(current["partition_budget"]["epsilon"]) / eps,
+        "lapras.allocation": current.get("allocation"),
+    }
+    if float(current["partition_budget"]["epsilon"]) > 0:
+        stored["privacy.partition_selections"] = int(current["partition_budget"]["selections"])
+    out = []
+    for key, have in stored.items():
+        section, name = key.split(".")
+        want = getattr(getattr(cfg, section), name)
+        same = (abs(float(have) - float(want)) <= 1e-9 * max(1.0, abs(float(want)))
+                if isinstance(have, float) else have == want)
+        if not same:
+            out.append((key, shown(have), shown(want)))
+    return out
+
+
+def epoch_difference_lines(current: dict[str, Any], cfg: Config, next_epoch: str) -> list[str]:
+    """The differences as sentences, naming the epoch in force and when the file's values apply."""
+    diffs = epoch_differences(current, cfg)
+    if not diffs:
+        return []
+    epoch = current.get("epoch")
+    return [f"{key}: the current epoch {epoch} runs with {have} (fixed in the ledger); {want} from the next "
+            f"epoch{next_epoch}" for key, have, want in diffs]
