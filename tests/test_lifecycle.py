@@ -9,6 +9,7 @@ that exists is refused naming `--reload-data`, which replaces the table; `reset`
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -154,15 +155,21 @@ def test_lifecycle_on_one_state_dir(site: tuple[Path, Path, EmbeddedPostgres]) -
     started = next(line for line in budget.stdout.splitlines() if line.strip().startswith("current.started_at"))
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\+00$", started), budget.stdout
     assert not re.search(r"\d\.\d{9,}", budget.stdout), budget.stdout   # no 0.7000000000000001
+    with psycopg.connect(pg.dsn("adult"), autocommit=True) as conn:   # an operator's view over the table
+        conn.execute("CREATE VIEW adult_by_age AS SELECT age FROM adult")
     assert reloaded.stop() == 0
     assert not pg.is_running(), "SIGTERM left the embedded PostgreSQL running"
+    blocked = Serve(good, state, "--data", f"adult={csv}", "--reload-data")
+    assert not blocked.ready()
+    assert blocked.proc.returncode == 1 and "other objects depend on it" in blocked.text, blocked.text
+    assert "Traceback" not in blocked.text and not pg.is_running()
 
     # whatif --data over the same table: refused the same way, and the cluster it started is stopped.
     log = root / "q.jsonlog"
-    log.write_text("".join(
-        '{"timestamp": "2026-10-0%d 10:00:00.000 UTC", "user": "analyst", "dbname": "adult", "pid": 7, '
-        '"error_severity": "LOG", "message": "statement: SELECT COUNT(*) FROM adult WHERE age > %d"}\n'
-        % (d, 20 + d) for d in (1, 2)))
+    log.write_text("".join(json.dumps({
+        "timestamp": f"2026-10-0{d} 10:00:00.000 UTC", "user": "analyst", "dbname": "adult", "pid": 7,
+        "error_severity": "LOG", "message": f"statement: SELECT COUNT(*) FROM adult WHERE age > {20 + d}"}) + "\n"
+        for d in (1, 2)))
     whatif = cli("whatif", str(log), "--config", str(good), "--state-dir", str(state), "--data", f"adult={csv}",
                  "--no-progress", "--workers", "1")
     assert whatif.returncode == 2 and "--reload-data" in whatif.stderr, whatif.stderr

@@ -123,7 +123,7 @@ def _fill_tables(cfg: Config, dsn: str, data: dict[str, Path], reload_data: bool
             created = ensure_table(dsn, table, load, source, replace=replace_it)
         except DataLoadError as exc:
             raise StartupError(str(exc)) from None
-        except psycopg.errors.DependentObjectsStillRequired as exc:
+        except psycopg.errors.DependentObjectsStillExist as exc:
             raise StartupError(f"cannot replace table {table.qualified_name}: other objects depend on it "
                                f"({str(exc).strip().splitlines()[-1]}); drop them first") from None
         if created:

@@ -84,9 +84,9 @@ async def run_admin(control: AdminControl | None, user: str, cmd: str, formats: 
         rows = [tuple("" if v is None else str(v) for v in r) for r in await ctl.show(what)]
         return text_result([(n, types.TEXT) for n in SHOW_COLUMNS[what]], rows, "SHOW", formats)
     if cmd == "RELOAD":
-        rows, notes = await ctl.reload()
+        changes, notes = await ctl.reload()
         res = text_result([(n, types.TEXT) for n in RELOAD_COLUMNS],
-                          [tuple(str(v) for v in r) for r in rows], "RELOAD", formats)
+                          [tuple(str(v) for v in r) for r in changes], "RELOAD", formats)
         res.notices.extend(backend.notice_response(n) for n in notes)
         return res
     if cmd == "PAUSE":
