@@ -263,6 +263,13 @@ def test_sighup_reaches_every_worker(embedded_pg: Any, default_config: Any, harn
         for _ in range(12):
             assert can_login(proxy, "hupuser", "huppass")
         assert proxy.proc.poll() is None
+        # RELOAD typed in one worker's console reaches the others through the supervisor.
+        add_user(proxy, harness, "consoleuser", "consolepass")
+        with admin(proxy) as dba:
+            assert [r[0] for r in dba.execute("RELOAD").fetchall()] == ["users.consoleuser"]
+        time.sleep(3)
+        for _ in range(12):
+            assert can_login(proxy, "consoleuser", "consolepass")
         # SHUTDOWN in one worker's console stops the supervisor and every worker.
         with admin(proxy) as dba:
             dba.execute("SHUTDOWN")
