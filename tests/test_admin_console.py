@@ -203,9 +203,10 @@ def test_restart_says_which_privacy_settings_wait_for_the_next_epoch(proxy_facto
                      r"ledger\); 0\.1 from the next epoch \(epoch 2, due \d{4}-\d\d-\d\d ", out), out
 
 
-def test_reload_turns_tls_on_for_new_connections(proxy_factory: Any, tmp_path: Path) -> None:
+def test_reload_turns_tls_and_the_query_log_on(proxy_factory: Any, tmp_path: Path) -> None:
     """TLS files are read again at each reload: [tls] set in the file, then RELOAD, and sslmode=require works
-    (the renewed-certificate case reads the same files the same way)."""
+    (the renewed-certificate case reads the same files the same way); the query log starts writing to the
+    file the reload names, and stops when a reload empties query_log."""
     cert, key = tmp_path / "server.crt", tmp_path / "server.key"
     try:
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
@@ -217,14 +218,25 @@ def test_reload_turns_tls_on_for_new_connections(proxy_factory: Any, tmp_path: P
     with pytest.raises(psycopg.OperationalError):
         psycopg.connect(tls_dsn, connect_timeout=10).close()
     text = proxy.config_path.read_text()
-    proxy.config_path.write_text(text.replace('[tls]\n', '[tls]\n', 1).replace(
-        'cert = ""\nkey = ""', f'cert = "{cert}"\nkey = "{key}"', 1))
+    qlog = tmp_path / "queries.jsonl"
+    assert 'query_log = ""' in text
+    proxy.config_path.write_text(text.replace('cert = ""\nkey = ""', f'cert = "{cert}"\nkey = "{key}"', 1)
+                                 .replace('query_log = ""', f'query_log = "{qlog}"', 1))
     with admin(proxy) as dba:
         changes = {r[0]: r[3] for r in dba.execute("RELOAD").fetchall()}
-    assert changes == {"tls.cert": "live", "tls.key": "live"}
+    assert changes == {"tls.cert": "live", "tls.key": "live", "server.query_log": "live"}
     with psycopg.connect(tls_dsn, connect_timeout=10) as conn:
         assert conn.pgconn.ssl_in_use
         assert conn.execute("SELECT 1").fetchone() == (1,)
+    lines = qlog.read_text().splitlines()
+    assert any('"user":"analyst"' in line for line in lines), lines
+    proxy.config_path.write_text(proxy.config_path.read_text().replace(f'query_log = "{qlog}"', 'query_log = ""'))
+    with admin(proxy) as dba:
+        dba.execute("RELOAD")
+    before = qlog.read_text()
+    with connect(proxy) as conn:
+        conn.execute("SELECT 1").fetchall()
+    assert qlog.read_text() == before, "the query log kept writing after a reload turned it off"
 
 
 def test_sighup_reloads_and_shutdown_stops(proxy_factory: Any, harness: Any) -> None:

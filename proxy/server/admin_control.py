@@ -270,10 +270,10 @@ class ServerAdmin:
             from ..dp.engine_factory import engine_settings
 
             engine.update_settings(engine_settings(live))
-        if live.server.query_log != running.server.query_log and live.server.query_log:
+        if live.server.query_log != running.server.query_log:
             from ..observability import querylog
 
-            querylog.configure(None if live.server.query_log == "stderr" else live.server.query_log)
+            querylog.reconfigure(live.server.query_log)
         self._pending_epoch = self._current_epoch()
         for c in changes:
             if c.when == reloading.NEXT_EPOCH:
