@@ -164,6 +164,20 @@ def test_lifecycle_on_one_state_dir(site: tuple[Path, Path, EmbeddedPostgres]) -
     assert blocked.proc.returncode == 1 and "other objects depend on it" in blocked.text, blocked.text
     assert "Traceback" not in blocked.text and not pg.is_running()
 
+    # Two proxies on one state dir: the cluster stays up while either runs and stops with the last one,
+    # whichever started it.
+    one, two = Serve(good, state), None
+    assert one.ready(), one.text
+    two = Serve(good, state)
+    assert two.ready(), two.text
+    assert one.stop() == 0
+    assert pg.is_running(), "the first proxy out stopped the cluster the second still uses"
+    with psycopg.connect(f"host=127.0.0.1 port={two.port} user=analyst password=lapras dbname=adult "
+                         "sslmode=disable", autocommit=True) as conn:
+        assert conn.execute("SELECT COUNT(*) FROM adult WHERE age > 30").fetchone() is not None
+    assert two.stop() == 0
+    assert not pg.is_running(), "the last proxy out left the cluster running"
+
     # whatif --data over the same table: refused the same way, and the cluster it started is stopped.
     log = root / "q.jsonlog"
     log.write_text("".join(json.dumps({

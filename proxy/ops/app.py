@@ -307,7 +307,7 @@ def _exit_now(embedded: EmbeddedPostgres | None) -> None:
     import os
 
     if embedded is not None:
-        embedded.release()
+        embedded.release(last_out_stops=True)
     logging.shutdown()
     sys.stdout.flush()
     os._exit(1)
@@ -391,7 +391,7 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
         return 1
     finally:
         if upstream.embedded is not None:
-            upstream.embedded.release()
+            upstream.embedded.release(last_out_stops=True)
     return 0
 
 

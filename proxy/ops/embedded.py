@@ -20,6 +20,8 @@ import shutil
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger("lapras.embedded")
@@ -269,17 +271,31 @@ class EmbeddedPostgres:
         fcntl.flock(fd, fcntl.LOCK_SH)
         self._claim = fd
 
+    @contextmanager
+    def _probing(self) -> Iterator[None]:
+        """Serialise the probes of the claim file. On Linux a failed shared-to-exclusive conversion drops
+        the shared lock before it fails, so a prober holds none for a moment: probers take turns, and
+        holders that do not probe keep theirs throughout."""
+        fd = os.open(self.state_dir / "embedded.claim.probe", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def _sole_user(self) -> bool:
         """True when no other process holds a claim (this one's is kept, shared)."""
         if self._claim is None:
             self.claim()
         assert self._claim is not None
-        try:
-            fcntl.flock(self._claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        fcntl.flock(self._claim, fcntl.LOCK_SH)
-        return True
+        with self._probing():
+            try:
+                fcntl.flock(self._claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                sole = True
+            except OSError:
+                sole = False
+            fcntl.flock(self._claim, fcntl.LOCK_SH)   # restored (no other prober can hold it exclusively now)
+        return sole
 
     def in_use_elsewhere(self) -> bool:
         """Another live process serves from (or started) this cluster."""
@@ -287,19 +303,22 @@ class EmbeddedPostgres:
             return False
         fd = os.open(self.claim_file, os.O_RDWR)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return True
+            with self._probing():
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    return True
         finally:
             os.close(fd)
         return False
 
-    def release(self) -> bool:
+    def release(self, last_out_stops: bool = False) -> bool:
         """This process stops using the cluster: it is stopped when no other process uses it and this one
-        started or adopted it. True when it was stopped."""
+        started or adopted it (``last_out_stops``: whoever started it; a proxy's cluster goes with the last
+        proxy). True when it was stopped."""
         stopped = False
         try:
-            if self.started_here and self._sole_user() and self._postmaster_alive():
+            if (self.started_here or last_out_stops) and self._sole_user() and self._postmaster_alive():
                 self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop"], timeout=90)
                 stopped = True
         finally:
