@@ -234,6 +234,19 @@ class Engine:
             self._policy = OnlinePolicy(ep.spec.allocator(), ep.spec.budget, self.settings.free_stderr_ratio,
                                         self.settings.free_answer_max_stderr or None, self.mechanism)
 
+    def update_settings(self, settings: EngineSettings) -> None:
+        """New settings (a reloaded config): an epoch's budget and split are fixed in its spec when it is
+        prepared, so privacy settings take effect at the next epoch (one prepared ahead is prepared
+        again); the epoch length, work limit and release wait apply at once."""
+        self.settings = settings
+        if self._preparer is not None:
+            self._preparer.forget()
+
+    def next_epoch_at(self) -> float | None:
+        """When the current epoch ends by itself (its start plus the epoch length), None for manual epochs."""
+        ep, length = self._epoch, self.settings.epoch_length
+        return None if ep is None or length is None else ep.started_at + length
+
     def new_epoch(self, prediction: Prediction | None = None, expected_current: int | None = -1) -> EpochRecord:
         """Start a new epoch now: new budget, new P, and the MM release drawn before any query is answered.
 

@@ -59,10 +59,17 @@ class EpochPreparer:
         self._next: PreparedEpoch | None = None
         self._next_for: int | None = None  # the epoch id the prepared one follows
         self._exact_for: int | None = None  # the epoch whose bounded rows were materialised ahead
+        self._generation = 0  # bumped when the engine's settings change: an epoch prepared before is stale
         self._thread = threading.Thread(target=self._run, name="lapras-epoch-preparer", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def forget(self) -> None:
+        """Drop the next epoch prepared ahead (the settings it was prepared with changed); it is prepared
+        again with the new ones when due."""
+        self._generation += 1
+        self._next = None
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
@@ -103,7 +110,11 @@ class EpochPreparer:
         boundary = ep.started_at + length
         now = eng.clock()
         if (self._next is None or self._next_for != ep.id) and now >= boundary - prepare_ahead(length):
-            self._next, self._next_for = eng.prepare_epoch(), ep.id
+            generation = self._generation
+            prepared = eng.prepare_epoch()
+            if generation != self._generation:
+                return  # the settings changed while preparing: prepare again next round
+            self._next, self._next_for = prepared, ep.id
         if now >= boundary and self._next is not None and self._next_for == ep.id:
             new = eng.commit_epoch(self._next, expected_current=ep.id)
             self._next = None

@@ -250,6 +250,12 @@ class PostgresLedger(Ledger):
     def close(self) -> None:
         self._pool.close()
 
+    def pool_usage(self) -> tuple[int, int, int, int]:
+        """(max connections, in use, idle, requests waiting) of the ledger's pool (SHOW SERVERS)."""
+        st = self._pool.get_stats()
+        size, idle = int(st.get("pool_size", 0)), int(st.get("pool_available", 0))
+        return self._pool.max_size, size - idle, idle, int(st.get("requests_waiting", 0))
+
     def current_epoch(self) -> EpochRecord | None:
         with self._tx() as c:
             row = c.execute(f"SELECT {_EPOCH_COLS} FROM lapras.epochs e WHERE ended_at IS NULL").fetchone()

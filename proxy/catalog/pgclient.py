@@ -334,6 +334,12 @@ class BackendPool:
             self._sem.release()
             raise
 
+    def usage(self) -> tuple[int, int, int]:
+        """(backends in use, idle backends, acquirers waiting) for the admin console's SHOW SERVERS."""
+        free = self._sem._value  # noqa: SLF001 - asyncio.Semaphore has no public count
+        waiting = len(self._sem._waiters or ())  # noqa: SLF001
+        return self.size - free, len(self._idle), waiting
+
     def _take_idle(self, owner: int | None) -> BackendConnection:
         for i in range(len(self._idle) - 1, -1, -1):
             if self._idle[i].owner == owner:

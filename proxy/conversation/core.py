@@ -130,7 +130,7 @@ class Conversation:
                 self.out.append(backend.EMPTY_QUERY)
             for text in statements:
                 route = router.route(text)
-                if route.kind is not Kind.SESSION:
+                if route.kind is not Kind.SESSION and route.kind is not Kind.ADMIN:
                     self._admit()
                 res = await self._guard(self.executor.run(route))
                 self._report()
@@ -208,7 +208,7 @@ class Conversation:
             if route.kind is Kind.EMPTY:
                 self.out.append(backend.EMPTY_QUERY)
                 return
-            if route.kind is not Kind.SESSION:
+            if route.kind is not Kind.SESSION and route.kind is not Kind.ADMIN:
                 self._admit()
             portal.result = await self._guard(self.executor.run(
                 route, param_oids=stmt.param_oids, param_formats=portal.param_formats, params=portal.params,

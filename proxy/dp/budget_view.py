@@ -47,6 +47,14 @@ def _num(v: object) -> str:
     return "" if v is None else str(v)
 
 
+def readable(key: str, value: object) -> str:
+    """One report value as a person reads it: ``*_at`` seconds as a UTC timestamp, floats to 6 significant
+    digits (0.7000000000000001 prints 0.7), None as empty."""
+    if key.endswith("_at") and isinstance(value, int | float) and not isinstance(value, bool):
+        return timestamp(float(value))
+    return _num(value)
+
+
 def budget_rows(report: Mapping[str, Any], activity: Mapping[str, float], *, admin: bool,
                 units_to_eps: Any = None) -> list[tuple[str, str]]:
     """(key, value) rows for SHOW lapras.budget. `activity` is the user's own (Ledger.user_activity);

@@ -131,3 +131,15 @@ def configure(target: str | IO[str] | None = None) -> logging.Handler:
     # Keep query lines out of the human-readable application log (different format, own destination).
     log.propagate = False
     return handler
+
+
+def reconfigure(query_log: str) -> None:
+    """Apply a reloaded ``[server] query_log``: the old destination closed, then the new one ("stderr", a
+    file path) opened, or the log turned off ("")."""
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+        handler.close()
+    if query_log:
+        configure(None if query_log == "stderr" else query_log)
+    else:
+        log.setLevel(logging.WARNING)

@@ -57,8 +57,13 @@ def _ensure_database(admin_dsn: str, name: str) -> None:
 
 
 def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = None,
-                  start: bool = True) -> Upstream:
-    """Start (or reuse) the embedded PostgreSQL, or check the configured upstream."""
+                  start: bool = True, reload_data: bool = False) -> Upstream:
+    """Start (or reuse) the embedded PostgreSQL, or check the configured upstream.
+
+    ``data``: CSV files for protected tables of the embedded database. A table that exists already is
+    replaced by its file with ``reload_data``; without it the file is refused rather than silently
+    ignored. A failure after the embedded cluster was started here stops it again (nothing is left
+    running)."""
     if cfg.upstream_dsn:
         try:
             with psycopg.connect(cfg.upstream_dsn, connect_timeout=10) as conn:
@@ -71,24 +76,62 @@ def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = N
         _check_columns(cfg, cfg.upstream_dsn)
         return Upstream(dsn=cfg.upstream_dsn, admin_dsn=cfg.upstream_dsn)
     pg = EmbeddedPostgres(state_dir)
-    if start:
-        pg.start()
-    elif not pg.is_running():
-        raise StartupError(f"no embedded PostgreSQL is running under {state_dir} (start `lapras-proxy serve`)")
-    _ensure_database(pg.dsn(), cfg.server.database)
-    dsn = pg.dsn(cfg.server.database)
+    try:
+        if start:
+            pg.start()
+        elif not pg.is_running():
+            raise StartupError(f"no embedded PostgreSQL is running under {state_dir} (start `lapras-proxy serve`)")
+        else:
+            pg.claim()
+        _ensure_database(pg.dsn(), cfg.server.database)
+        dsn = pg.dsn(cfg.server.database)
+        _fill_tables(cfg, dsn, data or {}, reload_data)
+        _check_columns(cfg, dsn)
+    except BaseException:
+        pg.release()
+        raise
+    return Upstream(dsn=dsn, admin_dsn=pg.dsn(), embedded=pg)
+
+
+RELOAD_FLAG = "--reload-data"
+
+
+def _fill_tables(cfg: Config, dsn: str, data: dict[str, Path], reload_data: bool) -> None:
+    """Create missing protected tables of the embedded database (from --data, else generated rows); with
+    ``reload_data`` replace those given a file. A file for a table that exists is refused otherwise: the
+    user would measure the old rows believing they measure the file."""
+    from .demo_data import DataLoadError
+
+    with psycopg.connect(dsn) as conn:
+        present = {t.name for t in cfg.catalog.tables if table_exists(conn, t)}
+    stale = [t for t in cfg.catalog.tables if t.name in data and t.name in present]
+    if stale and not reload_data:
+        names = ", ".join(t.qualified_name for t in stale)
+        files = " ".join(f"--data {t.name}={data[t.name]}" for t in stale)
+        raise StartupError(f"table {names} already exists in the embedded database, so {files} would not be "
+                           f"loaded; add {RELOAD_FLAG} to replace the table with the file's rows, or leave "
+                           "out --data to keep the rows it has")
     for table in cfg.catalog.tables:
-        source = (data or {}).get(table.name)
+        source = data.get(table.name)
         load = cfg.loads.get(table.name, _no_load())
         if source is None and load.generator == "events":
             if ensure_events_table(dsn, schema=table.schema, name=table.name):
                 print(f"created table {table.qualified_name} with a generated event log", file=sys.stderr)
             continue
-        if ensure_table(dsn, table, load, source):
+        replace_it = reload_data and source is not None and table.name in present
+        try:
+            created = ensure_table(dsn, table, load, source, replace=replace_it)
+        except DataLoadError as exc:
+            raise StartupError(str(exc)) from None
+        except psycopg.errors.DependentObjectsStillExist as exc:
+            raise StartupError(f"cannot replace table {table.qualified_name}: other objects depend on it "
+                               f"({str(exc).strip().splitlines()[-1]}); drop them first") from None
+        if created:
             what = f"from {source}" if source else "with generated demo rows"
-            print(f"created table {table.qualified_name} {what}", file=sys.stderr)
-    _check_columns(cfg, dsn)
-    return Upstream(dsn=dsn, admin_dsn=pg.dsn(), embedded=pg)
+            print(f"{'replaced' if replace_it else 'created'} table {table.qualified_name} {what}", file=sys.stderr)
+    if reload_data and any(t.name in present for t in cfg.catalog.tables if t.name in data):
+        print("lapras-proxy: answers already released in the current epoch keep their values (replayed); "
+              "`lapras-proxy epoch --new` starts an epoch answered from the new rows", file=sys.stderr)
 
 
 def _check_columns(cfg: Config, dsn: str) -> None:
@@ -141,7 +184,7 @@ def _dbname(dsn: str) -> str:
     return str(conninfo_to_dict(dsn).get("dbname") or "postgres")
 
 
-def _psql_line(cfg: Config, host: str, port: int) -> str:
+def _psql_line(cfg: Config, host: str, port: int | str) -> str:
     user = cfg.users[0].name if cfg.users else "analyst"
     return f'psql "host={host} port={port} user={user} dbname={cfg.server.database}"'
 
@@ -190,11 +233,16 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         raise StartupError(str(exc)) from None
     service = await asyncio.to_thread(DPService.open, cfg, upstream.dsn, state_dir)
     metrics = await _start_observability(cfg, service, worker)
+    from ..server.admin_control import ServerAdmin, save_running_config
     from ..server.cancel_relay import CancelRelay
 
     relay = CancelRelay(worker, cancel_dir) if cancel_dir is not None else None
     server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port, metrics=metrics, cancel_relay=relay)
+    stop = asyncio.Event()
+    server.admin = ServerAdmin(server, worker=worker, is_worker=reuse_port, stop=stop.set, state_dir=state_dir)
     await server.start()
+    if worker == 0:
+        save_running_config(state_dir, cfg)
 
     async def show_catalog(catalog: Catalog) -> None:
         # The shadow catalog's CHECK lists are the current epoch's values_from lists (psql's \d shows them):
@@ -202,16 +250,30 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), catalog, protected_db=_dbname(upstream.dsn))
 
     sync = asyncio.create_task(service.sync_forever(metrics=metrics, on_catalog=show_catalog))
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    admin = server.admin
+    reloads: set[asyncio.Task[None]] = set()
+
+    def on_sighup() -> None:
+        # SIGHUP re-reads config.toml as the console's RELOAD does (the result goes to the log).
+        task = loop.create_task(admin.reload_on_signal())
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, on_sighup)
     if ready_line:
         # The real time to accepting connections; P's release may still be on its way (it does not block).
         report = await asyncio.to_thread(service.engine.budget_report)
+        from .reload import epoch_difference_lines
+
+        # Privacy settings are fixed per epoch in the ledger: say which of the file's wait for the next one.
+        for line in epoch_difference_lines(report.get("current") or {}, cfg, admin.next_epoch_text()):
+            print(f"lapras-proxy: note: {line}", file=sys.stderr, flush=True)
         pending = (report.get("current") or {}).get("matrix_mechanism") == "pending"
         elapsed = time.monotonic() - t0 if t0 is not None else 0.0
-        print(ready_line.format(elapsed=elapsed,
+        print(ready_line.format(elapsed=elapsed, port=server.port,
                                 mm=" (preparing the release of P in the background)" if pending else ""),
               flush=True)
     try:
@@ -250,8 +312,8 @@ def _exit_now(embedded: EmbeddedPostgres | None) -> None:
     stopping the embedded PostgreSQL first if this process started it."""
     import os
 
-    if embedded is not None and embedded.started_here:
-        embedded.stop()
+    if embedded is not None:
+        embedded.release(last_out_stops=True)
     logging.shutdown()
     sys.stdout.flush()
     os._exit(1)
@@ -282,9 +344,18 @@ def _install_loop() -> None:
         pass
 
 
+class _StopRequested(SystemExit):
+    """SIGTERM or SIGINT before the server's own handlers are installed: unwinds start-up through its
+    clean-up (the embedded cluster started so far is stopped) instead of killing the process mid-way."""
+
+
+def _stop_during_startup(signum: int, _frame: object) -> None:
+    raise _StopRequested(128 + signum)
+
+
 def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
-          data: dict[str, Path] | None = None, workers: int = 1) -> int:
-    """Run the proxy until SIGINT/SIGTERM; returns the process exit code."""
+          data: dict[str, Path] | None = None, workers: int = 1, reload_data: bool = False) -> int:
+    """Run the proxy until SIGINT/SIGTERM (or the admin console's SHUTDOWN); returns the exit code."""
     from ..server.cancel_relay import MAX_WORKERS
 
     if not 1 <= workers <= MAX_WORKERS:
@@ -293,15 +364,18 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     t0 = time.monotonic()
     if listen is not None:
         cfg = replace(cfg, server=replace(cfg.server, host=listen[0], port=listen[1]))
+    signal.signal(signal.SIGTERM, _stop_during_startup)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)   # a reload before the server runs has nothing to reload
     try:
-        upstream = open_upstream(cfg, state_dir, data)
+        upstream = open_upstream(cfg, state_dir, data, reload_data=reload_data)
     except (StartupError, OSError, psycopg.Error) as exc:
         print(f"lapras-proxy: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # embedded start-up failures carry their own message
         print(f"lapras-proxy: cannot start the embedded PostgreSQL: {exc}", file=sys.stderr)
         return 1
-    psql = _psql_line(cfg, cfg.server.host, cfg.server.port).replace("{", "{{").replace("}", "}}")
+    # {port} is the bound port, filled once listening (port 0 in the config asks the OS for a free one).
+    psql = _psql_line(cfg, cfg.server.host, "\0").replace("{", "{{").replace("}", "}}").replace("\0", "{port}")
     ready = "lapras-proxy ready in {elapsed:.1f} s{mm}; connect with:\n  " + psql
     _install_loop()
     try:
@@ -322,8 +396,8 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
         print(f"lapras-proxy: database error during start-up: {exc}", file=sys.stderr)
         return 1
     finally:
-        if upstream.embedded is not None and upstream.embedded.started_here:
-            upstream.embedded.stop()
+        if upstream.embedded is not None:
+            upstream.embedded.release(last_out_stops=True)
     return 0
 
 
@@ -341,16 +415,17 @@ def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int, stat
 
 
 @contextmanager
-def operator_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = None) -> Iterator[Upstream]:
+def operator_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = None,
+                      reload_data: bool = False) -> Iterator[Upstream]:
     """The upstream for an operator command: reuses a running embedded cluster, or starts one just for
-    the command and stops it afterwards (``data``: CSV files for tables it does not have yet)."""
+    the command and stops it afterwards (``data``: CSV files for its tables, see ``open_upstream``)."""
     running = bool(cfg.upstream_dsn) or _embedded_running(state_dir)
-    upstream = open_upstream(cfg, state_dir, data, start=not running)
+    upstream = open_upstream(cfg, state_dir, data, start=not running, reload_data=reload_data)
     try:
         yield upstream
     finally:
-        if upstream.embedded is not None and upstream.embedded.started_here:
-            upstream.embedded.stop()
+        if upstream.embedded is not None:
+            upstream.embedded.release()
 
 
 def budget_report(cfg: Config, state_dir: Path) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The `lapras-proxy` command: serve, check-config, draft-config, hash-password, budget, epoch, psql,
-predict, replay, whatif, dev-cluster."""
+reset, predict, replay, whatif, dev-cluster."""
 
 from __future__ import annotations
 
@@ -37,7 +37,73 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     print(f"{args.config}: OK — serves {tables} on {cfg.server.host}:{cfg.server.port} from {where}; "
           f"budget per epoch ({cfg.privacy.epsilon:g}, {cfg.privacy.delta:g}), "
           f"{cfg.privacy.accounting} accounting, {len(cfg.users)} user(s)")
+    for line in _against_running(cfg, Path(args.state_dir or DEFAULT_STATE_DIR), explicit=bool(args.state_dir)):
+        print(line)
     return 0
+
+
+def _against_running(cfg: Config, state_dir: Path, explicit: bool) -> list[str]:
+    """What reloading ``cfg`` would change in the proxy of ``state_dir`` (the configuration it recorded at
+    start and at each reload), with when each change takes effect; and, when the ledger can be read
+    without starting anything, the privacy settings in which the epoch in force differs from ``cfg`` (they
+    apply from the next epoch, which is named)."""
+    from ..server.admin_control import RUNNING_CONFIG
+    from .reload import NEXT_EPOCH, diff, epoch_difference_lines, summary
+
+    current = _current_epoch(cfg, state_dir)
+    nxt = _next_epoch_text(cfg, current)
+    out: list[str] = []
+    record = state_dir / RUNNING_CONFIG
+    if record.is_file():
+        import rtoml
+
+        from .config import parse_config
+
+        try:
+            saved = json.loads(record.read_text(encoding="utf-8"))
+            running = parse_config(rtoml.loads(saved["text"]), saved["path"])
+        except (OSError, ValueError, KeyError, ConfigError, rtoml.TomlParsingError) as exc:
+            out.append(f"(the running configuration recorded in {record} cannot be read: {exc})")
+        else:
+            changes = diff(running, cfg)
+            out.append(f"compared with the configuration running from {state_dir} ({saved['path']}); "
+                       "on RELOAD or SIGHUP:")
+            out += ["  " + line for line in summary(changes, nxt if any(c.when == NEXT_EPOCH for c in changes)
+                                                     else "")]
+    elif explicit:
+        out.append(f"(no proxy has run from {state_dir}: no running configuration to compare with)")
+    epoch_lines = epoch_difference_lines(current or {}, cfg, nxt)
+    if epoch_lines:
+        out.append("compared with the epoch in force (privacy settings take effect when an epoch begins):")
+        out += ["  " + line for line in epoch_lines]
+    return out
+
+
+def _current_epoch(cfg: Config, state_dir: Path) -> dict[str, object] | None:
+    """The ledger's report of the epoch in force, when it can be read without starting a database."""
+    from .app import _embedded_running, budget_report
+
+    if not cfg.upstream_dsn and not _embedded_running(state_dir):
+        return None
+    try:
+        return budget_report(cfg, state_dir).get("current") or None
+    except Exception:  # noqa: BLE001 - an unreachable ledger only leaves this comparison out
+        return None
+
+
+def _next_epoch_text(cfg: Config, current: dict[str, object] | None) -> str:
+    """ (epoch N, due T) for the epoch after ``current`` under ``cfg``'s epoch length, else empty."""
+    from lapras.settings import EPOCH_SECONDS
+
+    from ..dp.budget_view import timestamp
+
+    if not current:
+        return ""
+    length = cfg.privacy.epoch_seconds or EPOCH_SECONDS.get(cfg.privacy.epoch)
+    nxt = int(str(current["epoch"])) + 1
+    if length is None:
+        return f" (epoch {nxt}; epochs are manual: `lapras-proxy epoch --new` starts it)"
+    return f" (epoch {nxt}, due {timestamp(float(str(current['started_at'])) + length)})"
 
 
 def config_warnings(cfg: Config) -> list[str]:
@@ -107,11 +173,16 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             print(f"lapras-proxy: --listen: {exc} (write it like 127.0.0.1:6432)", file=sys.stderr)
             return 2
     data = _parse_data_args(cfg, args.data)
+    if args.reload_data and not data:
+        print("lapras-proxy: --reload-data replaces the tables given with --data TABLE=FILE.csv; none given",
+              file=sys.stderr)
+        return 2
     for warning in config_warnings(cfg):
         print(f"lapras-proxy: warning: {warning}", file=sys.stderr)
     from .app import serve
 
-    return serve(cfg, state_dir=Path(args.state_dir), listen=listen, data=data, workers=args.workers)
+    return serve(cfg, state_dir=Path(args.state_dir), listen=listen, data=data, workers=args.workers,
+                 reload_data=args.reload_data)
 
 
 def _parse_data_args(cfg: Config, values: Sequence[str] | None) -> dict[str, Path]:
@@ -148,10 +219,11 @@ def _cmd_budget(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=None, sort_keys=True, default=str))
     else:
+        from ..dp.budget_view import readable
         from ..dp.service import flatten
 
         for key, value in flatten(report):
-            print(f"{key:>34}: {value}")
+            print(f"{key:>34}: {readable(key, value)}")
     return 0
 
 
@@ -199,6 +271,31 @@ def _cmd_psql(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
+def _cmd_reset(args: argparse.Namespace) -> int:
+    """Remove the embedded database of a state dir (its tables and its privacy ledger): the way back to a
+    fresh start. As root the cluster lives under /var/lib/lapras-proxy, so removing the state dir alone
+    does not reset it."""
+    from .embedded import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(Path(args.state_dir))
+    if not (pg.data_dir / "PG_VERSION").exists():
+        print(f"nothing to reset: {args.state_dir} has no embedded database (looked in {pg.data_dir})")
+        return 0
+    if pg.in_use_elsewhere():
+        print(f"lapras-proxy: the embedded database of {args.state_dir} is in use by a running proxy or "
+              "operator command; stop it first", file=sys.stderr)
+        return 1
+    if not args.yes:
+        print(f"lapras-proxy: this removes {pg.data_dir}: the protected tables loaded there and the privacy "
+              "ledger (every epoch, spend and stored answer: budgets already spent are forgotten); "
+              "run again with --yes", file=sys.stderr)
+        return 2
+    pg.destroy()
+    print(f"removed the embedded database of {args.state_dir} ({pg.data_dir}); the next `lapras-proxy serve` "
+          "creates a new one")
+    return 0
+
+
 def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
     p.add_argument("--config", default=DEFAULT_CONFIG, metavar="PATH",
                    help=f"configuration file (default: ./{DEFAULT_CONFIG})")
@@ -207,7 +304,7 @@ def _common(p: argparse.ArgumentParser, state: bool = True) -> None:
                        help=f"state directory: embedded database and logs (default: ./{DEFAULT_STATE_DIR})")
 
 
-CORE_COMMANDS = ("serve", "check-config", "draft-config", "budget", "epoch", "psql", "dev-cluster")
+CORE_COMMANDS = ("serve", "check-config", "draft-config", "budget", "epoch", "psql", "reset", "dev-cluster")
 
 
 def build_parser(optional: bool = True) -> argparse.ArgumentParser:
@@ -216,6 +313,10 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
         description="A PostgreSQL wire-protocol proxy that answers aggregate SQL with differentially "
                     "private results under one privacy budget (LAPRAS).")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
+    from .version import version_line
+
+    parser.add_argument("--version", action="version", version=version_line(),
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -226,14 +327,22 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--listen", metavar="HOST:PORT", help="address to listen on (default from config, "
                                                          "127.0.0.1:6432)")
     p.add_argument("--data", action="append", metavar="[TABLE=]CSV",
-                   help="CSV (with a header row) to fill a missing protected table in the embedded database")
+                   help="CSV (with a header row) to fill a missing protected table in the embedded database "
+                        "(a table that exists is refused unless --reload-data)")
+    p.add_argument("--reload-data", action="store_true",
+                   help="replace the tables given with --data by the files' rows (drop and load)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="number of proxy processes sharing the port (SO_REUSEPORT) and one ledger")
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("check-config", help="validate a configuration file",
-                       description="Validate a configuration and explain every problem found.")
+                       description="Validate a configuration and explain every problem found; when a proxy "
+                       "runs (or ran) from the state dir, say what reloading this file would change and when "
+                       "each change takes effect.")
     _common(p, state=False)
+    p.add_argument("--state-dir", default=None, metavar="DIR",
+                   help=f"compare with the configuration the proxy of DIR runs with (default: ./{DEFAULT_STATE_DIR} "
+                        "when a proxy ran there)")
     p.set_defaults(func=_cmd_check_config)
 
     p = sub.add_parser("draft-config", help="print the [tables.NAME] TOML for an existing table",
@@ -276,6 +385,15 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--print-dsn", action="store_true", help="print the connection string instead")
     p.add_argument("psql_args", nargs=argparse.REMAINDER, help="arguments passed on to psql")
     p.set_defaults(func=_cmd_psql)
+
+    p = sub.add_parser("reset", help="remove the embedded database of a state dir (operator only)", description=(
+        "Stop and remove the embedded PostgreSQL of the state dir: the tables loaded into it and its privacy "
+        "ledger (all epochs, spends and stored answers). The next serve starts from scratch. Refused while a "
+        "proxy uses it. An upstream.dsn database is never touched."))
+    p.add_argument("--state-dir", default=DEFAULT_STATE_DIR, metavar="DIR",
+                   help=f"state directory (default: ./{DEFAULT_STATE_DIR})")
+    p.add_argument("--yes", action="store_true", help="really remove it (without: say what would be removed)")
+    p.set_defaults(func=_cmd_reset)
 
     from ..devcluster.cli import add_parser as add_dev_cluster_parser
 

@@ -187,12 +187,17 @@ def generated_rows(table: TableSchema, n: int = DEMO_ROWS) -> Iterator[tuple[obj
         yield from ((i, *row) for i, row in enumerate(rows, start=1))
 
 
-def ensure_table(dsn: str, table: TableSchema, load: LoadSettings, csv_path: Path | None) -> bool:
-    """Create and fill ``table`` if it is missing; returns True when it was created."""
+def ensure_table(dsn: str, table: TableSchema, load: LoadSettings, csv_path: Path | None,
+                 replace: bool = False) -> bool:
+    """Create and fill ``table`` if it is missing (``replace``: drop and refill it in one transaction, so
+    readers see the old rows or the new ones, never none); returns True when it was (re)created."""
     with psycopg.connect(dsn) as conn:
-        if table_exists(conn, table):
+        if table_exists(conn, table) and not replace:
             return False
         with conn.transaction():
+            if replace:
+                conn.execute(sql.SQL("DROP TABLE IF EXISTS {}.{}").format(sql.Identifier(table.schema),
+                                                                        sql.Identifier(table.name)))
             create_table(conn, table, csv_unit_type(csv_path, table, load) if csv_path is not None else "bigint")
             if csv_path is not None:
                 n = _copy_rows(conn, table, csv_rows(csv_path, table, load))

@@ -10,6 +10,7 @@ product never widens the permissions of directories it does not own to let that 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import logging
@@ -19,6 +20,8 @@ import shutil
 import stat
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger("lapras.embedded")
@@ -126,6 +129,7 @@ class EmbeddedPostgres:
         self.socket_dir = self._choose_socket_dir()
         self.started_here = False
         self._bin: Path | None = None
+        self._claim: int | None = None   # fd of the claim file, locked shared while this process uses the cluster
 
     def _choose_socket_dir(self) -> Path:
         # Unix socket paths are limited to ~107 bytes; deep state dirs fall back to a short /tmp path
@@ -227,6 +231,15 @@ class EmbeddedPostgres:
             changed = True
         return changed
 
+    def _postmaster_alive(self) -> bool:
+        """A postmaster of this data dir is alive (also while it starts, before its socket exists)."""
+        try:
+            pid = int((self.data_dir / "postmaster.pid").read_text().split("\n", 1)[0])
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return False
+        return True
+
     def is_running(self) -> bool:
         pid_file = self.data_dir / "postmaster.pid"
         if not pid_file.exists():
@@ -238,24 +251,109 @@ class EmbeddedPostgres:
             return False
         return (self.socket_dir / f".s.PGSQL.{SOCKET_PORT}").exists()
 
+    # -- who uses the cluster ------------------------------------------------------------------------
+    # Every process that serves from the cluster (or starts it for an operator command) holds a shared
+    # flock on the claim file while it runs; the kernel drops it when the process dies, however it dies.
+    # So the last user out can tell it is the last (an exclusive lock succeeds) and stop the cluster,
+    # and a cluster found running with no holder is an orphan (its proxy was killed) that the next user
+    # adopts and stops in turn.
+
+    @property
+    def claim_file(self) -> Path:
+        return self.state_dir / "embedded.claim"
+
+    def claim(self) -> None:
+        """Register this process as a user of the cluster (idempotent; held until release or exit)."""
+        if self._claim is not None:
+            return
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.claim_file, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        self._claim = fd
+
+    @contextmanager
+    def _probing(self) -> Iterator[None]:
+        """Serialise the probes of the claim file. On Linux a failed shared-to-exclusive conversion drops
+        the shared lock before it fails, so a prober holds none for a moment: probers take turns, and
+        holders that do not probe keep theirs throughout."""
+        fd = os.open(self.state_dir / "embedded.claim.probe", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _sole_user(self) -> bool:
+        """True when no other process holds a claim (this one's is kept, shared)."""
+        if self._claim is None:
+            self.claim()
+        assert self._claim is not None
+        with self._probing():
+            try:
+                fcntl.flock(self._claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                sole = True
+            except OSError:
+                sole = False
+            fcntl.flock(self._claim, fcntl.LOCK_SH)   # restored (no other prober can hold it exclusively now)
+        return sole
+
+    def in_use_elsewhere(self) -> bool:
+        """Another live process serves from (or started) this cluster."""
+        if not self.claim_file.exists():
+            return False
+        fd = os.open(self.claim_file, os.O_RDWR)
+        try:
+            with self._probing():
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    return True
+        finally:
+            os.close(fd)
+        return False
+
+    def release(self, last_out_stops: bool = False) -> bool:
+        """This process stops using the cluster: it is stopped when no other process uses it and this one
+        started or adopted it (``last_out_stops``: whoever started it; a proxy's cluster goes with the last
+        proxy). True when it was stopped."""
+        stopped = False
+        try:
+            if (self.started_here or last_out_stops) and self._sole_user() and self._postmaster_alive():
+                self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop"], timeout=90)
+                stopped = True
+        finally:
+            if self._claim is not None:
+                os.close(self._claim)
+                self._claim = None
+        return stopped
+
     def start(self) -> None:
-        """Initialise the cluster if needed and start it; reuses a cluster another proxy already started."""
+        """Initialise the cluster if needed and start it; reuses a cluster another proxy already started,
+        and adopts one that no live process uses (left running by a killed proxy): it stops with this one."""
         self._prepare_dirs()
+        self.claim()
         if not (self.data_dir / "PG_VERSION").exists():
             log.info("initialising embedded PostgreSQL in %s", self.data_dir)
             self._run("initdb", ["-D", str(self.data_dir), "--auth-local=peer", "--auth-host=reject",
                                  "--encoding=UTF8", "--locale=C", "-U", "postgres"], timeout=120)
         changed = self._write_auth()
         if self.is_running():
-            log.info("embedded PostgreSQL already running in %s", self.data_dir)
+            if self._sole_user():
+                log.warning("adopting the embedded PostgreSQL left running in %s by a process that is gone; "
+                            "it stops with this one", self.data_dir)
+                self.started_here = True
+            else:
+                log.info("embedded PostgreSQL already running in %s (used by another process)", self.data_dir)
             if changed:
                 self._run("pg_ctl", ["-D", str(self.data_dir), "reload"])
             return
         opts = (f"-k {self.socket_dir} -h '' -p {SOCKET_PORT} -c fsync=on -c synchronous_commit=on "
                 f"-c unix_socket_permissions=0700 -c max_connections=200 -c shared_buffers=64MB")
+        # Ours from the moment pg_ctl is launched: a stop signal while it waits for the server still has
+        # release() stop the postmaster pg_ctl left behind.
+        self.started_here = True
         self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-l", str(self.log_file),
                              "-o", opts, "start"], timeout=90)
-        self.started_here = True
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 30.0) -> None:

@@ -132,7 +132,8 @@ KEYS: tuple[Key, ...] = (
     Key("users", "auth", str, "scram-sha-256", "how the user proves who they are",
         choices=("scram-sha-256", "md5", "password", "trust")),
     Key("users", "secret", str, "", "SCRAM-SHA-256 verifier (scram-sha-256) or md5 hash (md5, password)"),
-    Key("users", "admin", bool, False, "may start a new epoch through SQL: SELECT lapras.new_epoch()"),
+    Key("users", "admin", bool, False, "may start a new epoch through SQL (SELECT lapras.new_epoch()) and use the admin console "
+        "(SHOW STATS, RELOAD, ...: docs/admin.md)"),
     # [privacy]
     Key("privacy", "epsilon", float, 1.0, "the epoch's epsilon", engine="epsilon",
         check=lambda v: None if v > 0 and math.isfinite(v) else

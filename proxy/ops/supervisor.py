@@ -3,7 +3,8 @@
 The supervisor (the process the operator started) forks N workers that share the port (SO_REUSEPORT) and
 the ledger. A worker that dies is replaced under the same index (its cancel socket and metrics port with
 it); a burst of deaths (a worker that cannot start) stops everything with an error instead of looping.
-SIGTERM or SIGINT to the supervisor stops every worker and waits for them. Workers ask the kernel for
+SIGTERM or SIGINT to the supervisor stops every worker and waits for them; SIGHUP is passed to every worker
+(each re-reads the configuration). Workers ask the kernel for
 SIGTERM when the supervisor dies (PR_SET_PDEATHSIG), so even a SIGKILL of the supervisor leaves no worker
 serving on its own.
 """
@@ -64,6 +65,7 @@ class Supervisor:
             try:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     signal.signal(sig, signal.SIG_DFL)
+                signal.signal(signal.SIGHUP, signal.SIG_IGN)   # the worker's server installs its reload
                 _die_with(parent)
                 self.main(index, self.directory, first)
             except BaseException:
@@ -86,6 +88,11 @@ class Supervisor:
         signal.signal(signal.SIGALRM, self._on_overdue)
         signal.alarm(KILL_AFTER_S)
 
+    def _on_reload(self, signum: int, _frame: object) -> None:
+        """SIGHUP (from the operator, or a worker's RELOAD): every worker re-reads the configuration."""
+        log.info("SIGHUP: reloading the configuration in %d worker(s)", len(self.children))
+        self._signal_all(signum)
+
     def _on_overdue(self, _signum: int, _frame: object) -> None:
         if self.children:
             log.error("%d worker(s) still running %d s after the stop; killing them", len(self.children),
@@ -96,6 +103,7 @@ class Supervisor:
         """Supervise until SIGTERM/SIGINT (exit code 0) or a burst of worker deaths (exit code 1)."""
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGHUP, self._on_reload)
         try:
             for i in range(self.workers):
                 self._spawn(i, first=True)

@@ -14,6 +14,7 @@ import contextlib
 import logging
 import secrets
 import ssl
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..catalog.relay import CatalogDB
@@ -61,8 +62,11 @@ class ClientConnection:
         self.server = server
         self.reader = reader
         self.writer = writer
-        self.cfg = server.config.server
         self.conn = ServerConnection(self.cfg.max_message_bytes)
+        self.connected_at = time.time()
+        self.last_request_at: float | None = None
+        peer = writer.get_extra_info("peername")
+        self.peer: tuple[str, int] = (str(peer[0]), int(peer[1])) if isinstance(peer, tuple) else ("", 0)
         self.out: list[bytes] = []
         self.tls = False
         self.pid = 0
@@ -79,7 +83,21 @@ class ClientConnection:
         self._waiting_idle = False
         self._idle_expired = False
         self._idle_handle: asyncio.TimerHandle | None = None
-        self._timeout_cache: tuple[str, float] = ("", 0.0)
+        self._timeout_cache: tuple[tuple[str, float], float] = (("", -1.0), 0.0)
+
+    @property
+    def cfg(self) -> Any:
+        """The server settings in force (a reload replaces them: limits apply to running sessions too)."""
+        return self.server.config.server
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def statements(self) -> int:
+        executor = self.conversation.executor if self.conversation is not None else None
+        return executor.statements if executor is not None else 0
 
     # -- I/O helpers ---------------------------------------------------------------------------------
 
@@ -245,7 +263,10 @@ class ClientConnection:
         srv.sessions[pid] = self
         session = Session.start(self.conn, name, database, ev.params, _server_version(srv.catalog), self.tls)
         self.session = session
-        executor = Executor(session, srv.router, srv.service, srv.catalog, srv.metrics)
+        admin = srv.admin
+        executor = Executor(session, srv.router, srv.service, srv.catalog, srv.metrics, admin=admin,
+                            gate=admin.gate if admin is not None else None,
+                            stats=admin.stats if admin is not None else None)
         self.conversation = Conversation(self.conn, session, executor, srv.router, out=self.out,
                                          guard=self._guarded, admit=self._check_rate)
         self.out.append(backend.AUTH_OK)
@@ -266,10 +287,10 @@ class ClientConnection:
         """The tighter of server.statement_timeout_s and the session's statement_timeout (0 = unset)."""
         assert self.session is not None
         raw = self.session.settings.get("statement_timeout", "0")
-        if raw != self._timeout_cache[0]:
+        limit = self.cfg.statement_timeout_s
+        if (raw, limit) != self._timeout_cache[0]:
             ms = duration_ms(raw)
-            limit = self.cfg.statement_timeout_s
-            self._timeout_cache = (raw, min(limit, ms / 1000.0) if ms > 0 else limit)
+            self._timeout_cache = ((raw, limit), min(limit, ms / 1000.0) if ms > 0 else limit)
         return self._timeout_cache[1]
 
     async def _guarded(self, coro: Any) -> Any:
@@ -277,6 +298,7 @@ class ClientConnection:
         loop = asyncio.get_running_loop()
         handle = loop.call_later(self._statement_timeout(), self.cancel_statement, "timeout")
         self._running = True
+        self.last_request_at = time.time()
         try:
             return await coro
         except asyncio.CancelledError:

@@ -25,6 +25,7 @@ from ..dp.service_api import QueryService
 from ..observability.metrics import ProxyMetrics
 from ..ops.config import Config
 from ..statements.router import Router
+from .admin_control import ServerAdmin
 from .cancel_relay import CancelRelay, new_pid, worker_of
 from .connection import ClientConnection
 
@@ -74,6 +75,16 @@ class ProxyServer:
             self.ssl_context = ctx
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # The admin console's side of this server (stats, PAUSE gate, RELOAD); set by the application.
+        self.admin: ServerAdmin | None = None
+
+    def apply_config(self, config: Config, ssl_context: ssl.SSLContext | None) -> None:
+        """A reloaded configuration's live part: limits and timeouts (read per statement and per new
+        connection), users, and the TLS context of new connections."""
+        if config.server.queries_per_minute != self.config.server.queries_per_minute:
+            self.rate = RateLimiter(config.server.queries_per_minute)
+        self.config = config
+        self.ssl_context = ssl_context
 
     @property
     def port(self) -> int:

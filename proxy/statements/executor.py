@@ -12,9 +12,11 @@ from ..catalog.relay import CatalogDB, catalog_error
 from ..dp.service_api import QueryResult, QueryService
 from ..observability.metrics import ProxyMetrics
 from ..observability.querylog import finish_statement
+from ..observability.stats import Stats
 from ..protocol import backend, types
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
+from .admin import AdminControl, admin_columns, run_admin
 from .results import ResultSet, command, encode_rows, format_for, session_zone
 from .router import Kind, Route, Router
 from .session import PreparedStatement, Session, parse_declare, parse_execute, parse_prepare
@@ -42,12 +44,19 @@ class Executor:
     """Statement execution for one session: session state, DP service, or the catalog database."""
 
     def __init__(self, session: Session, router: Router, service: QueryService, catalog: CatalogDB,
-                 metrics: ProxyMetrics | None = None) -> None:
+                 metrics: ProxyMetrics | None = None, admin: AdminControl | None = None,
+                 gate: Any = None, stats: Stats | None = None) -> None:
         self.session = session
         self.router = router
         self.service = service
         self.catalog = catalog
         self.metrics = metrics
+        self.admin = admin
+        # The server's PAUSE gate: `async with gate:` around every statement that reaches the DP service or
+        # the catalog database (waits while paused, counted while running). None: never paused.
+        self.gate = gate
+        self.stats = stats
+        self.statements = 0   # statements this session ran (SHOW CLIENTS)
         self._last_dp: QueryResult | None = None
         # Pooled catalog backends remember which session used them last (reset before another one does).
         self.catalog_owner = next(_OWNERS)
@@ -72,6 +81,8 @@ class Executor:
             except PgError as exc:
                 raise catalog_error(exc) from None
             out = (oids, fields)
+        elif route.kind is Kind.ADMIN:
+            out = (list(stmt.param_oids), admin_columns(self.admin, self.session.user or "", route.command))
         elif route.kind is Kind.SESSION:
             if route.command == "EXECUTE":
                 target = self.session.statements.get(parse_execute(route.sql)[0])
@@ -125,6 +136,9 @@ class Executor:
         cost = (dp.cost if dp is not None else None) or {}
         if outcome is None:
             outcome = (dp.outcome or "answered") if dp is not None else "metadata"
+        self.statements += 1
+        if self.stats is not None:
+            self.stats.record(self.session.user or "", route.kind.value, outcome, time.perf_counter() - started)
         finish_statement(self.metrics, self.session.user or "", outcome, started,
                          query_keys=dp.query_keys if dp is not None else (), sqlstate=sqlstate,
                          mu=cost.get("mu"), epsilon=cost.get("eps"), delta=cost.get("delta"),
@@ -134,6 +148,21 @@ class Executor:
                    params: Sequence[bytes | None] = (), result_formats: Sequence[int] = (),
                    decoded: Sequence[Any] | None = None, with_description: bool = True) -> ResultSet:
         self.session.check_aborted(route)
+        kind = route.kind
+        if kind is Kind.ADMIN:
+            return await run_admin(self.admin, self.session.user or "", route.command, list(result_formats))
+        if self.gate is not None and kind in (Kind.DP, Kind.CATALOG):
+            async with self.gate:
+                return await self._run_gated(route, param_oids=param_oids, param_formats=param_formats,
+                                             params=params, result_formats=result_formats, decoded=decoded,
+                                             with_description=with_description)
+        return await self._run_gated(route, param_oids=param_oids, param_formats=param_formats, params=params,
+                                     result_formats=result_formats, decoded=decoded,
+                                     with_description=with_description)
+
+    async def _run_gated(self, route: Route, *, param_oids: Sequence[int] = (), param_formats: Sequence[int] = (),
+                         params: Sequence[bytes | None] = (), result_formats: Sequence[int] = (),
+                         decoded: Sequence[Any] | None = None, with_description: bool = True) -> ResultSet:
         kind = route.kind
         if kind is Kind.DP:
             values = decoded if decoded is not None else decode_params(param_oids, param_formats, params)

@@ -16,6 +16,7 @@ from parser.identifiers import mention_pattern
 from parser.schema import Catalog
 
 from ..protocol.errors import PgError
+from .admin import admin_command
 from .session_funcs import session_select
 from .sqltext import EscapeError, decode_escapes, leading_words, strip_comments
 
@@ -27,6 +28,7 @@ class Kind(enum.Enum):
     SESSION = "session"    # answered from session state (SET, SHOW, BEGIN, DECLARE, ...)
     DP = "dp"              # reads a protected table or calls lapras.*: the DP service
     CATALOG = "catalog"    # schema-only metadata: the shadow catalog database
+    ADMIN = "admin"        # the admin console (SHOW STATS, RELOAD, PAUSE...): admin users only
     REFUSED = "refused"    # never runs; `error` says why
 
 
@@ -142,9 +144,12 @@ class Router:
         if not words:
             return Route(Kind.EMPTY, sql)
         first = words[0]
+        console = admin_command(words)
+        if console is not None:
+            return Route(Kind.ADMIN, sql, console)
         if first in SESSION_COMMANDS:
-            if first == "SHOW" and len(words) > 1 and words[1] == "LAPRAS":
-                return Route(Kind.DP, sql, first)
+            if first == "SHOW" and words[1:3] == ["LAPRAS", "BUDGET"]:
+                return Route(Kind.DP, sql, first)   # the other lapras.* settings are the session's
             if first in ("COMMIT", "ROLLBACK") and len(words) > 1 and words[1] == "PREPARED":
                 return Route(Kind.REFUSED, sql, first, read_only_error(f"{first} PREPARED"))
             return Route(Kind.SESSION, sql, first)

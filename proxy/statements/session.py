@@ -44,6 +44,11 @@ DEFAULTS = {
     "default_with_oids": "off", "quote_all_identifiers": "off", "password_encryption": "scram-sha-256",
     "timezone_abbreviations": "Default", "max_connections": "100", "lapras.show_stderr": "off",
 }
+# The proxy's own settings: `lapras` is a reserved prefix (as PostgreSQL reserves an extension's), so a
+# misspelt name is an error instead of a silently ignored placeholder. SET and SHOW take the same names;
+# `lapras.budget` is answered by the DP service (SHOW only).
+LAPRAS_SETTINGS = {"lapras.show_stderr": "NOTICE with each answer's provenance and standard errors"}
+LAPRAS_READ_ONLY = {"lapras.budget": "the privacy budget and your own activity (answered by the DP service)"}
 # Settings a client may not change: they describe the server or the read-only model.
 FIXED = {"server_version", "server_version_num", "server_encoding", "integer_datetimes", "is_superuser",
          "session_authorization", "in_hot_standby", "lc_collate", "lc_ctype", "block_size",
@@ -134,6 +139,11 @@ class Session:
 
     def set(self, name: str, value: str | None) -> None:
         k = name.lower()
+        if k.startswith("lapras.") and k not in LAPRAS_SETTINGS:
+            if k in LAPRAS_READ_ONLY:
+                raise PgError("55P02", f"parameter \"{name}\" cannot be changed",
+                              hint=f"SHOW {k} shows it; settable: {', '.join(sorted(LAPRAS_SETTINGS))}")
+            raise lapras_setting_error(name)
         if k in FIXED:
             raise PgError("55P02", f"parameter \"{name}\" cannot be changed now")
         if k == "client_encoding" and value is not None:
@@ -349,10 +359,19 @@ def _show_name(w: list[str]) -> str:
     return CANONICAL.get(name, name)
 
 
+def lapras_setting_error(name: str) -> PgError:
+    """An unknown name under the proxy's reserved prefix (PostgreSQL's wording for a reserved prefix)."""
+    known = ", ".join(sorted({**LAPRAS_SETTINGS, **LAPRAS_READ_ONLY}))
+    return PgError("42704", f"unrecognized configuration parameter \"{name}\"",
+                   detail="\"lapras\" is a reserved prefix.", hint=f"the proxy's settings are {known}")
+
+
 def _show(s: Session, sql: str, formats: list[int]) -> ResultSet:
     name = _show_name(_words(sql)[1:])
+    if name.lower().startswith("lapras.") and name.lower() not in LAPRAS_SETTINGS:
+        raise lapras_setting_error(name)
     if name.lower() == "all":
-        rows = [(k, v, "") for k, v in sorted(s.settings.items())]
+        rows = [(k, v, LAPRAS_SETTINGS.get(k, "")) for k, v in sorted(s.settings.items())]
         return text_result([("name", types.TEXT), ("setting", types.TEXT), ("description", types.TEXT)],
                            rows, "SHOW", formats)
     value = s.get(name)

@@ -107,8 +107,14 @@ def _cmd(args: argparse.Namespace) -> int:
         cost=CostModel.for_split(str(section.get("split", "auto")), float(section.get("kappa", 1.0))),
         threshold=section.get("threshold"), seed=args.seed, without_p=not args.no_baseline, workers=args.workers)
     data = _parse_data_args(cfg, args.data)
-    result = _run(cfg, Path(args.state_dir), data, statements, engine_settings(cfg, progress=False), options,
-                  progress=not args.no_progress)
+    from proxy.ops.app import StartupError
+
+    try:
+        result = _run(cfg, Path(args.state_dir), data, statements, engine_settings(cfg, progress=False), options,
+                      progress=not args.no_progress, reload_data=args.reload_data)
+    except StartupError as exc:  # e.g. --data for a table the embedded database has: names --reload-data
+        print(f"lapras-proxy whatif: {exc}", file=sys.stderr)
+        return 2
     print(format_table(result))
     for line in summary_lines(result):
         print(line)
@@ -136,7 +142,7 @@ def _epoch_hours(cfg: Any, override: float | None) -> float:
 
 
 def _run(cfg: Any, state_dir: Path, data: dict[str, Path], statements: Any, settings: Any, options: Any,
-         progress: bool) -> Any:
+         progress: bool, reload_data: bool = False) -> Any:
     """Exact answers from the configured upstream, or the embedded database (loaded from --data)."""
     from tqdm import tqdm
 
@@ -155,7 +161,7 @@ def _run(cfg: Any, state_dir: Path, data: dict[str, Path], statements: Any, sett
         bar.total = n
         bar.refresh()
 
-    with operator_upstream(cfg, state_dir, data) as upstream:
+    with operator_upstream(cfg, state_dir, data, reload_data=reload_data) as upstream:
         # Every exact answer over each unit's k rows of the whole table, as the histograms it caches
         # (the replay's noise is calibrated on k; statement bounding's rows would differ per statement).
         exact = SnapshotExactSource(PostgresExactSource(upstream.dsn, bounding="live"))
@@ -185,7 +191,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--epoch-hours", type=float, default=None,
                    help="epoch length in hours (default: [privacy] epoch; manual = 24)")
     p.add_argument("--data", action="append", metavar="[TABLE=]FILE.csv",
-                   help="load the embedded database from this CSV when it has no such table yet")
+                   help="load the embedded database from this CSV when it has no such table yet (a table "
+                        "that exists is refused unless --reload-data)")
+    p.add_argument("--reload-data", action="store_true",
+                   help="replace the tables given with --data by the files' rows")
     p.add_argument("--state-dir", default=".lapras", help="embedded database directory (default .lapras)")
     p.add_argument("--format", default="auto", help="log format (default: auto-detect)")
     p.add_argument("--prefix", default=None, help="log_line_prefix of a stderr log (default: guessed)")
