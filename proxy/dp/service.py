@@ -201,7 +201,7 @@ class DPService:
         if settings.get("lapras.show_stderr", "off").lower() in _TRUE:
             if selection is not None:
                 notices.append(_selection_notice(selection))
-            notices.append(self._notice(answer))
+            notices.append(_notice(plan, answer))
             notices.extend(_interval_notices(plan, answer))
         log.debug("answered %s in %.2f ms", plan.table, (time.perf_counter() - t0) * 1e3)
         return QueryResult([ColumnDesc(c.name, c.type_oid) for c in plan.columns], rows,
@@ -225,7 +225,7 @@ class DPService:
                          f"WHERE (each privacy unit counted in at most {req.max_keys} keys)")
             cost = info.get("cost")
             if isinstance(cost, Cost) and cost.rho is not None and cost.delta is not None:
-                eps, delta = cost.as_eps_delta(4 * cost.delta)
+                eps, delta = cost.eps_delta_view()
                 lines.append(f"  cost: rho = {cost.rho:.4g}, delta = {cost.delta:.3g} (approximate zCDP; on its own "
                              f"(epsilon, delta) = ({eps:.4g}, {delta:.3g})), from the epoch's partition budget")
                 lines.append(f"  mechanism: Gaussian threshold, sigma = {info['sigma']:.4g}, "
@@ -321,13 +321,6 @@ class DPService:
                 log.warning("epoch sync failed: %s", exc)
             await asyncio.sleep(every)
 
-    @staticmethod
-    def _notice(answer: Any) -> str:
-        errs = [f"{e:.4g}" for e in answer.stderrs]
-        shown = ", ".join(errs[:8]) + (", ..." if len(errs) > 8 else "")
-        return (f"lapras: outcome={answer.outcome} stderr=[{shown}] "
-                f"cost={answer.cost_text}")
-
     def _show_columns(self, target: str) -> list[ColumnDesc]:
         if target == "lapras.budget":
             return list(BUDGET_COLUMNS)
@@ -349,11 +342,26 @@ class DPService:
         return QueryResult(cols, rows, f"SELECT {len(rows)}")
 
 
+NOTICE_ROWS = 8
+"""Rows whose standard errors the show_stderr NOTICE lists per column (then "...")."""
+
+
+def _notice(plan: QueryPlan, answer: Any) -> str:
+    """The show_stderr NOTICE: outcome, each aggregate column's standard error per result row (columns in
+    the result's order, rows in its order; documented in docs/show_stderr.md), and the statement's cost."""
+    parts = []
+    for name, errs in plan.output_stderrs(answer.values, answer.stderrs):
+        shown = ", ".join("null" if e is None else f"{e:.4g}" for e in errs[:NOTICE_ROWS])
+        more = ", ..." if len(errs) > NOTICE_ROWS else ""
+        parts.append(f"{display_ident(name)}: {shown}{more}")
+    return f"lapras: outcome={answer.outcome} stderr=[{'; '.join(parts)}] cost={answer.cost_text}"
+
+
 def _selection_notice(selection: PartitionRecord) -> str:
     c = selection.cost
-    eps, delta = c.as_eps_delta(4 * (c.delta or 0.0))
+    eps, delta = c.eps_delta_view()
     return (f"lapras: keys from DP partition selection: {len(selection.keys)} released "
-            f"(cost rho={c.rho:.4g}, delta={c.delta:.3g}; alone about (epsilon, delta) = ({eps:.3g}, {delta:.3g}); "
+            f"(cost rho={c.rho:.4g}, delta={c.delta:.3g}; alone (epsilon, delta) = ({eps:.4g}, {delta:.3g}); "
             "charged once per epoch for this filter, repeated free)")
 
 
