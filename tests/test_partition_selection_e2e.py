@@ -176,3 +176,22 @@ def test_count_distinct_over_selected_and_private_keys(shops_proxy: Any) -> None
     assert [r[0] for r in cities] == ["OR", "WA"] and exact_cities == {"OR": 1, "WA": 3 + len(RARE)}
     for state, n in cities:
         assert abs(n - exact_cities[state]) <= 5 * sds[-1] + 1, (state, n, exact_cities[state])
+
+
+def test_filter_clause_on_private_keys_is_refused_and_charges_nothing(shops_proxy: Any) -> None:
+    """`COUNT(*) FILTER (WHERE city LIKE 'S%')` over a private-keys column: the column has no cells before a
+    selection, so the FILTER once read nothing and answered an exact, data-independent 0 (and `IS NULL`
+    every row). Refused as WHERE is (0A000), nothing spent, the session keeps serving."""
+    with psycopg.connect(shops_proxy.upstream_dsn, autocommit=True) as up:
+        (before,) = up.execute("SELECT count(*) FROM lapras.spends").fetchone()  # type: ignore[misc]
+    with psycopg.connect(shops_proxy.dsn(), autocommit=True) as conn:
+        for sql in ("SELECT COUNT(*) FILTER (WHERE city LIKE 'S%') FROM shops",
+                    "SELECT count(*) FILTER (WHERE city IS NULL) FROM shops",
+                    "SELECT state, SUM(amount) FILTER (WHERE upper(city) = 'SEATTLE') FROM shops GROUP BY state"):
+            with pytest.raises(psycopg.errors.FeatureNotSupported) as info:
+                conn.execute(sql)
+            assert "private keys" in str(info.value), sql
+        assert conn.execute("SELECT COUNT(*) FILTER (WHERE state = 'OR') FROM shops").fetchone() is not None
+    with psycopg.connect(shops_proxy.upstream_dsn, autocommit=True) as up:
+        (after,) = up.execute("SELECT count(*) FROM lapras.spends").fetchone()  # type: ignore[misc]
+    assert after <= before + 1  # the last statement's release only
