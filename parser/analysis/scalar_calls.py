@@ -88,7 +88,7 @@ class CallCompiler(CompilerPart):
     def function(self, fn: str, node: exp.Expr, d: int) -> S.Expr:
         if fn == "round":
             parts = [node.this] + ([node.args["decimals"]] if node.args.get("decimals") is not None else [])
-        elif fn == "nullif":
+        elif fn in ("nullif", "power"):
             parts = [node.this, node.expression]
         else:
             parts = [node.this, *node.expressions]
