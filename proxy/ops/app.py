@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from lapras.errors import LedgerError, SettingsDiffer
 from parser.identifiers import display_ident
 from parser.schema import Catalog
 
@@ -27,6 +28,7 @@ from .config import Config, parse_listen
 from .demo_data import ensure_table, table_exists
 from .embedded import EmbeddedPostgres
 from .events_data import ensure_events_table
+from .shared_settings import HINT, agree_with_ledger
 
 log = logging.getLogger("lapras.app")
 
@@ -277,8 +279,9 @@ def _install_loop() -> None:
 
 
 def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
-          data: dict[str, Path] | None = None, workers: int = 1) -> int:
-    """Run the proxy until SIGINT/SIGTERM; returns the process exit code."""
+          data: dict[str, Path] | None = None, workers: int = 1, settings_mode: str = "check") -> int:
+    """Run the proxy until SIGINT/SIGTERM; returns the process exit code. ``settings_mode``: how the
+    config's privacy settings meet those stored with the ledger (proxy.ops.shared_settings)."""
     from ..server.cancel_relay import MAX_WORKERS
 
     if not 1 <= workers <= MAX_WORKERS:
@@ -295,6 +298,18 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     except Exception as exc:  # embedded start-up failures carry their own message
         print(f"lapras-proxy: cannot start the embedded PostgreSQL: {exc}", file=sys.stderr)
         return 1
+    try:
+        cfg = agree_with_ledger(cfg, upstream.dsn, settings_mode)
+    except (LedgerError, psycopg.Error) as exc:
+        print(f"lapras-proxy: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        if isinstance(exc, SettingsDiffer):
+            print(f"lapras-proxy: {HINT}", file=sys.stderr)
+        if upstream.embedded is not None and upstream.embedded.started_here:
+            upstream.embedded.stop()
+        return 1
+    if settings_mode == "adopt":
+        print("lapras-proxy: serving with the privacy settings stored with the ledger (--adopt-stored)",
+              file=sys.stderr)
     psql = _psql_line(cfg, cfg.server.host, cfg.server.port).replace("{", "{{").replace("}", "}}")
     ready = "lapras-proxy ready in {elapsed:.1f} s{mm}; connect with:\n  " + psql
     _install_loop()
@@ -360,7 +375,8 @@ def new_epoch(cfg: Config, state_dir: Path) -> dict[str, Any]:
     from ..dp.service import start_new_epoch
 
     with operator_upstream(cfg, state_dir) as upstream:
-        return start_new_epoch(cfg, upstream.dsn, state_dir)
+        # The new epoch follows the rules stored with the ledger, whatever this config file says.
+        return start_new_epoch(agree_with_ledger(cfg, upstream.dsn, "adopt"), upstream.dsn, state_dir)
 
 
 def _embedded_running(state_dir: Path) -> bool:
