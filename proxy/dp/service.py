@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 
 import parser as sqlparser
@@ -274,7 +275,10 @@ class DPService:
 
     async def _series_limited(self, split: SeriesLimit, user: str, settings: Mapping[str, str]) -> QueryResult:
         """Superset's series limit as two DP statements: the top-N subquery (noisy totals), then the query
-        restricted to the N series it released (see parser.series)."""
+        restricted to the N series it released (see parser.series). Both are planned before the first is
+        charged, the second over placeholder series of the first's shape: a chart refused for either part
+        charges nothing."""
+        await asyncio.to_thread(self._plan_series_limit, split, self._deadline(settings))
         top = await self._execute(split.inner, (), user, settings)
         keys = [tuple(r[: split.n_keys]) for r in top.rows]
         main = await self._execute(split.outer(keys), (), user, settings)
@@ -282,6 +286,21 @@ class DPService:
                 "(charged like any statement; repeated free)")
         return QueryResult(main.columns, main.rows, main.command_tag, [*top.notices, note, *main.notices],
                            outcome=main.outcome, query_keys=top.query_keys + main.query_keys, cost=main.cost)
+
+    def _plan_series_limit(self, split: SeriesLimit, deadline: float) -> None:
+        """Raise the refusal either part of a series-limited statement would meet, reading nothing: the
+        outer part is planned over the series the top-N part would list if every total were 0 (the same
+        key columns and types as the released ones). A top-N part over private keys is planned after its
+        selection, as any statement."""
+        try:
+            inner = self.planner.plan(split.inner, None, deadline=deadline)
+        except NeedsPartition:
+            return
+        placeholder = [tuple(r[: split.n_keys]) for r in inner.rows(np.zeros(len(inner.queries)))]
+        try:
+            self.planner.plan(split.outer(placeholder), None, deadline=deadline)
+        except NeedsPartition:
+            return
 
     def _deadline(self, settings: Mapping[str, str]) -> float:
         """When planning must stop: the session's statement_timeout, capped by server.statement_timeout_s."""
