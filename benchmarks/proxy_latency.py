@@ -173,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         table = cfg.catalog.table("adult")
         assert table is not None
         ensure_table(pg.dsn("adult"), table, cfg.loads["adult"], csv if csv.exists() else None)
+        from proxy.ops.events_data import EventsSpec, ensure_events_table
+
+        for t in cfg.catalog.tables:  # the shipped config's other tables (events): small generated logs
+            if t.name != "adult":
+                ensure_events_table(pg.dsn("adult"), EventsSpec(rows=20_000), t.schema, t.name)
         port = _free_port()
         (root / "config.toml").write_text(_config_text(pg.dsn("adult"), port))
         proc = subprocess.Popen([sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(root / "config.toml"),
@@ -180,13 +185,15 @@ def main(argv: list[str] | None = None) -> int:
                                 stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
         deadline = time.monotonic() + 120
+        seen: list[str] = []
         for line in proc.stdout:
+            seen.append(line)
             if "ready" in line:
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError("the proxy did not start")
+                raise RuntimeError("the proxy did not start:\n" + "".join(seen))
         else:
-            raise RuntimeError("the proxy exited during start-up")
+            raise RuntimeError("the proxy exited during start-up:\n" + "".join(seen))
         from proxy.catalog.relay import ensure_shadow
         from proxy.ops.app import CATALOG_DB_SUFFIX
 

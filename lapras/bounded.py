@@ -20,8 +20,10 @@ the table's first use in the epoch (or the epoch's preparation), as with ``[lapr
   ``ALTER DEFAULT PRIVILEGES`` granted) is revoked before the commit. Analysts never reach it: the
   proxy plans and relays only declared tables (superusers and ``pg_read_all_data`` members can read it,
   as they can read the tables it is cut from).
-- **Dropped.** Building an epoch's table drops every older epoch's. A process still in an older epoch
-  that finds its table gone (or newer ones built) reads through the window instead (same rows kept).
+- **Dropped.** Building an epoch's table drops every older epoch's, each in its own transaction after
+  the build commits; one that cannot be dropped (an operator's view over it, a lock) is logged and tried
+  again later, and never fails the new epoch. A process still in an older epoch that finds its table
+  gone (or newer ones built) reads through the window instead (same rows kept).
 - **Sharded upstreams.** On a postgres_fdw coordinator the ``CREATE TABLE AS`` pulls every row of the
   foreign partitions once per epoch (no window function is pushed to a shard) and keeps the bounded rows
   on the coordinator, where that epoch's exact answers of the table then run.
@@ -35,11 +37,16 @@ import threading
 import time
 from typing import Any
 
+import psycopg
+
 from parser.bounding import bounded_rows_sql, bounding_seed
 from parser.identifiers import quote_ident
 from parser.schema import TableSchema
 
 log = logging.getLogger("lapras.bounded")
+
+DROP_LOCK_TIMEOUT = "2s"  # how long dropping an old epoch's table waits for a lock someone holds on it
+DROP_RETRY_S = 60.0  # a table that could not be dropped is tried again after this
 
 SCHEMA = "lapras"
 SCHEMA_LOCK = 0x1A9A5  # the ledger's DDL lock (lapras.ledger.postgres.SCHEMA_LOCK)
@@ -92,6 +99,7 @@ class BoundedTables:
         self._known: dict[tuple[int, str], str | None] = {}  # (epoch, fingerprint) -> SQL name, None: window
         self._ddl = False
         self.built: list[tuple[str, int, float]] = []  # (source, epoch, seconds) built by this process
+        self._retry: tuple[int, float] | None = None  # (epoch, monotonic time): older tables left to drop
 
     def ref(self, conn: Any, table: TableSchema, epoch_id: int) -> str | None:
         """SQL naming the epoch's bounded rows of ``table`` (built now if no process did), or None when this
@@ -100,6 +108,9 @@ class BoundedTables:
         ``conn``: an autocommit psycopg connection with ``EXACT_SESSION_SQL`` applied (the row text the
         window hashes depends on those settings)."""
         key = (int(epoch_id), fingerprint(table))
+        due = self._retry_due()
+        if due is not None:
+            self.drop_older(conn, due)
         with self._lock:
             if key in self._known:
                 return self._known[key]
@@ -143,12 +154,40 @@ class BoundedTables:
             seconds = time.monotonic() - t0
             conn.execute("INSERT INTO lapras.bounded_tables (epoch_id, fingerprint, source, relname, build_seconds) "
                          "VALUES (%s, %s, %s, %s, %s)", (epoch_id, fp, source, name, seconds))
-            for (old,) in conn.execute("DELETE FROM lapras.bounded_tables WHERE epoch_id < %s RETURNING relname",
-                                       (epoch_id,)).fetchall():
-                conn.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{quote_ident(old)}")
         log.info("epoch %d: bounded rows of %s materialised in %.1f s", epoch_id, source, seconds)
         self.built.append((source, epoch_id, seconds))
+        self.drop_older(conn, epoch_id)
         return sql_name
+
+    def drop_older(self, conn: Any, epoch_id: int) -> None:
+        """Drop the tables of epochs before ``epoch_id``, each in its own transaction after the new one is
+        committed: an operator's view over an old table or a lock on it (a debugging session) must not fail
+        the new epoch. A table that cannot be dropped now (dependent objects, or locked past
+        ``DROP_LOCK_TIMEOUT``) keeps its row, is logged, and is tried again at the next build or use of a
+        bounded table after ``DROP_RETRY_S``."""
+        failed = False
+        for (old,) in conn.execute("SELECT relname FROM lapras.bounded_tables WHERE epoch_id < %s",
+                                   (epoch_id,)).fetchall():
+            try:
+                with conn.transaction():
+                    conn.execute(f"SET LOCAL lock_timeout = '{DROP_LOCK_TIMEOUT}'")
+                    conn.execute("DELETE FROM lapras.bounded_tables WHERE relname = %s", (old,))
+                    conn.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{quote_ident(old)}")
+            except psycopg.Error as exc:
+                failed = True
+                log.warning("epoch %d: the old bounded table %s.%s could not be dropped (%s); it is kept and "
+                            "dropped later", epoch_id, SCHEMA, old, str(exc).strip().splitlines()[0])
+        with self._lock:
+            self._retry = (epoch_id, time.monotonic() + DROP_RETRY_S) if failed else None
+
+    def _retry_due(self) -> int | None:
+        """The epoch whose older tables are due for another drop attempt, if any."""
+        with self._lock:
+            if self._retry is None or time.monotonic() < self._retry[1]:
+                return None
+            epoch_id = self._retry[0]
+            self._retry = None
+            return epoch_id
 
 
 def _revoke_all(conn: Any, sql_name: str) -> None:

@@ -42,6 +42,22 @@ class LedgerError(LaprasError):
     sqlstate = "58000"
 
 
+class SettingsDiffer(LedgerError):
+    """This process's privacy settings differ from those stored with the shared ledger (F0000): proxies on
+    one ledger must spend one budget under one set of rules. ``differences``: (key, ours, stored)."""
+
+    sqlstate = "F0000"
+
+    def __init__(self, differences: list[tuple[str, object, object]]) -> None:
+        self.differences = differences
+        listed = "; ".join(f"{k} = {_show(ours)} here, {_show(stored)} stored" for k, ours, stored in differences)
+        super().__init__(f"the privacy settings differ from those stored with the ledger: {listed}")
+
+
+def _show(v: object) -> str:
+    return "unset" if v is None else repr(v) if isinstance(v, str) else str(v)
+
+
 class ConfigError(LaprasError):
     """Invalid LAPRAS settings (F0000, config_file_error)."""
 

@@ -48,10 +48,12 @@ def _round(vs: list[Any], oid: int) -> Any:
     x, digits = vs[0], int(vs[1]) if len(vs) > 1 else 0
     if oid == NUMERIC:
         return dec(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
+    if len(vs) == 1:
+        return float(round(float(x)))  # round(double precision) is rint: halves to even
+    # round(numeric, n) over a float (a noisy value typed float8): halves away from zero, as numeric's
     q = 10.0 ** digits
     y = float(x) * q
-    r = math.floor(abs(y) + 0.5) * (1 if y >= 0 else -1)  # half away from zero, as numeric round
-    return int(r) if oid in INTEGER_OIDS else r / q
+    return math.floor(abs(y) + 0.5) * (1 if y >= 0 else -1) / q
 
 
 def _floor_ceil(mode: str) -> Callable[[list[Any], int], Any]:
@@ -63,6 +65,18 @@ def _floor_ceil(mode: str) -> Callable[[list[Any], int], Any]:
             return dec(x).to_integral_value(rounding=ROUND_FLOOR if mode == "floor" else ROUND_CEILING)
         r = math.floor(x) if mode == "floor" else math.ceil(x)
         return r if oid in INTEGER_OIDS else float(r)
+    return f
+
+
+def _as_result(fn: Callable[[list[Any], int], Any]) -> Callable[[list[Any], int], Any]:
+    """``fn``'s value as its result type: a float for double precision, a decimal for numeric."""
+    def f(vs: list[Any], oid: int) -> Any:
+        v = fn(vs, oid)
+        if v is None or isinstance(v, bool):
+            return v
+        if oid == FLOAT8:
+            return float(v)
+        return dec(v) if oid == NUMERIC and not isinstance(v, Decimal) else v
     return f
 
 
@@ -312,18 +326,18 @@ FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
     "regex_match": _strict(_regex_match),
     "like": _like(False),
     "ilike": _like(True),
-    "sign": _strict(lambda x: (x > 0) - (x < 0)),
-    "sqrt": _strict(_sqrt),
-    "power": _strict(_power),
-    "ln": _strict(_ln),
-    "exp": _strict(lambda x: dec(x).exp() if isinstance(x, Decimal) else math.exp(x)),
-    "trunc": _strict(_trunc),
+    "sign": _as_result(_strict(lambda x: (x > 0) - (x < 0))),
+    "sqrt": _as_result(_strict(_sqrt)),
+    "power": _as_result(_strict(_power)),
+    "ln": _as_result(_strict(_ln)),
+    "exp": _as_result(_strict(lambda x: dec(x).exp() if isinstance(x, Decimal) else math.exp(x))),
+    "trunc": _as_result(_strict(_trunc)),
     "date_trunc": _date_trunc,
-    "extract": _extract,
+    "extract": _as_result(_extract),
     "to_timestamp": _to_timestamp,
-    "round": _round,
-    "floor": _floor_ceil("floor"),
-    "ceil": _floor_ceil("ceil"),
+    "round": _as_result(_round),
+    "floor": _as_result(_floor_ceil("floor")),
+    "ceil": _as_result(_floor_ceil("ceil")),
     "abs": lambda vs, oid: None if vs[0] is None else abs(vs[0]),
     "coalesce": lambda vs, oid: conform(next((v for v in vs if v is not None), None), oid),
     "nullif": lambda vs, oid: None if vs[0] == vs[1] else vs[0],
@@ -341,14 +355,13 @@ def call_type(fn: str, oids: Sequence[int]) -> int:
     if fn in TEXT_FUNCTIONS or fn in ("concat", "concat_ws"):
         return TEXT
     first = oids[0]
-    if fn in ("sign", "trunc", "sqrt", "ln", "exp", "power"):
-        return NUMERIC if first in INTEGER_OIDS and fn in ("sign", "trunc") or first == NUMERIC else FLOAT8
-    if fn == "round":
-        if first == FLOAT8:
-            return FLOAT8
-        return first if first in INTEGER_OIDS and len(oids) == 1 else NUMERIC
-    if fn in ("floor", "ceil"):
-        return FLOAT8 if first == FLOAT8 else NUMERIC
+    # PostgreSQL has these for double precision and numeric only: an integer argument resolves to the
+    # double precision one (float8 is its category's preferred type); round(x, n) and trunc(x, n) take
+    # numeric only.
+    if fn in ("sign", "trunc", "sqrt", "ln", "exp", "power", "round", "floor", "ceil"):
+        if fn in ("round", "trunc") and len(oids) > 1:
+            return NUMERIC
+        return NUMERIC if first == NUMERIC else FLOAT8
     if fn in ("abs", "nullif"):
         return first
     if fn == "date_trunc":

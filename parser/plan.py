@@ -158,6 +158,50 @@ class QueryPlan:
         """What each MIN/MAX output is (a quantile near 0 or 1), one line each, for show_stderr."""
         return [m for e in self.template.outputs if isinstance(e, Quantile) and (m := e.meaning()) is not None]
 
+    def output_stderrs(self, values: Sequence[float] | np.ndarray,
+                       stderrs: Sequence[float] | np.ndarray) -> list[tuple[str, list[float | None]]]:
+        """Per output column that reads an aggregate (in column order): its name and the standard error of
+        its value in each result row (rows in result order, after HAVING, ORDER BY and LIMIT).
+
+        A COUNT or SUM, scaled or not, states its query's standard error times its scale; a sum of scaled
+        slots (``SUM(amount * 1000)``, conditional sums) the root of the sum of the squared scaled errors;
+        an order statistic half its 95% interval over 1.96; any other output (AVG, ratios, arithmetic) the
+        first-order (delta-method) propagation, each slot moved by its standard error. The linear queries'
+        errors are treated as independent. Post-processing of released values and their public errors."""
+        vals = np.asarray(values, dtype=np.float64).reshape(-1).copy()
+        for i, q in enumerate(self.queries):
+            if q.is_zero:
+                vals[i] = 0.0
+        errs = np.asarray(stderrs, dtype=np.float64).reshape(-1)
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.group_keys), len(self.template.aggs))
+        fac = np.asarray(self.factors, dtype=np.float64).reshape(slots.shape)
+        aggs, slot_errs = vals[slots] * fac, errs[slots] * np.abs(fac)
+        zero = np.asarray([q.is_zero for q in self.queries], dtype=bool)
+        if zero.any():
+            slot_errs = np.where(zero[slots], 0.0, slot_errs)
+        _, groups = pp.result_rows(self.template, self.group_keys, aggs, self.params, self.limit, self.offset,
+                                   slot_errs)
+        keys = [[self.group_keys[g][k] for g in groups] for k in range(len(self.group_keys[0]))] \
+            if self.group_keys and self.group_keys[0] else []
+        env = Env(len(groups), keys=keys, aggs=aggs[groups], params=self.params, strict=False,
+                  errs=slot_errs[groups])
+        readers = (pp.Agg, pp.Scaled, pp.Lin, pp.Ratio, pp.Avg, Quantile)
+        out: list[tuple[str, list[float | None]]] = []
+        for e in self.template.outputs:
+            if not any(isinstance(x, readers) for x in e.walk()):
+                continue  # a group key or a constant: no error
+            if isinstance(e, Quantile):
+                col = e.stderr(env.aggs, env.errs)  # type: ignore[arg-type]
+            elif isinstance(e, pp.Agg | pp.Scaled):
+                col = [_stderr(e, self.slots[g], self.factors[g], errs, self.queries) for g in groups]
+            elif isinstance(e, pp.Lin):
+                se = np.sqrt(sum((f * env.errs[:, s]) ** 2 for s, f in e.terms))  # type: ignore[index]
+                col = [float(x) for x in np.broadcast_to(se, (len(groups),))]
+            else:
+                col = _propagated(e, env)
+            out.append((e.name, col))
+        return out
+
     def intervals(self, values: Sequence[float] | np.ndarray,
                   stderrs: Sequence[float] | np.ndarray) -> list[tuple[str, tuple[object, ...], object, object, object]]:
         """For each order-statistic or AVG output and group (in domain order): (column name, group key,
@@ -216,3 +260,31 @@ def _stderr(e: Expr, slot: tuple[int, ...], fac: tuple[float, ...], errs: np.nda
         return 0.0
     scale = abs(fac[e.slot]) * (abs(float(e.factor)) if isinstance(e, pp.Scaled) else 1.0)
     return scale * float(errs[qi])
+
+
+def _number(v: object) -> float | None:
+    if v is None or isinstance(v, bool):
+        return None
+    return float(v) if isinstance(v, int | float | Decimal) else None
+
+
+def _propagated(e: Expr, env: Env) -> list[float | None]:
+    """First-order error of a derived output, row by row: each aggregate slot moved by its standard error
+    either way, the output's half-differences added in quadrature (exact for linear outputs)."""
+    assert env.aggs is not None and env.errs is not None
+    base = [_number(v) for v in e.ev(env)]
+    total = np.zeros(env.n)
+    for s in range(env.aggs.shape[1]):
+        step = env.errs[:, s]
+        if not np.any(step > 0):
+            continue
+        moved = []
+        for sign in (1.0, -1.0):
+            aggs = env.aggs.copy()
+            aggs[:, s] += sign * step
+            moved.append([_number(v) for v in e.ev(Env(env.n, env.cells, env.keys, aggs, env.params, False,
+                                                       env.errs))])
+        for r, (hi, lo) in enumerate(zip(*moved, strict=True)):
+            if hi is not None and lo is not None:
+                total[r] += ((hi - lo) / 2.0) ** 2
+    return [None if b is None else float(np.sqrt(t)) for b, t in zip(base, total, strict=True)]

@@ -33,6 +33,17 @@ def _typed(x: float, oid: int) -> Any:
     return Decimal(repr(x)) if oid == NUMERIC else x
 
 
+def _as_oid(v: Any, oid: int) -> Any:
+    """A post-processed number as its column's type (SUM's type is PostgreSQL's for its argument)."""
+    if v is None or isinstance(v, bool):
+        return v
+    if oid == NUMERIC and not isinstance(v, Decimal):
+        return Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
+    if oid == FLOAT8 and not isinstance(v, float):
+        return float(v)
+    return v
+
+
 def _weighted(aggs: np.ndarray, terms: Sequence[tuple[int, float]]) -> np.ndarray:
     total = np.zeros(aggs.shape[0])
     for slot, factor in terms:  # in order, as the scalar sum it replaces
@@ -66,26 +77,31 @@ class Agg(Expr):
 class Scaled(Expr):
     """``c * COUNT(*)``: SUM of a constant (Tableau writes ``SUM(1)``)."""
 
-    def __init__(self, slot: int, factor: float | int, name: str) -> None:
+    def __init__(self, slot: int, factor: float | int, name: str, oid: int | None = None) -> None:
         self.slot, self.factor, self.name = slot, factor, name
-        self.oid = INT8 if isinstance(factor, int) else FLOAT8
+        self.oid = oid if oid is not None else INT8 if isinstance(factor, int) else FLOAT8
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
-        return [clamp_count(x) * self.factor for x in env.aggs[:, self.slot].tolist()]
+        if self.oid == NUMERIC:
+            f = Decimal(repr(self.factor)) if isinstance(self.factor, float) else Decimal(self.factor)
+            return [clamp_count(x) * f for x in env.aggs[:, self.slot].tolist()]
+        return [_as_oid(clamp_count(x) * self.factor, self.oid) for x in env.aggs[:, self.slot].tolist()]
 
 
 class Lin(Expr):
     """A sum of scaled aggregate slots (a conditional SUM/COUNT over CASE branches), rounded if integer."""
 
-    def __init__(self, terms: Sequence[tuple[int, float]], integer: bool, name: str) -> None:
+    def __init__(self, terms: Sequence[tuple[int, float]], integer: bool, name: str, oid: int | None = None) -> None:
         self.terms, self.integer, self.name = list(terms), integer, name
-        self.oid = INT8 if integer else FLOAT8
+        self.oid = oid if oid is not None else INT8 if integer else FLOAT8
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
         v = _weighted(env.aggs, self.terms).tolist()
-        return [round_count(x) for x in v] if self.integer else v
+        out = [round_count(x) for x in v] if self.integer else v
+        return out if self.oid in (INT8, FLOAT8) and self.integer == (self.oid == INT8) else \
+            [_as_oid(x, self.oid) for x in out]
 
 
 class Ratio(Expr):

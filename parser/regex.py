@@ -182,7 +182,11 @@ def matches(value: str, pattern: str, icase: bool) -> bool:
 
 def similar_to_are(pattern: str, escape: str | None = "\\") -> str:
     """The ARE of ``SIMILAR TO pattern [ESCAPE escape]`` (PostgreSQL's similar_to_escape): anchored at both
-    ends, ``%`` any string, ``_`` any character, other regex syntax kept, ``.`` ``^`` ``$`` literal."""
+    ends, ``%`` any string, ``_`` any character, other regex syntax kept, ``.`` ``^`` ``$`` literal.
+
+    An escaped character goes to the ARE as a backslash and that character, whatever it is, as PostgreSQL
+    writes it: ``\\%`` is a literal percent sign, and ``\\S`` the ARE's class escape (any non-space), not
+    a literal S. ``translate`` then reads it (or refuses an escape it does not evaluate)."""
     out = ["^(?:"]
     i, n = 0, len(pattern)
     bracket = False
@@ -192,11 +196,13 @@ def similar_to_are(pattern: str, escape: str | None = "\\") -> str:
             if i + 1 >= n:
                 raise Unsupported("a SIMILAR TO pattern ending in its escape character")
             e = pattern[i + 1]
-            out.append("\\" + e if not e.isalnum() else e)
+            if e == '"' and not bracket:
+                raise Unsupported('the escaped double quote (a substring marker) in SIMILAR TO')
+            out.append("\\" + e)
             i += 2
             continue
         if bracket:
-            out.append(c)
+            out.append("\\\\" if c == "\\" else c)  # a backslash that is not the escape: a literal one
             bracket = c != "]"
         elif c == "[":
             out.append(c)

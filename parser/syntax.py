@@ -119,6 +119,10 @@ def decode_escape_string(body: str, start: int = 0) -> str:
         raise Refusal(CHARACTER_NOT_IN_REPERTOIRE, f'invalid byte sequence for encoding "UTF8": {bad}') from None
 
 
+DATE_PART = "date_part"
+"""``meta`` flag of an ``exp.Extract`` written ``date_part(...)`` (typed double precision, not numeric)."""
+
+
 class _Postgres(Postgres):
     """PostgreSQL as sqlglot reads it, except ``to_char``: sqlglot rewrites its pattern into strftime codes,
     folding case (``'dd'`` inside quoted text becomes ``DD``); kept as written for parser.tochar."""
@@ -126,6 +130,15 @@ class _Postgres(Postgres):
     class Parser(Postgres.Parser):  # type: ignore[misc,valid-type]  # sqlglot declares it as a variable
         FUNCTIONS = {**Postgres.Parser.FUNCTIONS,
                      "TO_CHAR": lambda args: exp.Anonymous(this="to_char", expressions=args)}
+        FUNCTION_PARSERS = {**Postgres.Parser.FUNCTION_PARSERS,
+                            "DATE_PART": lambda self: self._parse_date_part_marked()}
+
+        def _parse_date_part_marked(self) -> exp.Expr:
+            # sqlglot reads date_part(f, x) as EXTRACT(f FROM x); PostgreSQL types the first double
+            # precision and the second numeric (since 14): the node remembers which it was.
+            node = self._parse_date_part()
+            node.meta[DATE_PART] = True
+            return node
 
 
 _DIALECT = _Postgres()

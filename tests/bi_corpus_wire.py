@@ -39,7 +39,6 @@ statements may also be refused with a proper SQLSTATE (recorded, reported by the
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -584,13 +583,12 @@ def _norm(v: Any) -> Any:
     return v
 
 
-STDERR_RE = re.compile(r"stderr=\[([^\]]*)\]")
-
 
 def _stated(notices: list[str]) -> float | None:
     """The largest per-query standard error the proxy states (SET lapras.show_stderr = on)."""
-    errs = [float(x) for n in notices for m in STDERR_RE.finditer(n) for x in m.group(1).split(", ")
-            if x and x != "..."]
+    from proxy.replay.runner import parse_provenance
+
+    errs = parse_provenance(notices)[1]
     return max(errs) if errs else None
 
 

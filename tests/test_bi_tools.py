@@ -3,7 +3,10 @@ columns and no row at no cost."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import psycopg
+import pytest
 
 
 def _budget(conn: psycopg.Connection) -> dict[str, str]:
@@ -115,6 +118,23 @@ def test_superset_series_limit_is_two_dp_statements(proxy, adult_db: str) -> Non
         exact_top = direct.execute("SELECT race FROM adult WHERE age >= 30 GROUP BY race ORDER BY count(*) DESC "
                                    "LIMIT 2").fetchall()
     assert {r[0] for r in top} == {r[0] for r in exact_top}
+
+
+def test_refused_series_limit_charges_nothing(proxy_factory: Any) -> None:
+    """A series-limited chart whose outer part is refused (STDDEV is not answered): both parts are planned
+    before the top-N part is charged, so the refusal leaves the ledger without a spend (it once released and
+    charged the top-N totals the client never saw)."""
+    px = proxy_factory(epsilon=1.0, stream_length=50)
+    refused = SERIES_LIMITED.replace("COUNT(*) AS count FROM public.adult JOIN",
+                                     "STDDEV(hours_per_week) AS count FROM public.adult JOIN")
+    with psycopg.connect(px.dsn(), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as info:
+            conn.execute(refused)
+        assert "STDDEV" in str(info.value)
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    with psycopg.connect(px.upstream_dsn, autocommit=True) as up:
+        assert up.execute("SELECT count(*) FROM lapras.spends").fetchone() == (0,)
+        assert up.execute("SELECT count(*) FROM lapras.answers").fetchone() == (0,)
 
 
 # Metabase's table sync (src/metabase/driver/postgres.clj, get-tables-sql, v50+), as HoneySQL formats it

@@ -18,6 +18,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from proxy.replay.runner import parse_provenance
+
 pytestmark = pytest.mark.process
 
 TABLE = """
@@ -150,14 +152,12 @@ def test_value_list_read_from_a_declared_public_table(temporal_proxy: Any) -> No
 
 def _rows_with_stderrs(conn: psycopg.Connection, sql: str) -> tuple[list[Any], list[float]]:
     """The rows and the stderr of each, from the lapras.show_stderr notice."""
-    import re
 
     notices: list[str] = []
     conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
     conn.execute("SET lapras.show_stderr = on")
     rows = conn.execute(sql).fetchall()
-    line = next(n for n in notices if "stderr=[" in n)
-    errs = [float(e) for e in re.search(r"stderr=\[([^\]]*)\]", line)[1].split(", ")]  # type: ignore[index]
+    errs = parse_provenance([next(n for n in notices if "stderr=[" in n)])[1]
     assert len(errs) == len(rows)
     return rows, errs
 

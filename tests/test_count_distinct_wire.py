@@ -26,10 +26,9 @@ STATEMENTS = [
 
 
 def _stderrs(notices: list[str]) -> list[float]:
-    import re
+    from proxy.replay.runner import parse_provenance
 
-    return [float(x) for n in notices for m in re.finditer(r"stderr=\[([^\]]*)\]", n)
-            for x in m.group(1).split(", ") if x and x != "..."]
+    return parse_provenance(notices)[1]
 
 
 @pytest.mark.parametrize("sql", STATEMENTS)

@@ -11,6 +11,8 @@ import psycopg
 import pytest
 from scipy import stats
 
+from proxy.replay.runner import parse_provenance
+
 COUNT_SQL = "SELECT COUNT(*) FROM adult WHERE age >= 40 AND sex = 1"
 
 
@@ -66,7 +68,7 @@ def test_noise_spread_matches_calibrated_sigma(proxy_factory, embedded_pg) -> No
             conn.execute("SELECT lapras.new_epoch()")
             notices.clear()
             (noisy,) = conn.execute(COUNT_SQL).fetchone()  # type: ignore[misc]
-            stderr = float(next(n for n in notices if "stderr=" in n).split("stderr=[")[1].split("]")[0])
+            (stderr,) = parse_provenance([n for n in notices if "stderr=" in n])[1]
             assert stderr > 5, "sigma must dominate the integer rounding for this test"
             z.append((noisy - exact) / stderr)
     zz = np.asarray(z)

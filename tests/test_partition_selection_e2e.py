@@ -6,11 +6,14 @@ after a restart without a new draw or charge."""
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+
+from proxy.replay.runner import parse_provenance
 
 pytestmark = pytest.mark.process
 
@@ -87,6 +90,10 @@ def test_group_by_private_keys_releases_popular_keys_only(shops_proxy: Any) -> N
         for city, n in rows:
             assert abs(n - exact[city]) < 0.25 * exact[city], (city, n, exact[city])
         assert any("partition selection" in m and "rho=" in m for m in notices), notices
+        # Its (epsilon, delta) reading is finite (a fixed 4 x delta once printed epsilon = inf).
+        stated = next(m for m in notices if "partition selection" in m)
+        eps = re.search(r"\(epsilon, delta\) = \(([^,]+), ", stated)
+        assert eps is not None and 0 < float(eps.group(1)) < 10, stated
         parts, spends = _ledger(shops_proxy)
         assert len(parts) == 1 and spends == 1
         budget = dict(conn.execute("SHOW lapras.budget").fetchall())
@@ -151,7 +158,6 @@ def test_count_distinct_over_selected_and_private_keys(shops_proxy: Any) -> None
     """COUNT(DISTINCT user_id) per released city (each user in at most g = 2 cities, as here: the bounded
     figure is PostgreSQL's), and COUNT(DISTINCT city) per state, a private-keys column's stored values
     counted (each user holds at most g (state, city) pairs: sensitivity 2), both within 5 stated stderrs."""
-    import re
 
     with psycopg.connect(shops_proxy.dsn(), autocommit=True) as conn:
         conn.execute("SET lapras.show_stderr = on")
@@ -159,8 +165,7 @@ def test_count_distinct_over_selected_and_private_keys(shops_proxy: Any) -> None
         conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
         users = conn.execute("SELECT city, COUNT(DISTINCT user_id) FROM shops GROUP BY city ORDER BY city").fetchall()
         cities = conn.execute("SELECT state, COUNT(DISTINCT city) FROM shops GROUP BY state ORDER BY state").fetchall()
-    sds = [max(float(x) for x in m.group(1).split(", ") if x and x != "...")
-           for n in notices for m in re.finditer(r"stderr=\[([^\]]*)\]", n)]
+    sds = [max(parse_provenance([n])[1]) for n in notices if "stderr=[" in n]
     assert len(sds) >= 2 and all(0 < s < 20 for s in sds)
     with psycopg.connect(shops_proxy.upstream_dsn) as conn:
         exact_users = dict(conn.execute("SELECT city, count(DISTINCT user_id) FROM shops GROUP BY city").fetchall())
@@ -171,3 +176,22 @@ def test_count_distinct_over_selected_and_private_keys(shops_proxy: Any) -> None
     assert [r[0] for r in cities] == ["OR", "WA"] and exact_cities == {"OR": 1, "WA": 3 + len(RARE)}
     for state, n in cities:
         assert abs(n - exact_cities[state]) <= 5 * sds[-1] + 1, (state, n, exact_cities[state])
+
+
+def test_filter_clause_on_private_keys_is_refused_and_charges_nothing(shops_proxy: Any) -> None:
+    """`COUNT(*) FILTER (WHERE city LIKE 'S%')` over a private-keys column: the column has no cells before a
+    selection, so the FILTER once read nothing and answered an exact, data-independent 0 (and `IS NULL`
+    every row). Refused as WHERE is (0A000), nothing spent, the session keeps serving."""
+    with psycopg.connect(shops_proxy.upstream_dsn, autocommit=True) as up:
+        (before,) = up.execute("SELECT count(*) FROM lapras.spends").fetchone()  # type: ignore[misc]
+    with psycopg.connect(shops_proxy.dsn(), autocommit=True) as conn:
+        for sql in ("SELECT COUNT(*) FILTER (WHERE city LIKE 'S%') FROM shops",
+                    "SELECT count(*) FILTER (WHERE city IS NULL) FROM shops",
+                    "SELECT state, SUM(amount) FILTER (WHERE upper(city) = 'SEATTLE') FROM shops GROUP BY state"):
+            with pytest.raises(psycopg.errors.FeatureNotSupported) as info:
+                conn.execute(sql)
+            assert "private keys" in str(info.value), sql
+        assert conn.execute("SELECT COUNT(*) FILTER (WHERE state = 'OR') FROM shops").fetchone() is not None
+    with psycopg.connect(shops_proxy.upstream_dsn, autocommit=True) as up:
+        (after,) = up.execute("SELECT count(*) FROM lapras.spends").fetchone()  # type: ignore[misc]
+    assert after <= before + 1  # the last statement's release only

@@ -17,6 +17,7 @@ import pytest
 
 from lapras.exact import PostgresExactSource
 from parser import plan_query
+from proxy.replay.runner import parse_provenance
 
 ADULT = [
     "SELECT CASE WHEN age < 30 AND sex = 1 THEN 'young m' WHEN age < 30 THEN 'young f' ELSE 'other' END AS g, "
@@ -44,8 +45,7 @@ EVENTS = [
 
 
 def _stderrs(notices: list[str]) -> list[float]:
-    return [float(x) for n in notices for m in re.finditer(r"stderr=\[([^\]]*)\]", n)
-            for x in m.group(1).split(", ") if x and x != "..."]
+    return parse_provenance(notices)[1]
 
 
 def _ask(proxy: Any, sql: str) -> tuple[list[tuple[Any, ...]], list[str]]:

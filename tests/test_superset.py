@@ -23,6 +23,7 @@ import pytest
 from superset_harness import SupersetServer, ensure_installed
 
 from parser.sql import EXACT_SESSION_SQL, table_ref
+from proxy.replay.runner import parse_provenance
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a cold install of Superset takes minutes
 
@@ -106,8 +107,7 @@ def check_chart(env: Env, result: dict[str, Any], keys: list[str], values: list[
         again = conn.execute(sql).fetchall()
         assert conn.execute("SHOW lapras.budget").fetchall() == before  # replayed, nothing spent
     assert [tuple(_key(v) for v in r) for r in again] == [tuple(r[c] for c in keys + values) for r in data]
-    stated = [float(x) for n in notices if "stderr=[" in n
-              for x in re.search(r"stderr=\[([^\]]*)\]", n).group(1).split(", ") if x not in ("", "...")]  # type: ignore[union-attr]
+    stated = parse_provenance([n for n in notices if "stderr=[" in n])[1]
     assert stated, notices
     sigma = max(stated)
     with psycopg.connect(env.upstream, autocommit=True) as conn:

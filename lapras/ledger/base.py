@@ -17,7 +17,7 @@ from typing import Any
 
 from lapras.accounting import Accountant, Budget, PartitionAccountant
 from lapras.allocation import Allocator, AllocState, Split
-from lapras.errors import BudgetExhausted
+from lapras.errors import BudgetExhausted, SettingsDiffer
 from lapras.mechanisms import Cost
 
 
@@ -138,7 +138,31 @@ class EpochTxn(ABC):
         """Record the new state, the release with its spends, and the answers; durable on return."""
 
 
+SETTINGS_MODES = ("check", "adopt", "replace")
+
+
+def settings_differences(ours: Mapping[str, Any], stored: Mapping[str, Any]) -> list[tuple[str, object, object]]:
+    """(key, ours, stored) for each setting that differs, in key order."""
+    return [(k, ours.get(k), stored.get(k)) for k in sorted(set(ours) | set(stored)) if ours.get(k) != stored.get(k)]
+
+
 class Ledger(ABC):
+    _settings: dict[str, Any] | None = None
+
+    def agree_settings(self, settings: Mapping[str, Any], mode: str = "check") -> dict[str, Any]:
+        """The privacy settings every process on this ledger uses: stored by the first one, then compared.
+
+        ``check``: differing settings raise :class:`SettingsDiffer` naming each; ``adopt``: the stored ones
+        are returned; ``replace``: ``settings`` become the stored ones. (In memory: one process's own.)"""
+        stored = self._settings
+        if stored is None or mode == "replace":
+            self._settings = dict(settings)
+            return dict(settings)
+        diff = settings_differences(settings, stored)
+        if diff and mode == "check":
+            raise SettingsDiffer(diff)
+        return dict(stored)
+
     @abstractmethod
     def current_epoch(self) -> EpochRecord | None: ...
 

@@ -13,14 +13,14 @@ exact data to anyone who can read the ledger; the measurements alone are all ans
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 
 from lapras.allocation import AllocState
-from lapras.errors import LedgerError
+from lapras.errors import LedgerError, SettingsDiffer
 from lapras.ledger.base import (
     EpochRecord,
     EpochSpec,
@@ -34,10 +34,14 @@ from lapras.ledger.base import (
     check_regression,
     check_reserved,
     iter_parts,
+    settings_differences,
 )
 from lapras.mechanisms import Cost
 
 SCHEMA_LOCK = 0x1A9A5  # advisory lock id for DDL and epoch roll-over
+SCHEMA_VERSION = 2
+"""The ledger layout this code writes (lapras.meta 'schema_version'): 1 before the table existed, 2 with
+the shared privacy settings. A binary refuses a ledger of a higher version: it could misread it."""
 
 DDL = """
 CREATE SCHEMA IF NOT EXISTS lapras;
@@ -106,6 +110,11 @@ CREATE TABLE IF NOT EXISTS lapras.partitions (
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (epoch_id, key)
 );
+CREATE TABLE IF NOT EXISTS lapras.meta (
+    key text PRIMARY KEY,
+    value jsonb NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
 CREATE TABLE IF NOT EXISTS lapras.regression_answers (
     epoch_id bigint NOT NULL,
     call_key text NOT NULL,
@@ -141,6 +150,16 @@ _EPOCH_COLS = ("id, extract(epoch from started_at), spec - 'value_lists', state,
                "(SELECT count(*) FROM lapras.answers a WHERE a.epoch_id = e.id), partition_rho_spent, "
                "partition_delta_spent")
 
+
+
+def _check_version(c: Any) -> None:
+    """Refuse a ledger written by a newer layout than this code's (before any DDL touches it)."""
+    if c.execute("SELECT to_regclass('lapras.meta')").fetchone()[0] is None:
+        return
+    row = c.execute("SELECT value FROM lapras.meta WHERE key = 'schema_version'").fetchone()
+    if row is not None and int(row[0]) > SCHEMA_VERSION:
+        raise LedgerError(f"the ledger's schema is version {int(row[0])}, newer than this lapras-proxy's "
+                          f"{SCHEMA_VERSION}: upgrade lapras-proxy (an older binary could misread the ledger)")
 
 
 def _lock_open_epoch(c: Any, epoch_id: int) -> EpochRecord:
@@ -237,8 +256,29 @@ class PostgresLedger(Ledger):
                                     name="lapras-ledger")
         with self._tx() as c:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            _check_version(c)
             c.execute(DDL)
             c.execute(MIGRATIONS)
+            c.execute("INSERT INTO lapras.meta (key, value) VALUES ('schema_version', %s) ON CONFLICT (key) DO "
+                      "UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()",
+                      (json.dumps(SCHEMA_VERSION),))
+
+    def agree_settings(self, settings: Mapping[str, Any], mode: str = "check") -> dict[str, Any]:
+        """Stored with the ledger (lapras.meta 'privacy_settings') by the first process; later ones compare
+        theirs under the schema lock (see :meth:`Ledger.agree_settings`)."""
+        with self._tx() as c:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            row = c.execute("SELECT value FROM lapras.meta WHERE key = 'privacy_settings'").fetchone()
+            stored = row[0] if row is not None else None
+            if stored is None or mode == "replace":
+                c.execute("INSERT INTO lapras.meta (key, value) VALUES ('privacy_settings', %s) ON CONFLICT (key) "
+                          "DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()",
+                          (json.dumps(dict(settings)),))
+                return dict(settings)
+        diff = settings_differences(settings, stored)
+        if diff and mode == "check":
+            raise SettingsDiffer(diff)
+        return dict(stored)
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection[Any]]:

@@ -6,9 +6,10 @@ Every release carries one; only an accountant (:mod:`lapras.accounting`) adds co
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from lapras.calibration import approx_zcdp_eps, gdp_eps
+from lapras.calibration import approx_zcdp_eps, gdp_eps, zcdp_eps
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,17 @@ class Cost:
             return approx_zcdp_eps(self.rho, self.delta, delta), delta
         assert self.eps is not None
         return self.eps, self.delta
+
+    def eps_delta_view(self) -> tuple[float, float]:
+        """One finite (eps, delta) guarantee of this release alone, for people to read. An approximate zCDP
+        cost (rho, delta_e) is stated at eps0 = zCDP's eps at delta_e and total delta delta_e (1 + e^eps0),
+        which covers zCDP's delta at eps0 plus e^eps0 delta_e (then tightened at that total delta); a fixed
+        multiple of delta_e as the total could not cover e^eps delta_e for eps above its log (inf)."""
+        if self.rho is None or not self.delta:
+            return self.as_eps_delta(self.delta or 1e-6)
+        eps0 = zcdp_eps(self.rho, min(self.delta, 0.5))
+        total = self.delta * (1.0 + math.exp(eps0))
+        return min(eps0, approx_zcdp_eps(self.rho, self.delta, total)), total
 
     def to_json(self) -> dict[str, float]:
         if self.mu is not None:

@@ -48,7 +48,9 @@ def _check_private_keys(select: exp.Select, ctx: Context) -> None:
     private = set(private_columns(ctx.table, [a.name for a in ctx.table.attributes]))
     if not private:
         return
-    roots = [select.args.get("where"), select.args.get("having"), *select.find_all(exp.AggFunc)]
+    # An aggregate's FILTER (WHERE ...) is a sibling of its call in sqlglot's tree, not under it.
+    roots = [select.args.get("where"), select.args.get("having"), *select.find_all(exp.AggFunc),
+             *(f.expression for f in select.find_all(exp.Filter))]
     # COUNT(DISTINCT col) counts the stored values (parser.distinct), never the column's cells: allowed.
     counted = {id(strip_paren(d.expressions[0])) for d in select.find_all(exp.Distinct)
                if isinstance(d.parent, exp.Count) and len(d.expressions) == 1

@@ -16,14 +16,15 @@ from .. import errors as E
 from .. import postprocess as pp
 from .. import scalar as S
 from ..errors import Refusal
+from ..pgtypes import INT2
 from ..syntax import position_of
 from ..template import AggSpec
 from .context import Context
-from .nodes import INT_TYPES, sql_of, strip_numeric_casts, strip_paren, unsupported
+from .nodes import INT_TYPES, NotScalar, sql_of, strip_numeric_casts, strip_paren, unsupported
 from .quantiles import ORDER_STATISTICS, lower_order_statistic
 from .rowvalues import bounds as value_bounds
 from .rowvalues import non_null, row_value, weights
-from .scalars import NOT_CONSTANT, fold
+from .scalars import NOT_CONSTANT, compile_scalar, fold
 from .where import lower_where, operand
 from .where import subject as strip_identity_casts
 
@@ -63,7 +64,14 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
     if arg is not None and arg.find(exp.Window):
         raise Refusal(E.GROUPING_ERROR, "aggregate function calls cannot contain window function calls",
                       position=position_of(arg.find(exp.Window)))
-    arg = _strip_casts(arg, ctx)
+    if kind == "sum" and arg is not None:
+        return _sum_typed(_lower_value(node, kind, _strip_casts(arg, ctx), filt, name, ctx), arg, ctx)
+    return _lower_value(node, kind, _strip_casts(arg, ctx), filt, name, ctx)
+
+
+def _lower_value(node: exp.Expr, kind: str, arg: exp.Expr | None, filt: C.Cond | None, name: str,
+                 ctx: Context) -> S.Expr:
+    """COUNT / SUM / AVG of ``arg`` (parentheses and value-keeping casts stripped)."""
     if isinstance(arg, exp.Case):
         tests = [arg.this] if arg.this is not None else [b.this for b in arg.args.get("ifs") or []]
         if any(ctx.column(c).domain.measure for t in tests for c in t.find_all(exp.Column)):
@@ -90,6 +98,37 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
     if arg is None:
         raise unsupported(f"{kind.upper()}()", node, hint=f"{kind.upper()} takes one value.")
     return _expression_aggregate(kind, arg, filt, name, ctx)
+
+
+# PostgreSQL's sum(): of smallint and integer bigint, of bigint and numeric numeric, of double precision
+# double precision.
+_SUM_TYPES = {INT2: S.INT8, S.INT4: S.INT8, S.INT8: S.NUMERIC, S.NUMERIC: S.NUMERIC, S.FLOAT8: S.FLOAT8}
+
+
+def _sum_typed(e: S.Expr, arg: exp.Expr, ctx: Context) -> S.Expr:
+    """``e`` (a SUM's post-processing) typed as PostgreSQL types ``sum(arg)`` (``SUM(amount * 2)``,
+    ``SUM(CAST(n AS float8))``, CASE branches: the argument's type, not its stripped form's)."""
+    oid = _SUM_TYPES.get(_value_type(arg, ctx) or 0)
+    if oid is None or oid == e.oid or not isinstance(e, pp.Agg | pp.Lin | pp.Scaled):
+        return e
+    e.oid = oid
+    return e
+
+
+def _value_type(node: exp.Expr, ctx: Context) -> int | None:
+    """PostgreSQL's type of a per-row expression over declared columns; None when it has no scalar form."""
+    def leaf(n: exp.Expr) -> S.Expr | None:
+        if isinstance(n, exp.Column):
+            a = ctx.column(n)
+            return S.Cell(a.name, a.domain.oid)
+        if isinstance(n, exp.Parameter | exp.Placeholder | exp.AggFunc | exp.Select | exp.Window):
+            raise NotScalar(n)
+        return None
+
+    try:
+        return compile_scalar(node, leaf, ctx.budget, exact=True).oid
+    except (NotScalar, Refusal):
+        return None
 
 
 def _strip_casts(node: exp.Expr | None, ctx: Context) -> exp.Expr | None:

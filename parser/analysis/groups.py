@@ -123,10 +123,7 @@ def _bucket(node: exp.Expr, ctx: Context) -> GroupDim:
 
 
 def _key_type(oid: int) -> int:
-    """Bucket keys go out as int8, float8 (exact numerics: the keys of a binning), text or boolean."""
-    if oid in S.INTEGER_OIDS:
-        return S.INT8
-    if oid == S.NUMERIC:
-        return S.FLOAT8
+    """Bucket keys go out with the type PostgreSQL gives the expression (``extract`` numeric, ``length``
+    integer); an untyped literal as text."""
     return S.TEXT if oid == S.UNKNOWN else oid
 

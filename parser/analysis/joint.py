@@ -86,9 +86,18 @@ def hashable(v: Any) -> object:
 
 
 def ordered_keys(keys: list[object], oid: int) -> list[object]:
-    """Group keys in PostgreSQL's order (NULL last), as they go out (exact numerics of a binning: float8)."""
+    """Group keys in PostgreSQL's order (NULL last), as they go out (typed as their column: float8 as
+    floats, numeric as decimals)."""
     keys = sorted(keys, key=lambda k: (1, 0) if k is None else (0, k))
-    return [None if k is None else (float(k) if oid == S.FLOAT8 else k) for k in keys]  # type: ignore[arg-type]
+    return [None if k is None else _as_type(k, oid) for k in keys]
+
+
+def _as_type(k: object, oid: int) -> object:
+    if oid == S.FLOAT8:
+        return float(k)  # type: ignore[arg-type]
+    if oid == S.NUMERIC and isinstance(k, int | float) and not isinstance(k, bool):
+        return Decimal(str(k))
+    return k
 
 
 def joint_dim(e: S.Expr, attrs: list[Attribute], oid: int, node: exp.Expr, budget: Any,

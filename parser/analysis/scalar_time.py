@@ -11,7 +11,7 @@ from .. import scalar as S
 from .. import temporal as TM
 from ..errors import Refusal
 from ..pgtypes import type_name
-from ..syntax import position_of
+from ..syntax import DATE_PART, position_of
 from ..values import temporal_arith_type, temporal_common
 from .nodes import CompilerPart, NotScalar
 
@@ -43,7 +43,8 @@ class TemporalCompiler(CompilerPart):
             x = self.compile(node.expression, d)
             if field is None or x.oid not in S.TEMPORAL_OIDS:
                 raise NotScalar(node)
-            return self.typed(S.Call("extract", [S.Const(field.lower(), S.TEXT), x], S.NUMERIC))
+            oid = S.FLOAT8 if node.meta.get(DATE_PART) else S.NUMERIC
+            return self.typed(S.Call("extract", [S.Const(field.lower(), S.TEXT), x], oid))
         if isinstance(node, exp.StrToDate | exp.StrToTime):
             source, fmt = self.compile(node.this, d), node.args.get("format")
             oid = S.DATE if isinstance(node, exp.StrToDate) else S.TIMESTAMPTZ

@@ -134,7 +134,7 @@ class _Compiler(TemporalCompiler, CallCompiler):
         if to in INT_TYPES:
             oid = S.INT4 if to == exp.DataType.Type.INT else S.INT8
         elif to in FLOAT_TYPES:
-            oid = S.NUMERIC
+            oid = S.NUMERIC if to in (exp.DataType.Type.DECIMAL, exp.DataType.Type.BIGDECIMAL) else S.FLOAT8
         elif to in TEXT_TYPES:
             oid = S.TEXT
         elif to in TEMPORAL_TYPES:

@@ -189,6 +189,11 @@ class Conversation:
             return
         portal = s.portals.get(ev.name)
         if portal is None:
+            cursor = s.cursors.get(ev.name)
+            if cursor is not None:
+                # A cursor from DECLARE is a portal too (psycopg's named cursors Describe it by name).
+                self.out.append(backend.NO_DATA if cursor.result.fields is None else cursor.result.row_description())
+                return
             raise PgError("34000", f"portal \"{ev.name}\" does not exist")
         if portal.result is not None:
             fields = portal.result.fields

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 
 import parser as sqlparser
@@ -202,7 +203,7 @@ class DPService:
         if settings.get("lapras.show_stderr", "off").lower() in _TRUE:
             if selection is not None:
                 notices.append(_selection_notice(selection))
-            notices.append(self._notice(answer))
+            notices.append(_notice(plan, answer))
             notices.extend(_interval_notices(plan, answer))
         log.debug("answered %s in %.2f ms", plan.table, (time.perf_counter() - t0) * 1e3)
         return QueryResult([ColumnDesc(c.name, c.type_oid) for c in plan.columns], rows,
@@ -226,7 +227,7 @@ class DPService:
                          f"WHERE (each privacy unit counted in at most {req.max_keys} keys)")
             cost = info.get("cost")
             if isinstance(cost, Cost) and cost.rho is not None and cost.delta is not None:
-                eps, delta = cost.as_eps_delta(4 * cost.delta)
+                eps, delta = cost.eps_delta_view()
                 lines.append(f"  cost: rho = {cost.rho:.4g}, delta = {cost.delta:.3g} (approximate zCDP; on its own "
                              f"(epsilon, delta) = ({eps:.4g}, {delta:.3g})), from the epoch's partition budget")
                 lines.append(f"  mechanism: Gaussian threshold, sigma = {info['sigma']:.4g}, "
@@ -300,7 +301,10 @@ class DPService:
 
     async def _series_limited(self, split: SeriesLimit, user: str, settings: Mapping[str, str]) -> QueryResult:
         """Superset's series limit as two DP statements: the top-N subquery (noisy totals), then the query
-        restricted to the N series it released (see parser.series)."""
+        restricted to the N series it released (see parser.series). Both are planned before the first is
+        charged, the second over placeholder series of the first's shape: a chart refused for either part
+        charges nothing."""
+        await asyncio.to_thread(self._plan_series_limit, split, self._deadline(settings))
         top = await self._execute(split.inner, (), user, settings)
         keys = [tuple(r[: split.n_keys]) for r in top.rows]
         main = await self._execute(split.outer(keys), (), user, settings)
@@ -308,6 +312,21 @@ class DPService:
                 "(charged like any statement; repeated free)")
         return QueryResult(main.columns, main.rows, main.command_tag, [*top.notices, note, *main.notices],
                            outcome=main.outcome, query_keys=top.query_keys + main.query_keys, cost=main.cost)
+
+    def _plan_series_limit(self, split: SeriesLimit, deadline: float) -> None:
+        """Raise the refusal either part of a series-limited statement would meet, reading nothing: the
+        outer part is planned over the series the top-N part would list if every total were 0 (the same
+        key columns and types as the released ones). A top-N part over private keys is planned after its
+        selection, as any statement."""
+        try:
+            inner = self.planner.plan(split.inner, None, deadline=deadline)
+        except NeedsPartition:
+            return
+        placeholder = [tuple(r[: split.n_keys]) for r in inner.rows(np.zeros(len(inner.queries)))]
+        try:
+            self.planner.plan(split.outer(placeholder), None, deadline=deadline)
+        except NeedsPartition:
+            return
 
     def _deadline(self, settings: Mapping[str, str]) -> float:
         """When planning must stop: the session's statement_timeout, capped by server.statement_timeout_s."""
@@ -347,13 +366,6 @@ class DPService:
                 log.warning("epoch sync failed: %s", exc)
             await asyncio.sleep(every)
 
-    @staticmethod
-    def _notice(answer: Any) -> str:
-        errs = [f"{e:.4g}" for e in answer.stderrs]
-        shown = ", ".join(errs[:8]) + (", ..." if len(errs) > 8 else "")
-        return (f"lapras: outcome={answer.outcome} stderr=[{shown}] "
-                f"cost={answer.cost_text}")
-
     def _show_columns(self, target: str) -> list[ColumnDesc]:
         if target == "lapras.budget":
             return list(BUDGET_COLUMNS)
@@ -380,11 +392,26 @@ class DPService:
         return QueryResult(cols, rows, f"SELECT {len(rows)}")
 
 
+NOTICE_ROWS = 8
+"""Rows whose standard errors the show_stderr NOTICE lists per column (then "...")."""
+
+
+def _notice(plan: QueryPlan, answer: Any) -> str:
+    """The show_stderr NOTICE: outcome, each aggregate column's standard error per result row (columns in
+    the result's order, rows in its order; documented in docs/show_stderr.md), and the statement's cost."""
+    parts = []
+    for name, errs in plan.output_stderrs(answer.values, answer.stderrs):
+        shown = ", ".join("null" if e is None else f"{e:.4g}" for e in errs[:NOTICE_ROWS])
+        more = ", ..." if len(errs) > NOTICE_ROWS else ""
+        parts.append(f"{display_ident(name)}: {shown}{more}")
+    return f"lapras: outcome={answer.outcome} stderr=[{'; '.join(parts)}] cost={answer.cost_text}"
+
+
 def _selection_notice(selection: PartitionRecord) -> str:
     c = selection.cost
-    eps, delta = c.as_eps_delta(4 * (c.delta or 0.0))
+    eps, delta = c.eps_delta_view()
     return (f"lapras: keys from DP partition selection: {len(selection.keys)} released "
-            f"(cost rho={c.rho:.4g}, delta={c.delta:.3g}; alone about (epsilon, delta) = ({eps:.3g}, {delta:.3g}); "
+            f"(cost rho={c.rho:.4g}, delta={c.delta:.3g}; alone (epsilon, delta) = ({eps:.4g}, {delta:.3g}); "
             "charged once per epoch for this filter, repeated free)")
 
 

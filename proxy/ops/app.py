@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from lapras.errors import LedgerError, SettingsDiffer
 from parser.identifiers import display_ident
 from parser.schema import Catalog
 
@@ -27,6 +28,7 @@ from .config import Config, parse_listen
 from .demo_data import ensure_table, table_exists
 from .embedded import EmbeddedPostgres
 from .events_data import ensure_events_table
+from .shared_settings import HINT, agree_with_ledger
 
 log = logging.getLogger("lapras.app")
 
@@ -354,8 +356,11 @@ def _stop_during_startup(signum: int, _frame: object) -> None:
 
 
 def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
-          data: dict[str, Path] | None = None, workers: int = 1, reload_data: bool = False) -> int:
-    """Run the proxy until SIGINT/SIGTERM (or the admin console's SHUTDOWN); returns the exit code."""
+          data: dict[str, Path] | None = None, workers: int = 1, reload_data: bool = False,
+          settings_mode: str = "check") -> int:
+    """Run the proxy until SIGINT/SIGTERM (or the admin console's SHUTDOWN); returns the exit code.
+    ``settings_mode``: how the config's privacy settings meet those stored with the ledger
+    (proxy.ops.shared_settings)."""
     from ..server.cancel_relay import MAX_WORKERS
 
     if not 1 <= workers <= MAX_WORKERS:
@@ -374,6 +379,18 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     except Exception as exc:  # embedded start-up failures carry their own message
         print(f"lapras-proxy: cannot start the embedded PostgreSQL: {exc}", file=sys.stderr)
         return 1
+    try:
+        cfg = agree_with_ledger(cfg, upstream.dsn, settings_mode)
+    except (LedgerError, psycopg.Error) as exc:
+        print(f"lapras-proxy: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        if isinstance(exc, SettingsDiffer):
+            print(f"lapras-proxy: {HINT}", file=sys.stderr)
+        if upstream.embedded is not None:
+            upstream.embedded.release(last_out_stops=True)
+        return 1
+    if settings_mode == "adopt":
+        print("lapras-proxy: serving with the privacy settings stored with the ledger (--adopt-stored)",
+              file=sys.stderr)
     # {port} is the bound port, filled once listening (port 0 in the config asks the OS for a free one).
     psql = _psql_line(cfg, cfg.server.host, "\0").replace("{", "{{").replace("}", "}}").replace("\0", "{port}")
     ready = "lapras-proxy ready in {elapsed:.1f} s{mm}; connect with:\n  " + psql
@@ -441,7 +458,8 @@ def new_epoch(cfg: Config, state_dir: Path) -> dict[str, Any]:
     from ..dp.service import start_new_epoch
 
     with operator_upstream(cfg, state_dir) as upstream:
-        return start_new_epoch(cfg, upstream.dsn, state_dir)
+        # The new epoch follows the rules stored with the ledger, whatever this config file says.
+        return start_new_epoch(agree_with_ledger(cfg, upstream.dsn, "adopt"), upstream.dsn, state_dir)
 
 
 def _embedded_running(state_dir: Path) -> bool:

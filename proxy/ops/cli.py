@@ -181,8 +181,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"lapras-proxy: warning: {warning}", file=sys.stderr)
     from .app import serve
 
+    mode = "adopt" if args.adopt_stored else "replace" if args.replace_stored else "check"
     return serve(cfg, state_dir=Path(args.state_dir), listen=listen, data=data, workers=args.workers,
-                 reload_data=args.reload_data)
+                 reload_data=args.reload_data, settings_mode=mode)
 
 
 def _parse_data_args(cfg: Config, values: Sequence[str] | None) -> dict[str, Path]:
@@ -333,6 +334,12 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
                    help="replace the tables given with --data by the files' rows (drop and load)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="number of proxy processes sharing the port (SO_REUSEPORT) and one ledger")
+    stored = p.add_mutually_exclusive_group()
+    stored.add_argument("--adopt-stored", action="store_true",
+                        help="run with the privacy settings stored with the ledger when the config's differ "
+                             "(proxies sharing a ledger must agree; without it such a proxy refuses to start)")
+    stored.add_argument("--replace-stored", action="store_true",
+                        help="make the config's privacy settings the ledger's (stop the other proxies first)")
     p.set_defaults(func=_cmd_serve)
 
     p = sub.add_parser("check-config", help="validate a configuration file",

@@ -130,14 +130,17 @@ def load_statements(path: str | Path, fmt: str = "auto", prefix: str | None = No
 
 def parse_provenance(notices: Iterable[str]) -> tuple[list[str], list[float]]:
     """Outcomes and standard errors from the proxy's `lapras.show_stderr` NOTICEs
-    (`lapras: outcome=fresh stderr=[25.7, 25.7] cost=...`; a bare `stderr=1.5` is read too)."""
+    (`lapras: outcome=bad stderr=[count: 25.7, 25.7; avg: 0.31, 0.29] cost=...`; a bare `stderr=1.5` is
+    read too)."""
     outcomes: list[str] = []
     stderrs: list[float] = []
     for text in notices:
         for word in _OUTCOME_RX.findall(text):
             outcomes.append(_OUTCOME_WORDS.get(word.lower(), word.lower()))
         for listed, single in _STDERR_RX.findall(text):
-            for num in (_NUMBER_RX.findall(listed) if listed else [single]):
+            # `stderr=[count: 25.7, 25.7; avg: 0.31, 0.29]`: per column, its name before the last colon
+            numbers = [n for part in listed.split(";") for n in _NUMBER_RX.findall(part.rsplit(":", 1)[-1])]
+            for num in (numbers if listed else [single]):
                 try:
                     stderrs.append(float(num))
                 except ValueError:

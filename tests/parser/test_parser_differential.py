@@ -4,6 +4,7 @@ plan's post-processing, give PostgreSQL's own answer to the original SQL (hundre
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ EXAMPLES = int(os.environ.get("PARSER_DIFF_EXAMPLES", "600"))
 as a run of 1,200, and with database=None every run draws new ones; set PARSER_DIFF_EXAMPLES for more)."""
 _INT_OIDS = {20, 21, 23}
 _FLOAT_OIDS = {700, 701, 1700}
-_PY_TYPES: dict[int, type] = {20: int, 23: int, 701: float, 25: str, 16: bool}
+_PY_TYPES: dict[int, type] = {20: int, 23: int, 701: float, 1700: Decimal, 25: str, 16: bool}
 
 
 def run_pg(conn: psycopg.Connection, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:

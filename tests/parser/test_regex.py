@@ -62,7 +62,11 @@ def _pattern(rng: random.Random) -> str:
 
 def _similar(rng: random.Random) -> str:
     parts = [rng.choice(["a", "b", "A", "%", "_", ".", "(a|b)", "[ab]", "[^a]", "a*", "b+", "(ab)?", "\\%", "\\_",
-                         "-", "1", "(a|%)", "c{2}"]) for _ in range(rng.randint(0, 5))]
+                         "-", "1", "(a|%)", "c{2}",
+                         # escapes go to the regex as written: \S any non-space, \d a digit, \. a dot
+                         "\\S", "\\s", "\\d", "\\w", "\\D", "\\W", "\\.", "\\-", "[\\d_]", "[^\\s]",
+                         "\\S+", "#", "#%", "#_", "#S"])
+             for _ in range(rng.randint(0, 5))]
     return "".join(parts)
 
 
@@ -96,6 +100,18 @@ def test_similar_to_equals_postgresql_on_random_patterns(pg: Any) -> None:
     rows = pg.execute("SELECT p, s, s SIMILAR TO p FROM unnest(%s::text[]) AS p, unnest(%s::text[]) AS s",
                       (patterns, strings)).fetchall()
     bad = [(p, s, m) for p, s, m in rows if matches(s, similar_to_are(p), False) != m]
+    assert not bad, bad[:10]
+
+
+def test_similar_to_with_another_escape_equals_postgresql(pg: Any) -> None:
+    """ESCAPE '#': `#S` is the class escape \\S, `#%` a literal %, and a backslash a literal backslash."""
+    rng = random.Random(7)
+    patterns = [p for p in dict.fromkeys(_similar(rng) for _ in range(200))
+                if (len(p) - len(p.rstrip("#"))) % 2 == 0]  # ending in the escape: an error in both
+    strings = [*_strings(rng), "a\\b", "\\", "#", "a#"]
+    rows = pg.execute("SELECT p, s, s SIMILAR TO p ESCAPE '#' FROM unnest(%s::text[]) AS p, "
+                      "unnest(%s::text[]) AS s", (patterns, strings)).fetchall()
+    bad = [(p, s, m) for p, s, m in rows if matches(s, similar_to_are(p, "#"), False) != m]
     assert not bad, bad[:10]
 
 

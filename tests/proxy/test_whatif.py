@@ -191,3 +191,36 @@ def test_cli_json_and_report(generated, adult_db: str, tmp_path: Path, capsys: p
     assert (report / "whatif.png").stat().st_size > 10_000
     page = (report / "whatif.html").read_text()
     assert "data:image/png;base64," in page and "Operator only" in page
+
+
+def test_json_of_one_statement_gives_back_no_exact_answer(adult_db: str, tmp_path: Path) -> None:
+    """A log of one statement: its MAE and relative error would give back its exact answer (|exact| = MAE /
+    relative error), its z times the stated error the exact deviation. Error figures of fewer than
+    MIN_STATEMENTS statements are null, in every record, total and kind; the exact count appears nowhere."""
+    from proxy.replay.whatif.figures import MIN_STATEMENTS
+
+    sql = "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 34"
+    log = tmp_path / "one.log"
+    log.write_text(f"2026-05-04 09:00:00.000 UTC [42] bi@adult LOG:  statement: {sql}\n")
+    out_json = tmp_path / "one.json"
+    code = main(["whatif", str(log), "--config", str(_config(tmp_path, adult_db)), "--epsilon", "1",
+                 "--json", str(out_json), "--no-progress"])
+    assert code == 0
+    doc = json.loads(out_json.read_text())
+    (exact,) = _exact_cells(adult_db, sql)[0]
+    figures = [*doc["records"], *doc.get("totals", [])]
+    figures += [k for f in list(figures) for k in f["by_kind"].values()]
+    answered = [f for f in figures if f["statements"] == 1 and f["refused"] == 0]
+    assert answered, doc
+    for f in figures:
+        if f["statements"] < MIN_STATEMENTS:
+            assert f["mae"] is None and f["median_rel_error"] is None and f.get("z_rms") is None, f
+
+    def numbers(x: object) -> list[float]:
+        if isinstance(x, dict):
+            return [n for v in x.values() for n in numbers(v)]
+        if isinstance(x, list):
+            return [n for v in x for n in numbers(v)]
+        return [float(x)] if isinstance(x, int | float) and not isinstance(x, bool) else []
+
+    assert exact > 100 and exact not in numbers(doc)

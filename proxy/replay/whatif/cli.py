@@ -23,7 +23,9 @@ data: run this on the operator's machine and do not hand its output to analysts 
 
 Error of a statement: over its aggregate cells (all groups of a GROUP BY), MAE = mean |released - exact|,
 relative error = sum |released - exact| / max(sum |exact|, 1). "within 5%" counts refused statements as
-misses. z_rms: root mean square of (released - exact) / stated standard error (about 1 when honest)."""
+misses. z_rms: root mean square of (released - exact) / stated standard error (about 1 when honest).
+Error figures are given to two significant digits and only over at least 5 statements (else null): one
+statement's MAE and relative error would give back its exact answer."""
 
 
 def _epsilons(text: str) -> list[float]:

@@ -8,6 +8,8 @@ Definitions (also in the command's help and the README):
   a relative error under 5% / 10%;
 - ``z_rms``: root mean square of (released - exact) / stated stderr over every query released fresh or
   from P: about 1 when the stated standard errors are honest.
+Error figures (``mae``, ``median_rel_error``, ``z_rms``) are given to two significant digits and only
+over at least ``MIN_STATEMENTS`` statements (else null), so that no figure gives back an exact answer.
 """
 
 from __future__ import annotations
@@ -30,12 +32,24 @@ KINDS: dict[str, Callable[[Kind], bool]] = {
 }
 
 
+MIN_STATEMENTS = 5
+"""Error figures (MAE, median relative error, z_rms) of fewer answered statements are withheld (None): the
+MAE and the relative error of one statement give back its exact answer (|exact| = MAE / relative error),
+and z times the stated error its exact deviation."""
+
+
 def _round(x: float | None, digits: int = 4) -> float | None:
     return None if x is None or not math.isfinite(x) else round(x, digits)
 
 
+def _coarse(x: float) -> float | None:
+    """Two significant digits: a figure over several statements that still does not pin any one down."""
+    return float(f"{x:.2g}") if math.isfinite(x) else None
+
+
 def error_figures(outs: Sequence[StatementOutcome]) -> dict[str, Any]:
-    """Counts and error figures of a set of statements (already without unsupported ones)."""
+    """Counts and error figures of a set of statements (already without unsupported ones); the error
+    figures only over at least MIN_STATEMENTS answered statements, to two significant digits."""
     counts = Counter(o.outcome for o in outs)
     answered = [o for o in outs if o.outcome != "refused"]
     rel = [o.rel_error for o in answered if o.rel_error is not None]
@@ -45,16 +59,17 @@ def error_figures(outs: Sequence[StatementOutcome]) -> dict[str, Any]:
         "statements": n,
         **{k: counts.get(k, 0) for k in OUTCOMES},
         "answered_share": _round(len(answered) / n) if n else None,
-        "mae": _round(statistics.fmean(mae)) if mae else None,
-        "median_rel_error": _round(statistics.median(rel)) if rel else None,
+        "mae": _coarse(statistics.fmean(mae)) if len(mae) >= MIN_STATEMENTS else None,
+        "median_rel_error": _coarse(statistics.median(rel)) if len(rel) >= MIN_STATEMENTS else None,
         "within_5pct": _round(sum(r < 0.05 for r in rel) / n) if n else None,
         "within_10pct": _round(sum(r < 0.10 for r in rel) / n) if n else None,
     }
 
 
 def _z_rms(outs: Iterable[StatementOutcome]) -> float | None:
-    zs = [z for o in outs if o.outcome in ("fresh", "from_p") for z in o.z]
-    return _round(math.sqrt(statistics.fmean(z * z for z in zs)), 3) if zs else None
+    released = [o for o in outs if o.outcome in ("fresh", "from_p") and o.z]
+    zs = [z for o in released for z in o.z]
+    return _coarse(math.sqrt(statistics.fmean(z * z for z in zs))) if len(released) >= MIN_STATEMENTS else None
 
 
 def _clock(seconds: float) -> str:

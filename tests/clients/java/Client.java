@@ -66,6 +66,18 @@ public class Client {
                     while (rs.next()) n++;
                     check("fetchsize", n == 2, Integer.toString(n));
                 }
+                // Pages of 10 rows over 74 groups: every row, and the same rows again (charged once, replayed).
+                st.setFetchSize(10);
+                StringBuilder first = new StringBuilder(), again = new StringBuilder();
+                int n = 0;
+                try (ResultSet rs = st.executeQuery("SELECT age, COUNT(*) FROM adult WHERE sex = 0 GROUP BY age ORDER BY age")) {
+                    while (rs.next()) { n++; first.append(rs.getInt(1)).append(':').append(rs.getLong(2)).append(','); }
+                }
+                try (ResultSet rs = st.executeQuery("SELECT age, COUNT(*) FROM adult WHERE sex = 0 GROUP BY age ORDER BY age")) {
+                    while (rs.next()) again.append(rs.getInt(1)).append(':').append(rs.getLong(2)).append(',');
+                }
+                check("fetchsize_pages", n == 74, Integer.toString(n));
+                check("fetchsize_replayed", first.toString().equals(again.toString()), "");
             }
             c.commit();
         }

@@ -1,0 +1,40 @@
+"""Server-side cursors through the real proxy: psycopg's named cursors (DECLARE, FETCH FORWARD n, CLOSE
+in a transaction) return every row of a DP answer, charged once (the DECLARE's release; the FETCHes page
+through its stored rows)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+pytestmark = pytest.mark.process
+
+SQL = "SELECT age, COUNT(*) FROM adult WHERE sex = 1 GROUP BY age ORDER BY age"
+
+
+def _spends(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as up:
+        return int(up.execute("SELECT count(*) FROM lapras.spends").fetchone()[0])  # type: ignore[index]
+
+
+def test_psycopg_named_cursor_returns_every_row_charged_once(proxy_factory: Any) -> None:
+    px = proxy_factory(epsilon=1.0, stream_length=50)
+    with psycopg.connect(px.dsn()) as conn:
+        with conn.cursor(name="pages") as cur:
+            cur.itersize = 7  # FETCH FORWARD 7 at a time
+            cur.execute(SQL)
+            rows = list(cur)
+        conn.commit()
+    assert [r[0] for r in rows] == list(range(17, 91))  # every age of the public domain
+    assert _spends(px.upstream_dsn) == 1
+    with psycopg.connect(px.dsn()) as conn:
+        with conn.cursor(name="again") as cur:
+            cur.execute(SQL)
+            assert cur.fetchmany(10) == rows[:10] and cur.fetchall() == rows[10:]  # the stored answer
+        with conn.cursor(name="scroll", scrollable=True) as cur:
+            cur.execute(SQL)
+            cur.scroll(5)
+            assert cur.fetchone() == rows[5]
+    assert _spends(px.upstream_dsn) == 1  # repeats are free
