@@ -90,8 +90,12 @@ def bucket(
     epoch_hours: float = 24.0,
     catalog: Catalog | None = None,
     origin: datetime | None = None,
+    stream_items: bool = False,
 ) -> tuple[Epochs, list[Occurrence], dict[str, int]]:
-    """Split dated statements into epochs; undated ones are returned apart (snapshot candidates)."""
+    """Split dated statements into epochs; undated ones are returned apart (snapshot candidates).
+
+    ``stream_items``: count a key once per epoch, as the engine's allocation does (a statement asked again
+    in the same epoch is a free repeat, no stream item), so that S and rho are in the allocation's units."""
     dated: list[tuple[datetime, Occurrence]] = []
     undated: list[Occurrence] = []
     counts = {"statements": 0, "used": 0, "not_query": 0}
@@ -112,9 +116,15 @@ def bucket(
     epochs = Epochs(origin, epoch_hours, [])
     n = max((epochs.index_of(ts) for ts, _ in dated), default=-1) + 1
     buckets: list[list[Occurrence]] = [[] for _ in range(n)]
+    seen: set[tuple[int, str]] = set()
     for ts, occ in dated:
         i = epochs.index_of(ts)
         if i >= 0:
+            if stream_items:
+                if (i, occ.key) in seen:
+                    continue
+                seen.add((i, occ.key))
+                occ = Occurrence(occ.key, occ.shape, 1)
             buckets[i].append(occ)
     return Epochs(origin, epoch_hours, buckets), undated, counts
 
