@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from parser.schema import Catalog
+from predictor.canonical import canonical_key
 from predictor.logs import LogStatement
 from predictor.predict import Epochs, PredictionSet, bucket, measure_overlap, train
 from predictor.utility import CostModel
@@ -133,13 +134,26 @@ def learn(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Catalog | No
         # again tomorrow is the likely case, and the auto split sizes P's share by the expected hits) and
         # take its item count as S (scaled up when the epoch is still running).
         pset = train(epochs, n, catalog, cost, threshold=0.0)
+        # Statements asked more than once in the epoch (a dashboard reopened, refreshed) are the ones that
+        # recur: P keeps those when there are any, and its expected overlap is their share of the items.
+        asked: dict[str, int] = {}
+        for r in rows:
+            if r.epoch_id == last.id:
+                key = canonical_key(inline_params(r.sql, r.params), catalog)
+                if key is not None:
+                    asked[key] = asked.get(key, 0) + 1
+        again = {k for k, c in asked.items() if c > 1}
+        if again:
+            pset.queries = [q for q in pset.queries if q.canonical_key in again]
         items = len(epochs.buckets[0])
         elapsed = now - last.started_at
         if last.ended_at is None and epoch_seconds is not None and 0 < elapsed < epoch_seconds:
             items = round(items * epoch_seconds / max(elapsed, epoch_seconds / 2))
-        hits = sum(1 for o in epochs.buckets[0] if o.key in pset.keys)
         pset.s_estimate = items
-        pset.rho_estimate = round(hits / items, 4) if items else 0.0
+        if again:
+            pset.rho_estimate = round(min(1.0, len(pset.queries) / items), 4) if items else 0.0
+        else:
+            pset.stats["rho_unknown"] = True  # no evidence yet of what recurs: the engine's default overlap
         pset.stats["history_epochs"] = 1
         return pset
     pset = train(epochs, n, catalog, cost)

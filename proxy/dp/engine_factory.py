@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ def _predictions(cfg: Config, ledger: Ledger | None = None, history: StatementHi
     path = prediction_path(cfg)
     if path is None and not cfg.predictor.get("templates"):
         if ledger is not None and cfg.lapras.learn_prediction:
-            return history_learner(cfg, ledger, history)
+            return history_learner(ledger, history, engine_settings(cfg, progress=False).epoch_length,
+                                   cfg.lapras.split)
         return None
 
     def load(catalog: Catalog) -> Prediction:
@@ -79,17 +81,17 @@ def _predictions(cfg: Config, ledger: Ledger | None = None, history: StatementHi
     return load
 
 
-def history_learner(cfg: Config, ledger: Ledger, history: StatementHistory | None) -> Any:
+def history_learner(ledger: Ledger, history: StatementHistory | None, length: float | None,
+                    split: str = "auto") -> Callable[[Catalog], Prediction]:
     """P and S learnt at each epoch's preparation from the proxy's own statement history in the ledger
-    (``[lapras] learn_prediction``): the predictor's model over one bucket per ledger epoch."""
+    (``[lapras] learn_prediction``): the predictor's model over one bucket per ledger epoch (``length``:
+    the configured epoch length in seconds, None for manual epochs)."""
     import time
 
     from predictor.history import MAX_EPOCHS, epochs_to_read, learn
     from predictor.utility import SPLIT_NAMES, CostModel
 
-    settings = engine_settings(cfg, progress=False)
-    length = settings.epoch_length
-    cost = CostModel.for_split(cfg.lapras.split if cfg.lapras.split in SPLIT_NAMES else "auto")
+    cost = CostModel.for_split(split if split in SPLIT_NAMES else "auto")
 
     def load(catalog: Catalog) -> Prediction:
         t0 = time.monotonic()
@@ -104,7 +106,8 @@ def history_learner(cfg: Config, ledger: Ledger, history: StatementHistory | Non
         ledger.prune_history(MAX_EPOCHS)
         if pset is None:
             return Prediction()
-        pred = prediction_from_sql([q.sql for q in pset.queries], pset.s_estimate or None, pset.rho_estimate,
+        rho = None if pset.stats.get("rho_unknown") else pset.rho_estimate
+        pred = prediction_from_sql([q.sql for q in pset.queries], pset.s_estimate or None, rho,
                                    catalog, f"learnt from the proxy's history of {len(spans)} epochs")
         log.info("P learnt from %d statements over %d epochs in %.1f s: %d queries, S = %s, rho = %s",
                  len(rows), len(spans), time.monotonic() - t0, len(pred.queries), pred.s_estimate,
