@@ -21,6 +21,7 @@ import numpy as np
 from lapras.strategy import ProductQuery
 
 MAX_TERMS = 6000  # product terms of a workload whose Gram matrix is computed (larger: no bound reported)
+MAX_SUPPORT_CELLS = 1 << 22  # marginals whose weighed cells are counted (larger: n = all cells, a looser bound)
 
 
 def workload_gram(queries: Sequence[ProductQuery]) -> np.ndarray | None:
@@ -38,12 +39,33 @@ def workload_gram(queries: Sequence[ProductQuery]) -> np.ndarray | None:
     return m @ g @ m.T
 
 
+def support_size(queries: Sequence[ProductQuery], shape: Sequence[int]) -> int:
+    """Cells some query weighs (W's non-zero columns); the whole marginal when it is too large to list."""
+    if math.prod(shape) > MAX_SUPPORT_CELLS:
+        return math.prod(shape)
+    acc = np.zeros(tuple(shape), dtype=bool)
+    for q in queries:
+        for w, vs in q:
+            if w == 0:
+                continue
+            term = np.ones((), dtype=bool)
+            for v in vs:
+                term = np.logical_and.outer(term, np.asarray(v) != 0)
+            acc |= term
+    return int(acc.sum())
+
+
 def svd_bound(queries: Sequence[ProductQuery], shape: Sequence[int]) -> float | None:
     """``(sum of W's singular values)^2 / n``: the least total squared error of the workload's answers per
-    unit noise variance at sensitivity 1 over all strategies; None when the workload is too large."""
+    unit noise variance at sensitivity 1 over all strategies; None when the workload is too large.
+
+    n counts the cells some query weighs: the bound holds on that sub-domain, and it is the tighter one
+    (a strategy gains nothing from measuring cells no query reads: by the Schur complement, the variance
+    of the read cells' estimate is never smaller with the other cells in the model). On the full marginal
+    a single count over k of n cells would get the bound k / n instead of its optimum 1."""
     gram = workload_gram(queries)
     if gram is None:
         return None
     eig = np.linalg.eigvalsh((gram + gram.T) / 2)
     total = float(np.sqrt(np.clip(eig, 0.0, None)).sum())
-    return total**2 / math.prod(shape)
+    return total**2 / max(support_size(queries, shape), 1)
