@@ -270,7 +270,8 @@ def predict_from_logs(
 ) -> tuple[PredictionSet, list[ReadStats]]:
     """Read the logs and predict P for the epoch after the last one they cover."""
     statements, stats = read_logs(paths, format, prefix)
-    epochs, undated, counts = bucket(statements, epoch_hours, catalog)
+    # S in the engine's units: stream items (a statement asked again in its epoch is a free repeat).
+    epochs, undated, counts = bucket(statements, epoch_hours, catalog, stream_items=True)
     result = train(epochs, None, catalog, cost, threshold, undated, snapshot_days, declared)
     measure_overlap(result, epochs, catalog, cost, threshold)
     result.stats.update(counts)
