@@ -173,10 +173,35 @@ class Allocator:
         pool_rem = max(pool_total - st.pool_spent, 0.0)
         reserve_rem = max(self.split.reserve * self.units - st.reserve_spent, 0.0)
         b_est = st.b_est
+        if self.policy == "smooth" and n > self.s:
+            # The stream outgrew its expected length S: S was wrong, not the stream about to end. Doubling
+            # rule: assume as many statements are still to come as have come (S_now = 2n), any of them
+            # bad, and pace what is left of the pool and of the reserve over them, so a day with twice the
+            # usual traffic is answered to its end instead of being refused once the reserve halves out.
+            rem = float(n)
+            pool = pool_rem / (rem + 1.0)
+            reserve = reserve_rem / (rem + 1.0)
+            return self._grant(st, n, b, b_est, pool, reserve)
         if self.policy == "smooth":
             b_hat = self.estimate(b, n)
-            pool = pool_rem / (max(1.0, b_hat - b) + 1.0)
-            past = b > b_hat
+            if self.prior_bad is not None:
+                # With the expected overlap known, the positions left hold the predicted statements not
+                # seen yet and bad ones: S - n minus the good ones still expected. The stopping-time
+                # estimate assumes a random order; a dashboard opened first puts its panels ahead of the ad
+                # hoc statements and the estimate then sees too few bad ones. The larger of the two is
+                # used, so a surge of bad statements early in the epoch still slows the pacing down.
+                good_left = max(0.0, self.s - self.prior_bad - (n - b))
+                b_hat = max(b_hat, b + max(0.0, self.s - n - good_left))
+            # At the stream's expected end (n >= S) no bad statement is expected after this one: it gets
+            # what the pool has left instead of half of it, so a steady stream spends its pool. Before it,
+            # at least one more is expected (an estimate of zero would hand one statement everything).
+            floor = 1.0 if n < self.s - 1 else 0.0
+            pool = pool_rem / (max(floor, b_hat - b) + 1.0)
+            past = b > b_hat and n < self.s
+            if pool < self.min_units and not past:
+                # The pool ran out before the expected end: the reserve is paced over the positions left.
+                reserve = reserve_rem / (max(1.0, self.s - n) + 1.0)
+                return self._grant(st, n, b, b_est, pool, reserve)
         else:
             t = self.warmup
             if b <= t:
@@ -190,6 +215,10 @@ class Allocator:
                 pool = 0.0 if past else self.split.rem_bad * self.units / k
             pool = min(pool, pool_rem)
         reserve = reserve_rem / 2.0 if past else 0.0
+        return self._grant(st, n, b, b_est, pool, reserve)
+
+    def _grant(self, st: AllocState, n: int, b: int, b_est: float | None, pool: float,
+               reserve: float) -> tuple[Grant, AllocState]:
         grant = Grant(pool, reserve)
         if st.stopped or grant.total < self.min_units or grant.total <= 0:
             return Grant(0.0, 0.0), replace(st, n=n, b=b, b_est=b_est, stopped=True)

@@ -28,6 +28,7 @@ from lapras.allocation import AllocState, warmup_length
 from lapras.epochs import EpochPreparer, PreparedEpoch
 from lapras.errors import BudgetExhausted, LaprasError, UnknownTable
 from lapras.exact import ExactSource, close_source
+from lapras.history import StatementHistory
 from lapras.ledger.base import (
     EpochRecord,
     EpochSpec,
@@ -55,6 +56,7 @@ from lapras.online import OnlinePolicy, combine
 from lapras.settings import EngineSettings
 from lapras.strategy import ProductQuery
 from lapras.strategy.cache import StrategyCache
+from lapras.svd_bound import svd_bound
 from parser.linear import LinearQuery
 from parser.partition import has_selected_keys
 from parser.schema import Catalog, TableSchema, listed_values, with_value_lists
@@ -81,23 +83,31 @@ class Prediction:
     queries: Sequence[LinearQuery] = ()
     s_estimate: int | None = None
     rho_estimate: float | None = None
+    source: str = ""  # where P came from, for EXPLAIN: a file, declared templates, the proxy's history
 
 
 def load_prediction(path: str | Path, catalog: Catalog) -> Prediction:
     """Read P.json and re-parse each SQL through the parser into canonical linear queries (bad SQL skipped)."""
+    doc = json.loads(Path(path).read_text())
+    return prediction_from_sql([item["sql"] for item in doc.get("queries", [])], doc.get("s_estimate"),
+                               doc.get("rho_estimate"), catalog, f"prediction file {Path(path).name}")
+
+
+def prediction_from_sql(sqls: Sequence[str], s_estimate: int | None, rho_estimate: float | None,
+                        catalog: Catalog, source: str = "") -> Prediction:
+    """P from SQL texts, each planned into canonical linear queries (SQL the parser refuses is skipped)."""
     import parser as sqlparser
 
-    doc = json.loads(Path(path).read_text())
     qs: dict[str, LinearQuery] = {}
-    for item in doc.get("queries", []):
+    for sql in sqls:
         try:
-            plan = sqlparser.plan_query(item["sql"], catalog)
+            plan = sqlparser.plan_query(sql, catalog)
         except Exception:  # noqa: BLE001 - a query the parser refuses cannot be predicted
             continue
         for q in plan.queries:
             if not q.is_zero:
                 qs.setdefault(q.key, q)
-    return Prediction(tuple(qs.values()), doc.get("s_estimate"), doc.get("rho_estimate"))
+    return Prediction(tuple(qs.values()), s_estimate, rho_estimate, source)
 
 
 class StalePlan(LaprasError):
@@ -127,6 +137,7 @@ class Answer:
     outcome: str  # repeat | good | bad | free_after_stop | zero
     cost: Cost | None = None
     position: int | None = None
+    predicted: bool = False  # answered from the epoch's matrix-mechanism release of P (no charge)
 
     @property
     def cost_text(self) -> str:
@@ -151,6 +162,7 @@ class Engine:
         strategies: StrategyCache | None = None,
         background: bool = False,
         value_lists: Callable[[], Mapping[str, Sequence[str]]] | None = None,
+        history: StatementHistory | None = None,
     ) -> None:
         # ``catalog`` as configured; ``self.catalog`` is the current epoch's: its text columns declared
         # with ``values_from`` take the value lists the epoch fixed when it was prepared (``value_lists``
@@ -166,6 +178,8 @@ class Engine:
         self.clock = clock
         self.mechanism = mechanism
         self.strategies = strategies  # shared by engines that replay the same P (what-if replays)
+        self.history = history  # statements asked, for learning P and S (lapras.history); None = not kept
+        self.p_source = ""  # where the current epoch's P came from (this process's preparation)
         self._lock = threading.RLock()
         self._cache: dict[str, tuple[float, float]] = {}
         self._derived: dict[str, TableSchema] = {}  # P's derived histograms (COUNT(DISTINCT)) by name
@@ -215,6 +229,7 @@ class Engine:
                 else:
                     mm = MMRelease.from_bytes(meta.get("groups", []), rel.payload, rel.cost)
                 pkeys = frozenset(meta.get("keys", []))
+                self.p_source = str(meta.get("source") or "")
             pending = rel is None and ep.spec.split.get("mm", 0.0) > 0 and ep.spec.predicted_keys > 0
             if not pending:
                 self._pending_keys = frozenset()
@@ -277,6 +292,8 @@ class Engine:
             plan = self.strategies.plan_groups if self.strategies is not None else plan_groups
             groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
                           time_limit=st.mm_time_limit, progress=self._progress(len(groups_in)))
+            for g in groups:  # how far each strategy is from the best possible one (EXPLAIN, benchmarks)
+                g.svd_error = svd_bound(groups_in[(g.table, g.marginal)][1], g.shape)
         budget = Budget(st.accounting, eps_q, delta_q)
         v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self._unit_rows(), self._unit_tables(),
                                              self._presence()) if groups else None)
@@ -342,7 +359,8 @@ class Engine:
             cells.append(read)
         rel = release_mm(groups, hists, cost, self._unit_rows(), self._unit_tables(), self._presence(), cells)
         return ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
-                             {"groups": rel.meta(), "keys": list(keys)}, rel.to_bytes()), rel
+                             {"groups": rel.meta(), "keys": list(keys),
+                              "source": getattr(prepared.prediction, "source", "")}, rel.to_bytes()), rel
 
     def _release_tables(self, groups: Sequence[MMGroup],
                         prepared: PreparedEpoch) -> list[tuple[TableSchema, np.ndarray | None]]:
@@ -585,7 +603,39 @@ class Engine:
         assert base is not None
         per = {q.key: o for q, o in zip(sub, outs, strict=True)}
         outcomes = tuple("zero" if q.is_zero else per.get(q.key, "repeat") for q in queries)
-        return Answer(base.values, base.stderrs, outcomes, d.outcome, d.cost, d.state.n)
+        return Answer(base.values, base.stderrs, outcomes, d.outcome, d.cost, d.state.n,
+                      predicted=d.outcome == "good" and predicted and mm is not None)
+
+    def explain(self, plan: Statement) -> dict[str, object]:
+        """Whether a statement would be answered from P (the epoch's matrix-mechanism release) and how
+        accurately, with the strategy's per-query RMSE against the SVD lower bound: nothing is read,
+        drawn or charged (for EXPLAIN)."""
+        with self._lock:
+            mm, pkeys, catalog, source = self._mm, self._pkeys, self.catalog, self.p_source
+        queries = [q for q in plan.queries if not q.is_zero]
+        table = _table_of(plan, catalog)
+        predicted = bool(queries) and mm is not None and table is not None and all(q.key in pkeys for q in queries)
+        info: dict[str, object] = {"predicted": predicted, "source": source}
+        if not predicted or mm is None or table is None:
+            return info
+        _, var = self._free_estimates(table, queries, mm)
+        info["stderr"] = [math.sqrt(v) for v in var]
+        groups = []
+        for q in queries:
+            for i in mm.find(q.table, tuple(q.marginal)):
+                if i not in groups and tuple(mm.groups[i].marginal) == tuple(q.marginal):
+                    groups.append(i)
+        info["groups"] = [{"marginal": mm.groups[i].marginal, "strategy": mm.groups[i].strategy.name,
+                           "n_queries": mm.groups[i].n_queries, "rmse": mm.query_rmse(i)[0],
+                           "svd_rmse": mm.query_rmse(i)[1]} for i in groups]
+        return info
+
+    def record_statement(self, sql: str, params: Sequence[object] | None, outcome: str) -> None:
+        """Add a statement asked over a protected table to the history P and S are learnt from (texts,
+        parameters, time, epoch, outcome; no value). Nothing happens when no history is kept."""
+        ep = self._epoch
+        if self.history is not None and ep is not None:
+            self.history.record(ep.id, sql, params, outcome)
 
     def unit_norm(self, table: TableSchema, queries: Sequence[LinearQuery]) -> float | None:
         """The largest norm of one unit's rows-per-cell vector in the exact answers of ``queries`` when the
@@ -779,6 +829,8 @@ class Engine:
     def close(self) -> None:
         if self._preparer is not None:
             self._preparer.stop()
+        if self.history is not None:
+            self.history.close()
         self.ledger.close()
         close_source(self.exact)
 

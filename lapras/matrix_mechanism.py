@@ -44,6 +44,13 @@ class MMGroup:
     unit_error: float
     n_queries: int
     weight: float = 1.0
+    # Li and Miklau's SVD lower bound on unit_error over all strategies (lapras.svd_bound); None: not computed
+    svd_error: float | None = None
+
+    @property
+    def optimality(self) -> float | None:
+        """unit_error / its SVD lower bound (1 = no strategy does better); None when not computed."""
+        return self.unit_error / self.svd_error if self.svd_error else None
 
 
 def group_weights(errors: Sequence[float]) -> np.ndarray:
@@ -264,6 +271,14 @@ class MMRelease:
             self._xhat[i] = self.groups[i].strategy.least_squares(self.y[i])
         return self._xhat[i]
 
+    def query_rmse(self, i: int) -> tuple[float, float | None]:
+        """Group i's per-query RMSE (root mean over its queries, in units of their sensitivity) and the
+        SVD lower bound on it at the same noise and share of the release (None when not computed)."""
+        g = self.groups[i]
+        mse = self.group_sigma(i) ** 2 * g.unit_error / g.strategy.sensitivity**2 / max(g.n_queries, 1)
+        bound = mse * g.svd_error / g.unit_error if g.svd_error and g.unit_error > 0 else None
+        return math.sqrt(mse), math.sqrt(bound) if bound is not None else None
+
     def find(self, table: str, marginal: Marginal) -> list[int]:
         """Groups whose marginal contains ``marginal`` (a query there is in the span of their measurements)."""
         want = set(marginal)
@@ -308,7 +323,7 @@ class MMRelease:
     def meta(self) -> list[dict[str, object]]:
         return [
             {"table": g.table, "marginal": list(g.marginal), "shape": list(g.shape), "unit_error": g.unit_error,
-             "n_queries": g.n_queries, "weight": g.weight, "strategy": g.strategy.name}
+             "n_queries": g.n_queries, "weight": g.weight, "strategy": g.strategy.name, "svd_error": g.svd_error}
             for g in self.groups
         ]
 
@@ -322,7 +337,8 @@ class MMRelease:
             strat = KronStrategy.from_arrays(arrs, str(m["strategy"]))
             groups.append(MMGroup(str(m["table"]), tuple(m["marginal"]),  # type: ignore[arg-type]
                                   tuple(m["shape"]), strat, float(m["unit_error"]),  # type: ignore[arg-type]
-                                  int(m["n_queries"]), float(m["weight"])))  # type: ignore[call-overload,arg-type]
+                                  int(m["n_queries"]), float(m["weight"]),  # type: ignore[call-overload,arg-type]
+                                  float(m["svd_error"]) if m.get("svd_error") else None))  # type: ignore[arg-type]
             ys.append(d[f"y{i}"])
         return MMRelease(groups, ys, float(d["sigma"][0]), cost, cells)
 

@@ -71,8 +71,10 @@ def backtest(
     truth: Sequence[tuple[Any, str, str]] | None = None,
     mode: str = "rolling",
     train_epochs: int | None = None,
+    stream_items: bool = True,
 ) -> list[DayResult]:
-    epochs, _, _ = bucket(statements, epoch_hours, catalog)
+    # S and its truth in the allocation's units: a statement counted once per epoch (repeats are free).
+    epochs, _, _ = bucket(statements, epoch_hours, catalog, stream_items=stream_items)
     n = len(epochs.buckets)
     truth_by_epoch: dict[int, list[tuple[str, str]]] = {}
     if truth is not None:

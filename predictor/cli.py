@@ -146,7 +146,8 @@ def run(args: argparse.Namespace, catalog: Catalog | None = None) -> int:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(json.dumps([r.as_record() for r in results], indent=2) + "\n")
         return 0
-    epochs, undated, counts = bucket(statements, args.epoch_hours, catalog)
+    # S in the engine's units: stream items (a statement asked again in its epoch is a free repeat).
+    epochs, undated, counts = bucket(statements, args.epoch_hours, catalog, stream_items=True)
     try:
         pset = train(epochs, None, catalog, cost, threshold, undated, args.snapshot_days, declared)
     except TemplateError as exc:

@@ -90,8 +90,12 @@ def bucket(
     epoch_hours: float = 24.0,
     catalog: Catalog | None = None,
     origin: datetime | None = None,
+    stream_items: bool = False,
 ) -> tuple[Epochs, list[Occurrence], dict[str, int]]:
-    """Split dated statements into epochs; undated ones are returned apart (snapshot candidates)."""
+    """Split dated statements into epochs; undated ones are returned apart (snapshot candidates).
+
+    ``stream_items``: count a key once per epoch, as the engine's allocation does (a statement asked again
+    in the same epoch is a free repeat, no stream item), so that S and rho are in the allocation's units."""
     dated: list[tuple[datetime, Occurrence]] = []
     undated: list[Occurrence] = []
     counts = {"statements": 0, "used": 0, "not_query": 0}
@@ -112,9 +116,15 @@ def bucket(
     epochs = Epochs(origin, epoch_hours, [])
     n = max((epochs.index_of(ts) for ts, _ in dated), default=-1) + 1
     buckets: list[list[Occurrence]] = [[] for _ in range(n)]
+    seen: set[tuple[int, str]] = set()
     for ts, occ in dated:
         i = epochs.index_of(ts)
         if i >= 0:
+            if stream_items:
+                if (i, occ.key) in seen:
+                    continue
+                seen.add((i, occ.key))
+                occ = Occurrence(occ.key, occ.shape, 1)
             buckets[i].append(occ)
     return Epochs(origin, epoch_hours, buckets), undated, counts
 
@@ -260,7 +270,8 @@ def predict_from_logs(
 ) -> tuple[PredictionSet, list[ReadStats]]:
     """Read the logs and predict P for the epoch after the last one they cover."""
     statements, stats = read_logs(paths, format, prefix)
-    epochs, undated, counts = bucket(statements, epoch_hours, catalog)
+    # S in the engine's units: stream items (a statement asked again in its epoch is a free repeat).
+    epochs, undated, counts = bucket(statements, epoch_hours, catalog, stream_items=True)
     result = train(epochs, None, catalog, cost, threshold, undated, snapshot_days, declared)
     measure_overlap(result, epochs, catalog, cost, threshold)
     result.stats.update(counts)

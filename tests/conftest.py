@@ -215,9 +215,11 @@ def free_port() -> int:
 
 def make_test_config(upstream_dsn: str, port: int, *, epsilon: float = 1.0, delta: float = 1e-3,
                      stream_length: int = 200, extra: str = "", privacy_extra: str = "",
-                     lapras_extra: str = "") -> str:
+                     lapras_extra: str = "", learn_prediction: bool = True) -> str:
     """config.toml for tests: the shipped default pointed at a test database, plus md5 and trust users."""
     text = (REPO / "config.toml").read_text()
+    if not learn_prediction:
+        text = text.replace("learn_prediction = true ", "learn_prediction = false ", 1)
     text = text.replace('listen = "127.0.0.1:6432"', f'listen = "127.0.0.1:{port}"')
     text = text.replace('dsn = ""', f"dsn = {upstream_dsn!r}".replace("'", '"'))
     text = text.replace("epsilon = 1.0\n", f"epsilon = {epsilon!r}\n", 1)

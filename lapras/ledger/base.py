@@ -87,6 +87,27 @@ class EpochRecord:
 
 
 @dataclass(frozen=True)
+class HistoryRow:
+    """One statement the proxy answered (or refused) over a protected table, for learning P and S: its text,
+    bound parameters, when and in which epoch, and how the engine served it. Never a value or an answer."""
+
+    epoch_id: int
+    at: float  # unix seconds
+    sql: str
+    params: tuple[Any, ...] | None
+    outcome: str  # repeat | good | bad | free_after_stop | refused | zero ...
+
+
+@dataclass(frozen=True)
+class EpochSpan:
+    """An epoch's id and time span (``ended_at`` None while it is open): the history's calendar."""
+
+    id: int
+    started_at: float
+    ended_at: float | None
+
+
+@dataclass(frozen=True)
 class PartitionRecord:
     """A selected set of keys, stored before it is released: what it cost and how it was drawn."""
 
@@ -229,6 +250,17 @@ class Ledger(ABC):
         (`fresh`), and the privacy units of the releases behind those answers (`units`). Empty when the
         ledger does not record users."""
         return {}
+
+    def record_history(self, rows: Sequence[HistoryRow]) -> None:
+        """Append statements to the operator-only statement history (texts, parameters, times, epochs)."""
+        raise NotImplementedError
+
+    def history(self, last_epochs: int) -> tuple[list[EpochSpan], list[HistoryRow]]:
+        """The newest ``last_epochs`` epochs (oldest first) and the history rows recorded in them."""
+        raise NotImplementedError
+
+    def prune_history(self, keep_epochs: int) -> None:  # noqa: B027 - optional hook
+        """Forget the history of all but the newest ``keep_epochs`` epochs."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         pass

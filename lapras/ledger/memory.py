@@ -12,8 +12,10 @@ from typing import Any
 from lapras.allocation import AllocState
 from lapras.ledger.base import (
     EpochRecord,
+    EpochSpan,
     EpochSpec,
     EpochTxn,
+    HistoryRow,
     Ledger,
     PartitionRecord,
     ReleaseRecord,
@@ -57,6 +59,7 @@ class MemoryLedger(Ledger):
         self._answers: dict[int, dict[str, StoredAnswer]] = {}
         self._regressions: dict[tuple[int, str], list[list[Any]]] = {}
         self._partitions: dict[tuple[int, str], PartitionRecord] = {}
+        self._history: list[HistoryRow] = []
 
     def current_epoch(self) -> EpochRecord | None:
         with self._lock:
@@ -149,3 +152,18 @@ class MemoryLedger(Ledger):
             ep.partition_delta_spent += record.cost.delta or 0.0
             self._partitions[(epoch_id, record.key)] = record
             return record, True
+
+    def record_history(self, rows: Sequence[HistoryRow]) -> None:
+        with self._lock:
+            self._history.extend(rows)
+
+    def history(self, last_epochs: int) -> tuple[list[EpochSpan], list[HistoryRow]]:
+        with self._lock:
+            spans = [EpochSpan(e.id, e.started_at, e.ended_at) for e in self._epochs[-last_epochs:]]
+            ids = {s.id for s in spans}
+            return spans, [r for r in self._history if r.epoch_id in ids]
+
+    def prune_history(self, keep_epochs: int) -> None:
+        with self._lock:
+            keep = {e.id for e in self._epochs[-keep_epochs:]}
+            self._history = [r for r in self._history if r.epoch_id in keep]

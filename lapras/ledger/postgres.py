@@ -23,8 +23,10 @@ from lapras.allocation import AllocState
 from lapras.errors import LedgerError, SettingsDiffer
 from lapras.ledger.base import (
     EpochRecord,
+    EpochSpan,
     EpochSpec,
     EpochTxn,
+    HistoryRow,
     Ledger,
     PartitionRecord,
     ReleaseRecord,
@@ -115,6 +117,15 @@ CREATE TABLE IF NOT EXISTS lapras.meta (
     value jsonb NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+CREATE TABLE IF NOT EXISTS lapras.statement_history (
+    id bigserial PRIMARY KEY,
+    epoch_id bigint NOT NULL,
+    at timestamptz NOT NULL,
+    sql text NOT NULL,
+    params jsonb,
+    outcome text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS statement_history_epoch ON lapras.statement_history (epoch_id);
 CREATE TABLE IF NOT EXISTS lapras.regression_answers (
     epoch_id bigint NOT NULL,
     call_key text NOT NULL,
@@ -236,6 +247,15 @@ def _insert_release(conn: psycopg.Connection[Any], epoch: EpochRecord, r: Releas
     return rid
 
 
+def revoke_others(conn: psycopg.Connection[Any], sql_name: str) -> None:
+    """Leave the owner the only role with any privilege on ``sql_name`` (a trusted literal name)."""
+    conn.execute(f"REVOKE ALL ON {sql_name} FROM PUBLIC")
+    for (grantee,) in conn.execute(
+            "SELECT DISTINCT quote_ident(pg_get_userbyid(a.grantee)) FROM pg_class c, aclexplode(c.relacl) AS a "
+            "WHERE c.oid = to_regclass(%s) AND a.grantee <> c.relowner AND a.grantee <> 0", (sql_name,)).fetchall():
+        conn.execute(f"REVOKE ALL ON {sql_name} FROM {grantee}")
+
+
 def _durable(conn: psycopg.Connection[Any]) -> None:
     # Every pooled connection commits durably: a spend is on disk before its answer leaves.
     conn.execute("SET synchronous_commit = on")
@@ -259,6 +279,9 @@ class PostgresLedger(Ledger):
             _check_version(c)
             c.execute(DDL)
             c.execute(MIGRATIONS)
+            # Analysts' statement texts are operator-only data: no other role may read the history,
+            # whatever default privileges the database grants.
+            revoke_others(c, "lapras.statement_history")
             c.execute("INSERT INTO lapras.meta (key, value) VALUES ('schema_version', %s) ON CONFLICT (key) DO "
                       "UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()",
                       (json.dumps(SCHEMA_VERSION),))
@@ -435,6 +458,39 @@ class PostgresLedger(Ledger):
                        record.mechanism, json.dumps(dict(record.params))))
         return record, True
 
+    def record_history(self, rows: Sequence[HistoryRow]) -> None:
+        if not rows:
+            return
+        with self._tx() as c, c.cursor().copy(
+                "COPY lapras.statement_history (epoch_id, at, sql, params, outcome) FROM STDIN") as copy:
+            for r in rows:
+                copy.write_row((r.epoch_id, _ts(r.at), r.sql,
+                                json.dumps(list(r.params), default=str) if r.params is not None else None, r.outcome))
+
+    def history(self, last_epochs: int) -> tuple[list[EpochSpan], list[HistoryRow]]:
+        with self._tx() as c:
+            spans = [EpochSpan(int(r[0]), float(r[1]), float(r[2]) if r[2] is not None else None)
+                     for r in c.execute("SELECT id, extract(epoch from started_at), extract(epoch from ended_at) "
+                                        "FROM lapras.epochs ORDER BY id DESC LIMIT %s", (last_epochs,)).fetchall()]
+            spans.reverse()
+            if not spans:
+                return [], []
+            rows = c.execute("SELECT epoch_id, extract(epoch from at), sql, params, outcome FROM lapras.statement_history"
+                             " WHERE epoch_id >= %s ORDER BY id", (spans[0].id,)).fetchall()
+        return spans, [HistoryRow(int(r[0]), float(r[1]), r[2], tuple(r[3]) if r[3] is not None else None, r[4])
+                       for r in rows]
+
+    def prune_history(self, keep_epochs: int) -> None:
+        with self._tx() as c:
+            c.execute("DELETE FROM lapras.statement_history WHERE epoch_id < (SELECT min(id) FROM "
+                      "(SELECT id FROM lapras.epochs ORDER BY id DESC LIMIT %s) AS newest)", (keep_epochs,))
+
 
 def _partition(row: Sequence[Any]) -> PartitionRecord:
     return PartitionRecord(row[0], row[1], Cost.from_json(row[2]), row[3], dict(row[4]))
+
+
+def _ts(at: float) -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(at, UTC)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import parser as sqlparser
-from lapras.engine import Engine, Prediction, load_prediction
+from lapras.engine import Engine, Prediction, load_prediction, prediction_from_sql
 from lapras.exact import ExactSource, PostgresExactSource
+from lapras.history import StatementHistory
+from lapras.ledger.base import Ledger
 from lapras.ledger.postgres import PostgresLedger
 from lapras.settings import EngineSettings
 from lapras.snapshot import SnapshotExactSource
@@ -18,6 +22,8 @@ from parser.schema import Catalog
 
 from ..ops.config import Config
 from ..ops.keys import KEYS
+
+log = logging.getLogger("lapras.engine_factory")
 
 
 def engine_settings(cfg: Config, progress: bool = True) -> EngineSettings:
@@ -52,9 +58,12 @@ def declared_queries(cfg: Config, catalog: Catalog | None = None) -> list[Linear
     return out
 
 
-def _predictions(cfg: Config) -> Any:
+def _predictions(cfg: Config, ledger: Ledger | None = None, history: StatementHistory | None = None) -> Any:
     path = prediction_path(cfg)
     if path is None and not cfg.predictor.get("templates"):
+        if ledger is not None and cfg.lapras.learn_prediction:
+            return history_learner(ledger, history, engine_settings(cfg, progress=False).epoch_length,
+                                   cfg.lapras.split)
         return None
 
     def load(catalog: Catalog) -> Prediction:
@@ -66,7 +75,44 @@ def _predictions(cfg: Config) -> Any:
             return pred
         seen = {q.key for q in pred.queries}
         extra = tuple(q for q in declared if q.key not in seen)
-        return replace(pred, queries=tuple(pred.queries) + extra)
+        source = " and ".join(x for x in (pred.source, "declared templates") if x)
+        return replace(pred, queries=tuple(pred.queries) + extra, source=source)
+
+    return load
+
+
+def history_learner(ledger: Ledger, history: StatementHistory | None, length: float | None,
+                    split: str = "auto") -> Callable[[Catalog], Prediction]:
+    """P and S learnt at each epoch's preparation from the proxy's own statement history in the ledger
+    (``[lapras] learn_prediction``): the predictor's model over one bucket per ledger epoch (``length``:
+    the configured epoch length in seconds, None for manual epochs)."""
+    import time
+
+    from predictor.history import MAX_EPOCHS, epochs_to_read, learn
+    from predictor.utility import SPLIT_NAMES, CostModel
+
+    cost = CostModel.for_split(split if split in SPLIT_NAMES else "auto")
+
+    def load(catalog: Catalog) -> Prediction:
+        t0 = time.monotonic()
+        if history is not None:
+            try:
+                history.flush()  # the statements of the epoch now ending
+            except Exception as exc:  # noqa: BLE001 - learn from what is stored
+                log.warning("statement history not flushed before learning: %s", exc)
+        spans, rows = ledger.history(epochs_to_read(length))
+        pset = learn(spans, rows, catalog, epoch_seconds=length, now=time.time(), cost=cost,
+                     overlap=len(rows) < 20_000)
+        ledger.prune_history(MAX_EPOCHS)
+        if pset is None:
+            return Prediction()
+        rho = None if pset.stats.get("rho_unknown") else pset.rho_estimate
+        pred = prediction_from_sql([q.sql for q in pset.queries], pset.s_estimate or None, rho,
+                                   catalog, f"learnt from the proxy's history of {len(spans)} epochs")
+        log.info("P learnt from %d statements over %d epochs in %.1f s: %d queries, S = %s, rho = %s",
+                 len(rows), len(spans), time.monotonic() - t0, len(pred.queries), pred.s_estimate,
+                 pred.rho_estimate)
+        return pred
 
     return load
 
@@ -83,9 +129,12 @@ def build_engine(cfg: Config, upstream_dsn: str, *, background: bool = False,
     ``background``: epochs are prepared by the engine's own thread, off the serving path (the proxy)."""
     from ..ops.value_lists import read_value_lists
 
-    return Engine(cfg.catalog, PostgresLedger(upstream_dsn), exact_source(cfg, upstream_dsn),
-                  engine_settings(cfg), _predictions(cfg), strategies=strategy_store(state_dir),
-                  background=background, value_lists=lambda: read_value_lists(cfg.catalog, upstream_dsn))
+    ledger = PostgresLedger(upstream_dsn)
+    history = StatementHistory(ledger) if cfg.lapras.learn_prediction else None
+    return Engine(cfg.catalog, ledger, exact_source(cfg, upstream_dsn),
+                  engine_settings(cfg), _predictions(cfg, ledger, history), strategies=strategy_store(state_dir),
+                  background=background, value_lists=lambda: read_value_lists(cfg.catalog, upstream_dsn),
+                  history=history)
 
 
 def exact_source(cfg: Config, upstream_dsn: str) -> ExactSource:

@@ -21,7 +21,7 @@ import psycopg
 
 import parser as sqlparser
 from lapras.engine import StalePlan
-from lapras.errors import LaprasError
+from lapras.errors import BudgetExhausted, LaprasError
 from lapras.ledger.base import PartitionRecord
 from lapras.mechanisms import Cost
 from parser.analysis.probe import NO_ROWS
@@ -62,6 +62,10 @@ BUDGET_COLUMNS = [ColumnDesc("key", TEXT), ColumnDesc("value", TEXT)]
 EPOCH_COLUMNS = [ColumnDesc("new_epoch", INT8)]
 EXPLAIN_COLUMNS = [ColumnDesc("QUERY PLAN", TEXT)]
 _EXPLAIN = re.compile(r"^\s*explain\s+(?P<stmt>(?:select|with)\b.*)$", re.I | re.S)
+# The lapras schema upstream holds the ledger and the statement history: operator-only data, refused by name
+# (the shadow catalog has no such schema, which would say "does not exist" instead of "not yours").
+_OPERATOR_ONLY = re.compile(r'\blapras\s*\.\s*"?(statement_history|epochs|answers|releases|spends|parts|partitions|'
+                            r'regression_answers|bounded\w*)\b', re.I)
 _NEW_EPOCH = re.compile(r"^\s*select\s+(?:\*\s+from\s+)?lapras\s*\.\s*new_epoch\s*\(\s*\)\s*;?\s*$", re.I)
 
 
@@ -166,6 +170,11 @@ class DPService:
             return await asyncio.to_thread(self.regression.execute, sql, user)
         if _NEW_EPOCH.match(sql):
             return await asyncio.to_thread(self._new_epoch, user)
+        private = _OPERATOR_ONLY.search(sql)
+        if private is not None:
+            raise ServiceError("42501", f"permission denied for table lapras.{private[1].lower()}",
+                               hint="the ledger and the statement history are the operator's; SHOW lapras.budget "
+                                    "shows the budget")
         explain = _EXPLAIN.match(sql)
         if explain is not None:
             return await asyncio.to_thread(self._explain, explain["stmt"], params, settings)
@@ -194,7 +203,12 @@ class DPService:
         # Repeats and free answers come from memory without a thread hop: the hot path stays lean.
         answer = self.engine.lookup(plan)
         if answer is None:
-            answer = await asyncio.to_thread(self.engine.answer, plan, user)
+            try:
+                answer = await asyncio.to_thread(self.engine.answer, plan, user)
+            except BudgetExhausted:
+                self._record(sql, params, "refused")  # demand the allocation counts (S), unanswered
+                raise
+        self._record(sql, params, answer.outcome)
         rows = plan.rows(answer.values, answer.stderrs)
         notices = []
         if NO_ROWS in plan.template.groups:
@@ -210,6 +224,12 @@ class DPService:
                            f"SELECT {len(rows)}", notices, outcome=answer.outcome,
                            query_keys=tuple(q.key for q in plan.queries),
                            cost=answer.cost.to_json() if answer.cost is not None else None)
+
+    def _record(self, sql: str, params: Sequence[object | None], outcome: str) -> None:
+        """The statement into the engine's history (P and S are learnt from it; no value is recorded)."""
+        record = getattr(self.engine, "record_statement", None)
+        if record is not None:
+            record(sql, params or None, outcome)
 
     def _explain(self, sql: str, params: Sequence[object | None], settings: Mapping[str, str]) -> QueryResult:
         """EXPLAIN of a DP statement: what it measures and what it costs (a partition selection's (epsilon,
@@ -247,9 +267,17 @@ class DPService:
         n = sum(1 for q in plan.queries if not q.is_zero)
         lines.append(f"DP aggregate over {qualified(plan.schema, plan.table)}: {n} linear queries, "
                      f"{len(plan.group_keys)} groups")
-        lines.append("  cost: none, every answer is stored (a repeat)" if answered else
-                     "  cost: a share of the query stream's budget granted when it runs (Gaussian noise; repeats free)")
-        lines.extend(self._precision_lines(plan))
+        explain = getattr(self.engine, "explain", None)
+        info = explain(plan) if explain is not None and not answered else {}
+        if answered:
+            lines.append("  cost: none, every answer is stored (a repeat)")
+        elif info.get("predicted"):
+            lines.extend(_predicted_lines(info))
+        else:
+            lines.append("  cost: a share of the query stream's budget granted when it runs (Gaussian noise; "
+                         "repeats free)")
+        if not info.get("predicted"):
+            lines.extend(self._precision_lines(plan))
         return QueryResult(list(EXPLAIN_COLUMNS), [(ln,) for ln in lines], "EXPLAIN")
 
     def _precision_lines(self, plan: QueryPlan) -> list[str]:
@@ -404,7 +432,25 @@ def _notice(plan: QueryPlan, answer: Any) -> str:
         shown = ", ".join("null" if e is None else f"{e:.4g}" for e in errs[:NOTICE_ROWS])
         more = ", ..." if len(errs) > NOTICE_ROWS else ""
         parts.append(f"{display_ident(name)}: {shown}{more}")
-    return f"lapras: outcome={answer.outcome} stderr=[{'; '.join(parts)}] cost={answer.cost_text}"
+    source = " (answered from P: the epoch's matrix-mechanism release of predicted queries, no charge)" \
+        if getattr(answer, "predicted", False) else ""
+    return f"lapras: outcome={answer.outcome}{source} stderr=[{'; '.join(parts)}] cost={answer.cost_text}"
+
+
+def _predicted_lines(info: Mapping[str, Any]) -> list[str]:
+    """EXPLAIN of a statement in P: answered from the epoch's matrix-mechanism release, how accurately,
+    and how the release's strategy compares with the SVD lower bound (Li and Miklau)."""
+    errs = ", ".join(f"{e:.4g}" for e in list(info.get("stderr", []))[:8])
+    source = f" ({info['source']})" if info.get("source") else ""
+    lines = ["  answered from P: the epoch's matrix-mechanism release of the predicted queries" + source,
+             f"  cost: none (the release was paid at the epoch's start); stderr=[{errs}]"]
+    for g in info.get("groups", []):
+        bound = g.get("svd_rmse")
+        versus = (f"; SVD lower bound {bound:.4g} (ratio {g['rmse'] / bound:.2f})" if bound else
+                  "; SVD lower bound not computed (workload too large)")
+        lines.append(f"  strategy over ({', '.join(g['marginal'])}): {g['strategy']}, {g['n_queries']} queries, "
+                     f"per-query RMSE {g['rmse']:.4g}{versus}")
+    return lines
 
 
 def _selection_notice(selection: PartitionRecord) -> str:

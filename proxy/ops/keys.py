@@ -172,8 +172,11 @@ KEYS: tuple[Key, ...] = (
         choices=("smooth", "static"), engine="allocation"),
     Key("lapras", "warmup", int, 0, "T; 0 means ceil(log2(S)^2)", engine="warmup",
         check=lambda v: None if v >= 0 else "must be >= 0 (0 means ceil(log2(S)^2))"),
-    Key("lapras", "prediction", str, "", "P.json from `lapras-proxy predict`; empty = no prediction (all "
-        "online); relative to the config file"),
+    Key("lapras", "prediction", str, "", "P.json from `lapras-proxy predict`; empty = P learned from the "
+        "proxy's own history (learn_prediction), else none; relative to the config file"),
+    Key("lapras", "learn_prediction", bool, True, "keep an operator-only history of the statements asked "
+        "(texts, parameters, times; no values) in the upstream's lapras schema and learn P and S from it at "
+        "each epoch start; a prediction file or [[predictor.templates]] win when given; false = neither"),
     Key("lapras", "free_answer_max_stderr", float, 0.0, "answer a query free from released measurements "
         "when its standard error is at most this; 0 = only exact reuse", engine="free_answer_max_stderr",
         check=_nonnegative),

@@ -110,8 +110,9 @@ def test_smooth_spends_evenly_when_every_statement_is_bad() -> None:
     alloc = Allocator(Split.of(0.0, 0.5, 0.0), b.units, 100, 45, "smooth")
     spent, st_, refused = _run(alloc, [True] * 100)
     assert refused == 0
-    # B_hat = 100 throughout: 99 statements get pool / 100, the last pool_rem / 2.
-    assert st_.pool_spent == pytest.approx(0.995, rel=1e-9)
+    # B_hat = 100 throughout: 99 statements get pool / 100, the last (the stream's expected end) what is
+    # left, so the whole pool is spent.
+    assert st_.pool_spent == pytest.approx(1.0, rel=1e-9)
 
 
 def test_static_wastes_when_fewer_bad_than_warmup_and_reserve_stops() -> None:

@@ -1,0 +1,175 @@
+"""Learn P and S from the proxy's own statement history (no exported log, no set-up).
+
+The proxy records every statement it answers or refuses over a protected table (text, bound parameters,
+time, epoch id and how it was served; never a value) in the upstream's ``lapras`` schema. At each epoch
+start the engine asks for the next epoch's prediction; this module turns that history into the
+predictor's epochs (one bucket per ledger epoch, whatever their length: daily, hourly or manual epochs
+minutes apart) and trains the same model as ``lapras-proxy predict``.
+
+S counts what the allocation counts: stream items. A statement served entirely from stored answers (a
+free repeat) is no stream item, so repeats are left out; a refused statement or one answered from P is an
+item. Within an epoch a statement is counted once (a refused statement asked again would have been a
+free repeat had it been answered), which is how ``bucket(stream_items=True)`` counts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from parser.schema import Catalog
+from predictor.canonical import canonical_key
+from predictor.logs import LogStatement
+from predictor.predict import Epochs, PredictionSet, bucket, measure_overlap, train
+from predictor.utility import CostModel
+from predictor.volume import forecast, level_models
+
+# Epochs of history read at each learning: four weeks of daily epochs (the weekly models look back 28
+# epochs), three weeks of hourly ones (hour-of-week: 3 x 168), and never fewer than 14.
+MIN_EPOCHS, MAX_EPOCHS = 14, 720
+NOT_ITEMS = frozenset({"repeat", "zero"})
+
+_PARAM = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)")
+
+
+@dataclass(frozen=True)
+class Span:
+    """An epoch of the history: its id and its time span (``ended_at`` None while open)."""
+
+    id: int
+    started_at: float
+    ended_at: float | None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    epoch_id: int
+    at: float
+    sql: str
+    params: tuple[Any, ...] | None
+    outcome: str
+
+
+def epochs_to_read(epoch_seconds: float | None) -> int:
+    """How many of the newest epochs a learning reads (see MIN_EPOCHS, MAX_EPOCHS)."""
+    if not epoch_seconds:
+        return 60
+    return max(MIN_EPOCHS, min(MAX_EPOCHS, math.ceil(28 * 86400 / epoch_seconds) if epoch_seconds >= 86400
+                                else math.ceil(21 * 86400 / epoch_seconds)))
+
+
+def literal(value: Any) -> str:
+    """A bound parameter written as an SQL literal (text quoted, NULL, numbers and booleans as such)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def inline_params(sql: str, params: Sequence[Any] | None) -> str:
+    """``sql`` with its ``$n`` placeholders replaced by their values (quoted strings left alone)."""
+    if not params:
+        return sql
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            return m.group(0)
+        i = int(m.group(1)) - 1
+        return literal(params[i]) if 0 <= i < len(params) else m.group(0)
+
+    return _PARAM.sub(sub, sql)
+
+
+def history_epochs(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Catalog | None,
+                   epoch_seconds: float | None) -> tuple[Epochs, list[float]]:
+    """The history as the predictor's epochs (bucket i = the i-th span, oldest first) and each span's
+    length in hours."""
+    index = {s.id: i for i, s in enumerate(spans)}
+    seen: set[tuple[int, str]] = set()
+    statements_by_epoch: list[list[LogStatement]] = [[] for _ in spans]
+    for r in rows:
+        i = index.get(r.epoch_id)
+        if i is None or r.outcome in NOT_ITEMS:
+            continue
+        sql = inline_params(r.sql, r.params)
+        if (i, sql) in seen:
+            continue  # counted once per epoch anyway (stream items); canonicalising it again costs time
+        seen.add((i, sql))
+        statements_by_epoch[i].append(LogStatement(datetime(1970, 1, 1), None, None, sql, 0))
+    lengths = [((s.ended_at or s.started_at) - s.started_at) / 3600 for s in spans]
+    hours = epoch_seconds / 3600 if epoch_seconds else (
+        sorted(x for x in lengths if x > 0)[len([x for x in lengths if x > 0]) // 2] if any(lengths) else 24.0)
+    origin = datetime.fromtimestamp(spans[0].started_at, UTC).replace(tzinfo=None) if spans else datetime(1970, 1, 1)
+    buckets = []
+    for sts in statements_by_epoch:
+        ep, _, _ = bucket(sts, 1e9, catalog, origin=datetime(1970, 1, 1), stream_items=True)
+        buckets.append(ep.buckets[0] if ep.buckets else [])
+    return Epochs(origin, hours, buckets), lengths
+
+
+def learn(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Catalog | None, *,
+          epoch_seconds: float | None, now: float, cost: CostModel | None = None,
+          overlap: bool = True) -> PredictionSet | None:
+    """P, S and rho for the epoch after the newest span, or None when the history holds no statement.
+
+    The newest span may still be open: a timed epoch prepared ahead of its boundary has seen most of its
+    statements but not all. Its statements count for P (a dashboard's panels asked so far), while S comes
+    from the completed epochs alone (a partial count would make S too small)."""
+    if not spans or not any(r.outcome not in NOT_ITEMS for r in rows):
+        return None
+    epochs, _ = history_epochs(spans, rows, catalog, epoch_seconds)
+    n = len(epochs.buckets)
+    last = spans[-1]
+    partial = (last.ended_at is None and epoch_seconds is not None and now < last.started_at + epoch_seconds
+               and n >= 2)
+    if n == 1:
+        # One epoch of history says nothing yet about what recurs: predict all it asked (a dashboard opened
+        # again tomorrow is the likely case, and the auto split sizes P's share by the expected hits) and
+        # take its item count as S (scaled up when the epoch is still running).
+        pset = train(epochs, n, catalog, cost, threshold=0.0)
+        # Statements asked more than once in the epoch (a dashboard reopened, refreshed) are the ones that
+        # recur: P keeps those when there are any, and its expected overlap is their share of the items.
+        asked: dict[str, int] = {}
+        for r in rows:
+            if r.epoch_id == last.id:
+                key = canonical_key(inline_params(r.sql, r.params), catalog)
+                if key is not None:
+                    asked[key] = asked.get(key, 0) + 1
+        again = {k for k, c in asked.items() if c > 1}
+        if again:
+            pset.queries = [q for q in pset.queries if q.canonical_key in again]
+        items = len(epochs.buckets[0])
+        elapsed = now - last.started_at
+        if last.ended_at is None and epoch_seconds is not None and 0 < elapsed < epoch_seconds:
+            items = round(items * epoch_seconds / max(elapsed, epoch_seconds / 2))
+        pset.s_estimate = items
+        if again:
+            pset.rho_estimate = round(min(1.0, len(pset.queries) / items), 4) if items else 0.0
+        else:
+            pset.stats["rho_unknown"] = True  # no evidence yet of what recurs: the engine's default overlap
+        pset.stats["history_epochs"] = 1
+        return pset
+    pset = train(epochs, n, catalog, cost)
+    in_p = pset.rho_estimate * pset.s_estimate  # P's expected hits under the model
+    # S: the stream items per epoch forecast from the completed epochs by their calendar class (weekday
+    # or hour of day when the history shows the pattern), not the sum of the keys' probabilities, which
+    # is biased low on a steady workload (a key seen every day has p < 1 after a finite history).
+    series = [float(len(b)) for b in (epochs.buckets[:-1] if partial else epochs.buckets)]
+    weekday = epochs.weekday_of if abs(epochs.hours - 24) < 1e-9 else None
+    volume = forecast(series, n, level_models(weekday, epochs.hours))
+    pset.stats["s_model"] = pset.s_estimate
+    pset.stats["s_volume"] = {"model": volume.model, "errors": volume.errors}
+    pset.s_estimate = max(1, round(volume.value))
+    pset.rho_estimate = round(min(1.0, in_p / pset.s_estimate), 4)
+    if overlap and n >= 8:
+        measure_overlap(pset, epochs, catalog, cost)
+    pset.stats["history_epochs"] = n
+    pset.epoch_start = epochs.origin + timedelta(hours=epochs.hours * n)
+    return pset

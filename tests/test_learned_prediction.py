@@ -1,0 +1,95 @@
+"""Prediction with no set-up, through a real proxy: the proxy keeps its own statement history upstream and
+learns P from it when an epoch starts; the statements of epoch 1 are answered from P's matrix-mechanism
+release in epoch 2 without any manual step, and the history is operator-only."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+STATEMENTS = [
+    ("SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 39", None),
+    ("SELECT sex, COUNT(*) FROM adult GROUP BY sex", None),
+    ("SELECT COUNT(*) FROM adult WHERE hours_per_week >= %s", (40,)),  # extended protocol, a bound $1
+]
+
+
+def _ask(conn: psycopg.Connection, notices: list[str]) -> list[str]:
+    out = []
+    for sql, params in STATEMENTS:
+        notices.clear()
+        conn.execute(sql, params).fetchall()
+        out.append(next((n for n in notices if n.startswith("lapras: outcome=")), ""))
+    return out
+
+
+def test_epoch_two_answers_epoch_one_statements_from_learnt_p(proxy_factory) -> None:
+    px = proxy_factory(epsilon=1.0, delta=1e-3, stream_length=50)
+    notices: list[str] = []
+    with psycopg.connect(px.dsn(), autocommit=True) as conn, \
+            psycopg.connect(px.dsn(user="dba", password="dbapass"), autocommit=True) as dba:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET lapras.show_stderr = on")
+        first = _ask(conn, notices)
+        assert all("outcome=bad" in n for n in first), first
+        assert not any("answered from P" in n for n in first)
+        _ask(conn, notices)  # free repeats: recorded, not counted in S
+        (epoch,) = dba.execute("SELECT lapras.new_epoch()").fetchone()  # type: ignore[misc]
+        assert epoch >= 2
+        explain = [r[0] for r in conn.execute("EXPLAIN SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 39")]
+        text = "\n".join(explain)
+        assert "answered from P" in text and "learnt from the proxy's history" in text, text
+        assert "SVD lower bound" in text and "per-query RMSE" in text, text
+        second = _ask(conn, notices)
+        assert all("outcome=good" in n and "answered from P" in n for n in second), second
+        # What the history keeps: texts, parameters, times, epochs, outcomes; no value column at all.
+        with psycopg.connect(px.upstream_dsn) as up:
+            cols = [r[0] for r in up.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_schema = 'lapras' "
+                "AND table_name = 'statement_history' ORDER BY ordinal_position")]
+            assert cols == ["id", "epoch_id", "at", "sql", "params", "outcome"]
+            deadline = time.monotonic() + 30
+            while True:  # written in batches off the serving path, about every second
+                rows = up.execute("SELECT epoch_id, sql, params, outcome FROM lapras.statement_history "
+                                  "ORDER BY id").fetchall()
+                up.commit()
+                if len(rows) >= 9 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+        assert len(rows) >= 9
+        assert rows[2][1].endswith("$1") and rows[2][2] == [40]
+        assert [r[3] for r in rows[3:6]] == ["repeat"] * 3
+        assert [r[0] for r in rows[6:9]] == [epoch] * 3 and [r[3] for r in rows[6:9]] == ["good"] * 3
+
+
+def test_history_is_not_readable_by_analysts_or_other_roles(proxy_factory) -> None:
+    px = proxy_factory()
+    with psycopg.connect(px.dsn(), autocommit=True) as conn:
+        conn.execute(STATEMENTS[0][0]).fetchall()
+        for sql in ("SELECT * FROM lapras.statement_history", "SELECT count(*) FROM lapras.statement_history",
+                    "SELECT sql FROM lapras.statement_history WHERE epoch_id = 1"):
+            with pytest.raises(psycopg.Error) as err:
+                conn.execute(sql).fetchall()
+            assert err.value.sqlstate == "42501", (sql, err.value.sqlstate, str(err.value))
+    with psycopg.connect(px.upstream_dsn, autocommit=True) as up:
+        up.execute("DROP ROLE IF EXISTS history_snoop")
+        up.execute("CREATE ROLE history_snoop")
+        up.execute("GRANT USAGE ON SCHEMA lapras TO history_snoop")  # even with the schema open to it
+        try:
+            (can,) = up.execute("SELECT has_table_privilege('history_snoop', 'lapras.statement_history', "
+                                "'SELECT')").fetchone()  # type: ignore[misc]
+            assert can is False
+            (others,) = up.execute(
+                "SELECT count(*) FROM pg_class c, aclexplode(c.relacl) a WHERE c.oid = "
+                "'lapras.statement_history'::regclass AND a.grantee <> c.relowner").fetchone()  # type: ignore[misc]
+            assert others == 0
+            up.execute("SET ROLE history_snoop")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                up.execute("SELECT * FROM lapras.statement_history").fetchall()
+            up.execute("RESET ROLE")
+        finally:
+            up.execute("RESET ROLE")
+            up.execute("REVOKE ALL ON SCHEMA lapras FROM history_snoop")
+            up.execute("DROP ROLE history_snoop")
