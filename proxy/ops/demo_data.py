@@ -189,6 +189,10 @@ def generated_rows(table: TableSchema, n: int = DEMO_ROWS) -> Iterator[tuple[obj
 
 def ensure_table(dsn: str, table: TableSchema, load: LoadSettings, csv_path: Path | None) -> bool:
     """Create and fill ``table`` if it is missing; returns True when it was created."""
+    if csv_path is None and load.generator == "shop":
+        from .shop_data import ensure_shop_tables  # the star schema: the fact table and its public dimensions
+
+        return ensure_shop_tables(dsn, table)
     with psycopg.connect(dsn) as conn:
         if table_exists(conn, table):
             return False
