@@ -17,7 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import ProxyProcess, demo_database, free_port, make_test_config
 
 from parser.bounding import bounded_rows_sql
 from proxy.ops.config import load_config
@@ -36,25 +35,25 @@ def _bound_orders(dsn: str, cfg: Any) -> None:
         conn.execute("DROP TABLE kept")
 
 
-def _start(embedded_pg: Any, default_config: Any, tmp_path_factory: Any, prefix: str,
-           prepare: Any = None) -> tuple[ProxyProcess, str]:
-    dsn = demo_database(embedded_pg, default_config, prefix)
+def _start(harness: Any, embedded_pg: Any, default_config: Any, tmp_path_factory: Any, prefix: str,
+           prepare: Any = None) -> tuple[Any, str]:
+    dsn = harness.demo_database(embedded_pg, default_config, prefix)
     _bound_orders(dsn, default_config)
     if prepare is not None:
         with psycopg.connect(dsn, autocommit=True) as conn:
             prepare(conn)
     root = tmp_path_factory.mktemp(prefix)
-    port = free_port()
+    port = harness.free_port()
     cfg = root / "config.toml"
-    cfg.write_text(make_test_config(dsn, port, epsilon=500.0, delta=1e-3, stream_length=200))
-    p = ProxyProcess(cfg, root / "state", port)
+    cfg.write_text(harness.make_test_config(dsn, port, epsilon=500.0, delta=1e-3, stream_length=200))
+    p = harness.ProxyProcess(cfg, root / "state", port)
     p.start()
     return p, dsn
 
 
 @pytest.fixture(scope="module")
-def shop(embedded_pg, default_config, tmp_path_factory) -> Iterator[tuple[ProxyProcess, str]]:
-    p, dsn = _start(embedded_pg, default_config, tmp_path_factory, "shop")
+def shop(harness, embedded_pg, default_config, tmp_path_factory) -> Iterator[tuple[Any, str]]:
+    p, dsn = _start(harness, embedded_pg, default_config, tmp_path_factory, "shop")
     try:
         yield p, dsn
     finally:
@@ -169,9 +168,9 @@ def _swap_and_duplicate(conn: psycopg.Connection) -> None:
     conn.execute("INSERT INTO stores VALUES (1, 'Tacoma', 'West')")
 
 
-def test_a_view_posing_as_public_and_a_duplicated_key_are_refused(embedded_pg, default_config,
+def test_a_view_posing_as_public_and_a_duplicated_key_are_refused(harness, embedded_pg, default_config,
                                                                     tmp_path_factory) -> None:
-    px, _ = _start(embedded_pg, default_config, tmp_path_factory, "shopbad", _swap_and_duplicate)
+    px, _ = _start(harness, embedded_pg, default_config, tmp_path_factory, "shopbad", _swap_and_duplicate)
     try:
         with psycopg.connect(px.dsn(), autocommit=True) as conn:
             before = _spent(conn)
@@ -211,3 +210,51 @@ def test_public_column_named_like_a_privacy_unit_warns() -> None:
     pub = dataclasses.replace(cfg.catalog.public[0], columns=(PublicColumn("customer_id", "bigint"),), loaded=True)
     warnings = public_table_warnings(dataclasses.replace(cfg.catalog, public=(pub,)))
     assert len(warnings) == 1 and "customer_id" in warnings[0] and "privacy unit" in warnings[0]
+
+
+def test_a_changed_public_table_is_read_again(harness, embedded_pg, default_config) -> None:
+    """The serving proxy's poll (follow_public_tables) picks up a change upstream: the engine's catalog,
+    which the DP service plans over, gets the new copy."""
+    import asyncio
+    import dataclasses
+    import types
+
+    from proxy.ops.public_tables import follow_public_tables, with_public_tables
+
+    dsn = harness.demo_database(embedded_pg, default_config, "shoppoll")
+    catalog = with_public_tables(default_config.catalog, dsn)
+    engine = types.SimpleNamespace(base_catalog=catalog, catalog=catalog)
+
+    async def run() -> None:
+        task = asyncio.create_task(follow_public_tables(engine, dsn, every=0.05))
+        await asyncio.sleep(0.2)
+        assert engine.catalog is catalog  # unchanged upstream: the same copy
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("UPDATE products SET category = 'games' WHERE id = 1")
+        for _ in range(100):
+            if engine.catalog is not catalog:
+                break
+            await asyncio.sleep(0.05)
+        task.cancel()
+
+    asyncio.run(run())
+    products = next(t for t in engine.catalog.public if t.name == "products")
+    assert ("1", "toys-01", "games") == next(r for r in products.rows if r[0] == "1")[:3]
+    assert engine.base_catalog.public == engine.catalog.public
+    assert dataclasses.replace(engine.catalog, public=catalog.public) == catalog
+
+
+def test_check_config_reads_the_public_tables_of_its_upstream(harness, embedded_pg, default_config,
+                                                              tmp_path) -> None:
+    from proxy.ops.cli import _public_table_checks
+
+    dsn = harness.demo_database(embedded_pg, default_config, "shopcheck")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE stores ADD COLUMN customer_id bigint")
+        conn.execute("ALTER TABLE calendar RENAME TO calendar_base")
+        conn.execute("CREATE VIEW calendar AS SELECT * FROM calendar_base")
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(harness.make_test_config(dsn, harness.free_port()))
+    warnings = _public_table_checks(load_config(cfg))
+    assert any("calendar will not be served" in w and "view" in w for w in warnings), warnings
+    assert any("stores" in w and "customer_id" in w and "privacy unit" in w for w in warnings), warnings

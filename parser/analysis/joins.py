@@ -135,7 +135,7 @@ def _rewrite(sel: exp.Select, catalog: Catalog) -> None:
                       "joined to it", fact_src.node)
     _check_star(sel, fact)
     dims: list[_Dim] = []
-    filters: list[exp.Expr] = []
+    filters: list[exp.Expr | None] = []
     for j in joins:
         kind = (j.args.get("kind") or "").upper()
         side = (j.args.get("side") or "").upper()
@@ -343,9 +343,10 @@ def _dimension_value(fact: TableSchema, fact_src: _Source, dim: _Dim, col: exp.C
     typ = dim.table.columns[i].type
     groups: dict[str, list[str]] = {}
     for k, row in dim.rows.items():
-        if k is None or row is None or row[i] is None:
+        v = row[i] if row is not None else None
+        if k is None or v is None:
             continue
-        groups.setdefault(row[i], []).append(k)
+        groups.setdefault(v, []).append(k)
     if not groups:
         return _null_of(typ)
     ifs = [exp.If(this=_in_keys(fact, fact_src, dim.root, keys), true=_value_literal(v, typ, col))

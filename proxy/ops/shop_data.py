@@ -93,36 +93,48 @@ _DIMENSIONS = (
     ("calendar", "day date PRIMARY KEY, year integer NOT NULL, month integer NOT NULL, month_name text NOT NULL, "
                  "quarter integer NOT NULL, weekday text NOT NULL, is_weekend boolean NOT NULL", calendar),
 )
-ORDERS_DDL = ("customer_id bigint NOT NULL, order_date date NOT NULL, product_id integer NOT NULL, "
-              "store_id integer NOT NULL, quantity integer NOT NULL, channel text NOT NULL")
+ORDER_COLUMNS = (("customer_id", "bigint"), ("order_date", "date"), ("product_id", "integer"),
+                 ("store_id", "integer"), ("quantity", "integer"), ("channel", "text"))
+
+
+def create_dimensions(conn: psycopg.Connection, schema: str) -> None:
+    """The public dimension tables, with their primary keys and rows, in ``schema`` (those missing)."""
+    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+    for name, ddl, rows in _DIMENSIONS:
+        if relation_exists(conn, schema, name):
+            continue
+        ident = sql.SQL("{}.{}").format(sql.Identifier(schema), sql.Identifier(name))
+        conn.execute(sql.SQL("CREATE TABLE {} ({})").format(ident, sql.SQL(ddl)))
+        with conn.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(ident)) as cp:
+            for dim_row in rows():
+                cp.write_row(dim_row)
+
+
+def create_orders(conn: psycopg.Connection, schema: str, name: str) -> None:
+    cols = sql.SQL(", ").join(sql.SQL("{} {} NOT NULL").format(sql.Identifier(c), sql.SQL(t)) for c, t in ORDER_COLUMNS)
+    conn.execute(sql.SQL("CREATE TABLE {}.{} ({})").format(sql.Identifier(schema), sql.Identifier(name), cols))
+
+
+def fill_orders(conn: psycopg.Connection, schema: str, name: str) -> None:
+    names = sql.SQL(", ").join(sql.Identifier(c) for c, _ in ORDER_COLUMNS)
+    with conn.cursor().copy(sql.SQL("COPY {}.{} ({}) FROM STDIN").format(
+            sql.Identifier(schema), sql.Identifier(name), names)) as cp:
+        for row in orders():
+            cp.write_row(row)
 
 
 def ensure_shop_tables(dsn: str, table: TableSchema) -> bool:
     """Create and fill the fact table ``table`` (the shop's orders) and, beside it in its schema, the public
     dimensions if missing; True when the fact table was created."""
     with psycopg.connect(dsn) as conn:
-        schema = sql.Identifier(table.schema)
         created = False
         with conn.transaction():
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
-            for name, ddl, rows in _DIMENSIONS:
-                if relation_exists(conn, table.schema, name):
-                    continue
-                ident = sql.SQL("{}.{}").format(schema, sql.Identifier(name))
-                conn.execute(sql.SQL("CREATE TABLE {} ({})").format(ident, sql.SQL(ddl)))  # type: ignore[arg-type]
-                with conn.cursor().copy(sql.SQL("COPY {} FROM STDIN").format(ident)) as cp:
-                    for row in rows():
-                        cp.write_row(row)
+            create_dimensions(conn, table.schema)
             if not relation_exists(conn, table.schema, table.name):
-                ident = sql.SQL("{}.{}").format(schema, sql.Identifier(table.name))
-                conn.execute(sql.SQL("CREATE TABLE {} ({})").format(ident, sql.SQL(ORDERS_DDL)))  # type: ignore[arg-type]
-                with conn.cursor().copy(sql.SQL(
-                        "COPY {} (customer_id, order_date, product_id, store_id, quantity, channel) FROM STDIN"
-                ).format(ident)) as cp:
-                    for row in orders():
-                        cp.write_row(row)
+                create_orders(conn, table.schema, table.name)
+                fill_orders(conn, table.schema, table.name)
                 created = True
                 log.info("generated %d shop orders into %s", ORDERS_ROWS, table.qualified_name)
         if created:
-            conn.execute(sql.SQL("ANALYZE {}.{}").format(schema, sql.Identifier(table.name)))
+            conn.execute(sql.SQL("ANALYZE {}.{}").format(sql.Identifier(table.schema), sql.Identifier(table.name)))
     return created
