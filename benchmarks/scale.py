@@ -76,6 +76,9 @@ def config_text(upstream_dsn: str, port: int) -> str:
     text = re.sub(r"(?m)^stream_length = \d+", "stream_length = 1000", text)
     # The shipped config declares events with its privacy unit; this benchmark declares its own (below).
     text = re.sub(r"(?ms)^\[tables\.events(\.[a-z]+)?\]\n.*?(?=^\[(?!tables\.events)|\Z)", "", text)
+    # Nor does the cluster hold the shop demo (orders and its public dimensions): not declared here.
+    text = re.sub(r"(?ms)^\[(tables\.orders|public_tables\.\w+)(\.[a-z]+)?\]\n.*?(?=^\[(?!tables\.orders)|\Z)", "",
+                  text)
     return text + EVENTS_DECLARATION.format(categories=json.dumps([c[0] for c in CATEGORIES]),
                                             countries=json.dumps([c[0] for c in COUNTRIES]))
 

@@ -145,5 +145,5 @@ def selected_table(table: TableSchema, columns: Sequence[str], keys: Sequence[Se
 
 def selected_catalog(catalog: Catalog, table: TableSchema) -> Catalog:
     """``catalog`` with ``table`` in place of the protected table of the same name."""
-    return Catalog(tuple(table if (t.name, t.schema) == (table.name, table.schema) else t for t in catalog.tables),
-                   catalog.collation)
+    return replace(catalog, tables=tuple(table if (t.name, t.schema) == (table.name, table.schema) else t
+                                         for t in catalog.tables))

@@ -13,6 +13,7 @@ from typing import Any
 
 from .coltypes import ColumnType, IntType, TextType
 from .identifiers import qualified
+from .public import PublicTable
 
 Domain = ColumnType
 """The declared public domain of an attribute: an instance of its column type (``parser.coltypes``)."""
@@ -107,16 +108,24 @@ class TableSchema:
 
 @dataclass(frozen=True)
 class Catalog:
-    """All protected tables the proxy serves."""
+    """All protected tables the proxy serves, and the public tables they may join (``parser.public``)."""
 
     tables: tuple[TableSchema, ...]
     collation: Any = field(default=None, compare=False, repr=False)
     """How the upstream database orders text (``parser.collation.Collation``); None: code point order."""
+    public: tuple[PublicTable, ...] = ()
 
     def table(self, name: str, schema: str | None = None) -> TableSchema | None:
         """The table named exactly ``name`` (in ``schema`` if given): names are case-sensitive, as
         PostgreSQL's are once folded (``parser.identifiers.fold``)."""
         for t in self.tables:
+            if t.name == name and (schema is None or schema == t.schema):
+                return t
+        return None
+
+    def public_table(self, name: str, schema: str | None = None) -> PublicTable | None:
+        """The public table named exactly ``name`` (in ``schema`` if given)."""
+        for t in self.public:
             if t.name == name and (schema is None or schema == t.schema):
                 return t
         return None
@@ -144,7 +153,7 @@ def with_value_lists(catalog: Catalog, lists: Mapping[str, Sequence[str]]) -> Ca
         tables.append(replace(t, attributes=tuple(attrs), _by_name={}) if changed else t)
     if all(x is y for x, y in zip(tables, catalog.tables, strict=True)):
         return catalog
-    return Catalog(tuple(tables), catalog.collation)
+    return replace(catalog, tables=tuple(tables))
 
 
 def listed_values(table: TableSchema) -> tuple[tuple[str, ...], ...]:

@@ -15,6 +15,7 @@ NOT_NOISE = {
     "lapras/regression/sketches.py": "sketch matrices, from the mechanisms' secret stream (its docstring)",
     "lapras/strategy/optimize.py": "starting points of the strategy search (public, data-independent)",
     "proxy/ops/demo_data.py": "the synthetic demo rows (a fixed seed)",
+    "proxy/ops/shop_data.py": "the synthetic shop demo rows (a fixed seed)",
 }
 DRAW = re.compile(r"\.(normal|standard_normal|laplace|integers|choice|uniform|gamma|random|poisson|signs|subset)\(")
 

@@ -24,12 +24,12 @@ from proxy.ops.demo_data import ensure_table
 
 USERS = 400
 DECLARATION = """
-[tables.orders]
+[tables.purchases]
 schema = "public"
 privacy_unit = "User ID"
 max_rows_per_unit = 20
 
-[tables.orders.columns]
+[tables.purchases.columns]
 event_time = { type = "timestamp", resolution = "day", min = 2026-01-01T00:00:00, max = 2026-12-31T23:59:59, nullable = true }
 category = { type = "text", values = ["Checkout Started", "checkout_done", "support"], nullable = true }
 price = { type = "numeric", min = 0, max = 300, bins = 20, nullable = true }
@@ -58,14 +58,14 @@ def write_csv(path: Path) -> int:
 @pytest.fixture(scope="module")
 def own(embedded_pg: Any, default_config: Any, tmp_path_factory: Any, harness: Any) -> Iterator[Any]:
     root = tmp_path_factory.mktemp("own")
-    rows = write_csv(root / "orders.csv")
+    rows = write_csv(root / "purchases.csv")
     dsn = harness.demo_database(embedded_pg, default_config, "own")
     port = harness.free_port()
     text = harness.make_test_config(dsn, port, epsilon=1e4, stream_length=50, extra=DECLARATION)
     cfg = parse_config(tomllib.loads(text))
-    table = cfg.catalog.table("orders", "public")
+    table = cfg.catalog.table("purchases", "public")
     assert table is not None
-    assert ensure_table(dsn, table, cfg.loads.get("orders", LoadSettings()), root / "orders.csv")
+    assert ensure_table(dsn, table, cfg.loads.get("purchases", LoadSettings()), root / "purchases.csv")
     (root / "config.toml").write_text(text)
     p = harness.ProxyProcess(root / "config.toml", root / "state", port)
     p.upstream_dsn, p.rows = dsn, rows  # type: ignore[attr-defined]
@@ -81,25 +81,25 @@ def test_the_loader_keeps_the_privacy_unit_column(own: Any) -> None:
     and COUNT(DISTINCT) read it. Integer ids are stored as bigint, empty fields as NULL."""
     with psycopg.connect(own.upstream_dsn) as conn:
         cols = dict(conn.execute("SELECT column_name, data_type FROM information_schema.columns "
-                                 "WHERE table_name = 'orders'").fetchall())
+                                 "WHERE table_name = 'purchases'").fetchall())
         assert cols == {"User ID": "bigint", "event_time": "timestamp without time zone", "category": "text",
                         "price": "numeric", "is_mobile": "boolean"}
         n, users, no_price = conn.execute('SELECT count(*), count(DISTINCT "User ID"), count(*) - count(price) '
-                                          "FROM orders").fetchone()  # type: ignore[misc]
+                                          "FROM purchases").fetchone()  # type: ignore[misc]
     assert (n, users) == (own.rows, USERS) and no_price > 0
 
 
 def test_aggregates_over_the_own_table(own: Any) -> None:
     with psycopg.connect(own.upstream_dsn) as direct:
         exact = direct.execute("SELECT count(*), count(DISTINCT \"User ID\"), sum(price), "
-                               "count(*) FILTER (WHERE is_mobile) FROM orders").fetchone()
+                               "count(*) FILTER (WHERE is_mobile) FROM purchases").fetchone()
         assert exact is not None
     with psycopg.connect(own.dsn(), autocommit=True) as conn:
-        n, users = conn.execute('SELECT count(*), count(DISTINCT "User ID") FROM orders').fetchone()  # type: ignore[misc]
+        n, users = conn.execute('SELECT count(*), count(DISTINCT "User ID") FROM purchases').fetchone()  # type: ignore[misc]
         assert abs(n - exact[0]) <= 5 and abs(users - exact[1]) <= 5
-        (total,) = conn.execute("SELECT sum(price) FROM orders").fetchone()  # type: ignore[misc]
+        (total,) = conn.execute("SELECT sum(price) FROM purchases").fetchone()  # type: ignore[misc]
         assert abs(float(total) - float(exact[2])) < 0.01 * float(exact[2])
-        (mobile,) = conn.execute("SELECT count(*) FROM orders WHERE is_mobile").fetchone()  # type: ignore[misc]
+        (mobile,) = conn.execute("SELECT count(*) FROM purchases WHERE is_mobile").fetchone()  # type: ignore[misc]
         assert abs(mobile - exact[3]) <= 5
 
 
@@ -111,13 +111,13 @@ def _exact(own: Any, sql: str, params: list[Any]) -> int:
 
 
 PARAMETERISED = [
-    ("SELECT count(*) FROM orders WHERE CAST(event_time AS date) >= %s", [date(2026, 6, 1)]),
-    ("SELECT count(*) FROM orders WHERE event_time::date BETWEEN %s AND %s", [date(2026, 3, 1), date(2026, 3, 31)]),
-    ("SELECT count(*) FROM orders WHERE date_trunc('month', event_time) = %s AND is_mobile = %s",
+    ("SELECT count(*) FROM purchases WHERE CAST(event_time AS date) >= %s", [date(2026, 6, 1)]),
+    ("SELECT count(*) FROM purchases WHERE event_time::date BETWEEN %s AND %s", [date(2026, 3, 1), date(2026, 3, 31)]),
+    ("SELECT count(*) FROM purchases WHERE date_trunc('month', event_time) = %s AND is_mobile = %s",
      [datetime(2026, 2, 1), True]),
-    ("SELECT count(*) FROM orders WHERE price >= %s AND category = %s", [Decimal("20.00"), "support"]),
-    ("SELECT count(*) FROM orders WHERE lower(category) IN (%s, %s)", ["support", "checkout_done"]),
-    ("SELECT count(*) FROM orders WHERE category = ANY(%s) AND is_mobile = ANY(%s)",
+    ("SELECT count(*) FROM purchases WHERE price >= %s AND category = %s", [Decimal("20.00"), "support"]),
+    ("SELECT count(*) FROM purchases WHERE lower(category) IN (%s, %s)", ["support", "checkout_done"]),
+    ("SELECT count(*) FROM purchases WHERE category = ANY(%s) AND is_mobile = ANY(%s)",
      [["support", "checkout_done"], [True]]),
 ]
 
@@ -155,7 +155,7 @@ def test_typed_parameters_over_asyncpg(own: Any) -> None:
 def test_generated_rows_of_a_table_with_a_unit_give_each_row_its_own(embedded_pg: Any, harness: Any) -> None:
     """Without a CSV the census generator fills a declared table; a declared unit column is filled too
     (each row its own unit), so the table can be queried instead of failing on a missing column."""
-    cfg = parse_config(tomllib.loads(harness.make_test_config("", 1) + DECLARATION.replace("orders", "gen")))
+    cfg = parse_config(tomllib.loads(harness.make_test_config("", 1) + DECLARATION.replace("purchases", "gen")))
     table = cfg.catalog.table("gen", "public")
     assert table is not None
     dsn = harness.create_database(embedded_pg, "gen")
@@ -175,7 +175,7 @@ def test_a_declared_column_missing_from_the_table_stops_the_start(own: Any, harn
     cfg = parse_config(tomllib.loads(text))
     with pytest.raises(StartupError) as err:
         open_upstream(cfg, Path("/nonexistent"))
-    assert 'table public.orders has no column "Is Mobile", user_id (it has "User ID", category' in str(err.value)
+    assert 'table public.purchases has no column "Is Mobile", user_id (it has "User ID", category' in str(err.value)
     # The declaration as the table is: it starts.
     good = parse_config(tomllib.loads(harness.make_test_config(own.upstream_dsn, 1, extra=DECLARATION)))
     assert open_upstream(good, Path("/nonexistent")).dsn == own.upstream_dsn

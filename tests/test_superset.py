@@ -132,7 +132,7 @@ def test_database_added_and_datasets_listed(env: Env) -> None:
     s = env.superset
     env.database = s.add_database("lapras", f"postgresql://analyst:lapras@127.0.0.1:{env.proxy.port}/adult")
     tables = s.api("GET", f"/api/v1/database/{env.database}/tables/?q=(schema_name:public)")["result"]
-    assert {t["value"] for t in tables} == {"adult", "events"}
+    assert {t["value"] for t in tables} == {"adult", "events", "orders", "products", "stores", "calendar"}
     for name in ("events", "adult"):
         env.datasets[name] = s.add_dataset(env.database, name)
     # A virtual dataset: Superset probes the SQL for its columns (answered with no row, nothing spent).

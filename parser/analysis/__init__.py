@@ -3,6 +3,8 @@
 Each pass is a module with one entry function, run in this order (PostgreSQL's order of checks, so that
 a statement with several faults gets the error PostgreSQL would give first):
 
+    inline_joins     a protected table joined to public tables on unique keys: dimension columns become
+                     functions of the fact's key (CASE over its cells)
     inline_wrappers  CTEs and FROM subqueries that only filter, rename or compute per row: merged in
     check_shape      one flat SELECT (no writes, set operations, CTEs, subqueries)
     resolve_names    FROM names one protected table; columns resolve to its declared attributes
@@ -30,6 +32,7 @@ from .clauses import lower_clauses
 from .context import Context
 from .groups import lower_group_by
 from .inline import inline_wrappers
+from .joins import inline_joins
 from .names import resolve_names
 from .nodes import strip_paren
 from .outputs import lower_outputs
@@ -73,7 +76,7 @@ def _check_private_keys(select: exp.Select, ctx: Context) -> None:
 
 def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
     """Run the passes over one parsed statement."""
-    select = check_shape(inline_wrappers(tree, catalog, budget))
+    select = check_shape(inline_wrappers(inline_joins(tree, catalog, budget), catalog, budget))
     ctx = Context(select, resolve_names(select, catalog), budget)
     _check_private_keys(select, ctx)
     if check_select(ctx) == "probe":

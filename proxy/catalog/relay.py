@@ -27,6 +27,7 @@ from ..protocol.backend import Field
 from ..protocol.errors import PgError
 from .hardening import close_protected_database, harden_shadow, release_setup_lock, take_setup_lock
 from .pgclient import BackendConnection, BackendPool, Relayed
+from .public_copy import public_scripts
 from .table_stats import COLUMNS_SQL, figure_free_sql, mentions, rewrite
 
 
@@ -72,6 +73,7 @@ def _shadow_scripts(catalog: Catalog, role: str) -> dict[str, str]:
         grants = [f"GRANT USAGE ON SCHEMA {quote_ident(t.schema)} TO {quote_ident(role)}",
                   f"GRANT SELECT ON {name} TO {quote_ident(role)}"]
         scripts[name] = ";\n".join([s.as_string(None) for s in _table_ddl(t)] + grants)
+    scripts.update(public_scripts(catalog, role))  # public tables: copies with their rows
     return scripts
 
 

@@ -48,11 +48,11 @@ def run(args: argparse.Namespace) -> int:
     cluster = DevCluster(Path(args.state_dir))
     try:
         if args.verb == "start":
-            tables = _declared_tables(args.config)
+            tables, shop = _declared_tables(args.config)
             t0 = time.monotonic()
             print(f"dev-cluster: starting {args.shards} shard(s), {args.rows} events rows in {cluster.state_dir}",
                   file=sys.stderr, flush=True)
-            dsn = cluster.start(args.shards, args.rows, tables, users=args.users, end=args.end)
+            dsn = cluster.start(args.shards, args.rows, tables, users=args.users, end=args.end, shop=shop)
             print(f"dev-cluster: ready in {time.monotonic() - t0:.1f} s; stop with: lapras-proxy dev-cluster "
                   f"stop --state-dir {args.state_dir}", file=sys.stderr, flush=True)
             print(dsn, flush=True)
@@ -79,14 +79,17 @@ def _day(text: str) -> datetime:
     return datetime(d.year, d.month, d.day, tzinfo=UTC)
 
 
-def _declared_tables(path: str) -> list:
+def _declared_tables(path: str) -> tuple[list, list[str]]:
+    """The config's protected tables, and the names of those filled as the shop demo's orders."""
     from ..ops.config import ConfigError, load_config
 
     if not Path(path).is_file():
         print(f"dev-cluster: {path} not found; loading events only", file=sys.stderr)
-        return []
+        return [], []
     try:
-        return list(load_config(path).catalog.tables)
+        cfg = load_config(path)
     except ConfigError as exc:
         print(f"lapras-proxy: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    shop = [name for name, load in cfg.loads.items() if load.generator == "shop"]
+    return list(cfg.catalog.tables), shop

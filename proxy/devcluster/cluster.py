@@ -132,8 +132,9 @@ class DevCluster:
     # -- start / stop ---------------------------------------------------------------------------------
 
     def start(self, shards: int, rows: int, tables: Sequence[TableSchema] = (), users: int = 0,
-              end: datetime | None = None) -> str:
-        """Start the cluster (creating and loading it the first time); returns the coordinator's DSN."""
+              end: datetime | None = None, shop: Sequence[str] = ()) -> str:
+        """Start the cluster (creating and loading it the first time); returns the coordinator's DSN.
+        ``shop``: the tables of ``tables`` filled as the shop demo's orders (their dimensions beside)."""
         if shards < 0:
             raise ClusterError("--shards must be 0 (one PostgreSQL) or more")
         state = self.state()
@@ -161,8 +162,14 @@ class DevCluster:
         self._write_state(state)
         insts = self.instances(state)
         self._parallel(_init_and_start, insts)
-        loads = [*(_plain_table_load(t) for t in tables if t.name != "events"), _events_load(spec)]
+        loads = [*(_shop_load(t) if t.name in shop else _plain_table_load(t) for t in tables if t.name != "events"),
+                 _events_load(spec)]
         self._load(insts, loads)
+        if shop:  # the shop's public dimensions: plain tables on the coordinator
+            from ..ops.shop_data import create_dimensions
+
+            with psycopg.connect(insts[0].dsn(DATABASE)) as conn:
+                create_dimensions(conn, "public")
         state["loaded"] = True
         self._write_state(state)
         return self.dsn()
@@ -274,6 +281,15 @@ def _events_load(spec: EventsSpec) -> TableLoad:
 
 def _discard(_count: int) -> None:
     return None
+
+
+def _shop_load(table: TableSchema) -> TableLoad:
+    """The shop's orders (``generator = "shop"``), sharded by customer, filled through the coordinator."""
+    from ..ops.shop_data import ORDER_COLUMNS, create_orders, fill_orders
+
+    return TableLoad(name=table.name, columns=ORDER_COLUMNS, unit="customer_id",
+                     create=lambda conn: create_orders(conn, "public", table.name),
+                     fill=lambda conn, keep: fill_orders(conn, "public", table.name), fill_on_shards=False)
 
 
 def _plain_table_load(table: TableSchema) -> TableLoad:

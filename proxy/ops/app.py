@@ -215,6 +215,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     from ..catalog.relay import ensure_shadow
     from ..dp.service import DPService
     from ..server.listener import ProxyServer
+    from .public_tables import follow_public_tables, public_table_warnings, with_public_tables
     from .value_lists import ValueListError, resolve_value_lists
 
     try:
@@ -222,6 +223,10 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         cfg = await asyncio.to_thread(resolve_value_lists, cfg, upstream.dsn)
     except ValueListError as exc:
         raise StartupError(str(exc)) from None
+    # Public tables are read whole before anything plans (joins) or the shadow copies them (SELECT, \d).
+    cfg = replace(cfg, catalog=await asyncio.to_thread(with_public_tables, cfg.catalog, upstream.dsn))
+    for warning in public_table_warnings(cfg.catalog):
+        log.warning("%s", warning)
     from .collation import attach_collation
 
     try:  # text order as the database sorts (parser.collation)
@@ -252,6 +257,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         await ensure_shadow(upstream.admin_dsn, shadow_name(upstream.dsn), catalog, protected_db=_dbname(upstream.dsn))
 
     sync = asyncio.create_task(service.sync_forever(metrics=metrics, on_catalog=show_catalog))
+    refresh = asyncio.create_task(follow_public_tables(service.engine, upstream.dsn)) if cfg.catalog.public else None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
@@ -284,6 +290,8 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
             _exit_after(stop_grace)
     finally:
         sync.cancel()
+        if refresh is not None:
+            refresh.cancel()
         await server.close()
         await asyncio.to_thread(service.close)
         if not await _end_other_tasks(TASK_END_S):

@@ -32,7 +32,7 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     if problems:
         print(f"lapras-proxy: {cfg.path}: " + "; ".join(problems), file=sys.stderr)
         return 2
-    for warning in config_warnings(cfg):
+    for warning in [*config_warnings(cfg), *_public_table_checks(cfg)]:
         print(f"lapras-proxy: warning: {warning}", file=sys.stderr)
     print(f"{args.config}: OK — serves {tables} on {cfg.server.host}:{cfg.server.port} from {where}; "
           f"budget per epoch ({cfg.privacy.epsilon:g}, {cfg.privacy.delta:g}), "
@@ -104,6 +104,21 @@ def _next_epoch_text(cfg: Config, current: dict[str, object] | None) -> str:
     if length is None:
         return f" (epoch {nxt}; epochs are manual: `lapras-proxy epoch --new` starts it)"
     return f" (epoch {nxt}, due {timestamp(float(str(current['started_at'])) + length)})"
+
+
+def _public_table_checks(cfg: Config) -> list[str]:
+    """With an upstream to read: each public table that will not be served, and public columns named like a
+    privacy unit (check-config cannot see a public table's columns otherwise)."""
+    if not cfg.catalog.public or not cfg.upstream_dsn:
+        return []
+    from .public_tables import public_table_warnings, with_public_tables
+
+    try:
+        catalog = with_public_tables(cfg.catalog, cfg.upstream_dsn)
+    except Exception as exc:  # psycopg names the cause (unreachable, refused login...)
+        return [f"public tables not checked: cannot read the upstream: {str(exc).strip()}"]
+    return [f"public table {t.qualified_name} will not be served: {t.problem}" for t in catalog.public
+            if t.problem] + public_table_warnings(catalog)
 
 
 def config_warnings(cfg: Config) -> list[str]:

@@ -8,6 +8,7 @@ message lists each problem as `key: what is wrong (how to fix it)`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import tomlkit
 
 from parser import coltypes
 from parser.identifiers import name_problem, qualified, split_qualified
+from parser.public import PublicTable
 from parser.schema import Attribute, Catalog, TableSchema
 
 from .keys import SECTIONS, default, key, section_keys
@@ -429,6 +431,28 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
     return Catalog(tuple(tables)), loads
 
 
+def _public_tables(c: _Checker, tree: dict[str, Any], catalog: Catalog) -> Catalog:
+    """``catalog`` with the declared public tables (``[public_tables.NAME]``), not read yet."""
+    out = []
+    for tname, t in c.section(tree, "public_tables").items():
+        p = f"public_tables.{toml_key(tname)}"
+        if not isinstance(t, dict):
+            c.bad(p, "must be a table ([public_tables.NAME] with an optional schema)")
+            continue
+        if not _identifier(c, p, tname):
+            continue
+        tv = c.read(t, "public_tables.*", p + ".")
+        schema = tv["schema"]
+        if not _identifier(c, p + ".schema", schema):
+            continue
+        if catalog.table(tname, schema) is not None:
+            c.bad(p, f"{qualified(schema, tname)} is also a protected table ([tables.{toml_key(tname)}]): a "
+                  "table is either public or protected")
+            continue
+        out.append(PublicTable(name=tname, schema=schema, description=tv["description"]))
+    return dataclasses.replace(catalog, public=tuple(out)) if out else catalog
+
+
 def parse_config(tree: dict[str, Any], path: str = "<config>") -> Config:
     """Validate a parsed TOML tree; raises ConfigError listing every problem."""
     c = _Checker()
@@ -441,6 +465,7 @@ def parse_config(tree: dict[str, Any], path: str = "<config>") -> Config:
     privacy = _privacy(c, tree)
     lapras = _lapras(c, tree)
     catalog, loads = _tables(c, tree)
+    catalog = _public_tables(c, tree, catalog)
     predictor = _predictor(c, tree)
     if c.problems:
         raise ConfigError(path, c.problems)

@@ -191,6 +191,10 @@ def ensure_table(dsn: str, table: TableSchema, load: LoadSettings, csv_path: Pat
                  replace: bool = False) -> bool:
     """Create and fill ``table`` if it is missing (``replace``: drop and refill it in one transaction, so
     readers see the old rows or the new ones, never none); returns True when it was (re)created."""
+    if csv_path is None and load.generator == "shop":
+        from .shop_data import ensure_shop_tables  # the star schema: the fact table and its public dimensions
+
+        return ensure_shop_tables(dsn, table)
     with psycopg.connect(dsn) as conn:
         if table_exists(conn, table) and not replace:
             return False

@@ -86,6 +86,14 @@ SECTIONS: tuple[Section, ...] = (
                                                    "declared columns exactly or in another case; the privacy unit's column is "
                                                    "loaded too (`bigint` when every value is an integer, else `text`); other "
                                                    "CSV columns are left out; an empty field is NULL."),
+    Section("public_tables.*", "[public_tables.NAME]",
+            "A table that holds nothing private (a dimension: products, stores, a calendar), readable through "
+            "the proxy as it is: plain SELECTs and psql's `\\d` are answered from a copy the proxy reads "
+            "upstream at start and again when it changes (polled each minute), and a protected table may "
+            "join it on a unique key (`FROM orders o JOIN products p ON o.product_id = p.id`; README, "
+            "Star schemas). It must be a base table upstream (not a view, which could read a protected "
+            "table) and may not also be protected; its join keys need a one-column PRIMARY KEY or UNIQUE "
+            "constraint there."),
     Section("predictor", "[predictor]", "Options of `lapras-proxy predict` (its command-line flags win)."),
     Section("predictor.templates", "[[predictor.templates]]",
             "Queries the DBA declares for P, expanded from named parameters: each parameter is "
@@ -225,13 +233,18 @@ KEYS: tuple[Key, ...] = (
         "instead of k; unset = max_rows_per_unit (docs/bounding.md)", check=_positive_int),
     Key("tables.*", "columns", dict, None, "the columns and their public domains", required=True),
     Key("tables.*", "load", dict, None, "see [tables.NAME.load]"),
+    # [public_tables.NAME]
+    Key("public_tables.*", "schema", str, "public", "the table's schema upstream"),
+    Key("public_tables.*", "description", str, "", "what the table holds (for the operator)"),
     # [tables.NAME.load]
     Key("tables.*.load", "rename", dict, None, "CSV header -> column name"),
     Key("tables.*.load", "offset", dict, None, "column -> integer added to the CSV value (the UCI file codes age as age - 16: offset 16)"),
     Key("tables.*.load", "generator", str, "census", "demo rows for the embedded database when no CSV is "
         "given: census-like rows, or an event log (many rows per user, a long tail of heavy users, "
-        "timestamps over the year up to today; the columns of `events` in config.toml)",
-        choices=("census", "events")),
+        "timestamps over the year up to today; the columns of `events` in config.toml), or a shop's orders "
+        "(customers placing many order lines in 2026; the columns of `orders` in config.toml) with its public "
+        "dimensions products, stores and calendar beside it",
+        choices=("census", "events", "shop")),
     # [predictor]
     Key("predictor", "split", str, "auto", "the budget split the cut-off's costs come from",
         choices=_SPLITS[:-1]),

@@ -27,7 +27,7 @@ def shown_keys(text: str) -> set[str]:
         head = re.match(r"^#?\s*\[\[?([A-Za-z0-9_.]+)\]\]?\s*$", line)
         if head:
             parts = head.group(1).split(".")
-            if parts[0] == "tables" and len(parts) > 1:
+            if parts[0] in ("tables", "public_tables") and len(parts) > 1:
                 parts[1] = "*"
             section = ".".join(parts)
             found.add(section)   # a header shows the key that holds its sub-table: [tables.NAME.load]
