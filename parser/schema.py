@@ -111,9 +111,9 @@ class Catalog:
     """All protected tables the proxy serves, and the public tables they may join (``parser.public``)."""
 
     tables: tuple[TableSchema, ...]
+    public: tuple[PublicTable, ...] = ()
     collation: Any = field(default=None, compare=False, repr=False)
     """How the upstream database orders text (``parser.collation.Collation``); None: code point order."""
-    public: tuple[PublicTable, ...] = ()
 
     def table(self, name: str, schema: str | None = None) -> TableSchema | None:
         """The table named exactly ``name`` (in ``schema`` if given): names are case-sensitive, as
