@@ -8,13 +8,13 @@ answer over the clamped values: a false failure has probability below 1e-6 per v
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from datetime import time
 from typing import Any
 
 import psycopg
 import pytest
+from notices import notice_stderrs
 
 CITIES = ["Paris Nord", " lyon,sud ", "\tMarseille\t", "Nice", "Saint-Étienne", "a,b,,c"]
 EXTRA = f"""
@@ -28,8 +28,7 @@ cost = {{ type = "numeric", min = 0, max = 80 }}
 
 
 def _stderrs(notices: list[str]) -> list[float]:
-    return [float(x) for n in notices for m in re.finditer(r"stderr=\[([^\]]*)\]", n)
-            for x in m.group(1).split(", ") if x and x != "..."]
+    return notice_stderrs(notices)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ statement runs upstream verbatim."""
 from __future__ import annotations
 
 import math
-import re
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -17,11 +16,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from notices import notice_stderrs
 
 from parser.bounding import bounded_rows_sql
 from proxy.ops.config import load_config
-
-STDERR_RE = re.compile(r"stderr=\[([^\]]*)\]")
 
 
 def _bound_orders(dsn: str, cfg: Any) -> None:
@@ -103,8 +101,7 @@ def test_bi_tool_joins_match_postgresql_within_the_stated_error(shop, tool: str)
         conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
         rows = conn.execute(sql).fetchall()  # type: ignore[call-overload]
         truth = exact.execute(sql).fetchall()  # type: ignore[call-overload]
-    errs = [float(x) for n in notices for m in STDERR_RE.finditer(n) for x in m.group(1).split(", ")
-            if x and x != "..."]
+    errs = notice_stderrs(notices)
     assert errs, notices
     tol = 5.0 * math.sqrt(sum(e * e for e in errs))
     got = {tuple(r[:-1]): float(r[-1]) for r in rows}

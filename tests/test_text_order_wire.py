@@ -19,8 +19,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from notices import notice_stderrs
 
 from proxy.ops.embedded import EmbeddedPostgres
+
+pytestmark = pytest.mark.process
 
 VALUES = ["apple", "Apple", "banana", "Banana", "éclair", "Eclair", "mango", "Mango", "zebra", "Zebra", "Ärger"]
 EXTRA = ("[tables.people]\n[tables.people.columns]\n"
@@ -29,10 +32,7 @@ EXTRA = ("[tables.people]\n[tables.people.columns]\n"
 
 
 def _stderrs(notices: list[str]) -> list[float]:
-    import re
-
-    return [float(x) for n in notices for m in re.finditer(r"stderr=\[([^\]]*)\]", n)
-            for x in m.group(1).split(", ") if x and x != "..."]
+    return notice_stderrs(notices)
 
 
 @pytest.fixture(scope="module")

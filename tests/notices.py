@@ -1,0 +1,25 @@
+"""Reading the `lapras.show_stderr` NOTICE in wire tests: the standard errors it states, in its order.
+
+The NOTICE lists, per aggregate column, its name and the standard error of each result row
+(``stderr=[count: 2.6, 2.6; avg: 0.41, ...]``; docs/show_stderr.md); tests that only need the numbers
+read them here, so the format is parsed in one place.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+STDERR_RE = re.compile(r"stderr=\[([^\]]*)\]")
+
+
+def notice_stderrs(notices: Iterable[str]) -> list[float]:
+    """Every standard error the NOTICEs state, columns in order and rows within each (``null`` and the
+    ``...`` of a cut list left out)."""
+    out: list[float] = []
+    for n in notices:
+        for m in STDERR_RE.finditer(n):
+            for column in m.group(1).split("; "):
+                values = column.rsplit(": ", 1)[-1]
+                out.extend(float(x) for x in values.split(", ") if x and x not in ("...", "null"))
+    return out
