@@ -367,12 +367,13 @@ def _budget_used(conn: psycopg.Connection) -> float | None:
             return None
 
 
-def bounded_bias(exact: Exact, day: dt.date, openings: int) -> dict[str, float] | None:
-    """Per panel, the median relative error of the noise-free answer over the rows the proxy keeps (the
-    epoch's materialised table of k rows per customer, ``bounding = "epoch"``) against the truth: the bias
-    part of the error. None when the proxy keeps no such table (another bounding mode). COUNT(DISTINCT)
-    reads all rows (bounded by groups, not rows) and revenue above 1,000 is not clamped here: both left out
-    or approximate, as noted in the README."""
+def bounded_bias(exact: Exact, day: dt.date, openings: int, answers: dict[str, list[tuple[Any, ...]]]
+                 ) -> tuple[dict[str, float], dict[str, float]] | None:
+    """Per panel, (bias, noise): the median relative error of the noise-free answer over the rows the proxy
+    keeps (the epoch's materialised table of k rows per customer, ``bounding = "epoch"``) against the truth,
+    and of the proxy's ``answers`` against that noise-free answer. None when the proxy keeps no such table
+    (another bounding mode). COUNT(DISTINCT) reads all rows (bounded by groups, not rows) and is left out;
+    revenue above 1,000 is not clamped here (a few orders: approximate)."""
     from parser.identifiers import quote_ident
 
     there = exact.conn.execute("SELECT to_regclass('lapras.bounded_tables')").fetchone()
@@ -382,12 +383,15 @@ def bounded_bias(exact: Exact, day: dt.date, openings: int) -> dict[str, float] 
         return None
     kept = f"lapras.{quote_ident(row[0])}"
     errs: dict[str, list[float]] = {}
+    noise: dict[str, list[float]] = {}
     for _opening, p in day_statements(day, openings):
-        if "DISTINCT" in p.sql:
+        if "DISTINCT" in p.sql or p.sql not in answers:
             continue
-        errs.setdefault(p.name, []).extend(
-            rel_errors(exact(p.sql.replace("FROM orders", f"FROM {kept}")), exact(p.sql), p.keys))
-    return {k: statistics.median(v) for k, v in errs.items() if v}
+        noise_free = exact(p.sql.replace("FROM orders", f"FROM {kept}"))
+        errs.setdefault(p.name, []).extend(rel_errors(noise_free, exact(p.sql), p.keys))
+        noise.setdefault(p.name, []).extend(rel_errors(answers[p.sql], noise_free, p.keys))
+    return ({k: statistics.median(v) for k, v in errs.items() if v},
+            {k: statistics.median(v) for k, v in noise.items() if v})
 
 
 def _wait_release(conn: psycopg.Connection, timeout: float = 600.0) -> float:
@@ -418,7 +422,8 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
     proxy = scale.Proxy(cfg, work / f"state_{label}", port)
     per_panel: dict[str, list[float]] = {}
     records: list[DayRecord] = []
-    bias: dict[str, float] | None = None
+    split: tuple[dict[str, float], dict[str, float]] | None = None
+    day1: dict[str, list[tuple[Any, ...]]] = {}
     t0 = time.monotonic()
     try:
         conn = psycopg.connect(proxy.dsn(), autocommit=True)
@@ -448,13 +453,15 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
                 if panel.sql in seen:       # a repeat: the same released answer, counted once
                     continue
                 seen.add(panel.sql)
+                if i == 0:
+                    day1[panel.sql] = rows
                 errs = rel_errors(rows, exact(panel.sql), panel.keys)
                 if show and i == 0:
                     print(f"    {panel.name}: proxy {rows[:3]} exact {exact(panel.sql)[:3]}", flush=True)
                 day_errs.setdefault(panel.name, []).extend(errs)
                 per_panel.setdefault(panel.name, []).extend(errs)
             if i == 0:
-                bias = bounded_bias(exact, day, openings)
+                split = bounded_bias(exact, day, openings, day1)
             rec.budget_used = _budget_used(conn)
             rec.panel_errors = {k: statistics.median(v) for k, v in day_errs.items() if v}
             rec.median_panel_error = statistics.median(rec.panel_errors.values()) if rec.panel_errors else None
@@ -465,7 +472,7 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
     finally:
         proxy.stop()
     return {"days": [r.__dict__ for r in records],
-            "panels": {k: statistics.median(v) for k, v in per_panel.items() if v}, "bias": bias,
+            "panels": {k: statistics.median(v) for k, v in per_panel.items() if v}, "bias": split[0] if split else None, "noise": split[1] if split else None,
             "seconds": round(time.monotonic() - t0, 1)}
 
 
@@ -570,16 +577,20 @@ def tables(result: dict[str, Any]) -> str:
     peer = result.get("peer") or {}
     names = [p.name for p in panels(FIRST_DAY, "EU")]
     bias = next((r["bias"] for r in runs.values() if r.get("bias")), None) or {}
-    head = ["panel", *[f"LAPRAS prediction {m}" for m in runs], "SmartNoise SQL", "LAPRAS bias (day 1)"]
+    first = next(iter(runs))
+    noise = runs[first].get("noise") or {}
+    head = ["panel", *[f"LAPRAS prediction {m}" for m in runs], "SmartNoise SQL", "LAPRAS bias (day 1)",
+            f"LAPRAS noise alone (day 1, prediction {first})"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for n in names:
         row = [n, *[_pct(r["panels"].get(n)) for r in runs.values()], _pct((peer.get("panels") or {}).get(n)),
-               _pct(bias.get(n))]
+               _pct(bias.get(n)), _pct(noise.get(n))]
         lines.append("| " + " | ".join(row) + " |")
     meds = [_pct(statistics.median(r["panels"].values()) if r["panels"] else None) for r in runs.values()]
     pm = peer.get("panels") or {}
     lines.append("| **median over panels** | " + " | ".join(meds) + f" | {_pct(statistics.median(pm.values()) if pm else None)}"
-                 + (f" (of {len(pm)})" if pm else "") + f" | {_pct(statistics.median(bias.values()) if bias else None)} |")
+                 + (f" (of {len(pm)})" if pm else "") + f" | {_pct(statistics.median(bias.values()) if bias else None)}"
+                 f" | {_pct(statistics.median(noise.values()) if noise else None)} |")
     lines.append("")
     lines.append("| prediction | day | budget used (mu^2) | fresh | from P | free | refused | median panel error |")
     lines.append("|---|---|---:|---:|---:|---:|---:|---:|")
