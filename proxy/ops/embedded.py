@@ -332,6 +332,10 @@ class EmbeddedPostgres:
         and adopts one that no live process uses (left running by a killed proxy): it stops with this one."""
         self._prepare_dirs()
         self.claim()
+        if (self.data_dir / "PG_VERSION").exists() and self.home != self.state_dir:
+            # As root the cluster lives outside the state dir: removing the state dir does not reset it.
+            log.info("using the embedded database in %s (for %s; `lapras-proxy reset --state-dir %s --yes` "
+                     "removes it)", self.data_dir, self.state_dir, self.state_dir)
         if not (self.data_dir / "PG_VERSION").exists():
             log.info("initialising embedded PostgreSQL in %s", self.data_dir)
             self._run("initdb", ["-D", str(self.data_dir), "--auth-local=peer", "--auth-host=reject",
