@@ -6,6 +6,8 @@ per-query latency (p50/p99) and throughput of:
 
   - metadata via proxy:   a catalog query relayed to the schema-only catalog database
   - metadata direct:      the same query straight to that PostgreSQL database (the baseline)
+  - metadata byte relay:  the same query through a bare byte relay (asyncio, TCP in, the database's
+                          socket out, no parsing): the floor any relaying proxy pays on this machine
   - repeated DP query:    one COUNT answered from released state after its first run (no new noise)
 
 Usage: python benchmarks/proxy_latency.py [--queries 2000] [--out benchmarks/results]
@@ -58,6 +60,33 @@ def _config_text(upstream_dsn: str, port: int) -> str:
     return text
 
 
+BYTE_RELAY = """
+import asyncio, sys
+async def pipe(r, w):
+    try:
+        while data := await r.read(65536):
+            w.write(data)
+    finally:
+        w.close()
+async def handle(cr, cw):
+    host, port = sys.argv[1], int(sys.argv[2])
+    br, bw = await (asyncio.open_unix_connection(f"{host}/.s.PGSQL.{port}") if host.startswith("/")
+                    else asyncio.open_connection(host, port))
+    await asyncio.gather(pipe(cr, bw), pipe(br, cw))
+async def main():
+    server = await asyncio.start_server(handle, "127.0.0.1", int(sys.argv[3]))
+    print("ready", flush=True)
+    await server.serve_forever()
+try:
+    import uvloop
+    uvloop.install()
+except ImportError:
+    pass
+asyncio.run(main())
+"""
+"""A bare relay of bytes (argv: database host or socket directory, its port, the port to listen on)."""
+
+
 def _percentile(sorted_ms: list[float], q: float) -> float:
     if not sorted_ms:
         return float("nan")
@@ -94,7 +123,7 @@ async def _measure(connect: Any, sql: str, args: tuple, clients: int, total: int
             "p99_ms": _percentile(ms, 0.99), "mean_ms": statistics.fmean(ms), "qps": len(ms) / wall}
 
 
-async def _run(proxy_port: int, catalog_dsn: str, total: int) -> list[dict[str, Any]]:
+async def _run(proxy_port: int, catalog_dsn: str, total: int, relay_port: int) -> list[dict[str, Any]]:
     import asyncpg
     from psycopg.conninfo import conninfo_to_dict
 
@@ -108,11 +137,16 @@ async def _run(proxy_port: int, catalog_dsn: str, total: int) -> list[dict[str, 
         return asyncpg.connect(host=info.get("host"), port=int(info.get("port") or 5432), user=info.get("user"),
                                password=info.get("password"), database=info.get("dbname"), ssl=False)
 
+    def via_relay() -> Any:
+        return asyncpg.connect(host="127.0.0.1", port=relay_port, user=info.get("user"),
+                               password=info.get("password"), database=info.get("dbname"), ssl=False)
+
     rows: list[dict[str, Any]] = []
     for clients in CLIENT_COUNTS:
         n = max(total, 50 * clients)
         for name, connect, sql, args in (("metadata via proxy", via_proxy, METADATA_SQL, METADATA_ARGS),
                                          ("metadata direct", direct, METADATA_SQL, METADATA_ARGS),
+                                         ("metadata byte relay", via_relay, METADATA_SQL, METADATA_ARGS),
                                          ("repeated DP query", via_proxy, DP_SQL, DP_ARGS)):
             r = await _measure(connect, sql, args, clients, n)
             r["workload"] = name
@@ -136,8 +170,10 @@ def _overheads(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for clients in CLIENT_COUNTS:
         p = next(r for r in rows if r["workload"] == "metadata via proxy" and r["clients"] == clients)
         d = next(r for r in rows if r["workload"] == "metadata direct" and r["clients"] == clients)
+        b = next(r for r in rows if r["workload"] == "metadata byte relay" and r["clients"] == clients)
         out.append({"clients": clients, "passthrough_overhead_p50_ms": p["p50_ms"] - d["p50_ms"],
-                    "passthrough_overhead_p99_ms": p["p99_ms"] - d["p99_ms"]})
+                    "passthrough_overhead_p99_ms": p["p99_ms"] - d["p99_ms"],
+                    "byte_relay_overhead_p50_ms": b["p50_ms"] - d["p50_ms"]})
     return out
 
 
@@ -162,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="lapras-bench-"))
     pg = EmbeddedPostgres(root / "pg")
     proc: subprocess.Popen[str] | None = None
+    relay: subprocess.Popen[str] | None = None
     try:
         pg.start()
         import psycopg
@@ -199,8 +236,18 @@ def main(argv: list[str] | None = None) -> int:
 
         catalog_dsn = asyncio.run(ensure_shadow(pg.dsn(), cfg.server.database + CATALOG_DB_SUFFIX, cfg.catalog))
         print(f"proxy on 127.0.0.1:{port}, PostgreSQL {pg.dsn()}; {args.queries} queries per cell")
-        rows = asyncio.run(_run(port, catalog_dsn, args.queries))
+        from psycopg.conninfo import conninfo_to_dict
+
+        cat = conninfo_to_dict(catalog_dsn)
+        relay_port = _free_port()
+        relay = subprocess.Popen([sys.executable, "-c", BYTE_RELAY, str(cat.get("host")), str(cat.get("port") or 5432),
+                                  str(relay_port)], stdout=subprocess.PIPE, text=True)
+        assert relay.stdout is not None and "ready" in relay.stdout.readline()
+        rows = asyncio.run(_run(port, catalog_dsn, args.queries, relay_port))
     finally:
+        if relay is not None:
+            relay.kill()
+            relay.wait(10)
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -232,9 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     md = ["# Proxy latency", "", f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
           f"{args.queries} queries per cell, {args.workers} proxy process(es), asyncpg clients (prepared statements, binary results); "
           f"load average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}.", "",
-          _table(rows), "", "| clients | pass-through overhead p50 ms | p99 ms |", "|---:|---:|---:|"]
-    md += [f"| {o['clients']} | {o['passthrough_overhead_p50_ms']:.3f} | {o['passthrough_overhead_p99_ms']:.3f} |"
-           for o in over]
+          _table(rows), "", "| clients | pass-through overhead p50 ms | p99 ms | bare byte relay's p50 ms |",
+          "|---:|---:|---:|---:|"]
+    md += [f"| {o['clients']} | {o['passthrough_overhead_p50_ms']:.3f} | {o['passthrough_overhead_p99_ms']:.3f} | "
+           f"{o['byte_relay_overhead_p50_ms']:.3f} |" for o in over]
     md += ["", "Targets: " + ", ".join(f"{k}: {'met' if v else 'NOT met'}" for k, v in targets.items()), ""]
     (out / f"{stem}.md").write_text("\n".join(md))
     print()

@@ -195,8 +195,10 @@ class QueryPlan:
             elif isinstance(e, pp.Agg | pp.Scaled):
                 col = [_stderr(e, self.slots[g], self.factors[g], errs, self.queries) for g in groups]
             elif isinstance(e, pp.Lin):
-                se = np.sqrt(sum((f * env.errs[:, s]) ** 2 for s, f in e.terms))  # type: ignore[index]
-                col = [float(x) for x in np.broadcast_to(se, (len(groups),))]
+                var = np.zeros(len(groups))
+                for s, f in e.terms:
+                    var += (f * slot_errs[groups, s]) ** 2
+                col = [float(x) for x in np.sqrt(var)]
             else:
                 col = _propagated(e, env)
             out.append((e.name, col))

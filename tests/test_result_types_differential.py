@@ -99,3 +99,10 @@ def test_executed_row_description_matches_describe(proxy: Any, adult_db: str) ->
         cur = conn.execute(sql)
         theirs = [d.type_code for d in cur.description or []]
     assert ours == theirs == [1700, 20]
+
+
+@pytest.mark.xfail(strict=True, reason="known deviation (parser/postprocess.py): AVG of an integer or numeric, and "
+                   "arithmetic of noisy aggregates with decimal literals, are float8 where PostgreSQL says numeric")
+def test_avg_and_noisy_decimal_arithmetic_types(proxy: Any, adult_db: str) -> None:
+    for sql in ("SELECT avg(age) FROM adult", "SELECT count(*) * 1.5 FROM adult"):
+        assert _described(proxy.dsn(), sql) == _described(adult_db, sql), sql
