@@ -67,8 +67,8 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
                       hint="Text has MIN, MAX and percentile_disc (in the database's collation).")
     if not (temporal or text or (attr.domain.summable and attr.domain.ordered_keys)):
         raise unsupported(f"{label} of {attr.domain.type_name} attribute {attr.name}", col, hint=_HINT)
-    if text:
-        return _text_statistic(attr.name, list(dom.values), kind, fraction, filt, name, ctx)  # type: ignore[union-attr]
+    if isinstance(dom, TextType) and text:
+        return _text_statistic(attr.name, list(dom.values), kind, fraction, filt, name, ctx)
     n = attr.domain.base_size
     tree = build_tree(n)
     ctx.budget.tick(len(tree.nodes))
