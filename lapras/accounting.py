@@ -196,7 +196,8 @@ class PartitionAccountant:
 
     @property
     def events_total(self) -> float:
-        return self.share * self.delta / math.exp(self.epsilon) if self.enabled else 0.0
+        # delta e^-eps, written so that a large epsilon underflows to 0 rather than overflowing
+        return self.share * self.delta * math.exp(-self.epsilon) if self.enabled else 0.0
 
     def cost_per_selection(self) -> Cost:
         if not self.enabled:
@@ -212,8 +213,16 @@ class PartitionAccountant:
         """(epsilon, delta) of what the part has spent, at the part's delta."""
         if rho_spent <= 0:
             return 0.0, 0.0
-        conv = self.delta - math.exp(self.epsilon) * delta_spent
+        conv = self.delta - (_exp(self.epsilon) * delta_spent if delta_spent > 0 else 0.0)
         return (zcdp_eps(rho_spent, conv), self.delta) if conv > 0 else (math.inf, self.delta)
+
+
+def _exp(x: float) -> float:
+    """e^x, inf where it overflows (a partition part with a huge epsilon)."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 def cumulative(parts: Iterable[tuple[float, float]]) -> tuple[float, float]:

@@ -111,7 +111,7 @@ def approx_zcdp_eps(rho: float, delta_events: float, delta: float) -> float:
         return zcdp_eps(rho, delta)
     eps = 0.0
     for _ in range(200):  # eps <- zcdp_eps(rho, delta - e^eps delta_events) rises to its fixed point
-        room = delta - math.exp(eps) * delta_events
+        room = delta - (math.exp(eps) * delta_events if eps < 700 else math.inf)
         if room <= 0:
             return math.inf
         nxt = zcdp_eps(rho, room)

@@ -48,7 +48,7 @@ class EngineSettings:
     delta: float = 1e-3
     accounting: str = "gdp"
     regression_fraction: float = 0.2
-    partition_fraction: float = 0.0
+    partition_fraction: float = 0.1
     partition_selections: int = 20
     split: str = "auto"
     fractions: Mapping[str, float] | None = None

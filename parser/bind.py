@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -253,6 +254,14 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
                           "on other columns, is not supported",
                           hint="Add an aggregate (count(*)), or filter only on the columns the expression reads.")
         raise NeedsPartition(value_list_request(t.table, t.group_attrs, sp, base))
+    if t.select_groups and selected is None:
+        # Too many combinations to list: DP partition selection picks the ones holding rows under the WHERE.
+        raise NeedsPartition(replace(value_list_request(t.table, t.group_attrs, sp, base), purpose="groups",
+                                     n_groups=t.n_groups))
+    if t.select_groups and selected is not None and len(selected) > budget.limits.max_groups:
+        raise Refusal(E.PROGRAM_LIMIT_EXCEEDED, f"GROUP BY {', '.join(t.group_attrs)}: DP partition selection "
+                      f"released {len(selected)} groups, more than the limit of {budget.limits.max_groups}",
+                      hint="Filter with WHERE, or group by fewer columns.")
     queries: list[LinearQuery] = []
     index: dict[LinearQuery, int] = {}
     slots: list[list[int]] = []
@@ -262,7 +271,9 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     joint = _GroupCells(t.table, sp, budget)
     # LIMIT 0 (how Tableau and others ask for a query's columns) shows no row whatever is measured: measure
     # nothing, so describing an aggregate costs nothing.
-    for (key, cells), at in zip(_groups(t), _group_indices(t), strict=True) if limit != 0 else []:
+    listed = _selected_groups(t, selected) if t.select_groups and selected is not None else \
+        zip(_groups(t), _group_indices(t), strict=True)
+    for (key, cells), at in listed if limit != 0 else []:
         if t.groups:
             # A group the WHERE clause excludes by its own text is a known zero, not data: omitted (a pie
             # filtered with IN shows only its slices). Groups that merely might be empty stay.
@@ -355,6 +366,24 @@ def _covers(cells: list[tuple[str | tuple[str, ...], Ranges]], selected: frozens
     """True when a group's cells include a released cell tuple."""
     per_dim = [[i for lo, hi in granges for i in range(lo, hi + 1)] for _, granges in cells]
     return any(combo in selected for combo in itertools.product(*per_dim))
+
+
+def _selected_groups(t: Template, selected: frozenset[tuple[int, ...]]
+                     ) -> list[tuple[tuple[tuple[object, ...], list[tuple[str | tuple[str, ...], Ranges]]],
+                                     tuple[int, ...]]]:
+    """The groups of the released cell combinations only (each dimension a plain column, one cell a key), in
+    key order, as :func:`_groups` and :func:`_group_indices` would list them among the whole product."""
+    of_cell = [{r[0][0]: i for i, r in enumerate(d.cells)} for d in t.groups]
+    out = []
+    for combo in selected:
+        at = tuple(of_cell[k].get(c) for k, c in enumerate(combo))
+        if None in at:
+            continue
+        key = tuple(d.keys[i] for d, i in zip(t.groups, at, strict=True))  # type: ignore[index]
+        cells = [(d.attr, d.cells[i]) for d, i in zip(t.groups, at, strict=True)]  # type: ignore[index]
+        out.append(((key, cells), at))
+    out.sort(key=lambda g: g[1])
+    return out  # type: ignore[return-value]
 
 
 def _group_indices(t: Template) -> list[tuple[int, ...]]:

@@ -39,6 +39,10 @@ class PartitionRequest:
     max_keys: int
     kind: str = "private"  # private: keys are the column's text; cells: keys are cell indices of public columns
     domains: tuple[ColumnType, ...] = field(default=(), compare=False, repr=False)
+    # "values": a value list filtered elsewhere; "groups": an aggregate whose GROUP BY has too many
+    # combinations to list (``n_groups`` of them): the same cells selection, another refusal without budget
+    purpose: str = field(default="values", compare=False)
+    n_groups: int = field(default=0, compare=False)
 
     @property
     def key(self) -> str:
@@ -68,7 +72,12 @@ class NeedsPartition(Refusal):
     def __init__(self, request: PartitionRequest) -> None:
         cols = ", ".join(map(display_ident, request.columns))
         enable = "set [privacy] partition_fraction in config.toml to answer it with DP partition selection"
-        if request.kind == "cells":
+        if request.kind == "cells" and request.purpose == "groups":
+            super().__init__(E.PROGRAM_LIMIT_EXCEEDED,
+                             f"GROUP BY {cols} has {request.n_groups} groups in the public domain, too many "
+                             "to list: the groups present must be chosen by DP partition selection",
+                             hint=f"Group by fewer columns, or {enable}.")
+        elif request.kind == "cells":
             super().__init__(E.INSUFFICIENT_PRIVILEGE,
                              f"permission denied: a list of the values of {cols} filtered on other columns "
                              "would reveal which values occur in the data",

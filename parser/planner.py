@@ -104,7 +104,8 @@ class Planner:
         if isinstance(t, Template) and t.volatile:
             return t  # now() was resolved to this instant: the next statement resolves it again
         # A template holds the lowered WHERE form and the groups: roughly proportional to the text.
-        self.templates.put(key, t, 512 if isinstance(t, Refusal) else 8 * len(sql) + 64 * t.n_groups)
+        self.templates.put(key, t, 512 if isinstance(t, Refusal) else
+                         8 * len(sql) + 64 * min(t.n_groups, self.limits.max_groups))
         if isinstance(t, Refusal):
             raise _copy(t)
         return t

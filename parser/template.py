@@ -65,6 +65,9 @@ class Template:
     offset: Operand | None
     param_types: dict[int, int] = field(default_factory=dict)
     volatile: bool = False  # reads now() / current_date: resolved per statement, never cached
+    # The product of the GROUP BY columns' domains is too large to enumerate: the groups are the cell
+    # combinations DP partition selection releases under the WHERE clause (parser.bind, parser.partition).
+    select_groups: bool = False
 
     @property
     def group_attrs(self) -> tuple[str, ...]:

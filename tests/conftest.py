@@ -213,6 +213,21 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _drop_shipped_keys(text: str, section: str, extra: str) -> str:
+    """The shipped config without its own lines for the keys ``extra`` (inserted at the section's top) sets:
+    a TOML key may appear once (config.toml sets partition_fraction; a test may set it again)."""
+    import re
+
+    head = text.index(f"[{section}]\n") + len(f"[{section}]\n") + len(extra) + 1
+    end = text.find("\n[", head)
+    body = text[head:end if end >= 0 else len(text)]
+    for line in extra.splitlines():
+        key = line.split("=", 1)[0].strip()
+        if key:
+            body = re.sub(rf"(?m)^{re.escape(key)}\s*=.*\n", "", body, count=1)
+    return text[:head] + body + (text[end:] if end >= 0 else "")
+
+
 def make_test_config(upstream_dsn: str, port: int, *, epsilon: float = 1.0, delta: float = 1e-3,
                      stream_length: int = 200, extra: str = "", privacy_extra: str = "",
                      lapras_extra: str = "", learn_prediction: bool = True) -> str:
@@ -227,8 +242,10 @@ def make_test_config(upstream_dsn: str, port: int, *, epsilon: float = 1.0, delt
     text = text.replace("stream_length = 200 ", f"stream_length = {stream_length} ", 1)
     if privacy_extra:
         text = text.replace("[privacy]\n", "[privacy]\n" + privacy_extra + "\n", 1)
+        text = _drop_shipped_keys(text, "privacy", privacy_extra)
     if lapras_extra:
         text = text.replace("[lapras]\n", "[lapras]\n" + lapras_extra + "\n", 1)
+        text = _drop_shipped_keys(text, "lapras", lapras_extra)
     users = (f'\n[[users]]\nname = "md5user"\nauth = "md5"\nsecret = "{_md5_secret("md5user", "md5pass")}"\n'
              '\n[[users]]\nname = "trustuser"\nauth = "trust"\n'
              f'\n[[users]]\nname = "dba"\nauth = "md5"\nadmin = true\nsecret = "{_md5_secret("dba", "dbapass")}"\n')

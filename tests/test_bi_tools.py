@@ -43,7 +43,8 @@ def test_power_bi_directquery_nesting_is_answered(proxy) -> None:
     assert all(isinstance(r[1], int) for r in rows)
 
 
-def test_value_picker_is_free_and_filtered_pie_has_only_its_slices(proxy) -> None:
+def test_value_picker_is_free_and_filtered_pie_has_only_its_slices(proxy_factory) -> None:
+    proxy = proxy_factory(epsilon=1e4, stream_length=100_000, privacy_extra="partition_fraction = 0.0")  # no selection
     with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
         before = _budget(conn)
         rows = conn.execute("SELECT DISTINCT race FROM adult ORDER BY race LIMIT 1000").fetchall()

@@ -142,11 +142,12 @@ def test_check_config_warns_of_private_keys_without_partition_selection(tmp_path
     """keys = "private" is valid, but without [privacy] partition_fraction every GROUP BY over the column is
     refused at query time: check-config says so (still OK: the rest of the file serves)."""
     text = (REPO / "config.toml").read_text() + '\n[tables.shop]\n[tables.shop.columns]\ncity = { type = "text", keys = "private" }\n'
+    text = text.replace("partition_fraction = 0.1 ", "partition_fraction = 0.0 ", 1)  # switched off here
     path = tmp_path / "c.toml"
     path.write_text(text)
     code, out, stderr = main_in_process(capsys, "check-config", "--config", str(path))
     assert code == 0 and "OK" in out, stderr
     assert "warning: public.shop.city: keys = \"private\" but [privacy] partition_fraction is 0" in stderr
-    path.write_text(text.replace("# partition_fraction = 0.1 ", "partition_fraction = 0.1 "))
+    path.write_text(text.replace("partition_fraction = 0.0 ", "partition_fraction = 0.1 "))
     code, _, stderr = main_in_process(capsys, "check-config", "--config", str(path))
     assert code == 0 and "warning" not in stderr, stderr

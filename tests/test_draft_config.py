@@ -50,17 +50,18 @@ def test_placeholder_draft_maps_every_type_and_fails_check_config(draft_db: str,
     text = draft(draft_db, TABLE)
     cols = tomllib.loads(text)["tables"][TABLE]["columns"]
     assert {k: v["type"] for k, v in cols.items()} == {
-        "id": "bigint", "qty": "int", "price": "numeric", "score": "float", "region": "text", "note": "text",
+        "id": "text", "qty": "int", "price": "numeric", "score": "float", "region": "text", "note": "text",
         "ordered": "date", "seen": "timestamptz", "local_ts": "timestamp", "paid": "boolean", "big": "bigint"}
     assert "token" not in cols and "# token: uuid has no proxy column type" in text
     assert cols["price"]["nullable"] and "nullable" not in cols["qty"]  # from NOT NULL, not from the data
+    assert cols["id"]["keys"] == "private" and "an identifier (by its name)" in text  # keys, not a measure
     assert "check-config refuses" in text
     path = tmp_path / "draft.toml"
     path.write_text(_config(draft_db, harness.free_port(), text))
     with pytest.raises(ConfigError) as err:
         load_config(path)
     flagged = {p.split(":")[0].split(".")[3] for p in err.value.problems}
-    assert flagged == set(cols) - {"paid"}, err.value.problems  # everything but the boolean needs a domain
+    assert flagged == set(cols) - {"paid", "id"}, err.value.problems  # all but the boolean and the id need a domain
 
 
 def test_from_data_draft_passes_check_config_and_answers(draft_db: str, tmp_path: Path, harness: Any,
@@ -75,7 +76,8 @@ def test_from_data_draft_passes_check_config_and_answers(draft_db: str, tmp_path
     assert cols["qty"] == {"type": "int", "min": 0, "max": 6}
     assert cols["region"]["values"] == ["East", "North", "West"]
     assert cols["note"] == {"type": "text", "keys": "private", "nullable": True}  # 3,000 values: no list
-    assert cols["big"]["type"] == "bigint" and cols["big"]["bins"] > 0  # too wide for one cell an integer
+    # "big" (g * 98765432, one value a row) is an identifier by its distinct values: keys, not a range
+    assert cols["big"] == {"type": "text", "keys": "private", "nullable": True} and "distinct values in" in done.out
     assert cols["seen"]["resolution"] == "hour" and cols["local_ts"]["resolution"] == "hour"
     port = harness.free_port()
     cfg = tmp_path / "config.toml"

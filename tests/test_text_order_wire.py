@@ -115,3 +115,15 @@ def test_order_by_and_greatest_follow_the_database_collation(people_proxy: Any) 
         assert got == order and order != sorted(order)
         ours = dict(conn.execute("SELECT greatest(name, 'b') AS g, count(*) FROM people GROUP BY 1").fetchall())
     assert set(ours) == set(greatest)
+
+
+def test_min_max_of_text_follow_the_database_collation(people_proxy: Any) -> None:
+    """MIN / MAX of a text column: the first / last declared value in the database's order whose count is
+    clearly above noise (every value here holds 50 rows or more, far beyond it)."""
+    with psycopg.connect(people_proxy.upstream_dsn) as direct:  # type: ignore[attr-defined]
+        exact = direct.execute("SELECT MIN(name), MAX(name) FROM people WHERE n < 5").fetchone()
+        in_c = direct.execute('SELECT MIN(name COLLATE "C"), MAX(name COLLATE "C") FROM people WHERE n < 5').fetchone()
+    assert exact != in_c
+    with psycopg.connect(people_proxy.dsn(), autocommit=True) as conn:
+        got = conn.execute("SELECT MIN(name), MAX(name) FROM people WHERE n < 5").fetchone()
+    assert got == exact

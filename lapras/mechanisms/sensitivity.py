@@ -164,6 +164,30 @@ def _single_cell(q: LinearQuery, sizes: Mapping[str, int]) -> bool:
                (a not in pinned and n == 1) for a, n in sizes.items())
 
 
+def _pointwise_bound(queries: Sequence[LinearQuery]) -> float | None:
+    """An upper bound of the statement's normalised L2 sensitivity, for when the exact computation is too
+    much work: sqrt(most queries at one point) when every query is one box pinning the attributes all of them
+    constrain to single cells (the groups of a GROUP BY over many columns, one point each): a row lies at
+    one point, so it reaches only that point's queries, each by at most its own sensitivity (1 once
+    normalised). None when the queries are not of that form (the general computation applies)."""
+    shared: set[str] | None = None
+    for q in queries:
+        if len(q.boxes) != 1:
+            return None
+        pinned = {a for a, rs in q.boxes[0] if len(rs) == 1 and rs[0][0] == rs[0][1]}
+        shared = pinned if shared is None else shared & pinned
+        if not shared:
+            return None
+    assert shared is not None
+    order = sorted(shared)
+    per_point: dict[tuple[int, ...], int] = {}
+    for q in queries:
+        box = dict(q.boxes[0])
+        point = tuple(box[a][0][0] for a in order)
+        per_point[point] = per_point.get(point, 0) + 1
+    return math.sqrt(max(per_point.values()))
+
+
 def _row_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None) -> float:
     queries = [q for q in queries if q.sensitivity > 0 and not q.is_zero]
     if not queries:
@@ -173,6 +197,9 @@ def _row_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_wor
     try:
         f = factor(table, queries, max_work)
     except TooMuchWork as e:
+        pointwise = _pointwise_bound(queries)  # a GROUP BY over many columns: bounded without the grid
+        if pointwise is not None:
+            return pointwise
         raise StatementTooComplex(
             "statement too complex: computing its sensitivity needs more work than the limit allows",
             detail=f"{len(queries)} linear queries: {e} (max_statement_work = {max_work})",

@@ -18,6 +18,8 @@ a statement with several faults gets the error PostgreSQL would give first):
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sqlglot import exp
 
 from .. import errors as E
@@ -74,6 +76,20 @@ def _check_private_keys(select: exp.Select, ctx: Context) -> None:
                                    "columns.", position=position_of(col))
 
 
+def _one_cell_keys(t: Template) -> bool:
+    """Every GROUP BY dimension is a plain public column whose keys are one cell each (so a released cell
+    combination is one group)."""
+    for d in t.groups:
+        if d.attrs or d.node is not None:
+            return False
+        a = t.table.attribute(d.attr)
+        if a is None or getattr(a.domain, "keys", "public") != "public" or a.domain.last_values() is not None:
+            return False
+        if any(len(r) != 1 or r[0][0] != r[0][1] for r in d.cells):
+            return False
+    return True
+
+
 def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
     """Run the passes over one parsed statement."""
     select = check_shape(inline_wrappers(inline_joins(tree, catalog, budget), catalog, budget))
@@ -89,6 +105,10 @@ def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
     t = Template(ctx.table, where, ctx.groups, ctx.aggs, outputs, clauses.having, clauses.order, clauses.limit,
                  clauses.offset, ctx.param_types, volatile=budget.now is not None)
     limit = budget.limits.max_groups
+    if t.n_groups > limit and _one_cell_keys(t):
+        # Too many combinations to list: the groups present are chosen by DP partition selection (as
+        # BigQuery does for every GROUP BY), charged like any selection; the aggregates run over them.
+        return replace(t, select_groups=True)
     if t.n_groups > limit:
         raise Refusal(E.PROGRAM_LIMIT_EXCEEDED,
                       f"GROUP BY {', '.join(t.group_attrs)} has {t.n_groups} groups in the public domain, "

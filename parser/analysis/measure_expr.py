@@ -97,8 +97,8 @@ def bound(e: S.Expr, ranges: dict[str, Iv], cells: dict[str, list[Any]]) -> Iv:
         if not leaves:
             vals = e.ev(S.Env(1))
         else:
-            (a,) = leaves
-            vals = e.ev(S.Env(len(cells[a]), {a: cells[a]}))
+            (col,) = leaves
+            vals = e.ev(S.Env(len(cells[col]), {col: cells[col]}))
         if e.oid not in S.NUMBER_OIDS | {S.UNKNOWN}:
             return Iv(0.0, 0.0, any(v is None for v in vals))  # a condition or text: only its nullness matters
         live = [_num(v) for v in vals if v is not None]

@@ -8,10 +8,12 @@ from decimal import Decimal
 
 from sqlglot import exp
 
+from .. import collation
 from .. import condition as C
 from .. import errors as E
 from .. import scalar as S
 from ..coltypes.temporal import TemporalType
+from ..coltypes.text import TextType
 from ..errors import Refusal
 from ..predicate import merge_ranges
 from ..quantile import Quantile, build_tree
@@ -58,8 +60,15 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
     temporal = isinstance(dom, TemporalType)
     if isinstance(dom, TemporalType) and kind == "cont":
         raise _no_interpolation(dom, label, col)
-    if not (temporal or (attr.domain.summable and attr.domain.ordered_keys)):
+    text = isinstance(dom, TextType) and dom.keys != "private"
+    if text and kind == "cont":
+        raise Refusal(E.UNDEFINED_FUNCTION, f"function {label.lower()}(text) does not exist" if label == "MEDIAN"
+                      else "function percentile_cont(numeric, text) does not exist", position=position_of(col),
+                      hint="Text has MIN, MAX and percentile_disc (in the database's collation).")
+    if not (temporal or text or (attr.domain.summable and attr.domain.ordered_keys)):
         raise unsupported(f"{label} of {attr.domain.type_name} attribute {attr.name}", col, hint=_HINT)
+    if isinstance(dom, TextType) and text:
+        return _text_statistic(attr.name, list(dom.values), kind, fraction, filt, name, ctx)
     n = attr.domain.base_size
     tree = build_tree(n)
     ctx.budget.tick(len(tree.nodes))
@@ -82,6 +91,28 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
     edges = getattr(attr.domain, "edges", ())  # a binned numeric measure: cells are bins, not values
     uppers = [float(e) for e in edges[1:]] if edges else None
     return Quantile(tree, slots, values, kind, fraction, oid, name, uppers, bounded=bounded)
+
+
+def _text_statistic(attr: str, values: list[str], kind: str, fraction: float, filt: C.Cond | None, name: str,
+                    ctx: Context) -> S.Expr:
+    """MIN / MAX / percentile_disc of a text attribute: the tree is over the declared values in the
+    database's collation (parser.collation; the values are public, so the database may sort them), each node
+    the union of the cells of its run of ranks."""
+    rank = collation.current().ranks(values)
+    perm = sorted(range(len(values)), key=lambda i: rank[values[i]])
+    n = len(values)
+    tree = build_tree(n)
+    ctx.budget.tick(len(tree.nodes))
+    slots = []
+    for i in range(len(tree.nodes)):
+        lo, hi = tree.node_cells(i)
+        inside = set(perm[lo:hi + 1])
+        cells = merge_ranges([(c, c) for c in sorted(inside)])
+        rest = merge_ranges([(c, c) for c in range(n) if c not in inside])
+        cond: C.Cond = C.Cells(attr, cells, rest)
+        slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
+    ordered: list[object] = [values[c] for c in perm]
+    return Quantile(tree, slots, [float(i) for i in range(n)], kind, fraction, S.TEXT, name, cells=(ordered, ordered))
 
 
 def _no_interpolation(domain: TemporalType, label: str, col: exp.Expr) -> Refusal:

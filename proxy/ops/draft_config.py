@@ -9,6 +9,7 @@ become public, so the command warns about it).
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -112,6 +113,11 @@ class _DataReader:
         row = self.conn.execute(q).fetchone()
         return (row[0], row[1]) if row else (None, None)
 
+    def distinct(self, col: str) -> tuple[int, int]:
+        q = sql.SQL("SELECT count(DISTINCT {c}), count({c}) FROM {t}").format(c=sql.Identifier(col), t=self.rel)
+        row = self.conn.execute(q).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
     def values(self, col: str) -> list[str] | None:
         q = sql.SQL("SELECT {c}::text FROM {t} WHERE {c} IS NOT NULL GROUP BY 1 ORDER BY 1 LIMIT %s").format(
             c=sql.Identifier(col), t=self.rel)
@@ -131,6 +137,10 @@ def _render(schema: str, table: str, columns: list[SourceColumn], data: _DataRea
                                 "table until every TODO is filled."))
     doc.add(tomlkit.comment("If one person has several rows, add privacy_unit = \"COLUMN\" and "
                             "max_rows_per_unit = K (README.md, \"Rows or people?\")."))
+    doc.add(tomlkit.comment("Keys that are not public (keys = \"private\", value lists under a filter) are "
+                            "released by DP partition selection"))
+    doc.add(tomlkit.comment("with [privacy] partition_fraction = 0.1 of each epoch's budget (the default; "
+                            "0 refuses them)."))
     body = tomlkit.table()
     body.add("schema", schema)
     cols = tomlkit.table()
@@ -155,7 +165,13 @@ def _column(col: SourceColumn, data: _DataReader | None) -> tuple[InlineTable | 
     spec = tomlkit.inline_table()
     t = col.type_name
     note = ""
-    if t in _INT:
+    why = _identifier(col, data) if t in _INT or t in _NUMERIC else None
+    if why is not None:
+        # An identifier (ZIP code, NPI number, customer id): its values are keys, not a measure to sum.
+        spec.update({"type": "text", "keys": "private"})
+        note = (f"an identifier ({why}): GROUP BY it through DP partition selection; declare a range "
+                "instead to sum it")
+    elif t in _INT:
         note = _int_spec(spec, col, data)
     elif t in _NUMERIC:
         spec["type"] = _NUMERIC[t]
@@ -183,6 +199,22 @@ def _column(col: SourceColumn, data: _DataReader | None) -> tuple[InlineTable | 
     if not col.not_null:
         spec["nullable"] = True
     return spec, note
+
+
+_ID_WORDS = frozenset({"id", "zip", "zipcode", "postal", "postcode", "npi", "sku", "upc", "ean", "isbn", "ssn",
+                       "fips", "duns", "ein", "uuid", "guid"})
+
+
+def _identifier(col: SourceColumn, data: _DataReader | None) -> str | None:
+    """Why a numeric column is an identifier (its name, or nearly one distinct value a row), or None."""
+    words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", col.name)
+    if any(w.lower() in _ID_WORDS for w in words) or col.name.lower().endswith(("_id", "_no", "_number")):
+        return "by its name"
+    if data is not None and col.type_name in _INT:
+        distinct, rows = data.distinct(col.name)
+        if rows >= 100 and distinct >= 0.99 * rows:  # (nearly) one value a row: a key, not an amount
+            return f"{distinct:,} distinct values in {rows:,} rows"
+    return None
 
 
 def _int_spec(spec: InlineTable, col: SourceColumn, data: _DataReader | None) -> str:

@@ -160,7 +160,7 @@ KEYS: tuple[Key, ...] = (
         "share of the epoch's budget (epsilon and delta) reserved for private regression",
         engine="regression_fraction",
         check=lambda v: None if 0 <= v < 1 else "must lie in [0, 1): the query stream needs some budget"),
-    Key("privacy", "partition_fraction", float, 0.0,
+    Key("privacy", "partition_fraction", float, 0.1,
         "share of the epoch's budget (epsilon and delta) for DP partition selection (value lists under a "
         "filter, GROUP BY a keys = \"private\" column); 0 refuses them", engine="partition_fraction",
         check=lambda v: None if 0 <= v < 1 else "must lie in [0, 1): the query stream needs some budget"),

@@ -95,3 +95,15 @@ def test_affine_forms_keep_their_shared_measurements() -> None:
     """a * x + b stays post-processing of SUM(x) and COUNT (one key with plain SUM(x))."""
     keys = {q.key for q in plan_query("SELECT SUM(2 * x + 1), SUM(x) FROM m", CAT).queries}
     assert keys == {"public.m|sum(x)|all", "public.m|count|all"}
+
+
+def test_group_by_a_binned_measure_is_one_group_a_bin(mdb: Any) -> None:
+    """GROUP BY f (bins of 10 over [0, 100]): one group a bin keyed by its lower edge, the last bin closed at
+    max, equal to PostgreSQL's grouping of the clamped values by bin."""
+    sql = "SELECT f, COUNT(*) AS n, SUM(x) AS s FROM m GROUP BY 1"
+    plan = plan_query(sql, CAT)
+    row = mdb.execute(answers_sql(TABLE, plan.queries)).fetchone()
+    ours = {float(r[0]): (r[1], float(r[2])) for r in plan.rows([float(v) for v in row])}
+    theirs = {float(k): (n, float(s)) for k, n, s in mdb.execute(
+        f"SELECT LEAST(floor(f / 10) * 10, 90), COUNT(*), SUM(x) FROM {CLAMPED} GROUP BY 1").fetchall()}
+    assert ours.keys() == {float(10 * i) for i in range(10)} and ours == theirs  # exact answers, no noise
