@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from parser.schema import Catalog
 from predictor.canonical import canonical_key
@@ -34,6 +34,32 @@ MIN_EPOCHS, MAX_EPOCHS = 14, 720
 NOT_ITEMS = frozenset({"repeat", "zero"})
 
 _PARAM = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)")
+
+
+class SpanLike(Protocol):
+    """An epoch of the history as the ledger gives it (``lapras.ledger.base.EpochSpan``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def started_at(self) -> float: ...
+    @property
+    def ended_at(self) -> float | None: ...
+
+
+class RecordLike(Protocol):
+    """A history row as the ledger gives it (``lapras.ledger.base.HistoryRow``)."""
+
+    @property
+    def epoch_id(self) -> int: ...
+    @property
+    def at(self) -> float: ...
+    @property
+    def sql(self) -> str: ...
+    @property
+    def params(self) -> Sequence[Any] | None: ...
+    @property
+    def outcome(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +113,7 @@ def inline_params(sql: str, params: Sequence[Any] | None) -> str:
     return _PARAM.sub(sub, sql)
 
 
-def history_epochs(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Catalog | None,
+def history_epochs(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalog | None,
                    epoch_seconds: float | None) -> tuple[Epochs, list[float]]:
     """The history as the predictor's epochs (bucket i = the i-th span, oldest first) and each span's
     length in hours."""
@@ -114,7 +140,7 @@ def history_epochs(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Cat
     return Epochs(origin, hours, buckets), lengths
 
 
-def learn(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Catalog | None, *,
+def learn(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalog | None, *,
           epoch_seconds: float | None, now: float, cost: CostModel | None = None,
           overlap: bool = True) -> PredictionSet | None:
     """P, S and rho for the epoch after the newest span, or None when the history holds no statement.
