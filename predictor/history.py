@@ -153,8 +153,12 @@ def learn(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalo
     epochs, _ = history_epochs(spans, rows, catalog, epoch_seconds)
     n = len(epochs.buckets)
     last = spans[-1]
-    partial = (last.ended_at is None and epoch_seconds is not None and now < last.started_at + epoch_seconds
-               and n >= 2)
+    # Prepared ahead of a timed boundary (the epoch preparer starts at 90% of the epoch): the newest epoch
+    # is still running. Earlier than that the epoch is being ended now (SELECT lapras.new_epoch()).
+    elapsed = now - last.started_at
+    running = (last.ended_at is None and epoch_seconds is not None
+               and 0.85 * epoch_seconds <= elapsed < epoch_seconds)
+    partial = running and n >= 2
     if n == 1:
         # One epoch of history says nothing yet about what recurs: predict all it asked (a dashboard opened
         # again tomorrow is the likely case, and the auto split sizes P's share by the expected hits) and
@@ -172,9 +176,8 @@ def learn(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalo
         if again:
             pset.queries = [q for q in pset.queries if q.canonical_key in again]
         items = len(epochs.buckets[0])
-        elapsed = now - last.started_at
-        if last.ended_at is None and epoch_seconds is not None and 0 < elapsed < epoch_seconds:
-            items = round(items * epoch_seconds / max(elapsed, epoch_seconds / 2))
+        if running and epoch_seconds is not None:
+            items = round(items * epoch_seconds / elapsed)
         pset.s_estimate = items
         if again:
             pset.rho_estimate = round(min(1.0, len(pset.queries) / items), 4) if items else 0.0

@@ -60,5 +60,5 @@ def test_s_of_a_running_epoch_comes_from_the_completed_ones() -> None:
     rows = [Recorded(i + 1, i * 3600 + k, f"SELECT count(*) FROM adult WHERE age BETWEEN {20 + k} AND 60", None, "bad")
             for i in range(4) for k in range(10)]
     rows += [Recorded(5, 4 * 3600 + k, f"SELECT count(*) FROM adult WHERE age BETWEEN {20 + k} AND 60", None, "bad") for k in range(3)]
-    ps = learn(spans, rows, CATALOG, epoch_seconds=3600.0, now=4 * 3600 + 3000.0)
+    ps = learn(spans, rows, CATALOG, epoch_seconds=3600.0, now=4 * 3600 + 3300.0)  # prepared ahead: 92% of the epoch gone
     assert ps is not None and ps.s_estimate == 10
