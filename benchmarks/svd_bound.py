@@ -18,6 +18,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -62,7 +63,8 @@ def main() -> int:
     print(f"{what}: P = {n_sql} statements -> {n_q} linear queries over {len(groups)} marginals; "
           f"release at mu = {cost.mu:.4f} ({args.mm_fraction:.0%} of the stream's mu^2)")
     print(f"{'marginal':<40} {'cells':>8} {'queries':>7} {'strategy':<26} {'RMSE':>9} {'SVD bound':>9} {'ratio':>6}")
-    rows, mse, bound_mse, covered = [], 0.0, 0.0, 0
+    rows: list[dict[str, Any]] = []
+    mse, bound_mse, covered = 0.0, 0.0, 0
     for i, g in enumerate(groups):
         rmse, low = rel.query_rmse(i)
         ratio = rmse / low if low else math.nan

@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from parser.schema import Catalog
 from predictor.canonical import canonical_key
@@ -34,6 +34,32 @@ MIN_EPOCHS, MAX_EPOCHS = 14, 720
 NOT_ITEMS = frozenset({"repeat", "zero"})
 
 _PARAM = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\$(\d+)")
+
+
+class SpanLike(Protocol):
+    """An epoch of the history as the ledger gives it (``lapras.ledger.base.EpochSpan``)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def started_at(self) -> float: ...
+    @property
+    def ended_at(self) -> float | None: ...
+
+
+class RecordLike(Protocol):
+    """A history row as the ledger gives it (``lapras.ledger.base.HistoryRow``)."""
+
+    @property
+    def epoch_id(self) -> int: ...
+    @property
+    def at(self) -> float: ...
+    @property
+    def sql(self) -> str: ...
+    @property
+    def params(self) -> Sequence[Any] | None: ...
+    @property
+    def outcome(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +113,7 @@ def inline_params(sql: str, params: Sequence[Any] | None) -> str:
     return _PARAM.sub(sub, sql)
 
 
-def history_epochs(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Catalog | None,
+def history_epochs(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalog | None,
                    epoch_seconds: float | None) -> tuple[Epochs, list[float]]:
     """The history as the predictor's epochs (bucket i = the i-th span, oldest first) and each span's
     length in hours."""
@@ -114,7 +140,7 @@ def history_epochs(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Cat
     return Epochs(origin, hours, buckets), lengths
 
 
-def learn(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Catalog | None, *,
+def learn(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalog | None, *,
           epoch_seconds: float | None, now: float, cost: CostModel | None = None,
           overlap: bool = True) -> PredictionSet | None:
     """P, S and rho for the epoch after the newest span, or None when the history holds no statement.
@@ -127,8 +153,12 @@ def learn(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Catalog | No
     epochs, _ = history_epochs(spans, rows, catalog, epoch_seconds)
     n = len(epochs.buckets)
     last = spans[-1]
-    partial = (last.ended_at is None and epoch_seconds is not None and now < last.started_at + epoch_seconds
-               and n >= 2)
+    # Prepared ahead of a timed boundary (the epoch preparer starts at 90% of the epoch): the newest epoch
+    # is still running. Earlier than that the epoch is being ended now (SELECT lapras.new_epoch()).
+    elapsed = now - last.started_at
+    running = (last.ended_at is None and epoch_seconds is not None
+               and 0.85 * epoch_seconds <= elapsed < epoch_seconds)
+    partial = running and n >= 2
     if n == 1:
         # One epoch of history says nothing yet about what recurs: predict all it asked (a dashboard opened
         # again tomorrow is the likely case, and the auto split sizes P's share by the expected hits) and
@@ -146,9 +176,8 @@ def learn(spans: Sequence[Span], rows: Sequence[Recorded], catalog: Catalog | No
         if again:
             pset.queries = [q for q in pset.queries if q.canonical_key in again]
         items = len(epochs.buckets[0])
-        elapsed = now - last.started_at
-        if last.ended_at is None and epoch_seconds is not None and 0 < elapsed < epoch_seconds:
-            items = round(items * epoch_seconds / max(elapsed, epoch_seconds / 2))
+        if running and epoch_seconds is not None:
+            items = round(items * epoch_seconds / elapsed)
         pset.s_estimate = items
         if again:
             pset.rho_estimate = round(min(1.0, len(pset.queries) / items), 4) if items else 0.0

@@ -102,6 +102,17 @@ class WorkloadModel:
                 if c is not None and x is not None:
                     self._column_values[c][x] += 1
         self.streams: list[Stream] = self._find_streams(max_gap)
+        # Values that move with a progression (a dashboard's sliding window, its panels in step): they are
+        # not edges other statements stopped at, so column_range leaves them out of "others".
+        self._moving: dict[str, Counter[float]] = defaultdict(Counter)
+        for stream in self.streams:
+            for i, (col, kind, r) in enumerate(zip(stream.columns, stream.kinds, stream.rate, strict=True)):
+                if col is None or r == 0:
+                    continue
+                for _, values in stream.nodes:
+                    x = numeric(values[i], kind)
+                    if x is not None:
+                        self._moving[col][x] += 1
         self._in_stream: set[tuple[str, tuple]] = {(s.template, v) for s in self.streams for _, v in s.nodes}
         self.new_volume = self._new_volume()
 
@@ -181,7 +192,9 @@ class WorkloadModel:
         if column is None or column not in self._column_values:
             return None
         allv = self._column_values[column]
-        others = {x: c - own.get(x, 0) for x, c in allv.items() if c > own.get(x, 0)}
+        moving = self._moving.get(column, Counter())
+        others = {x: c - max(own.get(x, 0), moving.get(x, 0)) for x, c in allv.items()
+                  if c > max(own.get(x, 0), moving.get(x, 0))}
         return (
             min(allv),
             max(allv),

@@ -93,3 +93,29 @@ def test_history_is_not_readable_by_analysts_or_other_roles(proxy_factory) -> No
             up.execute("RESET ROLE")
             up.execute("REVOKE ALL ON SCHEMA lapras FROM history_snoop")
             up.execute("DROP ROLE history_snoop")
+
+
+def test_a_dashboard_moving_one_step_per_epoch_is_predicted_from_its_progression(proxy_factory) -> None:
+    """Panels whose range moves by one each epoch (a sliding window): from a few epochs of history the
+    predictor extrapolates the next epoch's panels, which are then answered from P (with three epochs the
+    progression is found but its score is low and the auto split gives a two-statement P no share)."""
+    px = proxy_factory(epsilon=1.0, delta=1e-3, stream_length=50)
+
+    def panels(d: int) -> list[str]:
+        return [f"SELECT COUNT(*) FROM adult WHERE age BETWEEN {30 + d} AND {39 + d}",
+                f"SELECT sex, COUNT(*) FROM adult WHERE hours_per_week BETWEEN {20 + d} AND {45 + d} GROUP BY sex"]
+
+    notices: list[str] = []
+    with psycopg.connect(px.dsn(), autocommit=True) as conn, \
+            psycopg.connect(px.dsn(user="dba", password="dbapass"), autocommit=True) as dba:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET lapras.show_stderr = on")
+        for d in range(6):
+            if d:
+                dba.execute("SELECT lapras.new_epoch()")
+            seen = []
+            for sql in panels(d):
+                notices.clear()
+                conn.execute(sql).fetchall()
+                seen.append(next(n for n in notices if n.startswith("lapras: outcome=")))
+        assert all("answered from P" in n for n in seen), seen
