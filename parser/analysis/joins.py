@@ -15,16 +15,14 @@ read from a dimension but its public rows.
 
 Refused (0A000, before anything is measured): a join on a non-unique dimension key (1:N), a join of a
 protected table with itself or with another protected table, a condition that is not one equality of a
-fact (or joined dimension) column and the dimension's key, RIGHT / FULL / CROSS joins, ``*`` in a join's
-target list (it would read fact rows), a public table that is not a base table upstream (a view could
-read a protected table).
+fact (or joined dimension) column and the dimension's key, RIGHT / FULL / CROSS joins, ``*`` in the
+target list of a join that is the statement itself (it would read fact rows; in a FROM subquery, a BI
+tool's dataset, ``*`` stands for the fact's attributes and the dimensions' columns, and the statement
+around it aggregates them or is refused as a row read), a public table that is not a base table upstream
+(a view could read a protected table).
 """
 
 from __future__ import annotations
-
-import datetime
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 from sqlglot import exp
 
@@ -35,50 +33,25 @@ from ..limits import Budget
 from ..public import PublicTable
 from ..schema import Catalog, TableSchema
 from ..syntax import position_of
+from .dimensions import (
+    Dim,
+    Source,
+    column_index,
+    dimension_value,
+    fact_column,
+    inner_filter,
+    key_text,
+    qualifiers,
+)
 from .nodes import ident, strip_paren
 
 JOIN_HINT = ("A protected table may join public tables declared in config.toml ([public_tables.NAME]) on "
              "one equality of its key column with the public table's unique key, e.g. FROM orders o "
              "LEFT JOIN products p ON o.product_id = p.id; INNER and LEFT joins only.")
 
-_INT_TYPES = ("smallint", "integer", "bigint")
-_NUM_TYPES = ("numeric", "real", "double precision")
-_TEXT_TYPES = ("text", "character varying", "character", "varchar", "char", "name", "citext")
 
-
-def _refuse(msg: str, node: exp.Expr | None, hint: str = JOIN_HINT) -> Refusal:
+def refuse(msg: str, node: exp.Expr | None, hint: str = JOIN_HINT) -> Refusal:
     return Refusal(E.FEATURE_NOT_SUPPORTED, msg, hint=hint, position=position_of(node) if node is not None else None)
-
-
-@dataclass
-class _Source:
-    """One FROM item: its table, the name that qualifies its columns, and its schema."""
-
-    name: str
-    schema: str | None
-    alias: str | None
-    node: exp.Table
-
-    @property
-    def refname(self) -> str:
-        return self.alias if self.alias is not None else self.name
-
-    def qualifies(self, quals: Sequence[str], schema: str) -> bool:
-        """Whether a column qualified by ``quals`` (db, table) names this source (PostgreSQL's rules)."""
-        if not quals or quals[-1] != self.refname:
-            return False
-        return len(quals) == 1 or (self.alias is None and len(quals) == 2 and quals[0] == schema)
-
-
-@dataclass
-class _Dim:
-    """A joined public table: for every value of the fact's key column (as text), its row or None."""
-
-    table: PublicTable
-    source: _Source
-    root: str
-    """The fact attribute whose values select this dimension's row."""
-    rows: dict[str | None, tuple[str | None, ...] | None] = field(default_factory=dict)
 
 
 def inline_joins(tree: exp.Expr, catalog: Catalog, budget: Budget) -> exp.Expr:
@@ -92,15 +65,15 @@ def inline_joins(tree: exp.Expr, catalog: Catalog, budget: Budget) -> exp.Expr:
     return tree
 
 
-def _source(node: exp.Expr) -> _Source:
+def _source(node: exp.Expr) -> Source:
     if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
-        raise _refuse(f"JOIN of a {type(node).__name__.lower()} is not supported on protected tables", node)
+        raise refuse(f"JOIN of a {type(node).__name__.lower()} is not supported on protected tables", node)
     if node.args.get("sample") is not None:
-        raise _refuse("TABLESAMPLE is not supported on protected tables", node)
+        raise refuse("TABLESAMPLE is not supported on protected tables", node)
     alias = node.args.get("alias")
     if alias is not None and alias.args.get("columns"):
-        raise _refuse("column aliases on a joined table are not supported", node)
-    return _Source(ident(node.this), ident(node.args["db"]) if node.args.get("db") is not None else None,
+        raise refuse("column aliases on a joined table are not supported", node)
+    return Source(ident(node.this), ident(node.args["db"]) if node.args.get("db") is not None else None,
                    ident(alias.this) if alias is not None and alias.this is not None else None, node)
 
 
@@ -122,48 +95,52 @@ def _rewrite(sel: exp.Select, catalog: Catalog) -> None:
         a, b = protected[0][1], protected[1][1]
         assert a is not None and b is not None
         if (a.name, a.schema) == (b.name, b.schema):
-            raise _refuse(f"a join of protected table {display_ident(a.name)} with itself is not supported: it "
+            raise refuse(f"a join of protected table {display_ident(a.name)} with itself is not supported: it "
                           "would pair one person's rows with each other and multiply their contribution",
                           protected[1][0].node)
-        raise _refuse(f"a join of two protected tables ({display_ident(a.name)}, {display_ident(b.name)}) is not "
+        raise refuse(f"a join of two protected tables ({display_ident(a.name)}, {display_ident(b.name)}) is not "
                       "supported", protected[1][0].node,
                       hint="Join a protected table only with public tables (dimensions). " + JOIN_HINT)
     fact_src, fact = protected[0]
     assert fact is not None
     if fact_src is not first:
-        raise _refuse(f"protected table {display_ident(fact.name)} must come first in FROM, its public tables "
+        raise refuse(f"protected table {display_ident(fact.name)} must come first in FROM, its public tables "
                       "joined to it", fact_src.node)
-    _check_star(sel, fact)
-    dims: list[_Dim] = []
+    wrapped = _is_wrapped(sel)
+    if not wrapped:
+        _check_star(sel, fact)
+    dims: list[Dim] = []
     filters: list[exp.Expr | None] = []
     for j in joins:
         kind = (j.args.get("kind") or "").upper()
         side = (j.args.get("side") or "").upper()
         if side in ("RIGHT", "FULL") or kind in ("CROSS", "OUTER", "SEMI", "ANTI") or j.args.get("method"):
             what = side or kind or (j.args.get("method") or "").upper()
-            raise _refuse(f"{what} JOIN is not supported on protected tables", j)
+            raise refuse(f"{what} JOIN is not supported on protected tables", j)
         if j.args.get("using"):
-            raise _refuse("JOIN ... USING is not supported on protected tables", j,
+            raise refuse("JOIN ... USING is not supported on protected tables", j,
                           hint="Write the condition with ON. " + JOIN_HINT)
         on = j.args.get("on")
         if on is None:
-            raise _refuse("a join without an ON condition (a cross join) is not supported on protected tables", j)
+            raise refuse("a join without an ON condition (a cross join) is not supported on protected tables", j)
         src = _source(j.this)
         pub = catalog.public_table(src.name, src.schema)
         if pub is None:
             full = f"{src.schema}.{src.name}" if src.schema else src.name
-            raise _refuse(f"JOIN with {full}, which is not declared public, is not supported on protected tables",
+            raise refuse(f"JOIN with {full}, which is not declared public, is not supported on protected tables",
                           j.this, hint="A protected table may join only tables declared public in config.toml "
                                        "([public_tables.NAME]). " + JOIN_HINT)
         if pub.problem is not None or not pub.loaded:
-            raise _refuse(f"public table {display_ident(pub.name)} cannot be joined: "
+            raise refuse(f"public table {display_ident(pub.name)} cannot be joined: "
                           f"{pub.problem or 'it has not been read from the database'}", j.this)
         if any(d.source.refname == src.refname for d in dims) or src.refname == fact_src.refname:
             raise Refusal("42712", f'table name "{src.refname}" specified more than once', position=position_of(j.this))
         dim = _join(fact, fact_src, dims, pub, src, on)
         if side != "LEFT":
-            filters.append(_inner_filter(fact, fact_src, dim, j))
+            filters.append(inner_filter(fact, fact_src, dim, j))
         dims.append(dim)
+    if wrapped:
+        _expand_stars(sel, fact, fact_src, dims)
     _substitute(sel, fact, fact_src, dims)
     sel.set("joins", None)
     for f in filters:
@@ -172,101 +149,111 @@ def _rewrite(sel: exp.Select, catalog: Catalog) -> None:
             sel.set("where", exp.Where(this=f if where is None else exp.and_(exp.Paren(this=where.this), f)))
 
 
+def _is_wrapped(sel: exp.Select) -> bool:
+    """Whether ``sel`` is a FROM subquery of another statement (a BI tool's dataset: Superset's
+    ``FROM (SELECT * FROM orders o JOIN products p ...) AS virtual_table``), whose rows only the statement
+    around it reads (and aggregates, or is refused as a row read)."""
+    sub = sel.parent
+    return isinstance(sub, exp.Subquery) and isinstance(sub.parent, exp.From | exp.Join)
+
+
+def _expand_stars(sel: exp.Select, fact: TableSchema, fact_src: Source, dims: list[Dim]) -> None:
+    """``*`` and ``t.*`` in a wrapped join: the fact's declared attributes and the dimensions' columns
+    (each already a function of the fact's key), named as PostgreSQL names them."""
+    out: list[exp.Expr] = []
+    for item in sel.expressions:
+        star = isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star))
+        if not star:
+            out.append(item)
+            continue
+        quals = qualifiers(item) if isinstance(item, exp.Column) else []
+        if not quals or fact_src.qualifies(quals, fact.schema):
+            out += [exp.alias_(fact_column(fact_src, a.name), exp.to_identifier(a.name, quoted=True))
+                    for a in fact.attributes]
+        for d in dims:
+            if quals and not d.source.qualifies(quals, d.table.schema):
+                continue
+            for c in d.table.columns:
+                ref = exp.Column(this=exp.to_identifier(c.name, quoted=True))
+                out.append(exp.alias_(dimension_value(fact, fact_src, d, ref, c.name),
+                                      exp.to_identifier(c.name, quoted=True)))
+        if quals and not fact_src.qualifies(quals, fact.schema) and not any(
+                d.source.qualifies(quals, d.table.schema) for d in dims):
+            raise Refusal(E.UNDEFINED_TABLE, f'missing FROM-clause entry for table "{quals[-1]}"',
+                          position=position_of(item))
+    sel.set("expressions", out)
+
+
 def _check_star(sel: exp.Select, fact: TableSchema) -> None:
     for item in sel.expressions:
         star = isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star))
         if star:
-            raise _refuse(f"* in the target list of a join with protected table {display_ident(fact.name)} is not "
+            raise refuse(f"* in the target list of a join with protected table {display_ident(fact.name)} is not "
                           "supported: it would read its rows", item,
                           hint="Name the columns, and aggregate the protected table's (COUNT, SUM, AVG ... "
                                "GROUP BY dimension columns).")
 
 
-def _quals(col: exp.Column) -> list[str]:
-    return [ident(p) for p in (col.args.get("catalog"), col.args.get("db"), col.args.get("table")) if p is not None]
-
-
-def _join(fact: TableSchema, fact_src: _Source, dims: list[_Dim], pub: PublicTable, src: _Source,
-          on: exp.Expr) -> _Dim:
+def _join(fact: TableSchema, fact_src: Source, dims: list[Dim], pub: PublicTable, src: Source,
+          on: exp.Expr) -> Dim:
     cond = strip_paren(on)
     if not isinstance(cond, exp.EQ):
-        raise _refuse("a join condition other than one equality of a key with the public table's unique key "
+        raise refuse("a join condition other than one equality of a key with the public table's unique key "
                       "is not supported on protected tables", on)
     left, right = strip_paren(cond.this), strip_paren(cond.expression)
     if not isinstance(left, exp.Column) or not isinstance(right, exp.Column):
-        raise _refuse("a join condition must compare two columns (the fact's key and the public table's key)", on)
+        raise refuse("a join condition must compare two columns (the fact's key and the public table's key)", on)
     if _belongs(right, src, pub) and not _belongs(left, src, pub):
         left, right = right, left
     if not _belongs(left, src, pub) or _belongs(right, src, pub):
-        raise _refuse(f"the join condition must compare a column of {display_ident(pub.name)} with a column of "
+        raise refuse(f"the join condition must compare a column of {display_ident(pub.name)} with a column of "
                       "the tables joined before it", on)
     key = ident(left.this)
     if pub.column(key) is None:
         raise Refusal(E.UNDEFINED_COLUMN, f"column {src.refname}.{key} does not exist", position=position_of(left))
     if key not in pub.unique:
-        raise _refuse(f"the join key {display_ident(pub.name)}.{display_ident(key)} is not unique upstream (no "
+        raise refuse(f"the join key {display_ident(pub.name)}.{display_ident(key)} is not unique upstream (no "
                       "primary key or unique constraint on it): one fact row could match several rows (a 1:N "
                       "join), multiplying its contribution", on,
                       hint=f"Declare a PRIMARY KEY or UNIQUE constraint on {pub.qualified_name}({key}) "
                            "upstream, or join on a column that has one.")
     by_key = {row[pub.index(key)]: row for row in pub.rows}
     other = _resolve(right, fact, fact_src, dims)
-    if isinstance(other, _Dim):
-        i = _column_index(other, right)
+    if isinstance(other, Dim):
+        i = column_index(other, right)
         rows = {k: (by_key.get(r[i]) if r is not None else None) for k, r in other.rows.items()}
-        return _Dim(pub, src, other.root, rows)
+        return Dim(pub, src, other.root, rows)
     attr = fact.attribute(other)
     if attr is None:
         if other == fact.privacy_unit:
-            raise _refuse("a join on the privacy unit is not supported: it is not a public column", right)
+            raise refuse("a join on the privacy unit is not supported: it is not a public column", right)
         raise Refusal(E.UNDEFINED_COLUMN, f"column {fact_src.refname}.{other} does not exist",
                       position=position_of(right),
                       hint=f"Protected table {display_ident(fact.name)} exposes its declared attributes: "
                            + ", ".join(display_ident(a.name) for a in fact.attributes) + ".")
     d = attr.domain
     if d.measure or d.last_values() is not None:
-        raise _refuse(f"{display_ident(attr.name)} holds several values per cell ({d.coarseness()}): it cannot be "
+        raise refuse(f"{display_ident(attr.name)} holds several values per cell ({d.coarseness()}): it cannot be "
                       "a join key", right, hint="Join on a column declared with one cell per value (integers, "
                                                 "a text list, days). " + JOIN_HINT)
     rows = {}
     for v in d.cell_values:
-        k = _key_text(v, right)
+        k = key_text(v, right)
         rows[k] = by_key.get(k) if k is not None else None
-    return _Dim(pub, src, attr.name, rows)
+    return Dim(pub, src, attr.name, rows)
 
 
-def _key_text(v: object, node: exp.Expr) -> str | None:
-    """A fact domain value as PostgreSQL prints it (what the public table's text rows hold)."""
-    if v is None:
-        return None
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | str):
-        return str(v)
-    if isinstance(v, datetime.date) and not isinstance(v, datetime.datetime):
-        return v.isoformat()
-    raise _refuse(f"a join key of type {type(v).__name__} is not supported", node)
-
-
-def _belongs(col: exp.Column, src: _Source, pub: PublicTable) -> bool:
-    quals = _quals(col)
+def _belongs(col: exp.Column, src: Source, pub: PublicTable) -> bool:
+    quals = qualifiers(col)
     if quals:
         return src.qualifies(quals, pub.schema)
     return pub.column(ident(col.this)) is not None
 
 
-def _column_index(dim: _Dim, col: exp.Column) -> int:
-    name = ident(col.this)
-    if dim.table.column(name) is None:
-        raise Refusal(E.UNDEFINED_COLUMN, f"column {dim.source.refname}.{name} does not exist",
-                      position=position_of(col))
-    return dim.table.index(name)
-
-
-def _resolve(col: exp.Column, fact: TableSchema, fact_src: _Source, dims: list[_Dim]) -> _Dim | str:
+def _resolve(col: exp.Column, fact: TableSchema, fact_src: Source, dims: list[Dim]) -> Dim | str:
     """The dimension a column reference names, or the fact column's name (PostgreSQL's resolution)."""
     name = ident(col.this)
-    quals = _quals(col)
+    quals = qualifiers(col)
     if quals:
         for d in dims:
             if d.source.qualifies(quals, d.table.schema):
@@ -275,83 +262,12 @@ def _resolve(col: exp.Column, fact: TableSchema, fact_src: _Source, dims: list[_
             return name
         raise Refusal(E.UNDEFINED_TABLE, f'missing FROM-clause entry for table "{quals[-1]}"',
                       position=position_of(col))
-    hits: list[_Dim | str] = [d for d in dims if d.table.column(name) is not None]
+    hits: list[Dim | str] = [d for d in dims if d.table.column(name) is not None]
     if fact.attribute(name) is not None or name == fact.privacy_unit:
         hits.append(name)
     if len(hits) > 1:
         raise Refusal(E.AMBIGUOUS_COLUMN, f'column reference "{name}" is ambiguous', position=position_of(col))
     return hits[0] if hits else name
-
-
-def _fact_column(fact_src: _Source, attr: str) -> exp.Column:
-    table = exp.to_identifier(fact_src.refname, quoted=True)
-    col = exp.Column(this=exp.to_identifier(attr, quoted=True), table=table)
-    if fact_src.alias is None and fact_src.schema is not None:
-        col.set("db", exp.to_identifier(fact_src.schema, quoted=True))
-    return col
-
-
-def _fact_literal(key: str, fact: TableSchema, attr: str) -> exp.Expr:
-    d = fact.attribute(attr)
-    assert d is not None
-    sample = next((v for v in d.domain.cell_values if v is not None), None)
-    if isinstance(sample, int) and not isinstance(sample, bool):
-        return exp.Literal.number(key)
-    if isinstance(sample, bool):
-        return exp.Boolean(this=key == "true")
-    return exp.Literal.string(key)
-
-
-def _in_keys(fact: TableSchema, fact_src: _Source, attr: str, keys: list[str]) -> exp.Expr:
-    col = _fact_column(fact_src, attr)
-    if not keys:
-        return exp.false()
-    return exp.In(this=col, expressions=[_fact_literal(k, fact, attr) for k in keys])
-
-
-def _inner_filter(fact: TableSchema, fact_src: _Source, dim: _Dim, node: exp.Expr) -> exp.Expr | None:
-    """The fact rows an INNER join keeps: those whose key has a dimension row (None: every row)."""
-    matched = [k for k, r in dim.rows.items() if k is not None and r is not None]
-    if len(matched) == len(dim.rows):
-        return None  # every cell matches and none is NULL
-    return _in_keys(fact, fact_src, dim.root, matched)
-
-
-def _value_literal(text: str, typ: str, node: exp.Expr) -> exp.Expr:
-    base = typ.split("(")[0].strip()
-    if base in _INT_TYPES or base in _NUM_TYPES:
-        return exp.Literal.number(text)
-    if base in _TEXT_TYPES:
-        return exp.Literal.string(text)
-    if base == "boolean":
-        return exp.Boolean(this=text == "true")
-    if base == "date":
-        return exp.Cast(this=exp.Literal.string(text), to=exp.DataType.build("date"))
-    raise _refuse(f"a public column of type {typ} is not supported in a join", node)
-
-
-def _null_of(typ: str) -> exp.Expr:
-    base = typ.split("(")[0].strip()
-    name = {"integer": "int", "smallint": "int", "bigint": "bigint", "double precision": "float",
-            "real": "float", "boolean": "boolean", "date": "date"}.get(base, "numeric" if base == "numeric" else "text")
-    return exp.Cast(this=exp.Null(), to=exp.DataType.build(name))
-
-
-def _dimension_value(fact: TableSchema, fact_src: _Source, dim: _Dim, col: exp.Column) -> exp.Expr:
-    """``CASE WHEN <fact key> IN (...) THEN <value> ... END``: the column as a function of the fact's key."""
-    i = _column_index(dim, col)
-    typ = dim.table.columns[i].type
-    groups: dict[str, list[str]] = {}
-    for k, row in dim.rows.items():
-        v = row[i] if row is not None else None
-        if k is None or v is None:
-            continue
-        groups.setdefault(v, []).append(k)
-    if not groups:
-        return _null_of(typ)
-    ifs = [exp.If(this=_in_keys(fact, fact_src, dim.root, keys), true=_value_literal(v, typ, col))
-           for v, keys in groups.items()]
-    return exp.Paren(this=exp.Case(ifs=ifs))
 
 
 def _in_nested(col: exp.Expr, sel: exp.Select) -> bool:
@@ -363,12 +279,12 @@ def _in_nested(col: exp.Expr, sel: exp.Select) -> bool:
     return False
 
 
-def _substitute(sel: exp.Select, fact: TableSchema, fact_src: _Source, dims: list[_Dim]) -> None:
+def _substitute(sel: exp.Select, fact: TableSchema, fact_src: Source, dims: list[Dim]) -> None:
     """Replace each reference to a dimension column by its value as a function of the fact's key."""
     items = sel.expressions
     for i, item in enumerate(items):
         if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
-            if isinstance(_resolve(item, fact, fact_src, dims), _Dim):
+            if isinstance(_resolve(item, fact, fact_src, dims), Dim):
                 # The output keeps the column's name, as PostgreSQL names it.
                 items[i] = exp.alias_(item, exp.to_identifier(ident(item.this), quoted=True), copy=False)
     sel.set("expressions", items)  # sets the new items' parents
@@ -378,8 +294,8 @@ def _substitute(sel: exp.Select, fact: TableSchema, fact_src: _Source, dims: lis
         if col.find_ancestor(exp.Join) is not None:
             continue  # the ON conditions go with the joins
         target = _resolve(col, fact, fact_src, dims)
-        if isinstance(target, _Dim):
-            col.replace(_dimension_value(fact, fact_src, target, col))
-        elif _quals(col) and not fact_src.qualifies(_quals(col), fact.schema):
-            raise Refusal(E.UNDEFINED_TABLE, f'missing FROM-clause entry for table "{_quals(col)[-1]}"',
+        if isinstance(target, Dim):
+            col.replace(dimension_value(fact, fact_src, target, col))
+        elif qualifiers(col) and not fact_src.qualifies(qualifiers(col), fact.schema):
+            raise Refusal(E.UNDEFINED_TABLE, f'missing FROM-clause entry for table "{qualifiers(col)[-1]}"',
                           position=position_of(col))

@@ -137,3 +137,18 @@ def test_a_public_table_that_is_not_a_base_table_cannot_be_joined():
 def test_a_table_not_declared_public_cannot_be_joined():
     r = refusal("SELECT COUNT(*) FROM orders o JOIN secrets s ON o.product_id = s.id")
     assert r.sqlstate == "0A000" and "not declared public" in str(r)
+
+
+def test_a_wrapped_join_may_select_star_and_the_rows_stay_unreadable():
+    # Superset's virtual dataset written as SELECT * over the join: the wrapper aggregates it.
+    flat = keys("SELECT p.category, COUNT(*), SUM(o.quantity) FROM orders o JOIN products p ON o.product_id = p.id "
+                "GROUP BY 1")
+    assert keys("SELECT category, count(*), sum(quantity) FROM (SELECT * FROM orders o JOIN products p "
+                "ON o.product_id = p.id) AS virtual_table GROUP BY category") == flat
+    assert keys("SELECT category, count(*), sum(quantity) FROM (SELECT o.*, p.category FROM orders o JOIN products p "
+                "ON o.product_id = p.id) AS virtual_table GROUP BY category") == flat
+    probe = plan_query("SELECT * FROM (SELECT * FROM orders o JOIN products p ON o.product_id = p.id) AS v LIMIT 1",
+                       CATALOG)
+    assert [c.name for c in probe.columns] == ["product_id", "quantity", "store", "id", "category", "unit_price",
+                                               "category_id"] and not probe.queries
+    assert refusal("SELECT * FROM (SELECT * FROM orders o JOIN products p ON o.product_id = p.id) AS v").sqlstate == "42501"
