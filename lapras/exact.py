@@ -8,8 +8,9 @@ bounded to k. ``bounding = "statement"`` (the default): among the rows the state
 filter, ``parser.sql.bounding_filter``, then the window, ``parser.bounding.statement_rows``), or, for a
 statement reading every row, from the epoch's materialisation (the same rows); ``"epoch"``: always from
 the epoch's materialisation (``lapras.bounded``) once the engine has told the source its epoch
-(``new_epoch``), else through the window over all rows (``"live"``: always that window). Marginals read
-by ``marginal`` (the matrix mechanism's release) are always bounded over all rows (docs/bounding.md).
+(``new_epoch``), else through the window over all rows (``"live"``: always that window). The matrix
+mechanism's release reads each marginal through ``release_table`` (under ``"statement"``: each unit's k rows
+among the cells P reads in it), per-group bounds come from ``group_bounds`` (docs/bounding.md).
 """
 
 from __future__ import annotations
