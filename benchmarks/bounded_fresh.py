@@ -4,7 +4,7 @@ after the per-epoch materialisation of the bounded rows (issue 14), side by side
 A dev cluster (``--shards 0``: one PostgreSQL; or N shards behind a postgres_fdw coordinator) holding
 `events` with R rows, declared with ``privacy_unit = "user_id"`` and ``max_rows_per_unit = K``; two real
 ``lapras-proxy serve`` processes on it sharing one ledger: one with ``[lapras] bounding = "live"`` (the
-per-unit window in every fresh statement, as before), one with ``bounding = "epoch"`` (the default now:
+per-unit window in every fresh statement, as before), one with ``bounding = "epoch"`` (the default until issue 23:
 the bounded rows materialised once per epoch). Per statement, each a new constant (so every answer is a
 fresh release), in turn:
 

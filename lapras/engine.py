@@ -17,7 +17,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import NoReturn, Protocol
 
@@ -57,6 +57,7 @@ from lapras.settings import EngineSettings
 from lapras.strategy import ProductQuery
 from lapras.strategy.cache import StrategyCache
 from lapras.svd_bound import svd_bound
+from parser.bounding import clamped, clamped_sensitivity
 from parser.linear import LinearQuery
 from parser.partition import has_selected_keys
 from parser.schema import Catalog, TableSchema, listed_values, with_value_lists
@@ -524,8 +525,11 @@ class Engine:
         queries = list(plan.queries)
         todo = [i for i, q in enumerate(queries) if not q.is_zero and q.key not in self._cache]
         # Bounded work before the lock: a statement too large is refused here, before any exact work.
-        norm = self.unit_norm(table, [queries[i] for i in todo])
-        sens_todo = statement_sensitivity(table, [queries[i] for i in todo], self.settings.max_statement_work, norm)
+        # (Clamped SUMs carry their noise scale as their sensitivity from here on; keys are unchanged.)
+        effective, sensitivity = self.calibration(table, [queries[i] for i in todo])
+        for i, q in zip(todo, effective, strict=True):
+            queries[i] = q
+        sens_todo = sensitivity(effective, self.settings.max_statement_work)
         free, free_var = self._free_estimates(table, [queries[i] for i in todo], mm)
         if ep.id in self._stopped and not np.isfinite(free_var).all():
             # The stream stopped for good: a query with neither a stored answer (another process may have
@@ -565,7 +569,7 @@ class Engine:
                     return sens_todo
                 # A subset of the statement (bounded by the statement's own work, already checked), over
                 # the same bounded rows: each query still in its group's block.
-                return statement_sensitivity(table, _pick(sub, mask), unit_norm=norm)
+                return sensitivity(_pick(sub, mask), None)
 
             d = policy.decide(tx.epoch.state, predicted=predicted, free_var=fvar / scale**2,
                               sensitivity_of=sensitivity_of)
@@ -637,16 +641,32 @@ class Engine:
         if self.history is not None and ep is not None:
             self.history.record(ep.id, sql, params, outcome)
 
-    def unit_norm(self, table: TableSchema, queries: Sequence[LinearQuery]) -> float | None:
-        """The largest norm of one unit's rows-per-cell vector in the exact answers of ``queries`` when the
-        exact source bounds them per group (``group_bounds``: c rows per group, g groups, k in all;
-        ``group_bound_norm``), else None (k). Use with ``statement_sensitivity`` wherever a statement's
-        noise is stated (EXPLAIN): the exact answers and this come from the same statement_groups."""
+    def calibration(self, table: TableSchema, queries: Sequence[LinearQuery]) -> tuple[
+            list[LinearQuery], Callable[[Sequence[LinearQuery], int | None], float]]:
+        """The queries as their noise is scaled, and the sensitivity of any subset of them (with a work
+        limit), for the exact answers ``self.exact`` gives them: with per-group bounds (the source's
+        ``group_bounds``: c rows per group, g groups, k in all) the unclamped queries' sensitivity is their
+        largest column norm times ``group_bound_norm``, and each SUM clamped per group
+        (``max_sum_per_group``) is scaled by what one unit can add to it (``clamped_sensitivity``) and adds
+        1 per clamped query of a group to the squared sensitivity, in at most min(g, k, groups) groups;
+        else the queries as they are and the k bound. Use it wherever a statement's noise is stated (EXPLAIN):
+        the exact answers and this come from the same ``statement_groups``."""
         bounds = getattr(self.exact, "group_bounds", None)
         groups = bounds(table, queries) if bounds is not None else None
         if groups is None:
-            return None
-        return group_bound_norm(table.unit_rows, table.group_rows, table.unit_cells, groups.count)
+            return list(queries), lambda qs, work: statement_sensitivity(table, qs, work)
+        norm = group_bound_norm(table.unit_rows, table.group_rows, table.unit_cells, groups.count)
+        effective = [replace(q, sensitivity=clamped_sensitivity(table, q)) if clamped(table, q) else q for q in queries]
+        live_groups = min(table.unit_cells, table.unit_rows, groups.count)
+
+        def sensitivity(qs: Sequence[LinearQuery], work: int | None) -> float:
+            plain = [q for q in qs if not clamped(table, q)]
+            rows = statement_sensitivity(table, plain, work, norm) if plain else 0.0
+            if len(plain) == len(qs):
+                return rows
+            return math.sqrt(rows**2 + groups.per_group * live_groups)
+
+        return effective, sensitivity
 
     @staticmethod
     def _refuse(epoch_id: int, position: int) -> NoReturn:

@@ -8,8 +8,9 @@ bounded to k. ``bounding = "statement"`` (the default): among the rows the state
 filter, ``parser.sql.bounding_filter``, then the window, ``parser.bounding.statement_rows``), or, for a
 statement reading every row, from the epoch's materialisation (the same rows); ``"epoch"``: always from
 the epoch's materialisation (``lapras.bounded``) once the engine has told the source its epoch
-(``new_epoch``), else through the window over all rows (``"live"``: always that window). Marginals read
-by ``marginal`` (the matrix mechanism's release) are always bounded over all rows (docs/bounding.md).
+(``new_epoch``), else through the window over all rows (``"live"``: always that window). The matrix
+mechanism's release reads each marginal through ``release_table`` (under ``"statement"``: each unit's k rows
+among the cells P reads in it), per-group bounds come from ``group_bounds`` (docs/bounding.md).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class PostgresExactSource:
         (``bounding_filter``) bounded to k, and per group where ``group_bounds`` says so (``rows_from`` is
         then that subquery); else ``table`` (a statement reading every row with no per-group bounds reads
         the epoch's materialisation, the same rows)."""
-        from parser.bounding import statement_rows
+        from parser.bounding import statement_rows, sum_factor
         from parser.sql import bounding_filter
 
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
@@ -135,7 +136,8 @@ class PostgresExactSource:
         groups = self.group_bounds(table, queries)
         if where is None and groups is None:
             return table
-        return replace(table, rows_from=statement_rows(table, where, groups))
+        factors = {name: sum_factor(i) for i, (name, _) in enumerate(groups.clamps)} if groups is not None else {}
+        return replace(table, rows_from=statement_rows(table, where, groups), sum_factors=factors or None)
 
     def group_bounds(self, table: TableSchema, queries: Sequence[LinearQuery]) -> GroupAxis | None:
         """The per-group bounds ``answers`` applies to a statement with these ``queries`` (the engine
@@ -220,8 +222,9 @@ class PostgresExactSource:
         if any(q.source is not None for q in queries):
             return derived_answers(self, table, queries)
         table = self.statement_table(table, queries)
-        if not any(q.measure for q in queries):
-            # (A SUM over a measure adds each row's own value: a count histogram cannot answer it.)
+        if not any(q.measure for q in queries) and table.sum_factors is None:
+            # (A SUM over a measure adds each row's own value, a clamped SUM its row's share of its unit's
+            # group sum: a count histogram answers neither.)
             attrs = tuple(a.name for a in table.attributes if any(a.name in q.marginal for q in queries))
             cells = math.prod(table.shape(attrs))
             if cells <= MARGINAL_MAX_CELLS and (len(queries) >= MARGINAL_MIN_QUERIES or statement_ranges(

@@ -20,8 +20,8 @@ from .linear import LinearQuery
 from .predicate import Ranges, merge_ranges
 from .schema import TableSchema
 
-__all__ = ["GroupAxis", "bounded_rows_sql", "bounding_seed", "grouped_rows_sql", "statement_groups",
-           "statement_rows", "table_ref"]
+__all__ = ["GroupAxis", "bounded_rows_sql", "bounding_seed", "clamped", "clamped_sensitivity", "grouped_rows_sql",
+           "statement_groups", "statement_rows", "sum_factor", "table_ref"]
 
 MAX_CASE_GROUPS = 64
 """Most groups whose row test is written as a CASE (groups of single cells of one column need none)."""
@@ -88,10 +88,30 @@ class GroupAxis:
 
     attr: str
     sets: tuple[Ranges, ...]  # per group, the column's cells (disjoint across groups), in cell order
+    clamps: tuple[tuple[str, float], ...] = ()
+    """Columns whose per-group sum is clamped (``max_sum_per_group``) and their B, for the statement's
+    SUMs over them (``clamped``)."""
+    per_group: int = 0
+    """Most clamped SUM queries in one group."""
 
     @property
     def count(self) -> int:
         return len(self.sets)
+
+
+def clamped(table: TableSchema, q: LinearQuery) -> bool:
+    """``q`` is a plain SUM over a column with ``max_sum_per_group`` (its rows' own values, no per-row
+    expression): under per-group bounds its answer adds each unit's sum in its group clamped to B."""
+    return (q.value is not None and q.weights is None and q.expr is None
+            and table.group_sum_bound(q.value) is not None)
+
+
+def clamped_sensitivity(table: TableSchema, q: LinearQuery) -> float:
+    """What one unit can add to a clamped SUM query ``q`` (its noise scale): at most |scale| B, and at most
+    c rows of at most its row-level sensitivity each."""
+    bound = table.group_sum_bound(q.value) if q.value is not None else None
+    assert bound is not None
+    return min(abs(q.scale) * bound, table.group_rows * q.sensitivity)
 
 
 def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> GroupAxis | None:
@@ -101,10 +121,13 @@ def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> Grou
     least two groups (more than ``MAX_CASE_GROUPS`` only when each is one non-NULL cell); else
     None (the plain k bound, always sound). A function of the statement only, so the engine (for the
     sensitivity) and the exact source (for the rows) find the same groups."""
-    if table.privacy_unit is None or (table.group_rows >= table.unit_rows and table.unit_cells >= table.unit_rows):
+    if table.privacy_unit is None:
         return None
     live = [q for q in queries if not q.is_zero]
     if not live or any(q.source is not None for q in live):
+        return None
+    sums = [q for q in live if clamped(table, q)]
+    if table.group_rows >= table.unit_rows and table.unit_cells >= table.unit_rows and not sums:
         return None
     per_box = [set(a for a, _ in box) for q in live for box in q.boxes]
     pinned = set.intersection(*per_box) if per_box else set()
@@ -124,7 +147,16 @@ def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> Grou
     null = attr.domain.null_index
     if best.count > MAX_CASE_GROUPS and not (single and all(rs[0][0] != null for rs in best.sets)):
         return None
-    return best
+    if not sums:
+        return best
+    index = {rs: i for i, rs in enumerate(best.sets)}
+    per: dict[int, int] = {}
+    for q in sums:
+        g = index[merge_ranges([r for box in q.boxes for a, rs in box if a == best.attr for r in rs])]
+        per[g] = per.get(g, 0) + 1
+    columns = sorted({q.value for q in sums if q.value is not None})
+    bounds = tuple((c, float(table.group_sum_bound(c) or 0.0)) for c in columns)
+    return GroupAxis(best.attr, best.sets, bounds, max(per.values()))
 
 
 def _group_sql(table: TableSchema, groups: GroupAxis) -> str:
@@ -145,8 +177,9 @@ def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -
     each unit's rows in at most g of the statement's groups (``unit_cells``; its groups chosen by a seeded
     hash of the unit and the group key: the same for every statement with those groups, and a different
     choice per unit, so no group is always the one left out), at most c rows in one group
-    (``group_rows``) and at most k in all, rows chosen by the seeded hash of the row text as everywhere.
-    Each choice depends on that unit's own rows only (a stable transformation)."""
+    (``group_rows``) and at most k in all, rows chosen by the seeded hash of the row text as everywhere;
+    with ``groups.clamps``, each row's factor per clamped column (``sum_factor``). Each choice depends on
+    that unit's own rows only (a stable transformation)."""
     assert table.privacy_unit is not None
     ref = f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
     unit = quote_ident(table.privacy_unit)
@@ -163,7 +196,25 @@ def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -
     kept = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit} ORDER BY {order}) AS lapras_unit_row "
             f"FROM ({ranked}) AS t WHERE t.lapras_group_row <= {int(table.group_rows)} "
             f"AND t.lapras_unit_group <= {int(table.unit_cells)}")
-    return f"SELECT u.* FROM ({kept}) AS u WHERE u.lapras_unit_row <= {int(table.unit_rows)}"
+    out = f"SELECT u.* FROM ({kept}) AS u WHERE u.lapras_unit_row <= {int(table.unit_rows)}"
+    if not groups.clamps:
+        return out
+    # Per clamped column, each row's factor: B over the unit's sum of |value| in its group (kept rows),
+    # at most 1; any of those rows' sums times it is then at most B in absolute value.
+    factors = []
+    for i, (name, bound) in enumerate(groups.clamps):
+        attr = table.attribute(name)
+        assert attr is not None
+        total = (f"SUM(abs(({attr.domain.weight_sql(quote_ident(name))})::float8)) OVER "
+                 f"(PARTITION BY f.{unit}, f.lapras_group)")
+        factors.append(f"COALESCE(LEAST(1.0::float8, {float(bound)!r}::float8 / NULLIF({total}, 0)), 1.0) "
+                       f"AS {sum_factor(i)}")
+    return f"SELECT f.*, {', '.join(factors)} FROM ({out}) AS f"
+
+
+def sum_factor(i: int) -> str:
+    """The column of ``grouped_rows_sql`` holding the i-th clamped column's per-row factor."""
+    return f"lapras_sum_factor_{int(i)}"
 
 
 def groups_seed(table: TableSchema) -> int:

@@ -53,6 +53,12 @@ class TableSchema:
     max_rows_per_group: int | None = None
     """With a privacy unit: rows one unit may add to one group of a GROUP BY statement (c; under
     ``bounding = "statement"``, with at most ``unit_cells`` groups and k rows in all per unit); None = k."""
+    max_sum_per_group: tuple[tuple[str, float], ...] = ()
+    """With a privacy unit: (column, B) pairs: under ``bounding = "statement"`` a unit's SUM(column) inside
+    one group of a GROUP BY statement is scaled down to at most B in absolute value."""
+    sum_factors: Any = field(default=None, compare=False, repr=False)
+    """Column -> SQL name of the per-row factor that clamps a unit's sum in its group (``max_sum_per_group``),
+    on the copies exact-answer sources make over ``parser.bounding.grouped_rows_sql``; None in catalogs."""
     rows_from: str | None = field(default=None, compare=False, repr=False)
     """SQL naming a relation that holds this table's rows already bounded to k per unit (the epoch's
     materialisation, ``lapras.bounded``); ``parser.bounding.table_ref`` then reads it as it is. Set only on
@@ -94,6 +100,12 @@ class TableSchema:
         """Rows one privacy unit may add to one group of a statement (c; k when unset, and never above k)."""
         c = self.max_rows_per_group
         return self.unit_rows if c is None or self.privacy_unit is None else min(c, self.unit_rows)
+
+    def group_sum_bound(self, column: str) -> float | None:
+        """B of ``max_sum_per_group`` for ``column`` (None: none declared, or no privacy unit)."""
+        if self.privacy_unit is None:
+            return None
+        return dict(self.max_sum_per_group).get(column)
 
     @property
     def unit_table(self) -> str:

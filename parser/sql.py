@@ -231,6 +231,9 @@ def answer_expr(table: TableSchema, q: LinearQuery, cells_only: bool = False) ->
         assert attr is not None
         weight = (q.expr if q.expr is not None else attr.domain.weight_sql(quote_ident(attr.name))
                   if q.weights is None else _weights_sql(attr, q.weights))
+        factor = (table.sum_factors or {}).get(q.value) if q.weights is None and q.expr is None else None
+        if factor is not None:
+            weight = f"({weight}) * {factor}"  # the unit's sum in its group clamped (max_sum_per_group)
     inner = weight if pred == "TRUE" else f"CASE WHEN {pred} THEN {weight} ELSE 0 END"
     s = f"COALESCE(SUM({inner}), 0)::float8"
     return s if q.scale == 1 else f"({s} * {float(q.scale)!r})"

@@ -400,10 +400,23 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
         elif per_group is not None and unit is not None and per_group > tv["max_rows_per_unit"]:
             c.bad(p + ".max_rows_per_group", f"{per_group} exceeds max_rows_per_unit = {tv['max_rows_per_unit']} "
                   "(a unit adds at most k rows in all, so at most k to one group)")
+        sums: list[tuple[str, float]] = []
+        for col, bound in (tv["max_sum_per_group"] or {}).items():
+            where = f"{p}.max_sum_per_group.{col}"
+            attr = next((a for a in attrs if a.name == col), None)
+            if unit is None and not tv["privacy_unit"]:
+                c.bad(where, "needs privacy_unit")
+            elif attr is None or not attr.domain.summable:
+                c.bad(where, "names no declared numeric column")
+            elif isinstance(bound, bool) or not isinstance(bound, int | float) or not bound > 0:
+                c.bad(where, f"must be a number > 0 (a unit's largest sum in one group), got {bound!r}")
+            else:
+                sums.append((col, float(bound)))
         tables.append(TableSchema(name=tname, attributes=tuple(attrs), schema=schema, privacy_unit=unit,
                                   max_rows_per_unit=int(tv["max_rows_per_unit"]),
                                   max_groups_per_unit=int(groups) if groups is not None and unit else None,
-                                  max_rows_per_group=int(per_group) if per_group is not None and unit else None))
+                                  max_rows_per_group=int(per_group) if per_group is not None and unit else None,
+                                  max_sum_per_group=tuple(sorted(sums)) if unit else ()))
         load = tv["load"] or {}
         lv = c.read(load, "tables.*.load", p + ".load.")
         rename, offset = lv["rename"] or {}, lv["offset"] or {}

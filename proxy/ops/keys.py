@@ -231,6 +231,11 @@ KEYS: tuple[Key, ...] = (
         "max_groups_per_unit groups and k rows in all, the statement's sensitivity is its largest column norm "
         "times the largest sqrt(sum of squared rows per group) those bounds allow (sqrt(g) c when g c <= k) "
         "instead of k; unset = max_rows_per_unit (docs/bounding.md)", check=_positive_int),
+    Key("tables.*", "max_sum_per_group", dict, None, "with a privacy unit and bounding = \"statement\": "
+        "{ column = B }: a unit's SUM(column) inside one group of a GROUP BY statement is scaled down to at "
+        "most B in absolute value (its rows' values times min(1, B / the sum of their absolute values)), so "
+        "that SUM's noise is scaled by min(B, c x the column's largest value) instead of the rows' bound "
+        "(docs/bounding.md)"),
     Key("tables.*", "columns", dict, None, "the columns and their public domains", required=True),
     Key("tables.*", "load", dict, None, "see [tables.NAME.load]"),
     # [public_tables.NAME]

@@ -133,20 +133,26 @@ def _engine(table: TableSchema, dsn: str) -> Engine:
 
 @pytest.mark.slow
 def test_the_noise_of_a_per_group_bounded_statement_is_its_calibrated_sigma(db: str) -> None:
-    """Through the real engine and PostgreSQL: each stated standard error is sqrt(g) c = sqrt(8) (not
-    k = 10) times the row-level one, and the sum of (error / stated stderr)^2 over 40 independent epochs
-    of 5 groups each, errors measured from the per-group bounded exact answers, is chi-square with 200
-    degrees of freedom (two-sided, false-failure rate 1e-4)."""
-    sql = "SELECT kind, count(*) FROM events WHERE day < 250 GROUP BY kind"
+    """Through the real engine and PostgreSQL, count and SUM(amount) by kind with per-group bounds and the
+    sum clamped to B = 60 per unit and group: each count's stated standard error is sqrt(8 + 2) / sqrt(2)
+    times the row-level one (counts: sqrt(g) c = sqrt(8); clamped sums: 1 in each of g = 2 groups; the
+    row-level statement's column norm: sqrt(2)), each sum's that times 60 / 99 (scaled by B, not by the
+    row maximum 99); and the sum of (error / stated stderr)^2 over 40 independent epochs of 10 answers,
+    errors from the bounded and clamped exact answers, is chi-square with 400 degrees of freedom
+    (two-sided, false-failure rate 1e-4)."""
+    sql = "SELECT kind, count(*), sum(amount) FROM events WHERE day < 250 GROUP BY kind"
     truth_src = PostgresExactSource(db)
-    truth = truth_src.answers(EVENTS, _plan(sql).queries)
+    plan = _plan(sql, CLAMPED)
+    truth = truth_src.answers(CLAMPED, plan.queries)
+    is_sum = np.array([q.value is not None for q in plan.queries])
+    ratio = np.where(is_sum, np.sqrt(5) * B / 99, np.sqrt(5))
     stat, df = 0.0, 0
     for _ in range(40):
-        unit, row = _engine(EVENTS, db), _engine(ROWLEVEL, db)
-        a = unit.answer(_plan(sql), "u")
+        unit, row = _engine(CLAMPED, db), _engine(ROWLEVEL, db)
+        a = unit.answer(_plan(sql, CLAMPED), "u")
         b = row.answer(_plan(sql, ROWLEVEL), "u")
         assert a.outcome == "bad"
-        np.testing.assert_allclose(a.stderrs, np.sqrt(8) * b.stderrs, rtol=1e-9)
+        np.testing.assert_allclose(a.stderrs, ratio * b.stderrs, rtol=1e-9)
         stat += float((((a.values - truth) / a.stderrs) ** 2).sum())
         df += len(truth)
         unit.close()
@@ -158,8 +164,8 @@ def test_the_noise_of_a_per_group_bounded_statement_is_its_calibrated_sigma(db: 
 def test_one_heavy_unit_moves_the_answers_by_at_most_its_bounds(db: str, embedded_pg) -> None:  # type: ignore[no-untyped-def]
     """Red team: neighbouring databases, with and without one unit of 500 rows spread over every kind and
     day. Its effect on a per-group bounded GROUP BY is at most c in each group and in at most g groups
-    (L2 at most group_bound_norm); on the same statement without per-group bounds at most k in all; no
-    other unit's rows change."""
+    (L2 at most group_bound_norm), on a clamped SUM at most B in each of at most g groups; on the same
+    statement without per-group bounds at most k in all; no other unit's rows change."""
     name = f"groupbounds_heavy_{os.getpid()}"
     with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
@@ -167,6 +173,12 @@ def test_one_heavy_unit_moves_the_answers_by_at_most_its_bounds(db: str, embedde
     heavy = embedded_pg.dsn(name)
     with psycopg.connect(heavy) as conn:
         conn.execute("INSERT INTO events SELECT 999999, i % 364, i % 5, i % 100 FROM generate_series(1, 500) AS i")
+    plan = _plan("SELECT kind, sum(amount) FROM events WHERE day < 300 GROUP BY kind", CLAMPED)
+    without, with_ = PostgresExactSource(db), PostgresExactSource(heavy)
+    diff = with_.answers(CLAMPED, plan.queries) - without.answers(CLAMPED, plan.queries)
+    assert (diff >= 0).all() and diff.max() <= B + 1e-9 and (diff > 0).sum() <= G  # its sum in a kind: at most B
+    without.close()
+    with_.close()
     plain = replace(EVENTS, max_rows_per_group=None, max_groups_per_unit=None)
     for table, bound in ((EVENTS, group_bound_norm(K, C, G, 5)), (plain, float(K))):
         plan = _plan("SELECT kind, count(*) FROM events WHERE day < 300 GROUP BY kind", table)
@@ -179,3 +191,67 @@ def test_one_heavy_unit_moves_the_answers_by_at_most_its_bounds(db: str, embedde
             assert diff.sum() == K
         without.close()
         with_.close()
+
+
+B = 60.0
+CLAMPED = replace(EVENTS, max_sum_per_group=(("amount", B),))
+
+
+def _clamped_by_rule(dsn: str, where: str) -> dict[int, tuple[int, float]]:
+    """(count, clamped sum of amount) per kind: the rows the per-group rule keeps, then each unit's amounts
+    in a kind times min(1, B / their sum)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        conn.execute("SET extra_float_digits = 1")
+        rows = conn.execute(f"SELECT user_id, kind, amount, hashtextextended(e::text, {bounding_seed(EVENTS)}), "
+                            f"e::text FROM events e WHERE user_id IS NOT NULL AND ({where})").fetchall()
+        ghash = dict(conn.execute(f"SELECT u || ':' || v, hashtextextended(u || ':' || v, {groups_seed(EVENTS)}) "
+                                  "FROM generate_series(0, 599) AS u, generate_series(0, 4) AS v").fetchall())
+    units: dict[int, list[tuple[int, str, int, int]]] = {}
+    for u, kind, amount, h, text in rows:
+        units.setdefault(u, []).append((h, text, kind, amount))
+    out = {v: (0, 0.0) for v in range(5)}
+    for u, mine in units.items():
+        kinds = sorted({r[2] for r in mine}, key=lambda v: (ghash[f"{u}:{v}"], str(v)))[:G]
+        per = [r for v in kinds for r in sorted((r for r in mine if r[2] == v), key=lambda r: (r[0], r[1]))[:C]]
+        kept = sorted(per, key=lambda r: (r[0], r[1]))[:K]
+        for v in kinds:
+            amounts = [r[3] for r in kept if r[2] == v]
+            total = sum(abs(a) for a in amounts)
+            factor = min(1.0, B / total) if total else 1.0
+            n, s = out[v]
+            out[v] = (n + len(amounts), s + factor * sum(amounts))
+    return out
+
+
+def test_a_clamped_sum_is_each_units_group_sum_clamped(db: str) -> None:
+    src = PostgresExactSource(db)
+    for where in ("day < 200", "TRUE"):
+        plan = _plan(f"SELECT kind, count(*), sum(amount) FROM events WHERE {where} GROUP BY kind", CLAMPED)
+        groups = src.group_bounds(CLAMPED, plan.queries)
+        assert groups is not None and groups.clamps == (("amount", B),) and groups.per_group == 1
+        got = src.answers(CLAMPED, plan.queries)
+        want = _clamped_by_rule(db, where)
+        for key, slots in zip(plan.group_keys, plan.slots, strict=True):
+            np.testing.assert_allclose([got[i] for i in slots], want[key[0]], rtol=1e-9, err_msg=where)
+    # Only SUM(amount) of a GROUP BY: with c = g = k (no row bounds per group) the clamp alone applies.
+    only = replace(CLAMPED, max_rows_per_group=None, max_groups_per_unit=None)
+    plan = _plan("SELECT kind, sum(amount) FROM events GROUP BY kind", only)
+    assert src.group_bounds(only, plan.queries) is not None
+    assert src.group_bounds(only, _plan("SELECT sum(amount) FROM events", only).queries) is None  # one group
+    src.close()
+
+
+def test_the_engine_scales_a_clamped_sum_by_b_and_adds_its_groups() -> None:
+    """Sensitivity of count and clamped sum by kind: counts sqrt(g) c = sqrt(8) (column norm 1 without
+    the sum), sums 1 (normalised by B = 60 < c x 99) in min(g, k, 5) = 2 groups: sqrt(8 + 2)."""
+    src = PostgresExactSource("dbname=unused")  # no connection is opened: bounds are a function of the SQL
+    eng = Engine.__new__(Engine)
+    eng.exact = src
+    q = _plan("SELECT kind, count(*), sum(amount) FROM events WHERE day < 250 GROUP BY kind", CLAMPED).queries
+    effective, sensitivity = eng.calibration(CLAMPED, list(q))
+    sums = [e for e in effective if e.value is not None]
+    assert sums and all(e.sensitivity == B for e in sums)
+    assert sensitivity(effective, None) == pytest.approx(np.sqrt(10))
+    assert sensitivity([e for e in effective if e.value is None], None) == pytest.approx(np.sqrt(8))
+    assert sensitivity(sums, None) == pytest.approx(np.sqrt(2))

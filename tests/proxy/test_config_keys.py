@@ -232,3 +232,21 @@ def test_max_rows_per_group_needs_a_privacy_unit_and_at_most_k() -> None:
     tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
     t = parse_config(tree).catalog.tables[0]
     assert (t.max_rows_per_group, t.group_rows, t.unit_rows) == (2, 2, 3)
+
+
+def test_max_sum_per_group_names_a_numeric_column_with_a_positive_bound() -> None:
+    k = next(k for k in keys.KEYS if k.path == "tables.*.max_sum_per_group")
+    tree = with_key(k, {"x": 5})
+    with pytest.raises(ConfigError) as err:
+        parse_config(tree)
+    assert any(p.startswith("tables.t.max_sum_per_group.x: needs privacy_unit") for p in err.value.problems)
+    for bad, why in (({"nope": 5}, "names no declared numeric column"), ({"x": 0}, "must be a number > 0")):
+        tree = with_key(k, bad)
+        tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
+        with pytest.raises(ConfigError) as err:
+            parse_config(tree)
+        assert any(why in p for p in err.value.problems), err.value.problems
+    tree = with_key(k, {"x": 2.5})
+    tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
+    t = parse_config(tree).catalog.tables[0]
+    assert t.max_sum_per_group == (("x", 2.5),) and t.group_sum_bound("x") == 2.5
