@@ -105,6 +105,19 @@ class Ratio(Expr):
             out.append(v if v is None or self.lo > self.hi else min(max(v, self.lo), self.hi))
         return out
 
+    def intervals(self, aggs: np.ndarray, errs: np.ndarray | None) -> list[tuple[object, object, object]]:
+        """Per group: (estimate, low, high) of the 95% interval (``ratio_interval``); each side's standard
+        error is at most the sum of its terms' (whatever their correlation), which is used."""
+        est = self.ev(Env(aggs=aggs, n=aggs.shape[0]))
+        if errs is None:
+            return [(v, v, v) for v in est]
+        lo, hi = (self.lo, self.hi) if self.lo <= self.hi else (-np.inf, np.inf)
+        s, c = _weighted(aggs, self.num), _weighted(aggs, self.den)
+        s_err = _weighted(errs, [(k, abs(f)) for k, f in self.num])
+        c_err = _weighted(errs, [(k, abs(f)) for k, f in self.den])
+        return [(v, *ratio_interval(float(s[g]), float(c[g]), float(s_err[g]), float(c_err[g]), lo, hi))
+                for g, v in enumerate(est)]
+
 
 class Avg(Expr):
     """SUM/COUNT of noisy values: NULL when the noisy count is <= 0; clamped into the declared domain."""
