@@ -75,15 +75,18 @@ class Scaled(Expr):
 
 
 class Lin(Expr):
-    """A sum of scaled aggregate slots (a conditional SUM/COUNT over CASE branches), rounded if integer."""
+    """A sum of scaled aggregate slots (a conditional SUM/COUNT over CASE branches), rounded if integer;
+    clamped at 0 (``nonneg``) when no row's value can be negative, as a SUM of such a measure is."""
 
-    def __init__(self, terms: Sequence[tuple[int, float]], integer: bool, name: str) -> None:
-        self.terms, self.integer, self.name = list(terms), integer, name
+    def __init__(self, terms: Sequence[tuple[int, float]], integer: bool, name: str, nonneg: bool = False) -> None:
+        self.terms, self.integer, self.name, self.nonneg = list(terms), integer, name, nonneg
         self.oid = INT8 if integer else FLOAT8
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
         v = _weighted(env.aggs, self.terms).tolist()
+        if self.nonneg:
+            v = [max(x, 0.0) for x in v]
         return [round_count(x) for x in v] if self.integer else v
 
 
