@@ -206,7 +206,7 @@ class QueryPlan:
 
     def intervals(self, values: Sequence[float] | np.ndarray,
                   stderrs: Sequence[float] | np.ndarray) -> list[tuple[str, tuple[object, ...], object, object, object]]:
-        """For each order-statistic or AVG output and group (in domain order): (column name, group key,
+        """For each order-statistic or AVG output (of a column or a CASE) and group (in domain order): (column name, group key,
         estimate, 95% low, 95% high). Post-processing of the released values and their standard errors.
         (A COUNT's or SUM's interval is its value +- 1.96 standard errors, stated per query.)"""
         return self.intervals_of_releases(np.asarray(values, dtype=np.float64).reshape(1, -1), stderrs)[0]
@@ -215,7 +215,7 @@ class QueryPlan:
                               ) -> list[list[tuple[str, tuple[object, ...], object, object, object]]]:
         """:meth:`intervals` of many releases at once (``values``: releases x queries, one set of standard
         errors): each release's groups are read together, in one matrix product per output (simulations)."""
-        shown = [e for e in self.template.outputs if isinstance(e, Quantile | pp.Avg)]
+        shown = [e for e in self.template.outputs if isinstance(e, Quantile | pp.Avg | pp.Ratio)]
         n_rel = values.shape[0]
         if not shown or not self.group_keys:
             return [[] for _ in range(n_rel)]

@@ -90,15 +90,19 @@ class Scaled(Expr):
 
 
 class Lin(Expr):
-    """A sum of scaled aggregate slots (a conditional SUM/COUNT over CASE branches), rounded if integer."""
+    """A sum of scaled aggregate slots (a conditional SUM/COUNT over CASE branches), rounded if integer;
+    clamped at 0 (``nonneg``) when no row's value can be negative, as a SUM of such a measure is."""
 
-    def __init__(self, terms: Sequence[tuple[int, float]], integer: bool, name: str, oid: int | None = None) -> None:
-        self.terms, self.integer, self.name = list(terms), integer, name
+    def __init__(self, terms: Sequence[tuple[int, float]], integer: bool, name: str, oid: int | None = None,
+                 nonneg: bool = False) -> None:
+        self.terms, self.integer, self.name, self.nonneg = list(terms), integer, name, nonneg
         self.oid = oid if oid is not None else INT8 if integer else FLOAT8
 
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
         v = _weighted(env.aggs, self.terms).tolist()
+        if self.nonneg:
+            v = [max(x, 0.0) for x in v]
         out = [round_count(x) for x in v] if self.integer else v
         return out if self.oid in (INT8, FLOAT8) and self.integer == (self.oid == INT8) else \
             [_as_oid(x, self.oid) for x in out]
@@ -121,6 +125,19 @@ class Ratio(Expr):
             v = s / c if c > 0 else None
             out.append(v if v is None or self.lo > self.hi else min(max(v, self.lo), self.hi))
         return out
+
+    def intervals(self, aggs: np.ndarray, errs: np.ndarray | None) -> list[tuple[object, object, object]]:
+        """Per group: (estimate, low, high) of the 95% interval (``ratio_interval``); each side's standard
+        error is at most the sum of its terms' (whatever their correlation), which is used."""
+        est = self.ev(Env(aggs=aggs, n=aggs.shape[0]))
+        if errs is None:
+            return [(v, v, v) for v in est]
+        lo, hi = (self.lo, self.hi) if self.lo <= self.hi else (-np.inf, np.inf)
+        s, c = _weighted(aggs, self.num), _weighted(aggs, self.den)
+        s_err = _weighted(errs, [(k, abs(f)) for k, f in self.num])
+        c_err = _weighted(errs, [(k, abs(f)) for k, f in self.den])
+        return [(v, *ratio_interval(float(s[g]), float(c[g]), float(s_err[g]), float(c_err[g]), lo, hi))
+                for g, v in enumerate(est)]
 
 
 class Avg(Expr):

@@ -152,7 +152,7 @@ def _expression_aggregate(kind: str, arg: exp.Expr, filt: C.Cond | None, name: s
         if len(total) == 1 and total[0][1] == 1.0:
             return pp.Agg(total[0][0], False, name, oid=S.INT8 if integer else (oid if oid in (S.NUMERIC, S.FLOAT8)
                                                                                else S.FLOAT8), nonneg=lo >= 0)
-        return pp.Lin(total, integer, name)
+        return pp.Lin(total, integer, name, nonneg=lo >= 0)
     return pp.Ratio(total, counted, lo, hi, name)
 
 
@@ -214,6 +214,8 @@ def _value_terms(kind: str, value: exp.Expr, f: C.Cond | None,
             if any(w):
                 total.append((ctx.slot(AggSpec("sum", part.attr, within(part.where) if part.where is not None else f,
                                                w)), 1.0))
+            if kind == "sum" and w:  # (NULL weighs 0): a SUM of values never negative is clamped at 0
+                lo, hi = min(lo, min(w)), max(hi, max(w))
         if kind == "avg":
             p_lo, p_hi = value_bounds(part.values)
             lo, hi = min(lo, p_lo), max(hi, p_hi)
@@ -331,5 +333,5 @@ def _case_aggregate(kind: str, case: exp.Case, filt: C.Cond | None, name: str, c
     if kind == "count":
         return pp.Lin(counted, True, name)
     if kind == "sum":
-        return pp.Lin(total, integer, name)
+        return pp.Lin(total, integer, name, nonneg=lo >= 0)
     return pp.Ratio(total, counted, lo, hi, name)

@@ -4,6 +4,7 @@ plan's post-processing, give PostgreSQL's own answer to the original SQL (hundre
 from __future__ import annotations
 
 import os
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -16,6 +17,7 @@ from parser_catalog import ADULT, CATALOG, MIXED, PEOPLE
 from parser_strategies import Case, adult_queries, people_queries
 
 from parser import QueryPlan, plan_query
+from parser.quantile import P_EXTREME
 from parser.schema import TableSchema
 from parser.sql import answers_sql
 
@@ -27,8 +29,23 @@ _FLOAT_OIDS = {700, 701, 1700}
 _PY_TYPES: dict[int, type] = {20: int, 23: int, 701: float, 1700: Decimal, 25: str, 16: bool}
 
 
+_MIN_MAX = re.compile(r"\b(min|max)\s*\(\s*(?:DISTINCT\s+)?((?:[^()]|\([^()]*\))+)\)", re.IGNORECASE)
+
+
+def as_answered(sql: str) -> str:
+    """``sql`` with MIN and MAX spelled as what the proxy answers for them: percentile_disc(P_EXTREME) and
+    percentile_disc(1 - P_EXTREME) (parser.quantile)."""
+    def one(m: re.Match[str]) -> str:
+        p = P_EXTREME if m[1].lower() == "min" else 1 - P_EXTREME
+        return f"percentile_disc({p}) WITHIN GROUP (ORDER BY {m[2]})"
+
+    return _MIN_MAX.sub(one, sql)
+
+
 def run_pg(conn: psycopg.Connection, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
-    """Run ``sql`` with $n parameters sent as text, exactly as an extended-protocol client would."""
+    """Run ``sql`` with $n parameters sent as text, exactly as an extended-protocol client would (MIN and
+    MAX as the proxy answers them: :func:`as_answered`)."""
+    sql = as_answered(sql)
     values = [None if p is None else str(p).encode() for p in params]
     res = conn.pgconn.exec_params(sql.encode(), values)
     if res.status not in (2,):  # PGRES_TUPLES_OK

@@ -168,3 +168,18 @@ def test_decimal_bin_edges_read_as_written(sales_conn: psycopg.Connection) -> No
             assert problem is None, f"{sql}\n{problem}"
     finally:
         sales_conn.execute("DROP TABLE disc")
+
+
+@pytest.mark.parametrize("sql, clamped", [
+    ("SELECT sum(amount) FROM sales", True),                                   # measure declared 0..500
+    ("SELECT sum(CASE WHEN price >= 100 THEN amount ELSE 0 END) FROM sales", True),
+    ("SELECT sum(amount * 2 + 1) FROM sales", True),
+    ("SELECT sum(amount - 100) FROM sales", False),                            # values below 0 exist
+])
+def test_sum_of_values_never_negative_is_clamped_at_0(sql: str, clamped: bool) -> None:
+    """Post-processing: a SUM whose every row value is >= 0 is never shown negative (as a count); any other
+    SUM keeps its noisy sign."""
+    plan = plan_query(sql, Catalog((SALES,)))
+    # noisy answers of every query: -50 (a negative sum); for amount - 100: a sum of 50 over a count of 50
+    (value,) = plan.rows(np.full(len(plan.queries), -50.0 if clamped else 50.0))[0]
+    assert (value == 0) if clamped else (value < 0), (sql, value)
