@@ -152,3 +152,13 @@ def test_a_wrapped_join_may_select_star_and_the_rows_stay_unreadable():
     assert [c.name for c in probe.columns] == ["product_id", "quantity", "store", "id", "category", "unit_price",
                                                "category_id"] and not probe.queries
     assert refusal("SELECT * FROM (SELECT * FROM orders o JOIN products p ON o.product_id = p.id) AS v").sqlstate == "42501"
+
+
+def test_a_text_key_whose_values_come_from_the_dimension_key():
+    # store = { type = "text", values_from = "public.stores.code" }: the list the proxy read from stores.
+    listed = dataclasses.replace(ORDERS, attributes=(
+        *ORDERS.attributes[:2], Attribute("store", TextType(("s1", "s2", "s3"), values_from="public.stores.code"))),
+        _by_name={})
+    cat = Catalog((listed,), (STORES,))
+    assert keys("SELECT s.region, COUNT(*) FROM orders o JOIN stores s ON o.store = s.code GROUP BY 1", cat) == [
+        'public.orders|count|store={"s1","s3"}', 'public.orders|count|store={"s2"}']
