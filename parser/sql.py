@@ -33,7 +33,7 @@ def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None =
 
     ``cells`` are SQL expressions over the table's columns (cell expressions, partition keys). All of a
     unit's rows are read (the k-row bound is for counts and sums: presence needs none, g bounds it); its
-    cells are kept in the order of a seeded hash of the cell's text, so the choice depends on that unit's
+    cells are kept in the order of a seeded hash of the unit's and the cell's text, so the choice depends on that unit's
     own rows only (one unit changes at most its own kept cells) and is the same in every process. Rows with
     a NULL unit are left out, as everywhere. On a table without a privacy unit every row is its own unit
     and is in one cell: nothing to bound (``lapras_unit`` is NULL there, so count rows, never distinct
@@ -52,11 +52,13 @@ def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None =
         return pairs
     cols = ", ".join(names)
     # The cell's text once per pair (OFFSET 0: not merged into the window's query, where the hash and the
-    # tie-break would each compute it).
+    # tie-break would each compute it). The hash is of the unit and the cell: each unit's g cells are its
+    # own draw, so no cell is the one every unit leaves out.
     texts = f"SELECT p.*, ROW({cols})::text AS lapras_cell FROM ({pairs}) AS p OFFSET 0"
     return (f"SELECT lapras_unit, {cols} FROM (SELECT lapras_unit, {cols}, row_number() OVER (PARTITION BY "
-            f"lapras_unit ORDER BY hashtextextended(lapras_cell, {groups_seed(table)}), lapras_cell) AS "
-            f"lapras_unit_cell FROM ({texts}) AS q) AS b WHERE b.lapras_unit_cell <= {int(table.unit_cells)}")
+            f"lapras_unit ORDER BY hashtextextended(lapras_unit::text || ':' || lapras_cell, {groups_seed(table)}), "
+            f"lapras_cell) AS lapras_unit_cell FROM ({texts}) AS q) AS b "
+            f"WHERE b.lapras_unit_cell <= {int(table.unit_cells)}")
 
 
 def _axis_sql(base: TableSchema, attr: str, cells: Sequence[Ranges], plain: bool) -> str:
