@@ -5,7 +5,7 @@ histogram (``parser.sql.marginal_sql``). On a table the upstream partitions over
 postgres_fdw coordinator) the SQL also groups by the partition key, so each shard computes its partial
 aggregate and only those cross the network. A table with a privacy unit is read with each unit's rows
 bounded to k. ``bounding = "statement"`` (the default): among the rows the statement reads (its row
-filter, ``parser.sql.bounding_filter``, then the window, ``parser.bounding.statement_rows``), or, for a
+filter, ``parser.rowfilter.bounding_filter``, then the window, ``parser.bounding.statement_rows``), or, for a
 statement reading every row, from the epoch's materialisation (the same rows); ``"epoch"``: always from
 the epoch's materialisation (``lapras.bounded``) once the engine has told the source its epoch
 (``new_epoch``), else through the window over all rows (``"live"``: always that window). The matrix
@@ -127,7 +127,7 @@ class PostgresExactSource:
         then that subquery); else ``table`` (a statement reading every row with no per-group bounds reads
         the epoch's materialisation, the same rows)."""
         from parser.bounding import statement_rows, sum_factor
-        from parser.sql import bounding_filter
+        from parser.rowfilter import bounding_filter
 
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
                 or table.rows_from is not None):
@@ -155,7 +155,7 @@ class PostgresExactSource:
         cells the release's queries read, ``lapras.matrix_mechanism.workload_cells``) bounded to k; else
         ``table`` and None (every cell, each unit's rows bounded over all rows)."""
         from parser.bounding import statement_rows
-        from parser.sql import cells_filter
+        from parser.rowfilter import cells_filter
 
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
                 or table.rows_from is not None):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-import numpy as np
-
 from .bounding import bounding_seed, groups_seed, table_ref
 from .coltypes.base import clamp_sql
 from .coltypes.text import quote_literal
@@ -19,7 +17,7 @@ from .linear import LinearQuery
 from .predicate import Ranges, merge_ranges
 from .schema import Attribute, TableSchema
 
-__all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "bounding_filter", "cell_expr", "cells_filter", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
+__all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
            "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql",
            "derived_marginal_sql", "derived_index"]
 
@@ -33,7 +31,7 @@ def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None =
 
     ``cells`` are SQL expressions over the table's columns (cell expressions, partition keys). All of a
     unit's rows are read (the k-row bound is for counts and sums: presence needs none, g bounds it); its
-    cells are kept in the order of a seeded hash of the cell's text, so the choice depends on that unit's
+    cells are kept in the order of a seeded hash of the unit's and the cell's text, so the choice depends on that unit's
     own rows only (one unit changes at most its own kept cells) and is the same in every process. Rows with
     a NULL unit are left out, as everywhere. On a table without a privacy unit every row is its own unit
     and is in one cell: nothing to bound (``lapras_unit`` is NULL there, so count rows, never distinct
@@ -52,11 +50,13 @@ def unit_cells_sql(table: TableSchema, cells: Sequence[str], where: str | None =
         return pairs
     cols = ", ".join(names)
     # The cell's text once per pair (OFFSET 0: not merged into the window's query, where the hash and the
-    # tie-break would each compute it).
+    # tie-break would each compute it). The hash is of the unit and the cell: each unit's g cells are its
+    # own draw, so no cell is the one every unit leaves out.
     texts = f"SELECT p.*, ROW({cols})::text AS lapras_cell FROM ({pairs}) AS p OFFSET 0"
     return (f"SELECT lapras_unit, {cols} FROM (SELECT lapras_unit, {cols}, row_number() OVER (PARTITION BY "
-            f"lapras_unit ORDER BY hashtextextended(lapras_cell, {groups_seed(table)}), lapras_cell) AS "
-            f"lapras_unit_cell FROM ({texts}) AS q) AS b WHERE b.lapras_unit_cell <= {int(table.unit_cells)}")
+            f"lapras_unit ORDER BY hashtextextended(lapras_unit::text || ':' || lapras_cell, {groups_seed(table)}), "
+            f"lapras_cell) AS lapras_unit_cell FROM ({texts}) AS q) AS b "
+            f"WHERE b.lapras_unit_cell <= {int(table.unit_cells)}")
 
 
 def _axis_sql(base: TableSchema, attr: str, cells: Sequence[Ranges], plain: bool) -> str:
@@ -305,99 +305,6 @@ def _union_sql(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None
     if union is False or space.count_boxes(union) > MAX_UNION_QUERIES:
         return None
     return _boxes_sql(table, space.attrs, space.boxes(union))
-
-
-MAX_BOUNDING_BOXES = 64
-"""Most boxes ``bounding_filter`` writes for a statement's union of cells; more: their per-column hull."""
-MAX_BOUNDING_WORK = 4096
-"""Most cell ranges (over the distinct boxes) ``bounding_filter`` unites in the predicate space; more:
-their per-column hull."""
-
-
-def bounding_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None:
-    """The row filter a statement's contribution bound runs after (``[lapras] bounding = "statement"``): a
-    condition on the stored columns that holds on every row some query reads. It is the union of the
-    queries' cells when that is at most ``MAX_BOUNDING_BOXES`` boxes, else the per-column hull of their
-    boxes (a superset: rows outside every query may then take some of a unit's k, never more). A public
-    function of the statement, never of the data. None when some query reads every row; ``FALSE`` when
-    none reads any."""
-    from .bind import space_of
-
-    live = [q for q in queries if not q.is_zero]
-    if not live:
-        return "FALSE"
-    boxes = {tuple(sorted(box)) for q in live for box in q.boxes}
-    if any(not box for box in boxes):
-        return None  # a box with no condition: some query reads every row
-    single = _one_box_union(table, boxes)
-    if single is not None:
-        return single or None
-    space = space_of(table)
-    if sum(len(rs) for box in boxes for _, rs in box) <= MAX_BOUNDING_WORK:
-        union = space.any_of([space.all_of([space.cells(a, rs) for a, rs in box]) for q in live for box in q.boxes])
-        if union is True:
-            return None
-        if union is False:
-            return "FALSE"
-        if space.count_boxes(union) <= MAX_BOUNDING_BOXES:
-            return _boxes_sql(table, space.attrs, space.boxes(union))
-    hull: dict[str, list[tuple[int, int]]] = {}
-    free: set[str] = set()
-    for q in live:
-        for box in q.boxes:
-            pinned = dict(box)
-            for a in table.attributes:
-                if a.name in pinned:
-                    hull.setdefault(a.name, []).extend(pinned[a.name])
-                else:
-                    free.add(a.name)
-    conds = []
-    for name, rs in hull.items():
-        attr = table.attribute(name)
-        assert attr is not None
-        if name not in free and (c := _attr_sql(attr, merge_ranges(rs))) != "TRUE":
-            conds.append(c)
-    return " AND ".join(f"({c})" for c in conds) if conds else None
-
-
-def _one_box_union(table: TableSchema, boxes: set[tuple[tuple[str, Ranges], ...]]) -> str | None:
-    """The union of ``boxes`` as SQL when they all hold the same conditions on every column but one (a
-    GROUP BY's groups under one WHERE): that one box, its column's ranges merged (``""``: every row), in
-    time linear in the boxes; else None."""
-    names = {a for box in boxes for a, _ in box}
-    for attr in sorted(names):
-        rests = {tuple(c for c in box if c[0] != attr) for box in boxes}
-        if len(rests) != 1:
-            continue
-        conds = [(a, rs) for a, rs in next(iter(rests))]
-        if all(any(a == attr for a, _ in box) for box in boxes):
-            conds.append((attr, merge_ranges([r for box in boxes for a, rs in box if a == attr for r in rs])))
-        parts = []
-        for a, rs in conds:
-            column = table.attribute(a)
-            assert column is not None
-            if (c := _attr_sql(column, rs)) != "TRUE":
-                parts.append(c)
-        return " AND ".join(f"({c})" for c in parts)
-    return None
-
-
-def cells_filter(table: TableSchema, attrs: Sequence[str], cells: np.ndarray) -> str | None:
-    """A condition keeping exactly the rows whose cell of the marginal ``attrs`` is in ``cells`` (a boolean
-    array over it, axes in that order), or None when that is every cell or more than
-    ``MAX_BOUNDING_BOXES`` boxes (the caller then reads every row)."""
-    from .bind import space_of
-
-    if cells.all():
-        return None
-    if not cells.any():
-        return "FALSE"
-    space = space_of(table)
-    order = sorted(range(len(attrs)), key=lambda i: space.level_of[attrs[i]])
-    pred = space.table([attrs[i] for i in order], np.transpose(cells, order))
-    if pred is True or space.count_boxes(pred) > MAX_BOUNDING_BOXES:
-        return None
-    return _boxes_sql(table, space.attrs, space.boxes(pred))
 
 
 def _boxes_sql(table: TableSchema, attrs: Sequence[str], boxes: Iterable[dict[int, Ranges]]) -> str:

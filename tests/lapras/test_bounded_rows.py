@@ -282,7 +282,7 @@ def test_live_bounding_and_derived_tables_read_no_materialisation(db: str) -> No
 
 
 def test_unit_cells_window_keeps_the_same_cells_as_before(db: str) -> None:
-    """COUNT(DISTINCT)'s per-unit cell bound (g cells by a seeded hash of the cell text): its text is now
+    """COUNT(DISTINCT)'s per-unit cell bound (g cells by a seeded hash of the unit and cell text): its text is now
     computed once per pair; the cells kept are those of the spelling that computed it twice."""
     from parser.sql import cell_expr, groups_seed, unit_cells_sql
 
@@ -293,8 +293,8 @@ def test_unit_cells_window_keeps_the_same_cells_as_before(db: str) -> None:
              "\"public\".\"visits\" WHERE \"user_id\" IS NOT NULL AND (c < 35)")
     row = "ROW(c0, c1)::text"
     old = (f"SELECT lapras_unit, c0, c1 FROM (SELECT lapras_unit, c0, c1, row_number() OVER (PARTITION BY "
-           f"lapras_unit ORDER BY hashtextextended({row}, {groups_seed(g2)}), {row}) AS n FROM ({pairs}) AS p) "
-           "AS b WHERE b.n <= 2")
+           f"lapras_unit ORDER BY hashtextextended(lapras_unit::text || ':' || {row}, {groups_seed(g2)}), {row}) "
+           f"AS n FROM ({pairs}) AS p) AS b WHERE b.n <= 2")
     with _session(db) as conn:
         a = sorted(conn.execute(old).fetchall(), key=repr)
         assert len(a) > 1000

@@ -255,3 +255,22 @@ def test_the_engine_scales_a_clamped_sum_by_b_and_adds_its_groups() -> None:
     assert sensitivity(effective, None) == pytest.approx(np.sqrt(10))
     assert sensitivity([e for e in effective if e.value is None], None) == pytest.approx(np.sqrt(8))
     assert sensitivity(sums, None) == pytest.approx(np.sqrt(2))
+
+
+def test_no_group_is_the_one_every_unit_leaves_out(db: str) -> None:
+    """With g = 1 each unit keeps one of its kinds, drawn per unit: every kind keeps a fair share of the
+    units (the draw was once by the kind alone, so every unit kept the same kind). Both bounds: the
+    rows of a GROUP BY (``grouped_rows_sql``) and the units present of COUNT(DISTINCT) (``unit_cells_sql``).
+    Deterministic (seeded hashes of fixed data): 600 units, about 120 a kind; the bound is loose."""
+    from parser.bounding import grouped_rows_sql
+    from parser.sql import cell_expr, unit_cells_sql
+
+    one = replace(EVENTS, max_groups_per_unit=1)
+    groups = statement_groups(one, _plan("SELECT kind, count(*) FROM events GROUP BY kind", one).queries)
+    assert groups is not None
+    rows = f"SELECT kind, count(DISTINCT user_id) FROM ({grouped_rows_sql(one, None, groups)}) AS r GROUP BY kind"
+    units = f"SELECT c0, count(*) FROM ({unit_cells_sql(one, [cell_expr(one.attribute('kind'))])}) AS u GROUP BY c0"  # type: ignore[arg-type]
+    with psycopg.connect(db, autocommit=True) as conn:
+        for sql in (rows, units):
+            per_kind = [n for _, n in conn.execute(sql).fetchall()]
+            assert len(per_kind) == 5 and sum(per_kind) == 600 and min(per_kind) > 80, (sql, per_kind)

@@ -187,7 +187,8 @@ def test_the_row_filter_holds_every_row_a_query_reads(mixed: str) -> None:
     """``bounding_filter`` keeps every row some query reads (checked by PostgreSQL on the data), and only
     those where it is the exact union (a GROUP BY under one WHERE: one box; a few boxes: their union);
     a statement too large to unite exactly gets the per-column hull (a superset)."""
-    from parser.sql import bounding_filter, predicate_sql
+    from parser.rowfilter import bounding_filter
+    from parser.sql import predicate_sql
 
     wide = TableSchema("events", EVENTS.attributes, privacy_unit="user_id", max_rows_per_unit=K)
     cases = [("SELECT day, count(*) FROM events WHERE day BETWEEN 10 AND 40 AND amount < 50 GROUP BY day", True),
