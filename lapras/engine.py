@@ -790,13 +790,15 @@ class Engine:
         todo = [i for i in range(len(queries)) if not stored[i]]
         if not todo:
             return Preview(errs, stored, "repeat")
-        sub = [queries[i] for i in todo]
-        sens = statement_sensitivity(table, sub, self.settings.max_statement_work)
+        # Calibrated as the answer path does (per-group bounds and clamped SUMs included), so the stated
+        # error is the one the answer will have.
+        sub, sensitivity = self.calibration(table, [queries[i] for i in todo])
+        sens = sensitivity(sub, self.settings.max_statement_work)
         _, free_var = self._free_estimates(table, sub, mm)
         scale = np.array([q.sensitivity for q in sub], dtype=np.float64)
 
         def sensitivity_of(mask: np.ndarray) -> float:
-            return sens if mask.all() else statement_sensitivity(table, _pick(sub, mask))
+            return sens if mask.all() else sensitivity(_pick(sub, mask), None)
 
         d = policy.decide(self._state_now(ep), predicted=all(q.key in self._pkeys for q in sub), free_var=free_var / scale**2,
                           sensitivity_of=sensitivity_of)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -274,6 +274,9 @@ def _propagated(e: Expr, env: Env) -> list[float | None]:
     """First-order error of a derived output, row by row: each aggregate slot moved by its standard error
     either way, the output's half-differences added in quadrature (exact for linear outputs)."""
     assert env.aggs is not None and env.errs is not None
+    # The clamp at 0 of non-negative SUMs is post-processing of the value, not of its error: propagated
+    # through it, a clamped sum would state a smaller error the closer the noise took it below 0.
+    env = replace(env, clamp=False)
     base = [_number(v) for v in e.ev(env)]
     total = np.zeros(env.n)
     for s in range(env.aggs.shape[1]):
@@ -285,7 +288,7 @@ def _propagated(e: Expr, env: Env) -> list[float | None]:
             aggs = env.aggs.copy()
             aggs[:, s] += sign * step
             moved.append([_number(v) for v in e.ev(Env(env.n, env.cells, env.keys, aggs, env.params, False,
-                                                       env.errs))])
+                                                       env.errs, clamp=False))])
         for r, (hi, lo) in enumerate(zip(*moved, strict=True)):
             if hi is not None and lo is not None:
                 total[r] += ((hi - lo) / 2.0) ** 2

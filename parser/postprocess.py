@@ -69,7 +69,7 @@ class Agg(Expr):
         assert env.aggs is not None
         if self.is_count:
             return [clamp_count(x) for x in env.aggs[:, self.slot].tolist()]
-        if self.nonneg:
+        if self.nonneg and env.clamp:
             return [_typed(max(x, 0.0), self.oid) for x in env.aggs[:, self.slot].tolist()]
         return [_typed(x, self.oid) for x in env.aggs[:, self.slot].tolist()]
 
@@ -101,7 +101,7 @@ class Lin(Expr):
     def ev(self, env: Env) -> Vector:
         assert env.aggs is not None
         v = _weighted(env.aggs, self.terms).tolist()
-        if self.nonneg:
+        if self.nonneg and env.clamp:
             v = [max(x, 0.0) for x in v]
         out = [round_count(x) for x in v] if self.integer else v
         return out if self.oid in (INT8, FLOAT8) and self.integer == (self.oid == INT8) else \

@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from notices import notice_stderrs
 
 STATEMENT = "SELECT category, count(*), sum(amount), avg(amount) FROM events GROUP BY 1"
 
@@ -48,7 +49,7 @@ def test_explain_states_each_columns_standard_error_before_spending(proxy_factor
         stated = {c: float(cols[c].split("standard error ")[1].split()[0]) for c in ("count", "sum")}
         conn.execute("SET lapras.show_stderr = on")
         conn.execute(STATEMENT).fetchall()
-        released = next(n for n in notices if "stderr=[" in n).split("stderr=[")[1].split("]")[0].split(", ")
+        released = notice_stderrs(n for n in notices if "stderr=[" in n)  # columns in order: count, sum, ...
         assert float(released[0]) == pytest.approx(stated["count"], rel=1e-3)
         assert float(released[1]) == pytest.approx(stated["sum"], rel=1e-3)
         after = _explain(conn, STATEMENT)

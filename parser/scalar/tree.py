@@ -25,13 +25,14 @@ class Env:
     params: Sequence[object] = ()
     strict: bool = True
     errs: np.ndarray | None = None  # (n, aggregate slots): standard errors of aggs (order statistics read them)
+    clamp: bool = True  # SUMs of non-negative measures clamped at 0 (off while an error is propagated)
 
     def take(self, rows: Sequence[int]) -> Env:
         """The sub-environment of the given rows (CASE evaluates each branch on the rows reaching it)."""
         return Env(len(rows), {a: [v[i] for i in rows] for a, v in self.cells.items()},
                    [[k[i] for i in rows] for k in self.keys],
                    None if self.aggs is None else self.aggs[list(rows)], self.params, self.strict,
-                   None if self.errs is None else self.errs[list(rows)])
+                   None if self.errs is None else self.errs[list(rows)], self.clamp)
 
 
 class Expr:

@@ -246,8 +246,9 @@ class ServerAdmin:
                                        f"tls: cannot load the certificate and key: {exc}") from None
         changes = reloading.diff(running, new)
         self._apply(running, live, changes, tls_context)
+        stored = await asyncio.to_thread(self._store_shared_settings, live, changes)
         nxt = self.next_epoch_text()
-        lines = reloading.summary(changes, nxt)
+        lines = reloading.summary(changes, nxt) + stored
         for line in lines:
             log.info("reload of %s: %s", running.path, line)
         now = sum(c.when == reloading.LIVE for c in changes)
@@ -256,6 +257,20 @@ class ServerAdmin:
         notes = [f"lapras: reloaded {running.path}: {len(changes)} change(s): {now} applied now, {later} at the "
                  f"next epoch{nxt if later else ''}, {restart} need a restart"]
         return changes, notes
+
+    def _store_shared_settings(self, live: Config, changes: list[reloading.Change]) -> list[str]:
+        """A reload that changes the privacy settings proxies on one ledger must agree on stores them with
+        the ledger (as ``serve --replace-stored``): the operator asked for them, and the next start or another
+        proxy then compares with them instead of refusing the file this proxy now runs."""
+        from ..ops.shared_settings import LAPRAS_KEYS, PRIVACY_KEYS, privacy_settings
+
+        shared = {f"privacy.{k}" for k in PRIVACY_KEYS} | {f"lapras.{k}" for k in LAPRAS_KEYS}
+        ledger = getattr(getattr(self.server.service, "engine", None), "ledger", None)
+        if ledger is None or not any(c.key in shared for c in changes):
+            return []
+        ledger.agree_settings(privacy_settings(live), "replace")
+        return ["privacy settings stored with the ledger: other proxies on it keep theirs until they reload or "
+                "restart, and then must agree with these"]
 
     def _apply(self, running: Config, live: Config, changes: list[reloading.Change],
                tls_context: ssl.SSLContext | None) -> None:

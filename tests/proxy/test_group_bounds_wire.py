@@ -4,16 +4,15 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import psycopg
 import pytest
+from notices import notice_stderrs
 
 from lapras.mechanisms.sensitivity import group_bound_norm
 
 SQL = "SELECT category, count(*), sum(amount) FROM events WHERE duration_s < 1200 GROUP BY category ORDER BY 1"
-STDERR = re.compile(r"stderr=\[([^\]]*)\]")
 
 
 def _stderrs(proxy: Any) -> list[float]:
@@ -22,7 +21,7 @@ def _stderrs(proxy: Any) -> list[float]:
         conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
         conn.execute("SET lapras.show_stderr = on")
         conn.execute(SQL).fetchall()
-    return [float(x) for n in notices for m in STDERR.finditer(n) for x in m.group(1).split(", ") if x and x != "..."]
+    return notice_stderrs(notices)
 
 
 def test_configured_group_bounds_scale_the_stated_errors(harness: Any, embedded_pg: Any, default_config: Any,
