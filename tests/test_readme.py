@@ -139,8 +139,11 @@ def test_block_parser_reads_markers_indents_and_comments() -> None:
 def copy_repository(dest: Path) -> None:
     """The files a fresh clone has (tracked, plus new ones not ignored), or the tree minus generated
     directories when this is no git checkout."""
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
-                            capture_output=True)
+    try:
+        listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
+                                capture_output=True)
+    except FileNotFoundError:  # no git here
+        listed = subprocess.CompletedProcess([], 1, b"", b"")
     if listed.returncode == 0 and listed.stdout:
         for name in filter(None, listed.stdout.decode().split("\0")):
             src = REPO / name
@@ -234,8 +237,9 @@ def test_readme_blocks_run_as_written(tmp_path: Path) -> None:
     copy_repository(clone)
     env = user_env(tmp_path)
     seen: list[str] = []
-    serve = Serve(clone, env)
+    serve: Serve | None = None
     try:
+        serve = Serve(clone, env)
         readme_psql = next(b for b in blocks if b.lang == "sh" and b.text.startswith("psql "))
         # "serve prints the line to paste": the README's, but for the port
         assert serve.psql_line == readme_psql.text.split("#")[0].strip().replace("port=6432", f"port={serve.port}")
@@ -268,7 +272,8 @@ def test_readme_blocks_run_as_written(tmp_path: Path) -> None:
         for needle in ("psql ", "hash-password", "scripts/example-data", "draft-config", "predict --log", "whatif"):
             assert any(needle in t for t in seen), f"no README block ran {needle!r}"
     finally:
-        serve.stop()
+        if serve is not None:
+            serve.stop()
         resets = [subprocess.run(["lapras-proxy", "reset", "--yes", *args], cwd=clone, env=env, text=True,
                                  capture_output=True, timeout=120)
                   for args in ([], ["--state-dir", ".lapras-whatif"])]
