@@ -44,7 +44,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--log", action="append", required=True, metavar="FILE", help="a log file (repeatable)")
+    # nargs="+": a shell glob (--log /var/log/postgresql/postgresql-*.log) passes several files to one --log
+    p.add_argument("--log", action="extend", nargs="+", required=True, metavar="FILE",
+                   help="log files (repeatable; several after one --log, as a glob gives them)")
     p.add_argument("--format", default="auto", choices=("auto", *FORMATS), help="log format (default: auto)")
     p.add_argument("--log-line-prefix", default=None, help="the server's log_line_prefix (stderr logs)")
     p.add_argument("--epoch-hours", type=float, default=24.0, help="epoch length in hours (default: 24)")

@@ -93,3 +93,19 @@ def test_bad_inputs_are_reported_not_raised(tmp_path: Path, capsys: pytest.Captu
     empty.write_text("")
     assert main(["--log", str(empty), "--config", str(bad)]) == 2
     assert "predict:" in capsys.readouterr().err
+
+
+def test_log_takes_the_files_of_a_glob(tmp_path: Path, log: Path) -> None:
+    """`--log /var/log/postgresql/postgresql-*.log` (the README's spelling) hands the shell's expansion, several
+    files, to one --log; each is read, as with --log repeated."""
+    first, second = tmp_path / "postgresql-1.log", tmp_path / "postgresql-2.log"
+    lines = log.read_text().splitlines(keepends=True)
+    first.write_text("".join(lines[: len(lines) // 2]))
+    second.write_text("".join(lines[len(lines) // 2:]))
+    top = argparse.ArgumentParser(prog="lapras-proxy")
+    add_parser(top.add_subparsers(dest="command"))
+    args = top.parse_args(["predict", "--log", str(first), str(second), "--log", str(log), "--quiet"])
+    assert args.log == [str(first), str(second), str(log)]
+    out = tmp_path / "P.json"
+    assert main(["--log", str(first), str(second), "--out", str(out), "--quiet"]) == 0
+    assert json.loads(out.read_text())["epoch_start"] == "2026-03-12T00:00:00"  # the second file's days read
