@@ -67,6 +67,16 @@ def test_second_proxy_with_other_settings_refuses_or_adopts(harness: Any, embedd
             adopted.stop()
     finally:
         first.stop()
+    # A deliberate change: --replace-stored makes this config's settings the ledger's.
+    replacing = rc.ProxyProcess(second.config_path, second.state_dir, second.port, extra_args=("--replace-stored",))
+    replacing.start()
+    replacing.stop()
+    with psycopg.connect(dsn, autocommit=True) as up:
+        (stored,) = up.execute("SELECT value FROM lapras.meta WHERE key = 'privacy_settings'").fetchone()  # type: ignore[misc]
+    assert stored["privacy.epsilon"] == 500.0 and stored["privacy.accounting"] == "basic"
+    with pytest.raises(RuntimeError) as info:
+        first.start(timeout=60)  # now the first proxy's config is the one that differs
+    assert "privacy.epsilon = 50.0 here, 500.0 stored" in str(info.value)
 
 
 def test_newer_ledger_schema_is_refused(harness: Any, embedded_pg: Any, default_config: Any, tmp_path: Path) -> None:
