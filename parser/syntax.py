@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 from decimal import Decimal
 
 from sqlglot import exp
@@ -46,8 +47,19 @@ _IN_HEAD = re.compile(r"(?i)\bin\s*\(\s*")
 _ITEM = re.compile(r"\s*(?:(?P<num>[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)|'(?P<str>(?:[^'\\]|'')*)')\s*(?P<sep>[,)])")
 _MARK = "\x00lapras-in-list-"
 _FOLDED: dict[str, list[tuple[str | int | Decimal, int]]] = {}
-_FOLDED_KEEP = 4096  # lists kept for the passes after parsing (a statement is analysed right after)
+_FOLDED_ITEMS = 400_000  # items kept for the passes after parsing (a statement is analysed right after)
+_folded_held = 0
+_folded_lock = threading.Lock()
 _serial = itertools.count()
+
+
+def _register(mark: str, items: list[tuple[str | int | Decimal, int]]) -> None:
+    global _folded_held
+    with _folded_lock:
+        while _FOLDED and _folded_held + len(items) > _FOLDED_ITEMS:
+            _folded_held -= len(_FOLDED.pop(next(iter(_FOLDED))))
+        _FOLDED[mark] = items
+        _folded_held += len(items)
 
 
 def folded_items(node: exp.Expr) -> list[tuple[str | int | Decimal, int]] | None:
@@ -114,9 +126,7 @@ def _fold_in_lists(sql: str) -> str:
                         pad = "".join("\n" if c == "\n" else " " for c in span[len(mark) + 2:])
                         out.append(sql[last:start] + f"'{mark}'" + pad)
                         last = close
-                        if len(_FOLDED) >= _FOLDED_KEEP:
-                            _FOLDED.pop(next(iter(_FOLDED)))
-                        _FOLDED[mark] = items
+                        _register(mark, items)
                     i = j
                     continue
         i += 1
