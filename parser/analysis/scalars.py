@@ -20,7 +20,7 @@ from sqlglot import exp
 from .. import errors as E
 from .. import scalar as S
 from .. import temporal as TM
-from ..coltypes.temporal import time_of_day
+from ..coltypes.timeofday import time_of_day
 from ..errors import Refusal
 from ..limits import Budget
 from ..pgtypes import TIME, type_name
