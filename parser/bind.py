@@ -22,6 +22,7 @@ from .partition import (
     has_selected_keys,
     partition_request,
     private_columns,
+    selected_groups,
     value_list_request,
 )
 from .plan import Column, QueryPlan
@@ -271,7 +272,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     joint = _GroupCells(t.table, sp, budget)
     # LIMIT 0 (how Tableau and others ask for a query's columns) shows no row whatever is measured: measure
     # nothing, so describing an aggregate costs nothing.
-    listed = _selected_groups(t, selected) if t.select_groups and selected is not None else \
+    listed = selected_groups(t, selected) if t.select_groups and selected is not None else \
         zip(_groups(t), _group_indices(t), strict=True)
     for (key, cells), at in listed if limit != 0 else []:
         if t.groups:
@@ -366,24 +367,6 @@ def _covers(cells: list[tuple[str | tuple[str, ...], Ranges]], selected: frozens
     """True when a group's cells include a released cell tuple."""
     per_dim = [[i for lo, hi in granges for i in range(lo, hi + 1)] for _, granges in cells]
     return any(combo in selected for combo in itertools.product(*per_dim))
-
-
-def _selected_groups(t: Template, selected: frozenset[tuple[int, ...]]
-                     ) -> list[tuple[tuple[tuple[object, ...], list[tuple[str | tuple[str, ...], Ranges]]],
-                                     tuple[int, ...]]]:
-    """The groups of the released cell combinations only (each dimension a plain column, one cell a key), in
-    key order, as :func:`_groups` and :func:`_group_indices` would list them among the whole product."""
-    of_cell = [{r[0][0]: i for i, r in enumerate(d.cells)} for d in t.groups]
-    out = []
-    for combo in selected:
-        at = tuple(of_cell[k].get(c) for k, c in enumerate(combo))
-        if None in at:
-            continue
-        key = tuple(d.keys[i] for d, i in zip(t.groups, at, strict=True))  # type: ignore[index]
-        cells = [(d.attr, d.cells[i]) for d, i in zip(t.groups, at, strict=True)]  # type: ignore[index]
-        out.append(((key, cells), at))
-    out.sort(key=lambda g: g[1])
-    return out  # type: ignore[return-value]
 
 
 def _group_indices(t: Template) -> list[tuple[int, ...]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from . import errors as E
 from .coltypes.base import ColumnType
@@ -22,8 +23,11 @@ from .coltypes.text import TextType
 from .errors import Refusal
 from .identifiers import display_ident, qualified
 from .linear import make_linear_query
-from .predicate import Pred, Space
+from .predicate import Pred, Ranges, Space
 from .schema import Attribute, Catalog, TableSchema
+
+if TYPE_CHECKING:
+    from .template import Template
 from .sql import cell_expr, predicate_sql, quote_ident, unit_cells_sql
 
 
@@ -156,3 +160,24 @@ def selected_catalog(catalog: Catalog, table: TableSchema) -> Catalog:
     """``catalog`` with ``table`` in place of the protected table of the same name."""
     return replace(catalog, tables=tuple(table if (t.name, t.schema) == (table.name, table.schema) else t
                                          for t in catalog.tables))
+
+
+Group = tuple[tuple[tuple[object, ...], list[tuple[str | tuple[str, ...], Ranges]]], tuple[int, ...]]
+
+
+def selected_groups(t: Template, selected: frozenset[tuple[int, ...]]) -> list[Group]:
+    """The groups of the released cell combinations only (each dimension a plain column, one cell a key), in
+    key order, as the binder would list them among the whole product: ((key, cells per dimension), key
+    indices)."""
+    of_cell = [{r[0][0]: i for i, r in enumerate(d.cells)} for d in t.groups]
+    out: list[Group] = []
+    for combo in selected:
+        found = [of_cell[k].get(c) for k, c in enumerate(combo)]
+        if any(i is None for i in found):
+            continue
+        at = tuple(int(i) for i in found if i is not None)
+        key = tuple(d.keys[i] for d, i in zip(t.groups, at, strict=True))
+        cells: list[tuple[str | tuple[str, ...], Ranges]] = [(d.attr, d.cells[i]) for d, i in
+                                                             zip(t.groups, at, strict=True)]
+        out.append(((key, cells), at))
+    return sorted(out, key=lambda g: g[1])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+import re
+import threading
 from decimal import Decimal
 
 from sqlglot import exp
@@ -23,15 +26,137 @@ def _offset(sql: str, line: int, col: int) -> int:
 
 def parse_statements(sql: str) -> list[exp.Expr]:
     """Parse every statement of ``sql`` (empty ones dropped); raise Refusal 42601 on a syntax error."""
+    text = _fold_in_lists(sql)
     try:
-        tokens = _DIALECT.tokenize(sql)
-        _check_tokens(sql, tokens)
-        trees = _DIALECT.parser().parse(tokens, sql)
+        tokens = _DIALECT.tokenize(text)
+        _check_tokens(text, tokens)
+        trees = _DIALECT.parser().parse(tokens, text)
     except ParseError as e:
-        raise _syntax_refusal(sql, e) from None
+        raise _syntax_refusal(text, e) from None
     except TokenError as e:
         raise Refusal(SYNTAX_ERROR, f"syntax error: {e}") from None
     return [_plain_strings(sql, t) for t in trees if t is not None]
+
+
+# A long IN list of plain literals (BI tools send thousands of values) costs sqlglot a token and a node
+# per item, and every later pass a walk over them; read by this scanner instead, it stands in the text as
+# one placeholder literal padded to the list's length (positions and line numbers stay the statement's),
+# whose items ``folded_items`` gives (the WHERE pass and the scalar compiler read them).
+_MIN_FOLDED = 64
+_IN_HEAD = re.compile(r"(?i)\bin\s*\(\s*")
+_ITEM = re.compile(r"\s*(?:(?P<num>[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)|'(?P<str>(?:[^'\\]|'')*)')\s*(?P<sep>[,)])")
+_MARK = "\x00lapras-in-list-"
+_FOLDED: dict[str, list[tuple[str | int | Decimal, int]]] = {}
+_FOLDED_ITEMS = 400_000  # items kept for the passes after parsing (a statement is analysed right after)
+_folded_held = 0
+_folded_lock = threading.Lock()
+_serial = itertools.count()
+
+
+def _register(mark: str, items: list[tuple[str | int | Decimal, int]]) -> None:
+    global _folded_held
+    with _folded_lock:
+        while _FOLDED and _folded_held + len(items) > _FOLDED_ITEMS:
+            _folded_held -= len(_FOLDED.pop(next(iter(_FOLDED))))
+        _FOLDED[mark] = items
+        _folded_held += len(items)
+
+
+def folded_items(node: exp.Expr) -> list[tuple[str | int | Decimal, int]] | None:
+    """The (value, 0-based offset) items of an IN list the scanner folded, or None for any other node."""
+    exprs = node.expressions if isinstance(node, exp.In) else []
+    if len(exprs) != 1 or not isinstance(exprs[0], exp.Literal) or not exprs[0].is_string:
+        return None
+    mark = str(exprs[0].this)
+    if not mark.startswith(_MARK):
+        return None
+    items = _FOLDED.get(mark)
+    if items is None:
+        raise Refusal(FEATURE_NOT_SUPPORTED, "an IN list read too long ago; send the statement again")
+    return items
+
+
+def _fold_in_lists(sql: str) -> str:
+    """``sql`` with each long IN list of plain literals replaced by a placeholder (its items registered).
+    Strings, quoted names and comments are skipped as the tokenizer would."""
+    if len(sql) < 1000 or "(" not in sql:
+        return sql
+    out: list[str] = []
+    i, n, last = 0, len(sql), 0
+    while i < n:
+        ch = sql[i]
+        if ch == "'" or ch == '"':  # a string or quoted name: skip to its end ('' and "" double)
+            escape = ch == "'" and i > 0 and sql[i - 1] in "eE"
+            j = i + 1
+            while j < n:
+                if escape and sql[j] == "\\":
+                    j += 2  # an escape string: a backslash escapes the next character
+                    continue
+                if sql[j] == ch:
+                    if j + 1 < n and sql[j + 1] == ch:
+                        j += 2
+                        continue
+                    break
+                j += 1
+            i = j + 1
+            continue
+        if ch == "$":  # a dollar-quoted string $tag$...$tag$ (or a parameter $1)
+            m = re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:i + 70])
+            if m:
+                end = sql.find(m.group(0), i + len(m.group(0)))
+                i = n if end < 0 else end + len(m.group(0))
+                continue
+        if sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        if sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            continue
+        if ch in "iI" and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] in "_$")):
+            head = _IN_HEAD.match(sql, i)
+            if head is not None:
+                items, j = _scan_items(sql, head.end())
+                if items is not None and len(items) >= _MIN_FOLDED:
+                    start, close = head.end(), j - 1  # the ')' ending the list stays
+                    mark = f"{_MARK}{next(_serial)}"
+                    span = sql[start:close]
+                    if len(mark) + 2 <= len(span):
+                        pad = "".join("\n" if c == "\n" else " " for c in span[len(mark) + 2:])
+                        out.append(sql[last:start] + f"'{mark}'" + pad)
+                        last = close
+                        _register(mark, items)
+                    i = j
+                    continue
+        i += 1
+    if not out:
+        return sql
+    out.append(sql[last:])
+    return "".join(out)
+
+
+def _scan_items(sql: str, pos: int) -> tuple[list[tuple[str | int | Decimal, int]] | None, int]:
+    """The plain literals of an IN list starting at ``pos`` (values as ``literal_value`` reads them) and the
+    offset after its ')' (None: not such a list; escape strings, casts, expressions and parameters are left
+    to the parser)."""
+    items: list[tuple[str | int | Decimal, int]] = []
+    while True:
+        m = _ITEM.match(sql, pos)
+        if m is None:
+            return None, pos
+        num = m.group("num")
+        if num is not None:
+            try:
+                value: str | int | Decimal = int(num)
+            except ValueError:
+                value = Decimal(num)
+            items.append((value, m.start("num")))
+        else:
+            items.append((m.group("str").replace("''", "'"), m.start("str") - 1))
+        pos = m.end()
+        if m.group("sep") == ")":
+            return items, pos
 
 
 def _plain_strings(sql: str, tree: exp.Expr) -> exp.Expr:

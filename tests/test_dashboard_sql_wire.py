@@ -8,6 +8,7 @@ answer over the clamped values: a false failure has probability below 1e-6 per v
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from datetime import time
 from typing import Any

@@ -20,11 +20,11 @@ from sqlglot import exp
 from .. import errors as E
 from .. import scalar as S
 from .. import temporal as TM
-from ..coltypes.temporal import time_of_day
+from ..coltypes.timeofday import time_of_day
 from ..errors import Refusal
 from ..limits import Budget
 from ..pgtypes import TIME, type_name
-from ..syntax import literal_value, position_of
+from ..syntax import folded_items, literal_value, position_of
 from .nodes import ARITH, CMP_OPS, FLOAT_TYPES, INT_TYPES, TEXT_TYPES, NotScalar, flatten, strip_paren
 from .scalar_calls import CallCompiler
 from .scalar_time import TEMPORAL_TYPES, TemporalCompiler
@@ -111,6 +111,10 @@ class _Compiler(TemporalCompiler, CallCompiler):
 
     def in_list(self, node: exp.In, d: int) -> S.Expr:
         """``x IN (...)``: one hash lookup a row when every item is a constant, else OR of equalities."""
+        folded = folded_items(node)
+        if folded is not None:  # the parser's scanner read a long list of plain literals: as nodes again
+            node = exp.In(this=node.this, expressions=[
+                exp.Literal.string(v) if isinstance(v, str) else exp.Literal.number(str(v)) for v, _ in folded])
         self.budget.in_list(len(node.expressions))
         x = self.compile(node.this, d)
         tests = [self.compared("=", x, self.compile(i, d), node) for i in node.expressions]

@@ -20,7 +20,7 @@ from ..errors import Refusal
 from ..pgtypes import ARRAY_OF
 from ..predicate import merge_ranges, runs
 from ..schema import Attribute
-from ..syntax import position_of
+from ..syntax import folded_items, position_of
 from .cells import on_cells
 from .context import Context
 from .joint import product_values
@@ -145,6 +145,11 @@ class _Lowering:
             if not isinstance(subject, exp.Column):
                 raise unsupported(f"expression {sql_of(subject)!r} in WHERE", subject)
             attr = ctx.column(subject)
+            folded = folded_items(node)
+            if folded is not None:  # a long list of plain literals, read by the parser's scanner
+                ctx.budget.in_list(len(folded))
+                check = attr.domain.check_literal
+                return C.In(attr.name, tuple(C.Lit(check(v, at + 1)) for v, at in folded))
             ctx.budget.in_list(len(node.expressions))
             return C.In(attr.name, tuple(operand(x, attr, ctx) for x in node.expressions))
         if isinstance(node, exp.Is):

@@ -11,8 +11,9 @@ from .boolean import BoolType
 from .intbins import BinnedBigIntType, BinnedIntType, BinnedSmallIntType
 from .integer import BigIntType, IntType, SmallIntType
 from .numeric import FloatType, NumericType
-from .temporal import DateType, TemporalType, TimestampType, TimestamptzType, TimeType
+from .temporal import DateType, TemporalType, TimestampType, TimestamptzType
 from .text import TextType
+from .timeofday import TimeType
 
 __all__ = ["COLUMN_TYPES", "BigIntType", "BinnedBigIntType", "BinnedIntType", "BinnedSmallIntType", "BoolType", "ColumnType", "DateType", "FloatType", "NumericType", "DeclarationError", "IntType", "TemporalType", "TextType",
            "SmallIntType", "TimeType", "TimestampType", "TimestamptzType", "from_config"]

@@ -90,15 +90,15 @@ class CountingSource(HistogramExactSource):
 
 def test_work_limit_refuses_before_anything_is_read_or_charged(hist: np.ndarray) -> None:
     source = CountingSource({"t": (("a", "b", "c"), hist)})
-    # Filters that are unions (several boxes a query) over a grouped column: the pointwise bound for a GROUP
-    # BY of single cells does not apply, so the exact computation and its work limit decide.
-    eng = Engine(CATALOG, MemoryLedger(), source, EngineSettings(split="equal", max_statement_work=500),
+    eng = Engine(CATALOG, MemoryLedger(), source, EngineSettings(split="equal", max_statement_work=5_000),
                  predictions=lambda _catalog: Prediction((), 20, None))
     before = eng.ledger.current_epoch()
     CountingSource.calls = 0
     with pytest.raises(StatementTooComplex) as info:
-        eng.answer(plan("SELECT c, count(*) FILTER (WHERE a < 3 OR b = 'x'), count(*) FILTER (WHERE a > 5 OR "
-                        "b = 'y'), sum(a) FROM t GROUP BY c"), "u")
+        # (a GROUP BY whose groups pin every column is bounded pointwise without the grid: these filters,
+        # unions over two columns inside each group, are not)
+        aggs = ", ".join(f"count(*) FILTER (WHERE a < {i} OR b = '{'xyz'[i % 3]}')" for i in range(1, 10))
+        eng.answer(plan(f"SELECT c, {aggs} FROM t GROUP BY c"), "u")
     assert info.value.sqlstate == "54000" and info.value.hint
     after = eng.ledger.current_epoch()
     assert CountingSource.calls == 0 and after is not None and before is not None
@@ -106,3 +106,18 @@ def test_work_limit_refuses_before_anything_is_read_or_charged(hist: np.ndarray)
     # Within the limit the same engine answers (one release for all groups).
     a = eng.answer(plan("SELECT b, count(*), sum(c) FROM t GROUP BY b"), "u")
     assert a.outcome == "bad" and CountingSource.calls == 1
+
+
+def test_group_by_pinning_every_column_is_bounded_pointwise_past_the_work_limit(hist: np.ndarray) -> None:
+    """A GROUP BY over many columns (each group one point of them) needs more grid work than the limit; its
+    sensitivity is bounded without the grid (a row reaches one point's queries only): answered, and the bound
+    equals the exact one computed without a limit."""
+    from lapras.mechanisms.sensitivity import statement_sensitivity
+
+    source = CountingSource({"t": (("a", "b", "c"), hist)})
+    eng = Engine(CATALOG, MemoryLedger(), source, EngineSettings(split="equal", max_statement_work=5_000),
+                 predictions=lambda _catalog: Prediction((), 20, None))
+    p = plan("SELECT a, b, c, count(*), sum(c) FROM t GROUP BY a, b, c")
+    queries = [q for q in p.queries if not q.is_zero]
+    assert statement_sensitivity(TABLE, queries, 5_000) == statement_sensitivity(TABLE, queries, None) == 1.0
+    assert eng.answer(p, "u").values is not None
