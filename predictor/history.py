@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,7 +30,8 @@ from predictor.utility import CostModel
 from predictor.volume import forecast, level_models
 
 # Epochs of history read at each learning: four weeks of daily epochs (the weekly models look back 28
-# epochs), three weeks of hourly ones (hour-of-week: 3 x 168), and never fewer than 14.
+# epochs), eight days of shorter ones (hourly: the hour-of-day model looks back 3 x 24; the progression
+# search grows with the epochs read), and never fewer than 14. The ledger keeps MAX_EPOCHS.
 MIN_EPOCHS, MAX_EPOCHS = 14, 720
 NOT_ITEMS = frozenset({"repeat", "zero"})
 
@@ -85,7 +87,7 @@ def epochs_to_read(epoch_seconds: float | None) -> int:
     if not epoch_seconds:
         return 60
     return max(MIN_EPOCHS, min(MAX_EPOCHS, math.ceil(28 * 86400 / epoch_seconds) if epoch_seconds >= 86400
-                                else math.ceil(21 * 86400 / epoch_seconds)))
+                                else math.ceil(8 * 86400 / epoch_seconds)))
 
 
 def literal(value: Any) -> str:
@@ -142,7 +144,7 @@ def history_epochs(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalo
 
 def learn(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalog | None, *,
           epoch_seconds: float | None, now: float, cost: CostModel | None = None,
-          overlap: bool = True) -> PredictionSet | None:
+          overlap: bool = True, time_limit: float | None = None) -> PredictionSet | None:
     """P, S and rho for the epoch after the newest span, or None when the history holds no statement.
 
     The newest span may still be open: a timed epoch prepared ahead of its boundary has seen most of its
@@ -185,7 +187,9 @@ def learn(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalo
             pset.stats["rho_unknown"] = True  # no evidence yet of what recurs: the engine's default overlap
         pset.stats["history_epochs"] = 1
         return pset
+    t0 = time.monotonic()
     pset = train(epochs, n, catalog, cost)
+    seconds = time.monotonic() - t0
     in_p = pset.rho_estimate * pset.s_estimate  # P's expected hits under the model
     # S: the stream items per epoch forecast from the completed epochs by their calendar class (weekday
     # or hour of day when the history shows the pattern), not the sum of the keys' probabilities, which
@@ -197,7 +201,9 @@ def learn(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalo
     pset.stats["s_volume"] = {"model": volume.model, "errors": volume.errors}
     pset.s_estimate = max(1, round(volume.value))
     pset.rho_estimate = round(min(1.0, in_p / pset.s_estimate), 4)
-    if overlap and n >= 8:
+    # The measured overlap trains the model seven more times: only when that fits a quarter of the time
+    # the epoch's preparation is given (``time_limit``, the matrix mechanism's), else the model's rho.
+    if overlap and n >= 8 and (time_limit is None or 7 * seconds <= time_limit / 4):
         measure_overlap(pset, epochs, catalog, cost)
     pset.stats["history_epochs"] = n
     pset.epoch_start = epochs.origin + timedelta(hours=epochs.hours * n)

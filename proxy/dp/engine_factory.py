@@ -62,8 +62,9 @@ def _predictions(cfg: Config, ledger: Ledger | None = None, history: StatementHi
     path = prediction_path(cfg)
     if path is None and not cfg.predictor.get("templates"):
         if ledger is not None and cfg.lapras.learn_prediction:
-            return history_learner(ledger, history, engine_settings(cfg, progress=False).epoch_length,
-                                   cfg.lapras.split)
+            settings = engine_settings(cfg, progress=False)
+            return history_learner(ledger, history, settings.epoch_length, cfg.lapras.split,
+                                   settings.mm_time_limit)
         return None
 
     def load(catalog: Catalog) -> Prediction:
@@ -82,7 +83,7 @@ def _predictions(cfg: Config, ledger: Ledger | None = None, history: StatementHi
 
 
 def history_learner(ledger: Ledger, history: StatementHistory | None, length: float | None,
-                    split: str = "auto") -> Callable[[Catalog], Prediction]:
+                    split: str = "auto", time_limit: float = 30.0) -> Callable[[Catalog], Prediction]:
     """P and S learnt at each epoch's preparation from the proxy's own statement history in the ledger
     (``[lapras] learn_prediction``): the predictor's model over one bucket per ledger epoch (``length``:
     the configured epoch length in seconds, None for manual epochs)."""
@@ -102,7 +103,7 @@ def history_learner(ledger: Ledger, history: StatementHistory | None, length: fl
                 log.warning("statement history not flushed before learning: %s", exc)
         spans, rows = ledger.history(epochs_to_read(length))
         pset = learn(spans, rows, catalog, epoch_seconds=length, now=time.time(), cost=cost,
-                     overlap=len(rows) < 20_000)
+                     time_limit=time_limit)
         ledger.prune_history(MAX_EPOCHS)
         if pset is None:
             return Prediction()
