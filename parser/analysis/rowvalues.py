@@ -142,6 +142,10 @@ def _measure_expr(e: S.Expr, node: exp.Expr, measures: list[Attribute], attrs: d
                           "clamp ranges by interval arithmetic (arithmetic, ABS, CASE, COALESCE, NULLIF, casts, "
                           "GREATEST / LEAST, ROUND, SQRT of non-negative ranges, division by non-zero ranges).") from None
     total = ME._union(per_cell)
+    if any(lit.is_string and any(ord(ch) < 32 and ch not in "\t\n\r" for ch in str(lit.this))
+           for lit in node.find_all(exp.Literal)):  # the SQL generator would not write them back as written
+        raise unsupported(f"expression {sql_of(node)!r} inside {kind}: a text literal with control characters",
+                          node)
     columns = [ctx.column(c) for c in node.find_all(exp.Column)]
     return MeasureExpr(carrier.name, ME.pushed_sql(node, columns), tuple(c.max_abs for c in per_cell),
                        total.lo, total.hi, total.null)
