@@ -688,7 +688,10 @@ class Engine:
         key = ledger_key(table.qualified_name, column)
         rec = self._partitions.get((epoch_id, key)) or self.ledger.partition(epoch_id, key)
         if rec is None and charge:
-            rec = select_bound(self.ledger, self.exact, epoch_id, table, column)
+            try:
+                rec = select_bound(self.ledger, self.exact, epoch_id, table, column)
+            except BudgetExhausted:
+                return None  # the partition part cannot pay for it: the SUM keeps its row bound (sound)
         if rec is not None:
             self._partitions[(epoch_id, key)] = rec
         return rec
@@ -703,7 +706,11 @@ class Engine:
         out: list[dict[str, object]] = []
         for column in auto_columns(table, list(plan.queries), getattr(self.exact, "group_bounds", None)):
             rec = self._auto_record(ep.id, table, column, charge=False)
-            out.append({"column": column, "record": rec, "cost": rec.cost if rec is not None else self.partition_cost()})
+            cost = rec.cost if rec is not None else self.partition_cost()
+            cur = self.ledger.current_epoch()
+            payable = rec is not None or (cost is not None and cur is not None and cur.spec.partition.admits(
+                cur.partition_rho_spent, cur.partition_delta_spent, cost))
+            out.append({"column": column, "record": rec, "cost": cost, "payable": payable})
         return out
 
     @staticmethod

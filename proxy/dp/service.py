@@ -530,10 +530,13 @@ def _auto_bound_lines(items: Sequence[Mapping[str, object]]) -> list[str]:
         what = ("a DP 95th percentile of the units' sums of their c largest |values| (Gaussian histogram), "
                 "from the epoch's partition budget")
         spend = (f"rho = {cost.rho:.4g}, delta = {cost.delta:.3g}" if isinstance(cost, Cost) and cost.rho is not None
-                 and cost.delta is not None else "no partition budget: the statement is refused")
+                 and cost.delta is not None else "")
         if isinstance(rec, PartitionRecord):
             lines.append(f"  automatic bound: max_sum_per_group.{col} = {float(rec.keys[0][0]):.6g} in this epoch "
                          f"({what}; charged once: {spend}; reused, no charge)")
+        elif not item.get("payable"):
+            lines.append(f"  automatic bound for SUM({col}): cannot be chosen, the epoch's partition budget is "
+                         "off or spent: the SUM keeps its row bound (declare a number to clamp it)")
         else:
             lines.append(f"  automatic bound for SUM({col}): not chosen yet this epoch: charged once at first use "
                          f"({what}; {spend}); until then the precision below is at the row bound")
