@@ -140,7 +140,7 @@ def select_bound(ledger: Ledger, exact: object, epoch_id: int, table: TableSchem
     cands = candidates(attr.domain.max_abs, table.group_rows)
     per_bin = np.append(cands, cands[-1])  # bin j < len(cands): x < cands[j]; the last: x at the top
     mech = AutoBoundQuantile.calibrate(cost, len(per_bin))
-    keys, counts = exact.key_counts(unit_sum_histogram_sql(table, column, cands))  # type: ignore[attr-defined]
+    keys, counts = exact.key_counts(unit_sum_histogram_sql(table, column, cands.tolist()))  # type: ignore[attr-defined]
     bound = mech.choose(mech.release(bin_counts(keys, counts, len(per_bin))), per_bin)
     rec = PartitionRecord(ledger_key(table.qualified_name, column), [[bound]], cost, mech.name,
                           {**mech.params, "bound": bound})

@@ -61,7 +61,7 @@ def _bound(text: str, table_col: str = "amount") -> float:
 
 def _selections_left(p: Any) -> float:
     with psycopg.connect(p.dsn(), autocommit=True) as conn:
-        rows = dict(conn.execute("SHOW lapras.budget").fetchall())
+        rows: dict[str, str] = dict(conn.execute("SHOW lapras.budget").fetchall())
     return float(rows["partition.selections_left"])
 
 
