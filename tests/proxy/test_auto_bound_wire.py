@@ -14,6 +14,8 @@ import re
 from typing import Any
 
 import psycopg
+import pytest
+from notices import notice_stderrs
 
 TABLES = """
 [tables.spend]
@@ -127,3 +129,39 @@ def test_without_a_partition_budget_the_sum_keeps_its_row_bound(harness: Any, em
         assert "automatic bound: " not in _explain(p, SQL.format(t="spend"))
     finally:
         p.stop()
+
+
+def _stderrs(p: Any, sql: str) -> list[float]:
+    notices: list[str] = []
+    with psycopg.connect(p.dsn(), autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET lapras.show_stderr = on")
+        conn.execute(sql).fetchall()
+    return notice_stderrs(notices)
+
+
+def test_the_chosen_bound_acts_as_the_same_bound_declared(harness: Any, embedded_pg: Any, default_config: Any,
+                                                          tmp_path: Any) -> None:
+    """The first statement's stated errors with "auto" (B = 250 here) equal those with B = 250 declared, and
+    are 5.4x below the unclamped ones (docs/bounding.md's formulas): the same clamp and sensitivity."""
+    errs = {}
+    for name, spec in (("auto", '"auto"'), ("declared", "250.0"), ("row", None)):
+        dsn = harness.demo_database(embedded_pg, default_config, f"autob_{name}")  # a ledger of its own
+        _fill(dsn)
+        port = harness.free_port()
+        tables = TABLES.replace('max_sum_per_group = { amount = "auto" }',
+                                f"max_sum_per_group = {{ amount = {spec} }}" if spec else "", 1)
+        cfg = tmp_path / f"{name}.toml"
+        cfg.write_text(harness.make_test_config(dsn, port, epsilon=1e4, stream_length=1000, extra=tables))
+        p = harness.ProxyProcess(cfg, tmp_path / f"state_{name}", port)
+        p.start()
+        try:
+            errs[name] = _stderrs(p, SQL.format(t="spend"))
+            if name == "auto":
+                assert _bound(_explain(p, SQL.format(t="spend"))) == 250.0
+        finally:
+            p.stop()
+    assert len(errs["auto"]) >= 5
+    assert errs["auto"] == errs["declared"]
+    # Unclamped: scale 1,000 x N(k=5, c=2, g=5) = 3; clamped: scale 250 x sqrt(1 SUM x min(g, k, 10 days) = 5)
+    assert max(errs["row"]) / max(errs["auto"]) == pytest.approx(1000 * 3 / (250 * 5**0.5), rel=1e-2)
