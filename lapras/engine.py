@@ -25,6 +25,7 @@ import numpy as np
 
 from lapras.accounting import Budget
 from lapras.allocation import AllocState, warmup_length
+from lapras.auto_bound import auto_columns, ledger_key, select_bound, with_bounds
 from lapras.epochs import EpochPreparer, PreparedEpoch
 from lapras.errors import BudgetExhausted, LaprasError, UnknownTable
 from lapras.exact import ExactSource, close_source
@@ -524,6 +525,9 @@ class Engine:
         _check_planned_over(plan, catalog)
         queries = list(plan.queries)
         todo = [i for i, q in enumerate(queries) if not q.is_zero and q.key not in self._cache]
+        # A "max_sum_per_group = auto" bound this statement clamps with: chosen (and charged) once per epoch
+        # here, before this statement's own decision; stored, so every later statement reads the same B.
+        table = self._auto_bounded(ep.id, table, [queries[i] for i in todo], charge=True)
         # Bounded work before the lock: a statement too large is refused here, before any exact work.
         # (Clamped SUMs carry their noise scale as their sensitivity from here on; keys are unchanged.)
         effective, sensitivity = self.calibration(table, [queries[i] for i in todo])
@@ -668,6 +672,47 @@ class Engine:
 
         return effective, sensitivity
 
+    def _auto_bounded(self, epoch_id: int, table: TableSchema, queries: Sequence[LinearQuery],
+                      charge: bool) -> TableSchema:
+        """``table`` with the epoch's automatic per-group bounds (``max_sum_per_group = auto``) that these
+        queries' clamped SUMs use: the stored B, else (``charge``) one chosen now (``select_bound``: charged
+        and stored before use); without ``charge`` a bound not chosen yet is left out (the SUM unclamped)."""
+        chosen: dict[str, float] = {}
+        for column in auto_columns(table, queries, getattr(self.exact, "group_bounds", None)):
+            rec = self._auto_record(epoch_id, table, column, charge)
+            if rec is not None:
+                chosen[column] = float(rec.keys[0][0])
+        return with_bounds(table, chosen)
+
+    def _auto_record(self, epoch_id: int, table: TableSchema, column: str, charge: bool) -> PartitionRecord | None:
+        key = ledger_key(table.qualified_name, column)
+        rec = self._partitions.get((epoch_id, key)) or self.ledger.partition(epoch_id, key)
+        if rec is None and charge:
+            try:
+                rec = select_bound(self.ledger, self.exact, epoch_id, table, column)
+            except BudgetExhausted:
+                return None  # the partition part cannot pay for it: the SUM keeps its row bound (sound)
+        if rec is not None:
+            self._partitions[(epoch_id, key)] = rec
+        return rec
+
+    def explain_auto_bounds(self, plan: Statement) -> list[dict[str, object]]:
+        """Per automatic bound the statement would clamp with: its column and the stored record (B, cost,
+        mechanism), or None and what choosing it would cost; nothing is read, drawn or charged (EXPLAIN)."""
+        ep, catalog = self._epoch, self.catalog
+        table = _table_of(plan, catalog)
+        if ep is None or table is None:
+            return []
+        out: list[dict[str, object]] = []
+        for column in auto_columns(table, list(plan.queries), getattr(self.exact, "group_bounds", None)):
+            rec = self._auto_record(ep.id, table, column, charge=False)
+            cost = rec.cost if rec is not None else self.partition_cost()
+            cur = self.ledger.current_epoch()
+            payable = rec is not None or (cost is not None and cur is not None and cur.spec.partition.admits(
+                cur.partition_rho_spent, cur.partition_delta_spent, cost))
+            out.append({"column": column, "record": rec, "cost": cost, "payable": payable})
+        return out
+
     @staticmethod
     def _refuse(epoch_id: int, position: int) -> NoReturn:
         raise BudgetExhausted(
@@ -791,7 +836,8 @@ class Engine:
         if not todo:
             return Preview(errs, stored, "repeat")
         # Calibrated as the answer path does (per-group bounds and clamped SUMs included), so the stated
-        # error is the one the answer will have.
+        # error is the one the answer will have (an automatic bound not chosen yet: unclamped).
+        table = self._auto_bounded(ep.id, table, [queries[i] for i in todo], charge=False)
         sub, sensitivity = self.calibration(table, [queries[i] for i in todo])
         sens = sensitivity(sub, self.settings.max_statement_work)
         _, free_var = self._free_estimates(table, sub, mm)

@@ -222,3 +222,21 @@ def groups_seed(table: TableSchema) -> int:
     ``bounding_seed``)."""
     h = hashlib.blake2b(f"lapras-groups|{table.schema}|{table.name}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "big") >> 1
+
+
+def unit_sum_histogram_sql(table: TableSchema, column: str, thresholds: Sequence[float]) -> str:
+    """``SELECT bin, count(*)``: units counted per bin of ``thresholds`` (ascending) by the sum of their c
+    largest |value| of ``column`` over all their rows (``width_bucket``: the number of thresholds at or below
+    it), for the automatic per-group bound (``lapras.auto_bound``). Each unit is in exactly one bin."""
+    assert table.privacy_unit is not None
+    attr = table.attribute(column)
+    assert attr is not None
+    ref = f"{quote_ident(table.schema)}.{quote_ident(table.name)}"
+    unit = quote_ident(table.privacy_unit)
+    value = f"abs(({attr.domain.weight_sql(f'r.{quote_ident(column)}')})::float8)"
+    edges = ", ".join(f"{float(t)!r}" for t in thresholds)
+    ranked = (f"SELECT r.{unit} AS u, COALESCE({value}, 0) AS v, row_number() OVER (PARTITION BY r.{unit} "
+              f"ORDER BY COALESCE({value}, 0) DESC) AS n FROM {ref} AS r WHERE r.{unit} IS NOT NULL")
+    units = f"SELECT s.u, SUM(s.v) AS x FROM ({ranked}) AS s WHERE s.n <= {int(table.group_rows)} GROUP BY s.u"
+    return (f"SELECT width_bucket(t.x, ARRAY[{edges}]::float8[]) AS b, count(*) FROM ({units}) AS t "
+            f"GROUP BY 1 ORDER BY 1")

@@ -56,6 +56,10 @@ class TableSchema:
     max_sum_per_group: tuple[tuple[str, float], ...] = ()
     """With a privacy unit: (column, B) pairs: under ``bounding = "statement"`` a unit's SUM(column) inside
     one group of a GROUP BY statement is scaled down to at most B in absolute value."""
+    auto_sum_per_group: tuple[str, ...] = ()
+    """With a privacy unit: columns declared ``max_sum_per_group = { column = "auto" }``: their B is chosen
+    once per epoch from a DP quantile (``lapras.auto_bound``); the engine then reads this table with the
+    chosen (column, B) pairs added to ``max_sum_per_group`` (until then those columns are not clamped)."""
     sum_factors: Any = field(default=None, compare=False, repr=False)
     """Column -> SQL name of the per-row factor that clamps a unit's sum in its group (``max_sum_per_group``),
     on the copies exact-answer sources make over ``parser.bounding.grouped_rows_sql``; None in catalogs."""

@@ -269,6 +269,9 @@ class DPService:
                      f"{len(plan.group_keys)} groups")
         explain = getattr(self.engine, "explain", None)
         info = explain(plan) if explain is not None and not answered else {}
+        auto = getattr(self.engine, "explain_auto_bounds", None)
+        if auto is not None:
+            lines.extend(_auto_bound_lines(auto(plan)))
         if answered:
             lines.append("  cost: none, every answer is stored (a repeat)")
         elif info.get("predicted"):
@@ -516,3 +519,25 @@ def start_new_epoch(cfg: Config, upstream_dsn: str, state_dir: Path | None = Non
 
 
 __all__ = ["DPService", "LaprasError", "ServiceError", "open_ledger_report", "start_new_epoch"]
+
+
+def _auto_bound_lines(items: Sequence[Mapping[str, object]]) -> list[str]:
+    """EXPLAIN's lines for the automatic per-group SUM bounds (``max_sum_per_group = "auto"``) a statement
+    clamps with: the epoch's B once chosen, else what choosing it at first use costs."""
+    lines = []
+    for item in items:
+        col, rec, cost = display_ident(str(item["column"])), item.get("record"), item.get("cost")
+        what = ("a DP 95th percentile of the units' sums of their c largest |values| (Gaussian histogram), "
+                "from the epoch's partition budget")
+        spend = (f"rho = {cost.rho:.4g}, delta = {cost.delta:.3g}" if isinstance(cost, Cost) and cost.rho is not None
+                 and cost.delta is not None else "")
+        if isinstance(rec, PartitionRecord):
+            lines.append(f"  automatic bound: max_sum_per_group.{col} = {float(rec.keys[0][0]):.6g} in this epoch "
+                         f"({what}; charged once: {spend}; reused, no charge)")
+        elif not item.get("payable"):
+            lines.append(f"  automatic bound for SUM({col}): cannot be chosen, the epoch's partition budget is "
+                         "off or spent: the SUM keeps its row bound (declare a number to clamp it)")
+        else:
+            lines.append(f"  automatic bound for SUM({col}): not chosen yet this epoch: charged once at first use "
+                         f"({what}; {spend}); until then the precision below is at the row bound")
+    return lines

@@ -401,6 +401,7 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
             c.bad(p + ".max_rows_per_group", f"{per_group} exceeds max_rows_per_unit = {tv['max_rows_per_unit']} "
                   "(a unit adds at most k rows in all, so at most k to one group)")
         sums: list[tuple[str, float]] = []
+        auto: list[str] = []
         for col, bound in (tv["max_sum_per_group"] or {}).items():
             where = f"{p}.max_sum_per_group.{col}"
             attr = next((a for a in attrs if a.name == col), None)
@@ -408,15 +409,19 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
                 c.bad(where, "needs privacy_unit")
             elif attr is None or not attr.domain.summable:
                 c.bad(where, "names no declared numeric column")
+            elif bound == "auto":
+                auto.append(col)  # chosen once per epoch from a DP quantile (lapras.auto_bound)
             elif isinstance(bound, bool) or not isinstance(bound, int | float) or not bound > 0:
-                c.bad(where, f"must be a number > 0 (a unit's largest sum in one group), got {bound!r}")
+                c.bad(where, f"must be a number > 0 (a unit's largest sum in one group) or \"auto\" (chosen "
+                      f"once per epoch from a DP quantile of the units' sums), got {bound!r}")
             else:
                 sums.append((col, float(bound)))
         tables.append(TableSchema(name=tname, attributes=tuple(attrs), schema=schema, privacy_unit=unit,
                                   max_rows_per_unit=int(tv["max_rows_per_unit"]),
                                   max_groups_per_unit=int(groups) if groups is not None and unit else None,
                                   max_rows_per_group=int(per_group) if per_group is not None and unit else None,
-                                  max_sum_per_group=tuple(sorted(sums)) if unit else ()))
+                                  max_sum_per_group=tuple(sorted(sums)) if unit else (),
+                                  auto_sum_per_group=tuple(sorted(auto)) if unit else ()))
         load = tv["load"] or {}
         lv = c.read(load, "tables.*.load", p + ".load.")
         rename, offset = lv["rename"] or {}, lv["offset"] or {}

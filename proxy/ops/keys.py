@@ -234,8 +234,10 @@ KEYS: tuple[Key, ...] = (
     Key("tables.*", "max_sum_per_group", dict, None, "with a privacy unit and bounding = \"statement\": "
         "{ column = B }: a unit's SUM(column) inside one group of a GROUP BY statement is scaled down to at "
         "most B in absolute value (its rows' values times min(1, B / the sum of their absolute values)), so "
-        "that SUM's noise is scaled by min(B, c x the column's largest value) instead of the rows' bound "
-        "(docs/bounding.md)"),
+        "that SUM's noise is scaled by min(B, c x the column's largest value) instead of the rows' bound; "
+        "B = \"auto\": chosen once per epoch, at the first statement that needs it, as a DP 95th percentile of "
+        "the units' sums of their c largest values, charged as one of the epoch's partition_selections and "
+        "shown in EXPLAIN (docs/bounding.md)"),
     Key("tables.*", "columns", dict, None, "the columns and their public domains", required=True),
     Key("tables.*", "load", dict, None, "see [tables.NAME.load]"),
     # [public_tables.NAME]

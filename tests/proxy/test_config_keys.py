@@ -250,3 +250,16 @@ def test_max_sum_per_group_names_a_numeric_column_with_a_positive_bound() -> Non
     tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
     t = parse_config(tree).catalog.tables[0]
     assert t.max_sum_per_group == (("x", 2.5),) and t.group_sum_bound("x") == 2.5
+
+
+def test_max_sum_per_group_auto_is_accepted_and_a_bad_word_explained() -> None:
+    k = next(k for k in keys.KEYS if k.path == "tables.*.max_sum_per_group")
+    tree = with_key(k, {"x": "auto"})
+    tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
+    t = parse_config(tree).catalog.tables[0]
+    assert t.auto_sum_per_group == ("x",) and t.max_sum_per_group == () and t.group_sum_bound("x") is None
+    tree = with_key(k, {"x": "automatic"})
+    tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
+    with pytest.raises(ConfigError) as err:
+        parse_config(tree)
+    assert any('or "auto" (chosen once per epoch from a DP quantile' in p for p in err.value.problems), err.value.problems
