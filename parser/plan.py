@@ -277,15 +277,17 @@ def _propagated(e: Expr, env: Env) -> list[float | None]:
     # The clamp at 0 of non-negative SUMs is post-processing of the value, not of its error: propagated
     # through it, a clamped sum would state a smaller error the closer the noise took it below 0.
     env = replace(env, clamp=False)
+    values, errs = env.aggs, env.errs
+    assert values is not None and errs is not None
     base = [_number(v) for v in e.ev(env)]
     total = np.zeros(env.n)
-    for s in range(env.aggs.shape[1]):
-        step = env.errs[:, s]
+    for s in range(values.shape[1]):
+        step = errs[:, s]
         if not np.any(step > 0):
             continue
         moved = []
         for sign in (1.0, -1.0):
-            aggs = env.aggs.copy()
+            aggs = values.copy()
             aggs[:, s] += sign * step
             moved.append([_number(v) for v in e.ev(Env(env.n, env.cells, env.keys, aggs, env.params, False,
                                                        env.errs, clamp=False))])

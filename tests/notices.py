@@ -23,3 +23,15 @@ def notice_stderrs(notices: Iterable[str]) -> list[float]:
                 values = column.rsplit(": ", 1)[-1]
                 out.extend(float(x) for x in values.split(", ") if x and x not in ("...", "null"))
     return out
+
+
+def notice_columns(notice: str) -> dict[str, list[float | None]]:
+    """One NOTICE's standard errors by output column name, rows in result order (``null`` as None; the
+    ``...`` of a cut list left out)."""
+    m = STDERR_RE.search(notice)
+    assert m is not None, notice
+    out: dict[str, list[float | None]] = {}
+    for column in m.group(1).split("; "):
+        name, values = column.rsplit(": ", 1)
+        out[name] = [None if x == "null" else float(x) for x in values.split(", ") if x and x != "..."]
+    return out

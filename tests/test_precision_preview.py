@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from notices import notice_stderrs
+from notices import notice_columns
 
 STATEMENT = "SELECT category, count(*), sum(amount), avg(amount) FROM events GROUP BY 1"
 
@@ -49,9 +49,9 @@ def test_explain_states_each_columns_standard_error_before_spending(proxy_factor
         stated = {c: float(cols[c].split("standard error ")[1].split()[0]) for c in ("count", "sum")}
         conn.execute("SET lapras.show_stderr = on")
         conn.execute(STATEMENT).fetchall()
-        released = notice_stderrs(n for n in notices if "stderr=[" in n)  # columns in order: count, sum, ...
-        assert float(released[0]) == pytest.approx(stated["count"], rel=1e-3)
-        assert float(released[1]) == pytest.approx(stated["sum"], rel=1e-3)
+        released = notice_columns(next(n for n in notices if "stderr=[" in n))  # first row of each column
+        assert released["count"][0] == pytest.approx(stated["count"], rel=1e-3)
+        assert released["sum"][0] == pytest.approx(stated["sum"], rel=1e-3)
         after = _explain(conn, STATEMENT)
         assert any("precision (free: already released)" in ln for ln in after), after
     empty = proxy_factory(epsilon=1.0, delta=1e-3, stream_length=200)
