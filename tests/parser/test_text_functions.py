@@ -161,7 +161,7 @@ def shop(embedded_pg: Any) -> Any:
 def test_text_keys_and_filters_plan_to_postgresqls_rows(sql: str, shop: Any) -> None:
     from parser.sql import answers_sql
 
-    plan = plan_query(sql, Catalog((SHOP,), C_LOCALE))
+    plan = plan_query(sql, Catalog((SHOP,), collation=C_LOCALE))
     row = shop.execute(answers_sql(SHOP, plan.queries)).fetchone() if plan.queries else ()
     ours = {tuple(r[:-1]): r[-1] for r in plan.rows([float(v) for v in row]) if r[-1]}
     theirs = {tuple(r[:-1]): r[-1] for r in shop.execute(sql).fetchall() if r[-1]}
@@ -188,7 +188,7 @@ def test_text_order_statistics_equal_postgresqls_on_exact_counts(sql: str, shop:
     database's collation (C here: code point order)."""
     from parser.sql import answers_sql
 
-    plan = plan_query(sql, Catalog((SHOP,), C_LOCALE))
+    plan = plan_query(sql, Catalog((SHOP,), collation=C_LOCALE))
     row = shop.execute(answers_sql(SHOP, plan.queries)).fetchone()
     ours = sorted(tuple(r) for r in plan.rows([float(v) for v in row]))
     theirs = sorted(tuple(r) for r in shop.execute(sql).fetchall())
