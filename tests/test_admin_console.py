@@ -196,11 +196,19 @@ def test_restart_says_which_privacy_settings_wait_for_the_next_epoch(proxy_facto
     proxy = proxy_factory(epsilon=2.0)
     proxy.stop()
     text = proxy.config_path.read_text()
-    proxy.config_path.write_text(text.replace("[privacy]\n", "[privacy]\npartition_fraction = 0.1\n", 1))
+    assert re.search(r"^partition_fraction = 0\.1 ", text, re.M), "the shipped default changed"
+    proxy.config_path.write_text(re.sub(r"^partition_fraction = 0\.1 ", "partition_fraction = 0.2 ", text, count=1,
+                                        flags=re.M))
+    # A restart with privacy settings other than those stored with the ledger is refused, naming them ...
+    with pytest.raises(RuntimeError) as refused:
+        proxy.start()
+    assert "privacy.partition_fraction" in str(refused.value) and "--replace-stored" in str(refused.value)
+    # ... and with --replace-stored it says they wait for the next epoch.
+    proxy.extra_args = (*proxy.extra_args, "--replace-stored")
     proxy.start()
     out = "".join(proxy.output)
-    assert re.search(r"note: privacy\.partition_fraction: the current epoch 1 runs with 0 \(fixed in the "
-                     r"ledger\); 0\.1 from the next epoch \(epoch 2, due \d{4}-\d\d-\d\d ", out), out
+    assert re.search(r"note: privacy\.partition_fraction: the current epoch 1 runs with 0\.1 \(fixed in the "
+                     r"ledger\); 0\.2 from the next epoch \(epoch 2, due \d{4}-\d\d-\d\d ", out), out
 
 
 def test_reload_turns_tls_and_the_query_log_on(proxy_factory: Any, tmp_path: Path) -> None:

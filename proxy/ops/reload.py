@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from parser.identifiers import qualified
+
 from .config import Config
 from .keys import KEYS
 
@@ -114,9 +116,11 @@ def diff(old: Config, new: Config) -> list[Change]:
         elif ou[name] != nu[name]:
             what = [w for w, i in (("auth", 0), ("secret", 1), ("admin", 2)) if ou[name][i] != nu[name][i]]
             out.append(Change(f"users.{name}", "", f"{', '.join(what)} changed", LIVE))
-    if old.catalog != new.catalog or old.loads != new.loads:
+    if _declared(old.catalog) != _declared(new.catalog) or old.loads != new.loads:
         names = sorted({t.qualified_name for t in (*old.catalog.tables, *new.catalog.tables)
-                        if old.catalog.table(t.name, t.schema) != new.catalog.table(t.name, t.schema)})
+                        if old.catalog.table(t.name, t.schema) != new.catalog.table(t.name, t.schema)}
+                       | {qualified(schema, name) for name, schema, _ in
+                          _declared(old.catalog)[1] ^ _declared(new.catalog)[1]})
         out.append(Change("tables", "", ", ".join(names) or "load settings", RESTART))
     if old.predictor != new.predictor:
         out.append(Change("predictor", "", "changed", RESTART))
@@ -178,3 +182,13 @@ def epoch_difference_lines(current: dict[str, Any], cfg: Config, next_epoch: str
     epoch = current.get("epoch")
     return [f"{key}: the current epoch {epoch} runs with {have} (fixed in the ledger); {want} from the next "
             f"epoch{next_epoch}" for key, have, want in diffs]
+
+
+def _public_declared(p: Any) -> tuple[str, str, str]:
+    """What config.toml declares of a public table (its rows and columns are read upstream at start)."""
+    return (p.name, p.schema, p.description)
+
+
+def _declared(catalog: Any) -> tuple[Any, frozenset[tuple[str, str, str]]]:
+    """A catalog as config.toml declares it: the running one also holds the public tables as read."""
+    return (catalog.tables, frozenset(_public_declared(p) for p in catalog.public))
