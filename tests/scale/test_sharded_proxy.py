@@ -9,6 +9,7 @@ import asyncio
 import importlib.util
 import sys
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def proxies(sharded_cluster: Running, single_cluster: Running, tmp_path_factory)
 def _same(a: Any, b: Any) -> bool:
     # Counts and sums are released as integers: equal. Ratios (AVG) of two noisy sums carry a little of
     # their noise (more in small groups): equal to 0.5%, far below what a lost or doubled shard changes.
-    if isinstance(a, float) or isinstance(b, float):
+    if isinstance(a, float | Decimal) or isinstance(b, float | Decimal):  # numeric results are Decimal
         return a is not None and b is not None and abs(float(a) - float(b)) <= 5e-3 * max(10.0, abs(float(b)))
     if isinstance(a, int) and isinstance(b, int):
         # A sum of a weighted column (hours x 52: sensitivity 5,148 a row) keeps a noise stderr near 0.5 even
