@@ -16,11 +16,13 @@ SQL = "SELECT count(*) FROM events WHERE category = 'search' AND duration_s < {n
 
 
 def _tables(dsn: str) -> list[tuple[int, str]]:
+    """The epoch tables of ``events`` (the demo's other tables with a privacy unit get their own)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         if conn.execute("SELECT to_regclass('lapras.bounded_tables')").fetchone()[0] is None:  # type: ignore[index]
             return []
         return [(int(e), str(r)) for e, r in
-                conn.execute("SELECT epoch_id, relname FROM lapras.bounded_tables ORDER BY epoch_id").fetchall()]
+                conn.execute("SELECT epoch_id, relname FROM lapras.bounded_tables WHERE source LIKE %s "
+                             "ORDER BY epoch_id", ("%events%",)).fetchall()]
 
 
 def _exists(dsn: str, relname: str) -> bool:
