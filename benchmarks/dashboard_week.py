@@ -426,6 +426,50 @@ def bounded_bias(exact: Exact, day: dt.date, openings: int, answers: dict[str, l
             {k: statistics.median(v) for k, v in noise.items() if v})
 
 
+def statement_noise_free_sql(src: Any, catalog: Any, sql: str) -> str:
+    """A panel's SQL over the rows a fresh statement reads under ``bounding = "statement"``: the pushed-down
+    row set the proxy's exact source builds for its queries (``PostgresExactSource.statement_table``: each
+    customer's k rows among those its WHERE keeps, cut per group, with revenue's per-group factors), with
+    revenue clamped to its declared 0..1,000 as the proxy's sums are."""
+    import parser as sqlparser
+    from parser.bounding import bounded_rows_sql
+
+    plan = sqlparser.plan_query(sql, catalog)
+    table = plan.table_schema
+    kept = src.statement_table(table, [q for q in plan.queries if not q.is_zero])
+    rows = kept.rows_from or f"({bounded_rows_sql(table)})"
+    rev = "least(greatest(revenue, 0), 1000)"
+    factor = (kept.sum_factors or {}).get("revenue")
+    summed = f"{rev} * {factor}" if factor else rev
+    return (sql.replace("FROM orders", f"FROM {rows} AS orders")
+            .replace("sum(revenue)", f"sum({summed})").replace("avg(revenue)", f"(sum({summed}) / count(*))")
+            .replace("ORDER BY revenue", f"ORDER BY {rev}"))
+
+
+def statement_bias(exact: Exact, cfg: Path, day: dt.date, openings: int, answers: dict[str, list[tuple[Any, ...]]]
+                   ) -> tuple[dict[str, float], dict[str, float]]:
+    """``bounded_bias`` under ``bounding = "statement"``: the noise-free answer is each panel's SQL over the
+    rows the proxy bounds that statement to (``statement_noise_free_sql``). COUNT(DISTINCT) is left out."""
+    from lapras.exact import PostgresExactSource
+    from proxy.ops.config import load_config
+
+    catalog = load_config(cfg).catalog
+    src = PostgresExactSource(exact.conn.info.dsn, bounding="statement")
+    errs: dict[str, list[float]] = {}
+    noise: dict[str, list[float]] = {}
+    try:
+        for _opening, p in day_statements(day, openings):
+            if "DISTINCT" in p.sql or p.sql not in answers:
+                continue
+            noise_free = exact(statement_noise_free_sql(src, catalog, p.sql))
+            errs.setdefault(p.name, []).extend(rel_errors(noise_free, exact(p.sql), p.keys))
+            noise.setdefault(p.name, []).extend(rel_errors(answers[p.sql], noise_free, p.keys))
+    finally:
+        src.close()
+    return ({k: statistics.median(v) for k, v in errs.items() if v},
+            {k: statistics.median(v) for k, v in noise.items() if v})
+
+
 def _wait_release(conn: psycopg.Connection, timeout: float = 600.0) -> float:
     """Seconds waited until SHOW lapras.budget no longer says the epoch's release of P is pending."""
     t0 = time.monotonic()
@@ -493,8 +537,10 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
                     print(f"    {panel.name}: proxy {rows[:3]} exact {exact(panel.sql)[:3]}", flush=True)
                 day_errs.setdefault(panel.name, []).extend(errs)
                 per_panel.setdefault(panel.name, []).extend(errs)
-            if i == 0 and bounding == "epoch":     # other modes do not read the epoch's table
+            if i == 0 and bounding == "epoch":
                 split = bounded_bias(exact, day, openings, day1)
+            elif i == 0 and bounding == "statement":
+                split = statement_bias(exact, cfg, day, openings, day1)
             rec.budget_used = _budget_used(conn)
             rec.panel_errors = {k: statistics.median(v) for k, v in day_errs.items() if v}
             rec.median_panel_error = statistics.median(rec.panel_errors.values()) if rec.panel_errors else None
