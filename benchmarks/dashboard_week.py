@@ -550,7 +550,11 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
         conn.close()
     finally:
         proxy.stop()
-    return {"days": [r.__dict__ for r in records],
+    # What the proxy says it learnt at each epoch's preparation (issue 24: P and S from its own history).
+    learnt = [line.strip() for line in proxy.output if "learnt" in line or "learned" in line]
+    for line in learnt:
+        print(f"  [{label}] proxy: {line[-200:]}", flush=True)
+    return {"days": [r.__dict__ for r in records], "proxy_learning_log": learnt,
             "panels": {k: statistics.median(v) for k, v in per_panel.items() if v}, "bias": split[0] if split else None, "noise": split[1] if split else None,
             "day1_answers": {sql: [[_jsonable(v) for v in r] for r in rows] for sql, rows in day1.items()},
             "seconds": round(time.monotonic() - t0, 1)}
