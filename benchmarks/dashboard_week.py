@@ -10,8 +10,10 @@ year (hours skewed to the evening), channel per order, revenue log-normal (a per
 per-order draw; a few orders above 1,000).
 
 Declared as issue 23 tried it: ``privacy_unit = "customer_id"``, ``max_rows_per_unit = 10``,
-(epsilon, delta) = (1, 1e-6) per daily epoch, ``ts`` by the hour over 2025, revenue 0..1,000 in 100 bins;
-the rest of the shipped config as it is (``[lapras] bounding`` from ``--bounding``). Days are manual
+(epsilon, delta) = (1, 1e-6) per daily epoch, ``ts`` by the hour over 2025, revenue 0..1,000 in 100 bins
+(``bins = 10``: a bin width; the BEFORE run declared ``bins = 100``, 10 bins, and its median was placed inside
+[0, 100)), per-group bounds (``GroupBounds``: c = 3, g = k, revenue's per-group sum 300); the rest of the
+shipped config as it is (``[lapras] bounding`` from ``--bounding``, default statement). Days are manual
 epochs: the analyst is an admin and starts each new day with ``SELECT lapras.new_epoch()``, then waits
 until ``SHOW lapras.budget`` no longer shows the epoch's release of P as pending (a dashboard is opened
 hours after midnight; the wait is kept per day as ``release_wait_s``).
@@ -91,7 +93,7 @@ max_rows_per_unit = {K}
 ts = {{ type = "timestamptz", min = {YEAR}-01-01T00:00:00Z, max = {YEAR}-12-31T23:59:59Z, resolution = "hour" }}
 region = {{ type = "text", values = {json.dumps([r for r, _ in REGIONS])} }}
 channel = {{ type = "text", values = {json.dumps([c for c, _ in CHANNELS])} }}
-revenue = {{ type = "numeric", min = 0, max = 1000, bins = 100 }}
+revenue = {{ type = "numeric", min = 0, max = 1000, bins = 10 }}   # bins is a bin width: 100 bins of 10
 """
 
 
