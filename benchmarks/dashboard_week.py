@@ -26,7 +26,9 @@ order value by region" released just before). Per panel the error is the median,
 |exact|, with the exact answer computed directly on PostgreSQL over all rows (cells whose exact value is
 0 are left out; a cell the proxy leaves NULL, such as an AVG over a count rounded to 0, counts as 100%). Per day: the budget used (``spent.mu^2 / budget.mu^2`` from ``SHOW lapras.budget``),
 the statements answered fresh, from P, free, refused (from the ``lapras.show_stderr`` NOTICE), and the
-median over panels of that day's panel errors.
+median over panels of that day's panel errors. Day 1 also gives each panel's bias (the noise-free answer
+over the rows the proxy keeps, against the truth: ``bounded_bias`` with ``bounding = "epoch"``,
+``statement_bias`` with ``"statement"``) and its noise alone (the proxy's answers against that).
 
 ``--prediction on|off|both``: "off" sets ``[lapras] prediction = ""`` and every boolean [lapras] or
 [predictor] key whose name says it learns P by itself (``learn``/``auto``/``history``) to false, plus
