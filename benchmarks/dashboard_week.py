@@ -10,8 +10,10 @@ year (hours skewed to the evening), channel per order, revenue log-normal (a per
 per-order draw; a few orders above 1,000).
 
 Declared as issue 23 tried it: ``privacy_unit = "customer_id"``, ``max_rows_per_unit = 10``,
-(epsilon, delta) = (1, 1e-6) per daily epoch, ``ts`` by the hour over 2025, revenue 0..1,000 in 100 bins;
-the rest of the shipped config as it is (``[lapras] bounding`` from ``--bounding``). Days are manual
+(epsilon, delta) = (1, 1e-6) per daily epoch, ``ts`` by the hour over 2025, revenue 0..1,000 in 100 bins
+(``bins = 10``: a bin width; the BEFORE run declared ``bins = 100``, 10 bins, and its median was placed inside
+[0, 100)), per-group bounds (``GroupBounds``: c = 3, g = k, revenue's per-group sum 300); the rest of the
+shipped config as it is (``[lapras] bounding`` from ``--bounding``, default statement). Days are manual
 epochs: the analyst is an admin and starts each new day with ``SELECT lapras.new_epoch()``, then waits
 until ``SHOW lapras.budget`` no longer shows the epoch's release of P as pending (a dashboard is opened
 hours after midnight; the wait is kept per day as ``release_wait_s``).
@@ -24,7 +26,9 @@ order value by region" released just before). Per panel the error is the median,
 |exact|, with the exact answer computed directly on PostgreSQL over all rows (cells whose exact value is
 0 are left out; a cell the proxy leaves NULL, such as an AVG over a count rounded to 0, counts as 100%). Per day: the budget used (``spent.mu^2 / budget.mu^2`` from ``SHOW lapras.budget``),
 the statements answered fresh, from P, free, refused (from the ``lapras.show_stderr`` NOTICE), and the
-median over panels of that day's panel errors.
+median over panels of that day's panel errors. Day 1 also gives each panel's bias (the noise-free answer
+over the rows the proxy keeps, against the truth: ``bounded_bias`` with ``bounding = "epoch"``,
+``statement_bias`` with ``"statement"``) and its noise alone (the proxy's answers against that).
 
 ``--prediction on|off|both``: "off" sets ``[lapras] prediction = ""`` and every boolean [lapras] or
 [predictor] key whose name says it learns P by itself (``learn``/``auto``/``history``) to false, plus
@@ -86,12 +90,12 @@ schema = "public"
 description = "a shop's orders (dashboard_week.py): many orders per customer, a heavy tail"
 privacy_unit = "customer_id"
 max_rows_per_unit = {K}
-
+{{bounds}}
 [tables.orders.columns]
 ts = {{ type = "timestamptz", min = {YEAR}-01-01T00:00:00Z, max = {YEAR}-12-31T23:59:59Z, resolution = "hour" }}
 region = {{ type = "text", values = {json.dumps([r for r, _ in REGIONS])} }}
 channel = {{ type = "text", values = {json.dumps([c for c, _ in CHANNELS])} }}
-revenue = {{ type = "numeric", min = 0, max = 1000, bins = 100 }}
+revenue = {{ type = "numeric", min = 0, max = 1000, bins = 10 }}   # bins is a bin width: 100 bins of 10
 """
 
 
@@ -194,12 +198,35 @@ def learning_keys() -> list[str]:
             and any(w in k.name for w in ("learn", "auto", "history"))]
 
 
-def config_text(dsn: str, port: int, bounding: str, sets: Sequence[str]) -> str:
+@dataclass(frozen=True)
+class GroupBounds:
+    """The per-group bounds the DBA declares on `orders` (docs/bounding.md; None: the key is not set)."""
+
+    max_rows_per_group: int | None = 3           # c: a customer's orders in one day, hour, channel or region
+    max_groups_per_unit: int | None = K          # g: groups of a statement a customer counts in (k: no cut)
+    max_sum_per_group: float | None = 300.0      # B: a customer's revenue in one group (c orders of <= 100)
+
+
+def group_bounds_toml(b: GroupBounds) -> str:
+    lines = []
+    if b.max_rows_per_group is not None:
+        lines.append(f"max_rows_per_group = {b.max_rows_per_group}")
+    if b.max_groups_per_unit is not None:
+        lines.append(f"max_groups_per_unit = {b.max_groups_per_unit}")
+    if b.max_sum_per_group is not None:
+        lines.append(f"max_sum_per_group = {{ revenue = {float(b.max_sum_per_group)!r} }}")
+    return "".join(line + "\n" for line in lines)
+
+
+def config_text(dsn: str, port: int, bounding: str, sets: Sequence[str],
+                bounds: GroupBounds = GroupBounds()) -> str:
     text = (REPO / "config.toml").read_text()
     text = text.replace('listen = "127.0.0.1:6432"', f'listen = "127.0.0.1:{port}"')
     text = text.replace('dsn = ""', "dsn = " + json.dumps(dsn))
     text = text.replace("admin = false ", "admin = true ", 1)       # the analyst starts each new day
-    text = re.sub(r"(?ms)^\[tables\.(adult|events)(\.[a-z]+)?\]\n.*?(?=^\[(?!tables\.(adult|events))|\Z)", "", text)
+    # The shipped demo tables go (their upstream tables are not here), its own `orders` with them.
+    demo = r"(tables\.(adult|events|orders)(\.[a-z]+)?|public_tables\.[a-z_]+)"
+    text = re.sub(rf"(?ms)^\[{demo}\]\n.*?(?=^\[(?!{demo}\])|\Z)", "", text)
     for section, key, value in (("server", "queries_per_minute", "100000000"),
                                 ("server", "statement_timeout_s", "600.0"),
                                 ("privacy", "epsilon", repr(EPSILON)), ("privacy", "delta", repr(DELTA)),
@@ -209,7 +236,8 @@ def config_text(dsn: str, port: int, bounding: str, sets: Sequence[str]) -> str:
         path, _, value = s.partition("=")
         section, _, key = path.rpartition(".")
         text = _set_key(text, section, key, value)
-    return text + ORDERS_DECLARATION
+    return text + ORDERS_DECLARATION.replace("{bounds}", group_bounds_toml(bounds))
+
 
 
 # -- the dashboard ---------------------------------------------------------------------------------------
@@ -356,6 +384,14 @@ class DayRecord:
     release_wait_s: float = 0.0
 
 
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dt.datetime | dt.date):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return float(v)
+    return v
+
+
 def _budget_used(conn: psycopg.Connection) -> float | None:
     rows: dict[str, str] = dict(conn.execute("SHOW lapras.budget").fetchall())
     try:
@@ -394,6 +430,50 @@ def bounded_bias(exact: Exact, day: dt.date, openings: int, answers: dict[str, l
             {k: statistics.median(v) for k, v in noise.items() if v})
 
 
+def statement_noise_free_sql(src: Any, catalog: Any, sql: str) -> str:
+    """A panel's SQL over the rows a fresh statement reads under ``bounding = "statement"``: the pushed-down
+    row set the proxy's exact source builds for its queries (``PostgresExactSource.statement_table``: each
+    customer's k rows among those its WHERE keeps, cut per group, with revenue's per-group factors), with
+    revenue clamped to its declared 0..1,000 as the proxy's sums are."""
+    import parser as sqlparser
+    from parser.bounding import bounded_rows_sql
+
+    plan = sqlparser.plan_query(sql, catalog)
+    table = plan.table_schema
+    kept = src.statement_table(table, [q for q in plan.queries if not q.is_zero])
+    rows = kept.rows_from or f"({bounded_rows_sql(table)})"
+    rev = "least(greatest(revenue, 0), 1000)"
+    factor = (kept.sum_factors or {}).get("revenue")
+    summed = f"{rev} * {factor}" if factor else rev
+    return (sql.replace("FROM orders", f"FROM {rows} AS orders")
+            .replace("sum(revenue)", f"sum({summed})").replace("avg(revenue)", f"(sum({summed}) / count(*))")
+            .replace("ORDER BY revenue", f"ORDER BY {rev}"))
+
+
+def statement_bias(exact: Exact, cfg: Path, day: dt.date, openings: int, answers: dict[str, list[tuple[Any, ...]]]
+                   ) -> tuple[dict[str, float], dict[str, float]]:
+    """``bounded_bias`` under ``bounding = "statement"``: the noise-free answer is each panel's SQL over the
+    rows the proxy bounds that statement to (``statement_noise_free_sql``). COUNT(DISTINCT) is left out."""
+    from lapras.exact import PostgresExactSource
+    from proxy.ops.config import load_config
+
+    catalog = load_config(cfg).catalog
+    src = PostgresExactSource(exact.conn.info.dsn, bounding="statement")
+    errs: dict[str, list[float]] = {}
+    noise: dict[str, list[float]] = {}
+    try:
+        for _opening, p in day_statements(day, openings):
+            if "DISTINCT" in p.sql or p.sql not in answers:
+                continue
+            noise_free = exact(statement_noise_free_sql(src, catalog, p.sql))
+            errs.setdefault(p.name, []).extend(rel_errors(noise_free, exact(p.sql), p.keys))
+            noise.setdefault(p.name, []).extend(rel_errors(answers[p.sql], noise_free, p.keys))
+    finally:
+        src.close()
+    return ({k: statistics.median(v) for k, v in errs.items() if v},
+            {k: statistics.median(v) for k, v in noise.items() if v})
+
+
 def _wait_release(conn: psycopg.Connection, timeout: float = 600.0) -> float:
     """Seconds waited until SHOW lapras.budget no longer says the epoch's release of P is pending."""
     t0 = time.monotonic()
@@ -411,14 +491,15 @@ def reset_ledger(dsn: str) -> None:
 
 
 def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets: Sequence[str],
-               exact: Exact, work: Path, label: str, show: bool = False) -> dict[str, Any]:
+               exact: Exact, work: Path, label: str, show: bool = False,
+               bounds: GroupBounds = GroupBounds()) -> dict[str, Any]:
     """One proxy over the week: per-day records and per-panel errors."""
     from proxy.replay.runner import parse_provenance, statement_outcome
 
     reset_ledger(dsn)
     port = scale._free_port()
     cfg = work / f"config_{label}.toml"
-    cfg.write_text(config_text(dsn, port, bounding, sets))
+    cfg.write_text(config_text(dsn, port, bounding, sets, bounds))
     proxy = scale.Proxy(cfg, work / f"state_{label}", port)
     per_panel: dict[str, list[float]] = {}
     records: list[DayRecord] = []
@@ -460,8 +541,10 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
                     print(f"    {panel.name}: proxy {rows[:3]} exact {exact(panel.sql)[:3]}", flush=True)
                 day_errs.setdefault(panel.name, []).extend(errs)
                 per_panel.setdefault(panel.name, []).extend(errs)
-            if i == 0:
+            if i == 0 and bounding == "epoch":
                 split = bounded_bias(exact, day, openings, day1)
+            elif i == 0 and bounding == "statement":
+                split = statement_bias(exact, cfg, day, openings, day1)
             rec.budget_used = _budget_used(conn)
             rec.panel_errors = {k: statistics.median(v) for k, v in day_errs.items() if v}
             rec.median_panel_error = statistics.median(rec.panel_errors.values()) if rec.panel_errors else None
@@ -471,8 +554,13 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
         conn.close()
     finally:
         proxy.stop()
-    return {"days": [r.__dict__ for r in records],
+    # What the proxy says it learnt at each epoch's preparation (issue 24: P and S from its own history).
+    learnt = [line.strip() for line in proxy.output if "learnt" in line or "learned" in line]
+    for line in learnt:
+        print(f"  [{label}] proxy: {line[-200:]}", flush=True)
+    return {"days": [r.__dict__ for r in records], "proxy_learning_log": learnt,
             "panels": {k: statistics.median(v) for k, v in per_panel.items() if v}, "bias": split[0] if split else None, "noise": split[1] if split else None,
+            "day1_answers": {sql: [[_jsonable(v) for v in r] for r in rows] for sql, rows in day1.items()},
             "seconds": round(time.monotonic() - t0, 1)}
 
 
@@ -664,7 +752,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--openings", type=int, default=4, help="dashboard openings a day")
     ap.add_argument("--prediction", choices=("on", "off", "both"), default="both")
-    ap.add_argument("--bounding", default="epoch", help="[lapras] bounding, passed through as given")
+    ap.add_argument("--bounding", default="statement", help="[lapras] bounding, passed through as given")
+    dflt = GroupBounds()
+    ap.add_argument("--max-rows-per-group", type=int, default=dflt.max_rows_per_group, metavar="C",
+                    help=f"orders' max_rows_per_group (default {dflt.max_rows_per_group}; 0: not set)")
+    ap.add_argument("--max-groups-per-unit", type=int, default=dflt.max_groups_per_unit, metavar="G",
+                    help=f"orders' max_groups_per_unit (default {dflt.max_groups_per_unit}; 0: not set)")
+    ap.add_argument("--max-sum-per-group", type=float, default=dflt.max_sum_per_group, metavar="B",
+                    help=f"orders' max_sum_per_group for revenue (default {dflt.max_sum_per_group:g}; 0: not set)")
     ap.add_argument("--peer", choices=("smartnoise", "none"), default="smartnoise")
     ap.add_argument("--seed", type=int, default=2025, help="the data generator's seed")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -686,7 +781,9 @@ def main(argv: list[str] | None = None) -> int:
     if dsn is None:
         cluster, dsn, up_s = scale.start_events_cluster(Path(args.state_root), 0, 1000)
         print(f"upstream PostgreSQL ready in {up_s:.0f} s", flush=True)
-    result: dict[str, Any] = {"bounding": args.bounding, "days": args.days, "openings": args.openings,
+    bounds = GroupBounds(args.max_rows_per_group or None, args.max_groups_per_unit or None,
+                         args.max_sum_per_group or None)
+    result: dict[str, Any] = {"bounding": args.bounding, "group_bounds": bounds.__dict__, "days": args.days, "openings": args.openings,
                               "epsilon": EPSILON, "delta": DELTA, "k": K, "seed": args.seed}
     try:
         result["data"] = load_orders(dsn, args.customers, args.seed)
@@ -699,7 +796,7 @@ def main(argv: list[str] | None = None) -> int:
             sets = [*args.set, *(off_sets if m == "off" else [])]
             print(f"LAPRAS, prediction {m} ({'; '.join(sets) or 'shipped defaults'}):", flush=True)
             result["lapras"][m] = run_lapras(dsn, days, args.openings, args.bounding, sets, exact, work, m,
-                                               args.show_rows)
+                                               args.show_rows, bounds)
         if args.peer == "smartnoise":
             print("SmartNoise SQL:", flush=True)
             result["peer"] = run_peer(dsn, days, args.openings, exact, work)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 
 import sqlglot
@@ -31,7 +31,8 @@ Kind = type[ColumnType]  # what a literal's spelling reads as: IntType, FloatTyp
 
 _SYSTEM_SCHEMAS = {"pg_catalog", "information_schema"}
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?$")
+# A UTC offset may follow ('2025-11-04 00:00:00+00' is how psycopg and BI tools write a timestamptz).
+_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)?$")
 _PREDICATES = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In, exp.Like, exp.ILike)
 _FLIP: dict[type[exp.Expr], type[exp.Expr]] = {
     exp.GT: exp.LT,
@@ -292,6 +293,8 @@ def numeric(value: Value, kind: Kind) -> float | None:
     if kind is DateType and isinstance(value, date):
         return float(value.toordinal())
     if kind is TimestampType and isinstance(value, datetime):
+        if value.tzinfo is not None:  # on UTC's line, so literals with different offsets compare
+            value = value.astimezone(UTC).replace(tzinfo=None)
         return (
             value.toordinal()
             + (value - datetime.combine(value.date(), datetime.min.time())).total_seconds() / 86400
