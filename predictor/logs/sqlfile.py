@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+from parser.syntax import quoted_end
 from predictor.logs.base import LogStatement, ReadStats, parse_timestamp
 
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
@@ -43,15 +44,7 @@ def split_sql(text: str) -> Iterator[tuple[int, str, datetime | None]]:
             i = j
             continue
         if c in ("'", '"'):
-            j = i + 1
-            while j < n:
-                if text[j] == c:
-                    if j + 1 < n and text[j + 1] == c:
-                        j += 2
-                        continue
-                    break
-                j += 1
-            j = min(j + 1, n)
+            j = quoted_end(text, i)
             if start_line is None:
                 start_line = line
             line += text.count("\n", i, j)
