@@ -40,16 +40,19 @@ def range_sqls(k: int, seed: int) -> list[str]:
     return out
 
 
-def events_database(embedded_pg, name: str, rows: Iterable[tuple[int | None, int, int, int]]) -> str:  # type: ignore[no-untyped-def]
+def events_database(embedded_pg, name: str, rows: Iterable[tuple[int | None, int, int, int]],  # type: ignore[no-untyped-def]
+                    template: str | None = None) -> str:
     """Conninfo of a new database ``NAME_<pid>`` whose table ``events (user_id, day, kind, amount)`` holds
-    ``rows`` (the per-unit bounding tests' table)."""
+    ``rows`` (the per-unit bounding tests' table), added to a copy of database ``TEMPLATE_<pid>`` if given."""
     name = f"{name}_{os.getpid()}"
+    copy = f' TEMPLATE "{template}_{os.getpid()}"' if template else ""
     with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
     dsn = embedded_pg.dsn(name)
     with psycopg.connect(dsn) as conn:
-        conn.execute("CREATE TABLE events (user_id bigint, day int, kind int, amount int)")
+        if template is None:
+            conn.execute("CREATE TABLE events (user_id bigint, day int, kind int, amount int)")
         with conn.cursor().copy("COPY events (user_id, day, kind, amount) FROM STDIN") as cp:
             for r in rows:
                 cp.write_row(r)

@@ -6,7 +6,6 @@ PostgreSQL's own hashes, and the noise the real engine adds against its calibrat
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import replace
 
 import numpy as np
@@ -167,13 +166,8 @@ def test_one_heavy_unit_moves_the_answers_by_at_most_its_bounds(db: str, embedde
     day. Its effect on a per-group bounded GROUP BY is at most c in each group and in at most g groups
     (L2 at most group_bound_norm), on a clamped SUM at most B in each of at most g groups; on the same
     statement without per-group bounds at most k in all; no other unit's rows change."""
-    name = f"groupbounds_heavy_{os.getpid()}"
-    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "groupbounds_{os.getpid()}"')
-    heavy = embedded_pg.dsn(name)
-    with psycopg.connect(heavy) as conn:
-        conn.execute("INSERT INTO events SELECT 999999, i % 364, i % 5, i % 100 FROM generate_series(1, 500) AS i")
+    heavy = events_database(embedded_pg, "groupbounds_heavy",
+                            ((999999, i % 364, i % 5, i % 100) for i in range(1, 501)), template="groupbounds")
     plan = _plan("SELECT kind, sum(amount) FROM events WHERE day < 300 GROUP BY kind", CLAMPED)
     without, with_ = PostgresExactSource(db), PostgresExactSource(heavy)
     diff = with_.answers(CLAMPED, plan.queries) - without.answers(CLAMPED, plan.queries)
