@@ -18,6 +18,18 @@ from predictor.logs.base import LogStatement, ReadStats, parse_timestamp
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 
 
+def _literal_end(text: str, i: int) -> int | None:
+    """The index just past the string, quoted name or dollar-quoted body opening at ``text[i]`` (the end of
+    the text when it is not closed), or None when none opens there (a ``$`` of a parameter)."""
+    if text[i] in ("'", '"'):
+        return quoted_end(text, i)
+    m = _DOLLAR.match(text, i)
+    if m is None:
+        return None
+    end = text.find(m.group(0), m.end())
+    return len(text) if end < 0 else end + len(m.group(0))
+
+
 def split_sql(text: str) -> Iterator[tuple[int, str, datetime | None]]:
     """Yield (line of the statement's start, statement text without comments, timestamp in force)."""
     i, n, line = 0, len(text), 1
@@ -43,25 +55,14 @@ def split_sql(text: str) -> Iterator[tuple[int, str, datetime | None]]:
             buf.append(" ")
             i = j
             continue
-        if c in ("'", '"'):
-            j = quoted_end(text, i)
+        end = _literal_end(text, i) if c in "'\"$" else None
+        if end is not None:  # kept whole: a ';' or comment mark inside is text
             if start_line is None:
                 start_line = line
-            line += text.count("\n", i, j)
-            buf.append(text[i:j])
-            i = j
+            line += text.count("\n", i, end)
+            buf.append(text[i:end])
+            i = end
             continue
-        if c == "$":
-            m = _DOLLAR.match(text, i)
-            if m:
-                end = text.find(m.group(0), m.end())
-                j = n if end < 0 else end + len(m.group(0))
-                if start_line is None:
-                    start_line = line
-                line += text.count("\n", i, j)
-                buf.append(text[i:j])
-                i = j
-                continue
         if c == ";":
             stmt = "".join(buf).strip()
             if stmt:
