@@ -5,7 +5,7 @@ and text domains."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -54,6 +54,17 @@ def _new_database(embedded_pg: Any, name: str) -> str:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
         admin.execute(f'CREATE DATABASE "{name}"')
     return str(embedded_pg.dsn(name))
+
+
+def table_database(embedded_pg: Any, name: str, table: str, rows: Iterable[Sequence[Any]]) -> psycopg.Connection:
+    """An autocommit connection to a new database ``name`` holding ``table`` (``"t (a int, b text)"``, its
+    CREATE TABLE) filled with ``rows`` in column order."""
+    conn = psycopg.connect(_new_database(embedded_pg, name), autocommit=True)
+    conn.execute(f"CREATE TABLE {table}")
+    with conn.cursor().copy(f"COPY {table.split(' (', 1)[0]} FROM STDIN") as cp:
+        for r in rows:
+            cp.write_row(r)
+    return conn
 
 
 @pytest.fixture(scope="session")
