@@ -374,9 +374,9 @@ def _table_entries(c: _Checker, tree: dict[str, Any], section: str,
 def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadSettings]]:
     tables: list[TableSchema] = []
     loads: dict[str, LoadSettings] = {}
-    for tname, t, p, tv in _table_entries(c, tree, "tables", "with `columns`"):
+    for tname, entry, p, tv in _table_entries(c, tree, "tables", "with `columns`"):
         schema = tv["schema"]
-        cols = t.get("columns")
+        cols = entry.get("columns")
         if not isinstance(cols, dict) or not cols:
             c.bad(p + ".columns", "declare at least one column with its public domain")
             continue
