@@ -76,6 +76,24 @@ def folded_items(node: exp.Expr) -> list[tuple[str | int | Decimal, int]] | None
     return items
 
 
+def quoted_end(sql: str, i: int, backslash: bool = False) -> int:
+    """The index just past the string or quoted name whose opening quote is ``sql[i]`` (a doubled quote
+    stands for itself; with ``backslash``, as in an E'' string, a backslash escapes the next character),
+    or ``len(sql)`` when it is not closed."""
+    quote, n, j = sql[i], len(sql), i + 1
+    while j < n:
+        if backslash and sql[j] == "\\":
+            j += 2
+            continue
+        if sql[j] == quote:
+            if j + 1 < n and sql[j + 1] == quote:
+                j += 2
+                continue
+            return j + 1
+        j += 1
+    return n
+
+
 def _fold_in_lists(sql: str) -> str:
     """``sql`` with each long IN list of plain literals replaced by a placeholder (its items registered).
     Strings, quoted names and comments are skipped as the tokenizer would."""
@@ -85,20 +103,8 @@ def _fold_in_lists(sql: str) -> str:
     i, n, last = 0, len(sql), 0
     while i < n:
         ch = sql[i]
-        if ch == "'" or ch == '"':  # a string or quoted name: skip to its end ('' and "" double)
-            escape = ch == "'" and i > 0 and sql[i - 1] in "eE"
-            j = i + 1
-            while j < n:
-                if escape and sql[j] == "\\":
-                    j += 2  # an escape string: a backslash escapes the next character
-                    continue
-                if sql[j] == ch:
-                    if j + 1 < n and sql[j + 1] == ch:
-                        j += 2
-                        continue
-                    break
-                j += 1
-            i = j + 1
+        if ch == "'" or ch == '"':  # a string or quoted name: skip to its end
+            i = quoted_end(sql, i, backslash=ch == "'" and i > 0 and sql[i - 1] in "eE")
             continue
         if ch == "$":  # a dollar-quoted string $tag$...$tag$ (or a parameter $1)
             m = re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:i + 70])

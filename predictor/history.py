@@ -18,7 +18,6 @@ import math
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -62,24 +61,6 @@ class RecordLike(Protocol):
     def params(self) -> Sequence[Any] | None: ...
     @property
     def outcome(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class Span:
-    """An epoch of the history: its id and its time span (``ended_at`` None while open)."""
-
-    id: int
-    started_at: float
-    ended_at: float | None
-
-
-@dataclass(frozen=True)
-class Recorded:
-    epoch_id: int
-    at: float
-    sql: str
-    params: tuple[Any, ...] | None
-    outcome: str
 
 
 def epochs_to_read(epoch_seconds: float | None) -> int:

@@ -313,6 +313,20 @@ class ProxyProcess:
             self.proc.wait(5)
 
 
+def serve_config(root: Path, text: str, port: int, upstream_dsn: str) -> Iterator[ProxyProcess]:
+    """A proxy serving config ``text`` (written to ROOT/config.toml, its state in ROOT/state) on ``port``,
+    its ``upstream_dsn`` noted for the test, stopped after use: a proxy fixture's body
+    (``yield from harness.serve_config(...)``)."""
+    (root / "config.toml").write_text(text)
+    p = ProxyProcess(root / "config.toml", root / "state", port)
+    p.upstream_dsn = upstream_dsn  # type: ignore[attr-defined]
+    p.start()
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
 @pytest.fixture(scope="session")
 def proxy(embedded_pg: EmbeddedPostgres, adult_db: str, tmp_path_factory) -> Iterator[ProxyProcess]:
     """The real proxy (one per test session) in front of the session's Adult database.

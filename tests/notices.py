@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+import psycopg
+
 STDERR_RE = re.compile(r"stderr=\[([^\]]*)\]")
 
 
@@ -35,3 +37,14 @@ def notice_columns(notice: str) -> dict[str, list[float | None]]:
         name, values = column.rsplit(": ", 1)
         out[name] = [None if x == "null" else float(x) for x in values.split(", ") if x and x != "..."]
     return out
+
+
+def stated_stderrs(dsn: str, sql: str) -> list[float]:
+    """The standard errors the proxy at ``dsn`` states for ``sql``, run once on a new connection with
+    ``lapras.show_stderr`` on (see notice_stderrs)."""
+    notices: list[str] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET lapras.show_stderr = on")
+        conn.execute(sql).fetchall()
+    return notice_stderrs(notices)

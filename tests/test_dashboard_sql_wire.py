@@ -55,16 +55,10 @@ def visits_proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: Any, h
     port = harness.free_port()
     root = tmp_path_factory.mktemp("visits")
     # A budget where partition selection releases keys of a few hundred units (two selections per epoch).
-    (root / "config.toml").write_text(harness.make_test_config(dsn, port, epsilon=20.0, delta=1e-5,
-                                                              stream_length=1000, extra=EXTRA,
-                                                              privacy_extra="partition_selections = 2"))
-    p = harness.ProxyProcess(root / "config.toml", root / "state", port)
-    p.upstream_dsn = dsn  # type: ignore[attr-defined]
-    p.start()
-    try:
-        yield p
-    finally:
-        p.stop()
+    yield from harness.serve_config(root, harness.make_test_config(dsn, port, epsilon=20.0, delta=1e-5,
+                                                                   stream_length=1000, extra=EXTRA,
+                                                                   privacy_extra="partition_selections = 2"),
+                                    port, dsn)
 
 
 def _both(proxy: Any, sql: str, exact_sql: str | None = None) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], float]:

@@ -56,14 +56,7 @@ def odd_proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: Any, harn
             conn.execute(sql.SQL("INSERT INTO {} SELECT g %% 2 FROM generate_series(1, %s) g").format(
                 sql.Identifier(name)), (rows,))
     root = tmp_path_factory.mktemp("names")
-    (root / "config.toml").write_text(text)
-    p = harness.ProxyProcess(root / "config.toml", root / "state", port)
-    p.upstream_dsn = dsn  # type: ignore[attr-defined]
-    p.start()
-    try:
-        yield p
-    finally:
-        p.stop()
+    yield from harness.serve_config(root, text, port, dsn)
 
 
 def test_aggregates_over_odd_names_over_a_real_socket(odd_proxy: Any) -> None:

@@ -77,15 +77,8 @@ def people_proxy(en_us_cluster: EmbeddedPostgres, default_config: Any, tmp_path_
                      "generate_series(1, 50 * i::int) AS g", (VALUES,))
     port = harness.free_port()
     root = tmp_path_factory.mktemp("collation")
-    (root / "config.toml").write_text(harness.make_test_config(dsn, port, epsilon=1e4, stream_length=100_000,
-                                                              extra=EXTRA))
-    p = harness.ProxyProcess(root / "config.toml", root / "state", port)
-    p.upstream_dsn = dsn  # type: ignore[attr-defined]
-    p.start()
-    try:
-        yield p
-    finally:
-        p.stop()
+    yield from harness.serve_config(root, harness.make_test_config(dsn, port, epsilon=1e4, stream_length=100_000,
+                                                                   extra=EXTRA), port, dsn)
 
 
 @pytest.mark.parametrize("where", ["name >= 'M'", "name < 'b'", "name BETWEEN 'a' AND 'E'", "name > 'éclair'",

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from .. import scalar as S
 from ..limits import Budget
 from ..schema import Attribute, TableSchema
 from ..template import AggSpec, GroupDim
 from .names import Scope
+from .nodes import NotScalar, is_param
 
 
 @dataclass
@@ -36,3 +38,13 @@ class Context:
             self.agg_index[spec] = len(self.aggs)
             self.aggs.append(spec)
         return self.agg_index[spec]
+
+    def cell_leaf(self, n: exp.Expr) -> S.Expr | None:
+        """The leaf of a scalar over the rows' cells: a column read as its cell; a parameter has no value on
+        the cells (claimed: not a scalar)."""
+        if isinstance(n, exp.Column):
+            a = self.column(n)
+            return S.Cell(a.name, a.domain.oid)
+        if is_param(n):
+            raise NotScalar(n)
+        return None

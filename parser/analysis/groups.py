@@ -93,16 +93,8 @@ def _bucket(node: exp.Expr, ctx: Context) -> GroupDim:
     if not attrs:
         raise unsupported(f"GROUP BY expression {sql_of(node)!r}", node, hint=_BUCKET_HINT)
 
-    def leaf(n: exp.Expr) -> S.Expr | None:
-        if isinstance(n, exp.Column):
-            a = ctx.column(n)
-            return S.Cell(a.name, a.domain.oid)
-        if isinstance(n, exp.Parameter | exp.Placeholder):
-            raise NotScalar(n)
-        return None
-
     try:
-        e = compile_scalar(node, leaf, ctx.budget, exact=True)
+        e = compile_scalar(node, ctx.cell_leaf, ctx.budget, exact=True)
     except NotScalar as u:
         raise unsupported(f"GROUP BY expression part {sql_of(u.node)!r}", u.node, hint=_BUCKET_HINT) from None
     except Refusal as r:

@@ -25,7 +25,7 @@ from ..errors import Refusal
 from ..limits import Budget
 from ..schema import Catalog, TableSchema
 from ..syntax import position_of
-from .nodes import ident, strip_paren, unsupported
+from .nodes import ident, in_nested_select, strip_paren, unsupported
 
 _ROW_CLAUSES = ("distinct", "limit", "offset", "qualify", "laterals", "joins", "pivots", "sample", "locks")
 
@@ -176,7 +176,7 @@ def _substitute(sel: exp.Select, outputs: list[tuple[str, exp.Expr]], alias: str
             items[i] = exp.alias_(item, exp.to_identifier(ident(item.this), quoted=True), copy=False)
     sel.set("expressions", _expand_star(items, outputs, alias))
     for col in list(sel.find_all(exp.Column)):
-        if isinstance(col.this, exp.Star) or _in_nested_select(col, sel):
+        if isinstance(col.this, exp.Star) or in_nested_select(col, sel):
             continue
         quals = [p for p in (col.args.get("catalog"), col.args.get("db"), col.args.get("table")) if p is not None]
         if quals and (len(quals) > 1 or alias is None or ident(quals[-1]) != alias):
@@ -197,15 +197,6 @@ def _substitute(sel: exp.Select, outputs: list[tuple[str, exp.Expr]], alias: str
         if not isinstance(new, exp.Column | exp.Literal | exp.Paren):
             new = exp.Paren(this=new)
         col.replace(new)
-
-
-def _in_nested_select(node: exp.Expr, root: exp.Select) -> bool:
-    p = node.parent
-    while p is not None and p is not root:
-        if isinstance(p, exp.Select | exp.Subquery):
-            return True
-        p = p.parent
-    return False
 
 
 def _expand_star(items: list[exp.Expr], outputs: list[tuple[str, exp.Expr]], alias: str | None) -> list[exp.Expr]:

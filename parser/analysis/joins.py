@@ -43,7 +43,7 @@ from .dimensions import (
     key_text,
     qualifiers,
 )
-from .nodes import ident, strip_paren
+from .nodes import ident, in_nested_select, strip_paren
 
 JOIN_HINT = ("A protected table may join public tables declared in config.toml ([public_tables.NAME]) on "
              "one equality of its key column with the public table's unique key, e.g. FROM orders o "
@@ -270,15 +270,6 @@ def _resolve(col: exp.Column, fact: TableSchema, fact_src: Source, dims: list[Di
     return hits[0] if hits else name
 
 
-def _in_nested(col: exp.Expr, sel: exp.Select) -> bool:
-    p = col.parent
-    while p is not None and p is not sel:
-        if isinstance(p, exp.Select | exp.Subquery):
-            return True
-        p = p.parent
-    return False
-
-
 def _substitute(sel: exp.Select, fact: TableSchema, fact_src: Source, dims: list[Dim]) -> None:
     """Replace each reference to a dimension column by its value as a function of the fact's key."""
     items = sel.expressions
@@ -289,7 +280,7 @@ def _substitute(sel: exp.Select, fact: TableSchema, fact_src: Source, dims: list
                 items[i] = exp.alias_(item, exp.to_identifier(ident(item.this), quoted=True), copy=False)
     sel.set("expressions", items)  # sets the new items' parents
     for col in list(sel.find_all(exp.Column)):
-        if isinstance(col.this, exp.Star) or _in_nested(col, sel):
+        if isinstance(col.this, exp.Star) or in_nested_select(col, sel):
             continue
         if col.find_ancestor(exp.Join) is not None:
             continue  # the ON conditions go with the joins

@@ -92,6 +92,16 @@ def flatten(node: exp.Expr, cls: type[exp.Expr]) -> list[exp.Expr]:
     return out
 
 
+def in_nested_select(node: exp.Expr, root: exp.Select) -> bool:
+    """Whether ``node`` stands inside a subquery of ``root`` (a column of another scope, not one of root's)."""
+    p = node.parent
+    while p is not None and p is not root:
+        if isinstance(p, exp.Select | exp.Subquery):
+            return True
+        p = p.parent
+    return False
+
+
 def param_index(node: exp.Expr) -> int:
     text = node.name if isinstance(node, exp.Placeholder) else str(node.this.this if isinstance(
         node.this, exp.Expr) else node.this)

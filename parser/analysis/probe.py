@@ -27,14 +27,6 @@ def probe_template(ctx: Context) -> Template:
     if sel.args.get("where") is not None:
         lower_where(sel.args["where"].this, ctx)
 
-    def leaf(n: exp.Expr) -> S.Expr | None:
-        if isinstance(n, exp.Column):
-            a = ctx.column(n)
-            return S.Cell(a.name, a.domain.oid)
-        if isinstance(n, exp.Parameter | exp.Placeholder):
-            raise NotScalar(n)
-        return None
-
     outputs: list[S.Expr] = []
     for item in sel.expressions:
         if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
@@ -43,7 +35,7 @@ def probe_template(ctx: Context) -> Template:
             continue
         node = item.this if isinstance(item, exp.Alias) else item
         try:
-            e = compile_scalar(node, leaf, ctx.budget, exact=True)
+            e = compile_scalar(node, ctx.cell_leaf, ctx.budget, exact=True)
         except NotScalar as u:
             raise unsupported(f"expression {sql_of(u.node)!r} in SELECT", u.node) from None
         name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(node)

@@ -172,19 +172,10 @@ class _Lowering:
             return self.per_row(node)
         raise unsupported(f"predicate {sql_of(node)!r}", node, hint=_WHERE_HINT)
 
-    def cell_leaf(self, n: exp.Expr) -> S.Expr | None:
-        """Columns read as their cells; a parameter has no value on the cells (claimed: not a scalar)."""
-        if isinstance(n, exp.Column):
-            a = self.ctx.column(n)
-            return S.Cell(a.name, a.domain.oid)
-        if is_param(n):
-            raise NotScalar(n)
-        return None
-
     def compile_cells(self, node: exp.Expr) -> S.Expr:
         """``node`` as a scalar over the cells of the columns it reads; what it cannot evaluate is refused."""
         try:
-            return compile_scalar(node, self.cell_leaf, self.ctx.budget, exact=True)
+            return compile_scalar(node, self.ctx.cell_leaf, self.ctx.budget, exact=True)
         except NotScalar as u:
             raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node, hint=_WHERE_HINT) from None
         except Refusal as r:
@@ -204,7 +195,7 @@ class _Lowering:
         if node.find(exp.Select) is not None:
             raise unsupported("subquery", node.find(exp.Select))
         if len(attrs) > 1:
-            return self.per_rows(node, sorted(attrs), self.cell_leaf)
+            return self.per_rows(node, sorted(attrs), self.ctx.cell_leaf)
         attr = ctx.table.attribute(attrs.pop())
         assert attr is not None
         e = self.compile_cells(node)

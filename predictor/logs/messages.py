@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from parser.syntax import quoted_end
+
 _DURATION = re.compile(r"^duration:\s*[\d.]+\s*ms\s*")
 _STATEMENT = re.compile(r"^statement:\s?", re.S)
 _EXECUTE = re.compile(r"^execute(?: fetch from)? [^:]*?:\s?", re.S)
@@ -60,16 +62,9 @@ def bind_parameters(sql: str, params: dict[int, str]) -> str:
     while i < n:
         c = sql[i]
         if c in ("'", '"'):
-            j = i + 1
-            while j < n:
-                if sql[j] == c:
-                    if j + 1 < n and sql[j + 1] == c:
-                        j += 2
-                        continue
-                    break
-                j += 1
-            pieces.append(sql[i : j + 1])
-            i = j + 1
+            j = quoted_end(sql, i)
+            pieces.append(sql[i:j])
+            i = j
             continue
         m = _PLACEHOLDER.match(sql, i) if c == "$" else None
         if m and int(m.group(1)) in params:

@@ -12,9 +12,22 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+from parser.syntax import quoted_end
 from predictor.logs.base import LogStatement, ReadStats, parse_timestamp
 
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def _literal_end(text: str, i: int) -> int | None:
+    """The index just past the string, quoted name or dollar-quoted body opening at ``text[i]`` (the end of
+    the text when it is not closed), or None when none opens there (a ``$`` of a parameter)."""
+    if text[i] in ("'", '"'):
+        return quoted_end(text, i)
+    m = _DOLLAR.match(text, i)
+    if m is None:
+        return None
+    end = text.find(m.group(0), m.end())
+    return len(text) if end < 0 else end + len(m.group(0))
 
 
 def split_sql(text: str) -> Iterator[tuple[int, str, datetime | None]]:
@@ -42,33 +55,14 @@ def split_sql(text: str) -> Iterator[tuple[int, str, datetime | None]]:
             buf.append(" ")
             i = j
             continue
-        if c in ("'", '"'):
-            j = i + 1
-            while j < n:
-                if text[j] == c:
-                    if j + 1 < n and text[j + 1] == c:
-                        j += 2
-                        continue
-                    break
-                j += 1
-            j = min(j + 1, n)
+        end = _literal_end(text, i) if c in "'\"$" else None
+        if end is not None:  # kept whole: a ';' or comment mark inside is text
             if start_line is None:
                 start_line = line
-            line += text.count("\n", i, j)
-            buf.append(text[i:j])
-            i = j
+            line += text.count("\n", i, end)
+            buf.append(text[i:end])
+            i = end
             continue
-        if c == "$":
-            m = _DOLLAR.match(text, i)
-            if m:
-                end = text.find(m.group(0), m.end())
-                j = n if end < 0 else end + len(m.group(0))
-                if start_line is None:
-                    start_line = line
-                line += text.count("\n", i, j)
-                buf.append(text[i:j])
-                i = j
-                continue
         if c == ";":
             stmt = "".join(buf).strip()
             if stmt:

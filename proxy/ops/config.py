@@ -9,6 +9,7 @@ message lists each problem as `key: what is wrong (how to fix it)`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -353,22 +354,29 @@ def _sound_column(name: str, spec: Any) -> Attribute | None:
         return None
 
 
-def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadSettings]]:
-    s = c.section(tree, "tables")
-    tables: list[TableSchema] = []
-    loads: dict[str, LoadSettings] = {}
-    for tname, t in s.items():
-        p = f"tables.{toml_key(tname)}"
+def _table_entries(c: _Checker, tree: dict[str, Any], section: str,
+                   shape: str) -> Iterator[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """Each ``[section.NAME]`` whose name and schema are identifiers: its name, its table, its key and
+    its values read; an entry that is not a table (it "must be a table {shape}") or is misnamed is
+    reported and skipped."""
+    for tname, t in c.section(tree, section).items():
+        p = f"{section}.{toml_key(tname)}"
         if not isinstance(t, dict):
-            c.bad(p, "must be a table with `columns`")
+            c.bad(p, f"must be a table {shape}")
             continue
         if not _identifier(c, p, tname):
             continue
-        tv = c.read(t, "tables.*", p + ".")
+        tv = c.read(t, f"{section}.*", p + ".")
+        if _identifier(c, p + ".schema", tv["schema"]):
+            yield tname, t, p, tv
+
+
+def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadSettings]]:
+    tables: list[TableSchema] = []
+    loads: dict[str, LoadSettings] = {}
+    for tname, entry, p, tv in _table_entries(c, tree, "tables", "with `columns`"):
         schema = tv["schema"]
-        if not _identifier(c, p + ".schema", schema):
-            continue
-        cols = t.get("columns")
+        cols = entry.get("columns")
         if not isinstance(cols, dict) or not cols:
             c.bad(p + ".columns", "declare at least one column with its public domain")
             continue
@@ -452,17 +460,8 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
 def _public_tables(c: _Checker, tree: dict[str, Any], catalog: Catalog) -> Catalog:
     """``catalog`` with the declared public tables (``[public_tables.NAME]``), not read yet."""
     out = []
-    for tname, t in c.section(tree, "public_tables").items():
-        p = f"public_tables.{toml_key(tname)}"
-        if not isinstance(t, dict):
-            c.bad(p, "must be a table ([public_tables.NAME] with an optional schema)")
-            continue
-        if not _identifier(c, p, tname):
-            continue
-        tv = c.read(t, "public_tables.*", p + ".")
+    for tname, _, p, tv in _table_entries(c, tree, "public_tables", "([public_tables.NAME] with an optional schema)"):
         schema = tv["schema"]
-        if not _identifier(c, p + ".schema", schema):
-            continue
         if catalog.table(tname, schema) is not None:
             c.bad(p, f"{qualified(schema, tname)} is also a protected table ([tables.{toml_key(tname)}]): a "
                   "table is either public or protected")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
+
 import numpy as np
+import psycopg
 
 import parser as sqlparser
 from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
@@ -36,3 +40,20 @@ def range_sqls(k: int, seed: int) -> list[str]:
     return out
 
 
+def events_database(embedded_pg, name: str, rows: Iterable[tuple[int | None, int, int, int]],  # type: ignore[no-untyped-def]
+                    template: str | None = None) -> str:
+    """Conninfo of a new database ``NAME_<pid>`` whose table ``events (user_id, day, kind, amount)`` holds
+    ``rows`` (the per-unit bounding tests' table), added to a copy of database ``TEMPLATE_<pid>`` if given."""
+    name = f"{name}_{os.getpid()}"
+    copy = f' TEMPLATE "{template}_{os.getpid()}"' if template else ""
+    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copy}')
+    dsn = embedded_pg.dsn(name)
+    with psycopg.connect(dsn) as conn:
+        if template is None:
+            conn.execute("CREATE TABLE events (user_id bigint, day int, kind int, amount int)")
+        with conn.cursor().copy("COPY events (user_id, day, kind, amount) FROM STDIN") as cp:
+            for r in rows:
+                cp.write_row(r)
+    return dsn

@@ -6,12 +6,12 @@ PostgreSQL's own hashes, and the noise the real engine adds against its calibrat
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import replace
 
 import numpy as np
 import psycopg
 import pytest
+from engine_helpers import events_database
 from scipy.stats import chi2
 
 import parser as sqlparser
@@ -74,23 +74,15 @@ def test_the_statements_groups() -> None:
 def db(embedded_pg) -> str:  # type: ignore[no-untyped-def]
     """600 units with 1-30 rows over the year and the kinds, so many units exceed c, g or k."""
     rng = np.random.default_rng(5)
-    name = f"groupbounds_{os.getpid()}"
-    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = embedded_pg.dsn(name)
-    with psycopg.connect(dsn) as conn:
-        conn.execute("CREATE TABLE events (user_id bigint, day int, kind int, amount int)")
-        with conn.cursor().copy("COPY events (user_id, day, kind, amount) FROM STDIN") as cp:
-            for u in range(600):
-                for _ in range(int(rng.integers(1, 31))):
-                    cp.write_row((u, int(rng.integers(0, 364)), int(rng.integers(0, 5)), int(rng.integers(0, 100))))
-    return dsn
+    return events_database(embedded_pg, "groupbounds",
+                           ((u, int(rng.integers(0, 364)), int(rng.integers(0, 5)), int(rng.integers(0, 100)))
+                            for u in range(600) for _ in range(int(rng.integers(1, 31)))))
 
 
-def _kept_by_rule(dsn: str, where: str) -> dict[int, tuple[int, int]]:
-    """(count, sum of amount) per kind over the rows the per-group rule keeps, applied here in Python to
-    PostgreSQL's hashes of each row's text and of each unit's group keys (unit ':' the group's first cell)."""
+def _kept_per_unit(dsn: str, where: str) -> list[tuple[list[int], list[tuple[int, str, int, int]]]]:
+    """Each unit's kept kinds and kept rows (hash, text, kind, amount) under the per-group rule, applied
+    here in Python to PostgreSQL's hashes of each row's text and of each unit's group keys (unit ':' the
+    group's first cell)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET TimeZone = 'UTC'")
         conn.execute("SET extra_float_digits = 1")
@@ -98,14 +90,22 @@ def _kept_by_rule(dsn: str, where: str) -> dict[int, tuple[int, int]]:
                             f"e::text FROM events e WHERE user_id IS NOT NULL AND ({where})").fetchall()
         ghash = dict(conn.execute(f"SELECT u || ':' || v, hashtextextended(u || ':' || v, {groups_seed(EVENTS)}) "
                                   "FROM generate_series(0, 599) AS u, generate_series(0, 4) AS v").fetchall())
-    units: dict[int, list[tuple[int, int, int, str]]] = {}
+    units: dict[int, list[tuple[int, str, int, int]]] = {}
     for u, kind, amount, h, text in rows:
         units.setdefault(u, []).append((h, text, kind, amount))
-    out = {v: (0, 0) for v in range(5)}
+    out = []
     for u, mine in units.items():
         kinds = sorted({r[2] for r in mine}, key=lambda v: (ghash[f"{u}:{v}"], str(v)))[:G]
         per = [r for v in kinds for r in sorted((r for r in mine if r[2] == v), key=lambda r: (r[0], r[1]))[:C]]
-        for _, _, kind, amount in sorted(per, key=lambda r: (r[0], r[1]))[:K]:
+        out.append((kinds, sorted(per, key=lambda r: (r[0], r[1]))[:K]))
+    return out
+
+
+def _kept_by_rule(dsn: str, where: str) -> dict[int, tuple[int, int]]:
+    """(count, sum of amount) per kind over the rows the per-group rule keeps."""
+    out = {v: (0, 0) for v in range(5)}
+    for _, kept in _kept_per_unit(dsn, where):
+        for _, _, kind, amount in kept:
             n, s = out[kind]
             out[kind] = (n + 1, s + amount)
     return out
@@ -166,13 +166,8 @@ def test_one_heavy_unit_moves_the_answers_by_at_most_its_bounds(db: str, embedde
     day. Its effect on a per-group bounded GROUP BY is at most c in each group and in at most g groups
     (L2 at most group_bound_norm), on a clamped SUM at most B in each of at most g groups; on the same
     statement without per-group bounds at most k in all; no other unit's rows change."""
-    name = f"groupbounds_heavy_{os.getpid()}"
-    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "groupbounds_{os.getpid()}"')
-    heavy = embedded_pg.dsn(name)
-    with psycopg.connect(heavy) as conn:
-        conn.execute("INSERT INTO events SELECT 999999, i % 364, i % 5, i % 100 FROM generate_series(1, 500) AS i")
+    heavy = events_database(embedded_pg, "groupbounds_heavy",
+                            ((999999, i % 364, i % 5, i % 100) for i in range(1, 501)), template="groupbounds")
     plan = _plan("SELECT kind, sum(amount) FROM events WHERE day < 300 GROUP BY kind", CLAMPED)
     without, with_ = PostgresExactSource(db), PostgresExactSource(heavy)
     diff = with_.answers(CLAMPED, plan.queries) - without.answers(CLAMPED, plan.queries)
@@ -200,21 +195,8 @@ CLAMPED = replace(EVENTS, max_sum_per_group=(("amount", B),))
 def _clamped_by_rule(dsn: str, where: str) -> dict[int, tuple[int, float]]:
     """(count, clamped sum of amount) per kind: the rows the per-group rule keeps, then each unit's amounts
     in a kind times min(1, B / their sum)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET TimeZone = 'UTC'")
-        conn.execute("SET extra_float_digits = 1")
-        rows = conn.execute(f"SELECT user_id, kind, amount, hashtextextended(e::text, {bounding_seed(EVENTS)}), "
-                            f"e::text FROM events e WHERE user_id IS NOT NULL AND ({where})").fetchall()
-        ghash = dict(conn.execute(f"SELECT u || ':' || v, hashtextextended(u || ':' || v, {groups_seed(EVENTS)}) "
-                                  "FROM generate_series(0, 599) AS u, generate_series(0, 4) AS v").fetchall())
-    units: dict[int, list[tuple[int, str, int, int]]] = {}
-    for u, kind, amount, h, text in rows:
-        units.setdefault(u, []).append((h, text, kind, amount))
     out = {v: (0, 0.0) for v in range(5)}
-    for u, mine in units.items():
-        kinds = sorted({r[2] for r in mine}, key=lambda v: (ghash[f"{u}:{v}"], str(v)))[:G]
-        per = [r for v in kinds for r in sorted((r for r in mine if r[2] == v), key=lambda r: (r[0], r[1]))[:C]]
-        kept = sorted(per, key=lambda r: (r[0], r[1]))[:K]
+    for kinds, kept in _kept_per_unit(dsn, where):
         for v in kinds:
             amounts = [r[3] for r in kept if r[2] == v]
             total = sum(abs(a) for a in amounts)

@@ -5,11 +5,10 @@ bounding over the whole year kept about half of them)."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import psycopg
 import pytest
+from engine_helpers import events_database
 
 import parser as sqlparser
 from lapras.exact import PostgresExactSource
@@ -21,20 +20,6 @@ from parser.sql import EXACT_SESSION_SQL
 K = 3
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),
                                 Attribute("amount", IntType(0, 99))), privacy_unit="user_id", max_rows_per_unit=K)
-
-
-def _database(embedded_pg, name: str, rows: list[tuple[int | None, int, int, int]]) -> str:  # type: ignore[no-untyped-def]
-    name = f"{name}_{os.getpid()}"
-    with psycopg.connect(embedded_pg.dsn(), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    dsn = embedded_pg.dsn(name)
-    with psycopg.connect(dsn) as conn:
-        conn.execute("CREATE TABLE events (user_id bigint, day int, kind int, amount int)")
-        with conn.cursor().copy("COPY events (user_id, day, kind, amount) FROM STDIN") as cp:
-            for r in rows:
-                cp.write_row(r)
-    return dsn
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +35,7 @@ def mixed(embedded_pg) -> str:  # type: ignore[no-untyped-def]
         rows += [(u, int(rng.integers(0, 364)), int(rng.integers(0, 2)), int(rng.integers(50, 100))) for _ in range(60)]
         rows += [(u, 100, 1, 7)] * 20
     rows += [(None, 5, 1, 1)] * 10
-    return _database(embedded_pg, "stmt_mixed", rows)
+    return events_database(embedded_pg, "stmt_mixed", rows)
 
 
 def _reference(dsn: str, where: str, select: str, group: str | None) -> dict[tuple[object, ...], list[float]]:
@@ -131,7 +116,7 @@ def fortnightly(embedded_pg) -> str:  # type: ignore[no-untyped-def]
     for u in range(1000):
         phase = int(rng.integers(0, 14))
         rows += [(u, d, int(rng.integers(0, 5)), int(rng.integers(0, 100))) for d in range(phase, 364, 14)]
-    return _database(embedded_pg, "stmt_fortnight", rows)
+    return events_database(embedded_pg, "stmt_fortnight", rows)
 
 
 def test_a_windowed_count_is_the_truth_where_epoch_bounding_kept_half(fortnightly: str) -> None:

@@ -5,7 +5,7 @@ and text domains."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -56,6 +56,20 @@ def _new_database(embedded_pg: Any, name: str) -> str:
     return str(embedded_pg.dsn(name))
 
 
+def table_database(embedded_pg: Any, name: str, table: str, rows: Iterable[Sequence[Any]],
+                   setup: Sequence[str] = ()) -> psycopg.Connection:
+    """An autocommit connection to a new database ``name`` holding ``table`` (``"t (a int, b text)"``, its
+    CREATE TABLE) filled with ``rows`` in column order, after the ``setup`` statements."""
+    conn = psycopg.connect(_new_database(embedded_pg, name), autocommit=True)
+    for stmt in setup:
+        conn.execute(stmt)
+    conn.execute(f"CREATE TABLE {table}")
+    with conn.cursor().copy(f"COPY {table.split(' (', 1)[0]} FROM STDIN") as cp:
+        for r in rows:
+            cp.write_row(r)
+    return conn
+
+
 @pytest.fixture(scope="session")
 def adult_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
     """public.adult with the demo generator's seeded rows (never ../shared: these tests stand alone)."""
@@ -88,12 +102,8 @@ def people_rows(n: int = 3000, seed: int = 7) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="session")
 def people_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(_new_database(embedded_pg, "parser_people"), autocommit=True) as conn:
-        conn.execute("CREATE SCHEMA hr")
-        conn.execute("CREATE TABLE hr.people (city text, dept text, score integer, level integer)")
-        with conn.cursor().copy("COPY hr.people (city, dept, score, level) FROM STDIN") as copy:
-            for row in people_rows():
-                copy.write_row(row)
+    with table_database(embedded_pg, "parser_people", "hr.people (city text, dept text, score integer, level integer)",
+                        people_rows(), setup=["CREATE SCHEMA hr"]) as conn:
         yield conn
 
 

@@ -9,11 +9,11 @@ refused naming the part."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
-import psycopg
 import pytest
-from conftest import _new_database
+from conftest import table_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import from_config
@@ -48,13 +48,14 @@ CASES = [  # (aggregate, its sensitivity computed by hand: interval arithmetic, 
 
 @pytest.fixture(scope="module")
 def mdb(embedded_pg: Any) -> Any:
-    with psycopg.connect(_new_database(embedded_pg, "measureexpr"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE m (x numeric, y numeric, f float8, c text, k int)")
-        with conn.cursor().copy("COPY m (x, y, f, c, k) FROM STDIN") as cp:
-            for i in range(2500):
-                x = (i * 37) % 400 - 120  # -120 .. 279: beyond both ends of [-50, 200]
-                y = None if i % 11 == 0 else (i * 13) % 120 - 10
-                cp.write_row((x if i % 97 else None, y, ((i * 7) % 130) - 5.5, "abcd"[i % 4], (i % 8)))
+    def rows() -> Iterator[tuple[Any, ...]]:
+        for i in range(2500):
+            x = (i * 37) % 400 - 120  # -120 .. 279: beyond both ends of [-50, 200]
+            y = None if i % 11 == 0 else (i * 13) % 120 - 10
+            yield (x if i % 97 else None, y, ((i * 7) % 130) - 5.5, "abcd"[i % 4], (i % 8))
+
+    with table_database(embedded_pg, "measureexpr", "m (x numeric, y numeric, f float8, c text, k int)",
+                        rows()) as conn:
         yield conn
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from conftest import Histograms, _new_database, rows_match
+from conftest import Histograms, rows_match, table_database
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,12 +54,8 @@ def ev_rows(n: int = 4000, seed: int = 11) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="module")
 def ev_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(_new_database(embedded_pg, "parser_ev"), autocommit=True) as conn:
-        conn.execute("SET TimeZone = 'UTC'")
-        conn.execute("CREATE TABLE ev (ts timestamptz, t timestamp, d date, cat text, n integer)")
-        with conn.cursor().copy("COPY ev (ts, t, d, cat, n) FROM STDIN") as copy:
-            for row in ev_rows():
-                copy.write_row(row)
+    with table_database(embedded_pg, "parser_ev", "ev (ts timestamptz, t timestamp, d date, cat text, n integer)",
+                        ev_rows(), setup=["SET TimeZone = 'UTC'"]) as conn:
         yield conn
 
 

@@ -5,12 +5,12 @@ literals get PostgreSQL's SQLSTATEs."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import time
 from typing import Any
 
-import psycopg
 import pytest
-from conftest import _new_database
+from conftest import table_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import DeclarationError, TimeType, from_config
@@ -35,14 +35,14 @@ def test_declaration() -> None:
 
 @pytest.fixture(scope="module")
 def visits(embedded_pg: Any) -> Any:
-    with psycopg.connect(_new_database(embedded_pg, "timecol"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE visits (t time, m time)")
-        with conn.cursor().copy("COPY visits (t, m) FROM STDIN") as cp:
-            for i in range(3000):
-                s = (i * 7919) % 86400
-                t = time(s // 3600, (s // 60) % 60, s % 60, (i * 37) % 1_000_000)
-                ms = 8 * 3600 + (i * 104729) % (10 * 3600)
-                cp.write_row((t, time(ms // 3600, (ms // 60) % 60, ms % 60)))
+    def rows() -> Iterator[tuple[time, time]]:
+        for i in range(3000):
+            s = (i * 7919) % 86400
+            t = time(s // 3600, (s // 60) % 60, s % 60, (i * 37) % 1_000_000)
+            ms = 8 * 3600 + (i * 104729) % (10 * 3600)
+            yield (t, time(ms // 3600, (ms // 60) % 60, ms % 60))
+
+    with table_database(embedded_pg, "timecol", "visits (t time, m time)", rows()) as conn:
         yield conn
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import _new_database
+from conftest import table_database
 from sqlglot import exp
 
 from parser import Refusal, plan_query
@@ -142,11 +142,8 @@ SHOP = TableSchema("shop", (Attribute("col", TextType(SHOP_VALUES)), Attribute("
 
 @pytest.fixture(scope="module")
 def shop(embedded_pg: Any) -> Any:
-    with psycopg.connect(_new_database(embedded_pg, "textfns"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE shop (col text, n text)")
-        with conn.cursor().copy("COPY shop (col, n) FROM STDIN") as cp:
-            for i in range(600):
-                cp.write_row((SHOP_VALUES[(i * 7) % len(SHOP_VALUES)], "ab"[i % 2]))
+    rows = ((SHOP_VALUES[(i * 7) % len(SHOP_VALUES)], "ab"[i % 2]) for i in range(600))
+    with table_database(embedded_pg, "textfns", "shop (col text, n text)", rows) as conn:
         yield conn
 
 

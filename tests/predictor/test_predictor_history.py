@@ -8,8 +8,9 @@ import datetime as dt
 
 import pytest
 
+from lapras.ledger.base import EpochSpan, HistoryRow
 from predictor.canonical import canonical_key
-from predictor.history import Recorded, Span, inline_params, learn
+from predictor.history import inline_params, learn
 from proxy.ops.config import load_config
 
 CATALOG = load_config("config.toml").catalog
@@ -37,9 +38,9 @@ def test_inline_params_leaves_quoted_text_alone() -> None:
 def test_first_epoch_predicts_what_was_asked_again_and_counts_items() -> None:
     again = ["SELECT count(*) FROM adult WHERE age BETWEEN 30 AND 39", "SELECT sex, count(*) FROM adult GROUP BY sex"]
     once = "SELECT count(*) FROM adult WHERE hours_per_week >= 40"
-    rows = [Recorded(1, 1, s, None, "bad") for s in again] + [Recorded(1, 2, once, None, "bad")]
-    rows += [Recorded(1, 3, s, None, "repeat") for s in again]
-    ps = learn([Span(1, 0.0, 100.0)], rows, CATALOG, epoch_seconds=None, now=200.0)
+    rows = [HistoryRow(1, 1, s, None, "bad") for s in again] + [HistoryRow(1, 2, once, None, "bad")]
+    rows += [HistoryRow(1, 3, s, None, "repeat") for s in again]
+    ps = learn([EpochSpan(1, 0.0, 100.0)], rows, CATALOG, epoch_seconds=None, now=200.0)
     assert ps is not None
     assert ps.s_estimate == 3  # repeats are no stream items
     assert {q.canonical_key for q in ps.queries} == _keys(again)
@@ -52,9 +53,9 @@ def test_sliding_window_dashboard_is_predicted_one_step_ahead(suffix: str) -> No
     tool writes it: '2025-11-04 00:00:00+00'; it was read as text, so no progression was learnt)."""
     spans, rows = [], []
     for day in range(5):
-        spans.append(Span(day + 1, day * 300.0, day * 300.0 + 300))
-        rows += [Recorded(day + 1, day * 300 + 1, s, None, "bad") for s in panels(day, suffix)]
-        rows += [Recorded(day + 1, day * 300 + 2, s, None, "repeat") for s in panels(day, suffix)]
+        spans.append(EpochSpan(day + 1, day * 300.0, day * 300.0 + 300))
+        rows += [HistoryRow(day + 1, day * 300 + 1, s, None, "bad") for s in panels(day, suffix)]
+        rows += [HistoryRow(day + 1, day * 300 + 2, s, None, "repeat") for s in panels(day, suffix)]
     ps = learn(spans, rows, CATALOG, epoch_seconds=None, now=1600.0)
     assert ps is not None
     assert _keys(panels(5, suffix)) <= {q.canonical_key for q in ps.queries}
@@ -62,9 +63,9 @@ def test_sliding_window_dashboard_is_predicted_one_step_ahead(suffix: str) -> No
 
 
 def test_s_of_a_running_epoch_comes_from_the_completed_ones() -> None:
-    spans = [Span(i + 1, i * 3600.0, (i + 1) * 3600.0) for i in range(4)] + [Span(5, 4 * 3600.0, None)]
-    rows = [Recorded(i + 1, i * 3600 + k, f"SELECT count(*) FROM adult WHERE age BETWEEN {20 + k} AND 60", None, "bad")
+    spans = [EpochSpan(i + 1, i * 3600.0, (i + 1) * 3600.0) for i in range(4)] + [EpochSpan(5, 4 * 3600.0, None)]
+    rows = [HistoryRow(i + 1, i * 3600 + k, f"SELECT count(*) FROM adult WHERE age BETWEEN {20 + k} AND 60", None, "bad")
             for i in range(4) for k in range(10)]
-    rows += [Recorded(5, 4 * 3600 + k, f"SELECT count(*) FROM adult WHERE age BETWEEN {20 + k} AND 60", None, "bad") for k in range(3)]
+    rows += [HistoryRow(5, 4 * 3600 + k, f"SELECT count(*) FROM adult WHERE age BETWEEN {20 + k} AND 60", None, "bad") for k in range(3)]
     ps = learn(spans, rows, CATALOG, epoch_seconds=3600.0, now=4 * 3600 + 3300.0)  # prepared ahead: 92% of the epoch gone
     assert ps is not None and ps.s_estimate == 10

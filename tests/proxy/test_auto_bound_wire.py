@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from notices import notice_stderrs
+from notices import stated_stderrs
 
 TABLES = """
 [tables.spend]
@@ -131,15 +131,6 @@ def test_without_a_partition_budget_the_sum_keeps_its_row_bound(harness: Any, em
         p.stop()
 
 
-def _stderrs(p: Any, sql: str) -> list[float]:
-    notices: list[str] = []
-    with psycopg.connect(p.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
-        conn.execute(sql).fetchall()
-    return notice_stderrs(notices)
-
-
 def test_the_chosen_bound_acts_as_the_same_bound_declared(harness: Any, embedded_pg: Any, default_config: Any,
                                                           tmp_path: Any) -> None:
     """The first statement's stated errors with "auto" (B = 250 here) equal those with B = 250 declared, and
@@ -156,7 +147,7 @@ def test_the_chosen_bound_acts_as_the_same_bound_declared(harness: Any, embedded
         p = harness.ProxyProcess(cfg, tmp_path / f"state_{name}", port)
         p.start()
         try:
-            errs[name] = _stderrs(p, SQL.format(t="spend"))
+            errs[name] = stated_stderrs(p.dsn(), SQL.format(t="spend"))
             if name == "auto":
                 assert _bound(_explain(p, SQL.format(t="spend"))) == 250.0
         finally:

@@ -6,22 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
 import pytest
-from notices import notice_stderrs
+from notices import stated_stderrs
 
 from lapras.mechanisms.sensitivity import group_bound_norm
 
 SQL = "SELECT category, count(*), sum(amount) FROM events WHERE duration_s < 1200 GROUP BY category ORDER BY 1"
-
-
-def _stderrs(proxy: Any) -> list[float]:
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
-        conn.execute(SQL).fetchall()
-    return notice_stderrs(notices)
 
 
 def test_configured_group_bounds_scale_the_stated_errors(harness: Any, embedded_pg: Any, default_config: Any,
@@ -40,7 +30,7 @@ def test_configured_group_bounds_scale_the_stated_errors(harness: Any, embedded_
     try:
         for p in texts.values():
             p.start()
-        plain, grouped = _stderrs(texts["plain"]), _stderrs(texts["grouped"])
+        plain, grouped = stated_stderrs(texts["plain"].dsn(), SQL), stated_stderrs(texts["grouped"].dsn(), SQL)
     finally:
         for p in texts.values():
             p.stop()
