@@ -78,6 +78,10 @@ _DANGEROUS = re.compile(
 )
 _SET_CONFIG = re.compile(r"\bset_config\b", re.IGNORECASE)  # answered by the session in session_select
 _LAPRAS_CALL = re.compile(r"\blapras\s*\.", re.IGNORECASE)
+# The lapras schema upstream holds the ledger and the statement history: operator-only data, refused by name
+# (the shadow catalog has no such schema, which would say "does not exist" instead of "not yours").
+_OPERATOR_ONLY = re.compile(r'\blapras\s*\.\s*"?(statement_history|epochs|answers|releases|spends|parts|partitions|'
+                            r'regression_answers|bounded\w*|meta)\b', re.IGNORECASE)
 _DML_IN_QUERY = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
 _INTO = re.compile(r"\bINTO\b", re.IGNORECASE)
 _LOCKING = re.compile(r"\bFOR\s+(NO\s+KEY\s+)?(UPDATE|SHARE|KEY\s+SHARE)\b", re.IGNORECASE)
@@ -202,6 +206,12 @@ class Router:
                 return Route(Kind.REFUSED, sql, first, read_only_error("SELECT INTO"))
             if _LOCKING.search(bare):
                 return Route(Kind.REFUSED, sql, first, read_only_error("SELECT FOR UPDATE/SHARE"))
+            private = _OPERATOR_ONLY.search(bare)
+            if private is not None:
+                return Route(Kind.REFUSED, sql, first, PgError(
+                    "42501", f"permission denied for table lapras.{private[1].lower()}",
+                    hint="the ledger and the statement history are the operator's; SHOW lapras.budget shows "
+                         "the budget"))
             if _LAPRAS_CALL.search(bare) or self.references_protected(sql):
                 return Route(Kind.DP, sql, first)
             return Route(Kind.CATALOG, sql, first)

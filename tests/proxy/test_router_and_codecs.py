@@ -57,6 +57,10 @@ def router() -> Router:
     ("PREPARE p AS SELECT 1", Kind.SESSION, None),
     ("PREPARE TRANSACTION 'x'", Kind.REFUSED, "25006"),
     ("COMMIT PREPARED 'x'", Kind.REFUSED, "25006"),
+    ("SELECT sql FROM lapras.statement_history", Kind.REFUSED, "42501"),  # the operator's data, by name
+    ('SELECT count(*) FROM lapras.U&"statement\\005fhistory"', Kind.REFUSED, "42501"),  # in any spelling
+    ("SELECT * FROM LAPRAS.Epochs", Kind.REFUSED, "42501"),
+    ("SELECT 'lapras.statement_history' AS t", Kind.CATALOG, None),  # a string naming it reads nothing
 ])
 def test_routes(router: Router, sql: str, kind: Kind, state: str | None) -> None:
     r = router.route(sql)
