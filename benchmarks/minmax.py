@@ -31,12 +31,10 @@ import psycopg
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # the simulated releases the coverage test checks
 
-from lapras.exact import PostgresExactSource  # noqa: E402
-from lapras.mechanisms import Cost, Gaussian  # noqa: E402
-from lapras.mechanisms import noise as lattice  # noqa: E402
-from lapras.mechanisms.sensitivity import statement_sensitivity  # noqa: E402
-from parser import plan_query  # noqa: E402
+from simulated import released  # noqa: E402
+
 from parser.quantile import P_EXTREME  # noqa: E402
 from parser.sql import EXACT_SESSION_SQL, table_ref  # noqa: E402
 from proxy.ops.config import load_config  # noqa: E402
@@ -53,25 +51,6 @@ CASES = [  # (label, sql, column, tolerance)
     ("MIN/MAX(age), adult", "SELECT min(age), max(age) FROM adult", "age", 5),
     ("MIN/MAX(age) WHERE sex = 0", "SELECT min(age), max(age) FROM adult WHERE sex = 0", "age", 5),
 ]
-
-
-def release(sql: str, dsn: str, cfg: Any, epochs: int, seed: int) -> tuple[Any, Any, np.ndarray, np.ndarray]:
-    plan = plan_query(sql, cfg.catalog)
-    table = next(t for t in cfg.catalog.tables if t.name == plan.table)
-    source = PostgresExactSource(dsn)
-    try:
-        exact = source.answers(table, plan.queries)
-    finally:
-        source.close()
-    live = np.array([not q.is_zero for q in plan.queries])
-    mech = Gaussian.calibrate(Cost(mu=MU), statement_sensitivity(table, [q for q in plan.queries if not q.is_zero]),
-                              int(live.sum()))
-    scale = np.array([q.sensitivity for q in plan.queries], dtype=np.float64)
-    with lattice.simulation(seed):
-        unit = Gaussian.draw(epochs * len(exact)).reshape(epochs, len(exact))
-    noisy = mech.release(np.broadcast_to(exact, unit.shape), np.broadcast_to(scale, unit.shape), unit)
-    noisy[:, ~live] = 0.0
-    return plan, table, noisy, np.where(live, np.sqrt(mech.variance(scale)), 0.0)
 
 
 def main() -> None:
@@ -100,7 +79,7 @@ def main() -> None:
               "| 95% interval covers (MIN, MAX) |")
         print("|---|---|---|---|---|")
         for i, (label, sql, col, tol) in enumerate(CASES):
-            plan, table, noisy, stderr = release(sql, dsn, cfg, args.epochs, seed=i)
+            plan, table, _, noisy, stderr = released(sql, dsn, cfg.catalog, MU, args.epochs, seed=i)
             where = sql.split(f"FROM {table.name}")[1]
             ref = table_ref(table)
             with psycopg.connect(dsn, autocommit=True) as conn:

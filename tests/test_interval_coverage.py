@@ -27,13 +27,8 @@ import numpy as np
 import psycopg
 import pytest
 from scipy import stats
+from simulated import as_answered, released
 
-from lapras.exact import PostgresExactSource
-from lapras.mechanisms import Cost, Gaussian
-from lapras.mechanisms import noise as lattice
-from lapras.mechanisms.sensitivity import statement_sensitivity
-from parser import plan_query
-from parser.quantile import P_EXTREME
 from parser.sql import EXACT_SESSION_SQL, table_ref
 
 pytestmark = pytest.mark.slow
@@ -76,41 +71,14 @@ ORDER = {
 }
 
 
-def as_percentiles(sql: str) -> str:
-    """PostgreSQL's spelling of MIN and MAX as answered: percentile_disc near 0 and 1."""
-    return re.sub(r"\b(min|max)\((\w+)\)", lambda m: f"percentile_disc({P_EXTREME if m[1] == 'min' else 1 - P_EXTREME})"
-                  f" WITHIN GROUP (ORDER BY {m[2]})", sql)
-
-
-def released(sql: str, dsn: str, cfg: Any, seed: int) -> tuple[Any, Any, np.ndarray, np.ndarray, np.ndarray]:
-    """(plan, table, exact answers, DRAWS noisy releases (DRAWS x queries), standard errors per query)."""
-    plan = plan_query(sql, cfg.catalog)
-    table = next(t for t in cfg.catalog.tables if t.name == plan.table)
-    source = PostgresExactSource(dsn)
-    try:
-        exact = source.answers(table, plan.queries)
-    finally:
-        source.close()
-    live = np.array([not q.is_zero for q in plan.queries])
-    sens = statement_sensitivity(table, [q for q in plan.queries if not q.is_zero])
-    mech = Gaussian.calibrate(Cost(mu=MU), sens, int(live.sum()))
-    scale = np.array([q.sensitivity for q in plan.queries], dtype=np.float64)
-    with lattice.simulation(seed):
-        unit = Gaussian.draw(DRAWS * len(exact)).reshape(DRAWS, len(exact))
-    noisy = mech.release(np.broadcast_to(exact, unit.shape), np.broadcast_to(scale, unit.shape), unit)
-    noisy[:, ~live] = 0.0
-    stderr = np.where(live, np.sqrt(mech.variance(scale)), 0.0)
-    return plan, table, exact, noisy, stderr
-
-
 def pg_truth(sql: str, dsn: str, table: Any) -> dict[tuple[object, ...], tuple[object, ...]]:
     """PostgreSQL's answer over the rows the proxy reads (each unit's rows bounded), keyed by group."""
     pat = re.compile(rf"\bFROM {table.name}\b")
     with psycopg.connect(dsn, autocommit=True) as conn:
         for stmt in EXACT_SESSION_SQL:
             conn.execute(stmt)
-        rows = conn.execute(pat.sub("FROM " + table_ref(table), as_percentiles(sql))).fetchall()
-    n_keys = len(rows[0]) - len(re.findall(r"percentile_(?:cont|disc)", as_percentiles(sql))) if rows else 0
+        rows = conn.execute(pat.sub("FROM " + table_ref(table), as_answered(sql))).fetchall()
+    n_keys = len(rows[0]) - len(re.findall(r"percentile_(?:cont|disc)", as_answered(sql))) if rows else 0
     return {tuple(r[:n_keys]): tuple(r[n_keys:]) for r in rows}
 
 
@@ -119,7 +87,7 @@ def test_count_sum_distinct_intervals_cover(name: str, adult_db: str, default_co
     """COUNT, SUM and COUNT(DISTINCT), each group: the released value (post-processed: rounded, a count or a
     non-negative measure's SUM clamped at 0) +- 1.96 x its stated standard error covers the noise-free answer
     in >= MIN_HITS of DRAWS releases (false failure <= 1e-4 / CHECKS per count: see MIN_HITS)."""
-    plan, _, exact, noisy, stderr = released(LINEAR[name], adult_db, default_config, seed=zlib.crc32(name.encode()))
+    plan, _, exact, noisy, stderr = released(LINEAR[name], adult_db, default_config.catalog, MU, DRAWS, seed=zlib.crc32(name.encode()))
     truth = plan.rows(exact)
     hits = np.zeros((len(truth), len(plan.columns)), dtype=np.int64)
     keys = sum(1 for c in plan.template.outputs if type(c).__name__ == "Key")
@@ -139,7 +107,7 @@ def test_avg_intervals_cover(name: str, adult_db: str, default_config: Any) -> N
     (QueryPlan.intervals: the ratio's range over the box where the noisy SUM and COUNT both lie with
     probability >= 95%) covers the exact average over the
     bounded rows in >= MIN_HITS of DRAWS releases (false failure <= 1e-4 / CHECKS per group)."""
-    plan, _, exact, noisy, stderr = released(RATIO[name], adult_db, default_config, seed=zlib.crc32(name.encode()))
+    plan, _, exact, noisy, stderr = released(RATIO[name], adult_db, default_config.catalog, MU, DRAWS, seed=zlib.crc32(name.encode()))
     truth = {(key, col): est for col, key, est, _, _ in plan.intervals(exact, np.zeros_like(stderr))}
     hits = dict.fromkeys(truth, 0)
     for release in plan.intervals_of_releases(noisy, stderr):
@@ -156,7 +124,7 @@ def test_order_statistic_intervals_cover(name: str, adult_db: str, default_confi
     releases (false failure <= 1e-4 / CHECKS per group and column). Releases of at most a few hundred
     rows a group (a day's p90, a race's median) are where reading each CDF point on its own failed."""
     sql = ORDER[name]
-    plan, table, _, noisy, stderr = released(sql, adult_db, default_config, seed=zlib.crc32(name.encode()))
+    plan, table, _, noisy, stderr = released(sql, adult_db, default_config.catalog, MU, DRAWS, seed=zlib.crc32(name.encode()))
     truth = pg_truth(sql, adult_db, table)
     cols = [c.name for c in plan.columns]
     hits: dict[tuple[object, str], int] = {}
@@ -193,7 +161,7 @@ def test_range_slider_min_max_keep_the_rows(sql: str, col: str, tol: Any, adult_
     ``tol`` of the true extremes (5 years of age; 11 days, 3% of the declared year) and a filter
     ``col BETWEEN MIN AND MAX`` keeping >= 99% of the rows, each in >= 95% of releases (benchmarks/minmax.py
     measures 99% to 100%: a rate of 0.98 gives fewer than 950 of 1,000 with probability < 1e-7)."""
-    plan, table, _, noisy, stderr = released(sql, adult_db, default_config, seed=7)
+    plan, table, _, noisy, stderr = released(sql, adult_db, default_config.catalog, MU, DRAWS, seed=7)
     with psycopg.connect(adult_db, autocommit=True) as conn:
         for stmt in EXACT_SESSION_SQL:
             conn.execute(stmt)

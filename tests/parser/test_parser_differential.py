@@ -4,7 +4,6 @@ plan's post-processing, give PostgreSQL's own answer to the original SQL (hundre
 from __future__ import annotations
 
 import os
-import re
 from decimal import Decimal
 from typing import Any
 
@@ -15,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from parser_catalog import ADULT, CATALOG, MIXED, PEOPLE
 from parser_strategies import Case, adult_queries, people_queries
+from simulated import as_answered
 
 from parser import QueryPlan, plan_query
-from parser.quantile import P_EXTREME
 from parser.schema import TableSchema
 from parser.sql import answers_sql
 
@@ -27,19 +26,6 @@ as a run of 1,200, and with database=None every run draws new ones; set PARSER_D
 _INT_OIDS = {20, 21, 23}
 _FLOAT_OIDS = {700, 701, 1700}
 _PY_TYPES: dict[int, type] = {20: int, 23: int, 701: float, 1700: Decimal, 25: str, 16: bool}
-
-
-_MIN_MAX = re.compile(r"\b(min|max)\s*\(\s*(?:DISTINCT\s+)?((?:[^()]|\([^()]*\))+)\)", re.IGNORECASE)
-
-
-def as_answered(sql: str) -> str:
-    """``sql`` with MIN and MAX spelled as what the proxy answers for them: percentile_disc(P_EXTREME) and
-    percentile_disc(1 - P_EXTREME) (parser.quantile)."""
-    def one(m: re.Match[str]) -> str:
-        p = P_EXTREME if m[1].lower() == "min" else 1 - P_EXTREME
-        return f"percentile_disc({p}) WITHIN GROUP (ORDER BY {m[2]})"
-
-    return _MIN_MAX.sub(one, sql)
 
 
 def run_pg(conn: psycopg.Connection, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
