@@ -92,7 +92,7 @@ def _wait_built(dsn: str, timeout: float) -> tuple[float, float]:
 def run(dsn: str, n: int, window_n: int, k: int, work: Path) -> dict[str, Any]:
     import parser.sql as psql
     from parser import plan_query
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
 
     out: dict[str, Any] = {"k": k}
     ports = [scale._free_port(), scale._free_port()]

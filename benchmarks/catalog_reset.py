@@ -57,7 +57,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from proxy.catalog.relay import ensure_shadow
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
     from proxy.ops.embedded import EmbeddedPostgres
 
     root = Path(tempfile.mkdtemp(prefix="lapras-reset-"))

@@ -44,7 +44,7 @@ def run(corpus: Any, root: Path) -> list[Any]:
     import psycopg
 
     import parser as sqlparser
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
     from proxy.ops.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(root / "pg")

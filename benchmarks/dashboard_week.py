@@ -191,7 +191,7 @@ def _set_key(text: str, section: str, key: str, value: str) -> str:
 def learning_keys() -> list[str]:
     """Boolean [lapras]/[predictor] keys that switch the proxy's own learning of P (none at issue 24's start)."""
     try:
-        from proxy.ops.keys import KEYS
+        from proxy.config.keys import KEYS
     except ImportError:
         return []
     return [k.path for k in KEYS if k.section in ("lapras", "predictor") and k.type is bool
@@ -455,7 +455,7 @@ def statement_bias(exact: Exact, cfg: Path, day: dt.date, openings: int, answers
     """``bounded_bias`` under ``bounding = "statement"``: the noise-free answer is each panel's SQL over the
     rows the proxy bounds that statement to (``statement_noise_free_sql``). COUNT(DISTINCT) is left out."""
     from lapras.exact import PostgresExactSource
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
 
     catalog = load_config(cfg).catalog
     src = PostgresExactSource(exact.conn.info.dsn, bounding="statement")

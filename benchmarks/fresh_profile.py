@@ -71,8 +71,8 @@ def run(dsn: str, n: int, work: Path) -> list[dict[str, Any]]:
     from lapras.exact import PostgresExactSource
     from lapras.ledger.postgres import PostgresLedger
     from parser import plan_query
+    from proxy.config import load_config
     from proxy.dp.engine_factory import engine_settings
-    from proxy.ops.config import load_config
 
     port = scale._free_port()
     cfg_path = work / "config.toml"

@@ -55,7 +55,7 @@ def prediction_for_day(day: int) -> Any:
     from lapras.engine import load_prediction
     from predictor.output import write_prediction
     from predictor.predict import Epochs, bucket, read_logs, train
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
 
     catalog = load_config(REPO / "config.toml").catalog
     statements, _ = read_logs([str(DATA / "querylogs" / "adult_bi_21d.csv")], "auto", None)
@@ -75,7 +75,7 @@ def prediction_timeseries(since: str) -> Any:
 
     import parser as sqlparser
     from lapras.engine import Prediction
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
 
     catalog = load_config(timeseries_mae._config(since)).catalog
     planner = sqlparser.Planner(catalog)

@@ -28,7 +28,7 @@ from predictor.utility import CostModel  # noqa: E402
 def _catalog() -> Any:
     """The configured catalog (parser canonical keys), when the proxy's config loader is available."""
     try:
-        from proxy.ops.config import load_config
+        from proxy.config import load_config
 
         return load_config(REPO / "config.toml").catalog
     except Exception:  # noqa: BLE001 - the benchmark still runs with sqlglot keys

@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         pass
 
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
     from proxy.ops.demo_data import ensure_table
     from proxy.ops.embedded import EmbeddedPostgres
 

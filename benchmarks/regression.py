@@ -90,7 +90,7 @@ def synthetic(n: int, d: int, seed: int) -> Dataset:
 def adult() -> Dataset | None:
     if not ADULT.exists():
         return None
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
 
     table = load_config(REPO / "config.toml").catalog.table("adult")
     assert table is not None

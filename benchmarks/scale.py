@@ -168,7 +168,7 @@ def _p50(xs: list[float]) -> float:
 def start_events_cluster(state: Path, shards: int, rows: int) -> tuple[DevCluster, str, float]:
     """A fresh dev cluster in ``state`` (any earlier one there removed) with ``rows`` events rows and the
     shipped config's adult table; returns it, the coordinator's DSN and the seconds it took."""
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
 
     state.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(state.parent, 0o755)  # the clusters' service account walks through it
@@ -194,8 +194,8 @@ def run_cell(rows: int, shards: int, state_root: Path, n_fresh: int, repeats: in
     from lapras.ledger.postgres import PostgresLedger
     from parser import plan_query
     from parser.sql import answers_sql
+    from proxy.config import load_config
     from proxy.dp.engine_factory import engine_settings
-    from proxy.ops.config import load_config
 
     cluster, dsn, load_s = start_events_cluster(state_root / f"events-{rows}-{shards}", shards, rows)
     print(f"  cluster of {shards} shard(s) with {rows:,} rows ready in {load_s:.0f} s", flush=True)

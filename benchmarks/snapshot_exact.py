@@ -46,8 +46,8 @@ def main() -> int:
     from lapras.exact import PostgresExactSource
     from lapras.snapshot import SnapshotExactSource
     from parser import plan_query
+    from proxy.config import load_config
     from proxy.devcluster.cluster import DevCluster
-    from proxy.ops.config import load_config
 
     scale = _scale_module()
     state = args.state or Path(tempfile.mkdtemp(prefix="lapras-snap-"))

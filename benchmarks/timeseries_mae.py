@@ -34,8 +34,8 @@ from lapras.exact import PostgresExactSource  # noqa: E402
 from lapras.ledger.memory import MemoryLedger  # noqa: E402
 from lapras.strategy.cache import StrategyCache  # noqa: E402
 from parser.linear import LinearQuery  # noqa: E402
+from proxy.config import load_config  # noqa: E402
 from proxy.dp.engine_factory import engine_settings  # noqa: E402
-from proxy.ops.config import load_config  # noqa: E402
 from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
 from proxy.ops.events_data import EventsSpec, ensure_events_table  # noqa: E402
 from proxy.replay.whatif.exact import SnapshotExactSource  # noqa: E402

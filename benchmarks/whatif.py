@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from predictor.predict import read_logs  # noqa: E402
+from proxy.config import load_config  # noqa: E402
 from proxy.dp.engine_factory import engine_settings  # noqa: E402
-from proxy.ops.config import load_config  # noqa: E402
 from proxy.replay.whatif.cli import _run  # noqa: E402
 from proxy.replay.whatif.figures import format_table, summary_lines, totals  # noqa: E402
 from proxy.replay.whatif.report import write_json, write_report  # noqa: E402

@@ -58,7 +58,7 @@ def start_once(config: Path, state: Path) -> tuple[float, float]:
 def planning(config: Path, repeat: int) -> dict[str, Any]:
     """Median planning time of one statement on the 300-column table and on the 5-column table."""
     import parser as sqlparser
-    from proxy.ops.config import load_config
+    from proxy.config import load_config
 
     t0 = time.perf_counter()
     catalog = load_config(config).catalog

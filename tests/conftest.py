@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from proxy.ops.config import load_config
+from proxy.config import load_config
 from proxy.ops.demo_data import ensure_table
 from proxy.ops.embedded import EmbeddedPostgres
 

@@ -34,7 +34,7 @@ def corpus_env(embedded_pg: Any, harness: Any, tmp_path_factory: pytest.TempPath
     """The corpus table filled in its own database, a proxy in front of it and the in-process planner of
     the same config (to know which outputs state an error)."""
     import parser as sqlparser
-    from proxy.ops.config import ConfigError, load_config
+    from proxy.config import ConfigError, load_config
 
     dsn = harness.create_database(embedded_pg, "bicorpus")
     with psycopg.connect(dsn, autocommit=True) as conn:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from proxy.config import ConfigError, load_config, parse_config
 from proxy.ops.cli import build_parser, main
-from proxy.ops.config import ConfigError, load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -210,7 +210,7 @@ def test_value_list_is_read_again_at_each_epoch_start(temporal_proxy: Any) -> No
 def test_value_list_from_a_protected_table_is_refused() -> None:
     import tomllib
 
-    from proxy.ops.config import ConfigError, parse_config
+    from proxy.config import ConfigError, parse_config
 
     shipped = Path(__file__).resolve().parents[1] / "config.toml"
     tree = tomllib.loads(shipped.read_text() + TABLE.replace("lookup.plans.name", "public.adult.sex"))

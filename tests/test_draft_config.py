@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from proxy.config import ConfigError, load_config
 from proxy.ops.cli import main
-from proxy.ops.config import ConfigError, load_config
 from proxy.ops.draft_config import draft
 
 TABLE = "orders_draft"

@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 from parser.identifiers import quote_ident
-from proxy.ops.config import LoadSettings, parse_config, toml_key
+from proxy.config import LoadSettings, parse_config, toml_key
 from proxy.ops.demo_data import ensure_table
 
 SCHEMA = "Odd Schema.ü"

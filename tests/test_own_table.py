@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from proxy.ops.config import LoadSettings, parse_config
+from proxy.config import LoadSettings, parse_config
 from proxy.ops.demo_data import ensure_table
 
 USERS = 400

@@ -19,7 +19,7 @@ import pytest
 from notices import notice_columns, notice_stderrs
 
 from parser.bounding import bounded_rows_sql
-from proxy.ops.config import load_config
+from proxy.config import load_config
 
 
 def _bound_orders(dsn: str, cfg: Any) -> None:
@@ -190,7 +190,7 @@ def test_a_view_posing_as_public_and_a_duplicated_key_are_refused(harness, embed
 
 
 def test_check_config_refuses_a_table_both_public_and_protected(tmp_path) -> None:
-    from proxy.ops.config import ConfigError, parse_config
+    from proxy.config import ConfigError, parse_config
 
     tree = {"users": [{"name": "a", "auth": "trust"}],
             "tables": {"t": {"columns": {"x": {"type": "int", "min": 0, "max": 3}}}},

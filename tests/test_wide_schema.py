@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 
 import parser as sqlparser
-from proxy.ops.config import load_config
+from proxy.config import load_config
 
 sys.path.append(str(Path(__file__).resolve().parent))  # tests/ last: tests/parser must not shadow parser
 

@@ -81,7 +81,7 @@ def _day(text: str) -> datetime:
 
 def _declared_tables(path: str) -> tuple[list, list[str]]:
     """The config's protected tables, and the names of those filled as the shop demo's orders."""
-    from ..ops.config import ConfigError, load_config
+    from ..config import ConfigError, load_config
 
     if not Path(path).is_file():
         print(f"dev-cluster: {path} not found; loading events only", file=sys.stderr)

@@ -20,8 +20,8 @@ from lapras.strategy.cache import StrategyCache
 from parser.linear import LinearQuery
 from parser.schema import Catalog
 
-from ..ops.config import Config
-from ..ops.keys import KEYS
+from ..config import Config
+from ..config.keys import KEYS
 
 log = logging.getLogger("lapras.engine_factory")
 

@@ -20,7 +20,7 @@ from lapras.mechanisms import Cost
 from lapras.regression.service import COLUMNS, INTERCEPT, call_key, canonical_call, run_regression_call
 from lapras.regression.sqlcall import RegressionCall, parse_regression_call
 
-from ..ops.config import Config
+from ..config import Config
 from .service_api import ColumnDesc, QueryResult
 
 # Share of the epoch's regression budget one call takes when it names no epsilon/delta.

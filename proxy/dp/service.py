@@ -33,7 +33,7 @@ from parser.schema import Catalog
 from parser.series import SeriesLimit, series_limit
 from parser.sqlstate import SqlError
 
-from ..ops.config import Config
+from ..config import Config
 from ..statements.sqltext import duration_ms
 from .budget_view import budget_rows
 from .service_api import ColumnDesc, QueryResult

@@ -24,7 +24,7 @@ from lapras.errors import LedgerError, SettingsDiffer
 from parser.identifiers import display_ident
 from parser.schema import Catalog
 
-from .config import Config, parse_listen
+from ..config import Config, parse_listen
 from .demo_data import ensure_table, table_exists
 from .embedded import EmbeddedPostgres
 from .events_data import ensure_events_table
@@ -161,7 +161,7 @@ def _check_columns(cfg: Config, dsn: str) -> None:
 
 
 def _no_load() -> Any:
-    from .config import LoadSettings
+    from ..config import LoadSettings
 
     return LoadSettings()
 
@@ -376,7 +376,8 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
         return 2
     t0 = time.monotonic()
     if listen is not None:
-        cfg = replace(cfg, server=replace(cfg.server, host=listen[0], port=listen[1]))
+        host = f"[{listen[0]}]" if ":" in listen[0] else listen[0]   # an IPv6 host keeps its brackets
+        cfg = replace(cfg, server=replace(cfg.server, listen=f"{host}:{listen[1]}"))
     signal.signal(signal.SIGTERM, _stop_during_startup)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)   # a reload before the server runs has nothing to reload
     try:

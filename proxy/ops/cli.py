@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .config import Config, ConfigError, load_config, parse_listen
+from ..config import Config, ConfigError, load_config, parse_listen
 
 DEFAULT_CONFIG = "config.toml"
 DEFAULT_STATE_DIR = ".lapras"
@@ -57,7 +57,7 @@ def _against_running(cfg: Config, state_dir: Path, explicit: bool) -> list[str]:
     if record.is_file():
         import rtoml
 
-        from .config import parse_config
+        from ..config import parse_config
 
         try:
             saved = json.loads(record.read_text(encoding="utf-8"))

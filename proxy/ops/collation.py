@@ -14,7 +14,7 @@ import psycopg
 
 from parser.collation import C_LOCALE, CODE_POINT, CODE_POINT_NAMES, Collation
 
-from .config import Config
+from ..config import Config
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from psycopg import sql
 from parser.identifiers import display_ident
 from parser.schema import Attribute, IntType, TableSchema
 
-from .config import LoadSettings
+from ..config import LoadSettings
 from .events_data import relation_exists
 
 log = logging.getLogger("lapras.demo")

@@ -23,7 +23,7 @@ from tomlkit.items import InlineTable
 from parser.coltypes.integer import MAX_CELLS
 from parser.identifiers import qualified
 
-from .config import toml_key
+from ..config import toml_key
 
 TODO = "TODO"
 MAX_LISTED_VALUES = 100

@@ -17,8 +17,8 @@ from typing import Any
 
 from parser.identifiers import qualified
 
-from .config import Config
-from .keys import KEYS
+from ..config import Config
+from ..config.keys import KEYS
 
 LIVE = "live"
 NEXT_EPOCH = "next epoch"
@@ -131,7 +131,7 @@ def live_config(running: Config, new: Config) -> Config:
     """The configuration to run with after a reload: ``new``'s live parts over ``running`` (the listening
     address, database name and metrics address stay; tables, upstream and prediction inputs stay). The
     privacy and lapras sections are ``new``'s: the engine takes them for its next epoch."""
-    server = replace(new.server, host=running.server.host, port=running.server.port,
+    server = replace(new.server, listen=running.server.listen,
                      database=running.server.database, metrics_listen=running.server.metrics_listen)
     lapras = replace(new.lapras, **{n: getattr(running.lapras, n) for n in _RESTART_LAPRAS})
     return replace(running, path=new.path, server=server, tls=new.tls, users=new.users, privacy=new.privacy,

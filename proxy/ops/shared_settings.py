@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .config import Config
+from ..config import Config
 
 PRIVACY_KEYS = ("epsilon", "delta", "accounting", "epoch", "epoch_seconds", "regression_fraction",
                 "partition_fraction", "partition_selections", "stream_length")

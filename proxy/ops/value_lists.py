@@ -12,7 +12,7 @@ from psycopg import sql
 from parser.identifiers import split_qualified
 from parser.schema import Catalog, value_list_sources, with_value_lists
 
-from .config import Config
+from ..config import Config
 
 MAX_VALUES = 100_000
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import psycopg
 
-from ..ops.config import parse_listen
+from ..config import parse_listen
 
 # Statement-level outcomes, cheapest last; a statement whose queries mix outcomes gets the costliest one.
 OUTCOMES = ("answered", "from_p", "free", "refused", "error")

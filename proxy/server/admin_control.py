@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.conninfo import conninfo_to_dict
 
+from ..config import Config, ConfigError, load_config
+from ..config.keys import KEYS
 from ..dp.budget_view import timestamp
 from ..observability.stats import Stats
 from ..ops import reload as reloading
-from ..ops.config import Config, ConfigError, load_config
-from ..ops.keys import KEYS
 from ..ops.version import version_line
 from ..protocol.errors import PgError
 

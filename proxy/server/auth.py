@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from scramp import ScramException, ScramMechanism
 
-from ..ops.config import User
+from ..config import User
 from ..protocol import backend
 from ..protocol.errors import PgError
 

@@ -21,9 +21,9 @@ import ssl
 import time
 
 from ..catalog.relay import CatalogDB
+from ..config import Config
 from ..dp.service_api import QueryService
 from ..observability.metrics import ProxyMetrics
-from ..ops.config import Config
 from ..statements.router import Router
 from .admin_control import ServerAdmin
 from .cancel_relay import CancelRelay, new_pid, worker_of

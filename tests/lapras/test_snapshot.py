@@ -99,8 +99,8 @@ def test_engine_with_snapshot_reads_each_marginal_once_per_epoch(adult) -> None:
 
     from lapras.engine import Engine
     from lapras.ledger.memory import MemoryLedger
+    from proxy.config import parse_config
     from proxy.dp.engine_factory import engine_settings, exact_source
-    from proxy.ops.config import parse_config
 
     dsn, catalog, table = adult
     text = (Path(__file__).resolve().parents[2] / "config.toml").read_text()

@@ -24,7 +24,7 @@ from lapras.exact import PostgresExactSource
 from parser import Planner, Refusal
 from parser.identifiers import quote_ident
 from parser.schema import Catalog
-from proxy.ops.config import parse_config, toml_key
+from proxy.config import parse_config, toml_key
 
 LONG = "L" + "ö" * 31  # 63 bytes in UTF-8: the longest name PostgreSQL keeps
 ODD_SCHEMA, ODD_TABLE = "Odd Schema.ü", 'Sales_3 "Q"; x'

@@ -11,7 +11,7 @@ import pytest
 from lapras.ledger.base import EpochSpan, HistoryRow
 from predictor.canonical import canonical_key
 from predictor.history import inline_params, learn
-from proxy.ops.config import load_config
+from proxy.config import load_config
 
 CATALOG = load_config("config.toml").catalog
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pgwire_frames as wire  # noqa: E402
 from proxy_stub_service import StubService  # noqa: E402
 
-from proxy.ops.config import Config, parse_config  # noqa: E402
+from proxy.config import Config, parse_config  # noqa: E402
 from proxy.server.auth import md5_secret, scram_verifier  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ import struct
 import pytest
 from scramp import ScramClient
 
-from proxy.ops.config import User
+from proxy.config import User
 from proxy.protocol.errors import PgError
 from proxy.server.auth import AuthFailed, Exchange, authenticate, md5_secret, scram_verifier
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from parser.identifiers import display_ident, fold, mention_pattern, quote_ident, split_qualified
-from proxy.ops.config import ConfigError, parse_config
+from proxy.config import ConfigError, parse_config
 
 ODD = ["Sales_3", "Number of Records", "FB.", "twitter#user#screen_name", "Agep (bin)", "a.b", "x:y", "Ärger",
        'say "hi"; DROP TABLE t; --', "it's", "L" + "ö" * 31, "select", " lead", "$1", "日本語"]
@@ -120,7 +120,7 @@ def test_partition_selection_keys_quote_odd_names() -> None:
 
 
 def test_a_config_file_with_odd_names_loads_as_written(tmp_path: Any) -> None:
-    from proxy.ops.config import load_config, toml_key
+    from proxy.config import load_config, toml_key
 
     names = {n: toml_key(n) for n in ODD}
     cols = "\n".join(f'{k} = {{ type = "int", min = 0, max = 1 }}' for k in names.values())

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.ops.config import load_config
+from proxy.config import load_config
 from proxy.protocol import types
 from proxy.protocol.errors import PgError
 from proxy.statements.router import Kind, Router

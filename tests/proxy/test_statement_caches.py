@@ -13,7 +13,7 @@ from conftest import REPO
 
 from parser import Planner, Refusal
 from proxy.catalog.relay import CatalogDB
-from proxy.ops.config import load_config
+from proxy.config import load_config
 from proxy.statements.router import Kind, Router
 
 PROBES = 24

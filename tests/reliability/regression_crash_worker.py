@@ -13,9 +13,9 @@ sys.path.insert(0, str(REPO))
 from lapras.engine import Engine  # noqa: E402
 from lapras.exact import PostgresExactSource  # noqa: E402
 from lapras.ledger.postgres import PostgresLedger  # noqa: E402
+from proxy.config import load_config  # noqa: E402
 from proxy.dp.engine_factory import engine_settings  # noqa: E402
 from proxy.dp.regression_endpoint import RegressionEndpoint  # noqa: E402
-from proxy.ops.config import load_config  # noqa: E402
 
 XS = ["age", "education_num", "sex", "race", "capital_gain", "capital_loss", "marital_status", "workclass"]
 

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("proxy.server.listener")
 pytest.importorskip("proxy.dp.service")
 
-from proxy.ops.config import ServerSettings  # noqa: E402
+from proxy.config import ServerSettings  # noqa: E402
 
 from .harness import free_port, new_adult_db, set_server_keys, start_proxy  # noqa: E402
 

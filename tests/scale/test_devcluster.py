@@ -15,7 +15,7 @@ import pytest
 from lapras.exact import PostgresExactSource, partition_key_sql
 from parser import plan_query
 from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
-from proxy.ops.config import load_config
+from proxy.config import load_config
 from proxy.ops.events_data import CATEGORIES, COUNTRIES
 
 from .conftest import REPO, ROWS, Running, is_root

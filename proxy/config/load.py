@@ -1,7 +1,7 @@
 """Load and validate config.toml into typed settings, collecting every problem with the key and the fix.
 
-Keys, types, defaults, allowed values and per-key checks come from the one key table in
-`proxy.ops.keys`; this module adds what spans keys (listen addresses, TLS pairs, custom splits, users
+Keys, types, defaults, allowed values and per-key checks come from the key table (`proxy.config.keys`,
+declared in `proxy.config.sections`); this module adds what spans keys (listen addresses, TLS pairs, custom splits, users
 and tables). Validation never raises a traceback at the user: `load_config` raises `ConfigError`, whose
 message lists each problem as `key: what is wrong (how to fix it)`.
 """
@@ -22,7 +22,16 @@ from parser.identifiers import name_problem, qualified, split_qualified
 from parser.public import PublicTable
 from parser.schema import Attribute, Catalog, TableSchema
 
-from .keys import SECTIONS, default, key, section_keys
+from .keys import SECTIONS, key, section_keys
+from .sections import (
+    LaprasSettings,
+    LoadSettings,
+    PrivacySettings,
+    ServerSettings,
+    TlsSettings,
+    User,
+    parse_listen,
+)
 
 AUTH_METHODS = key("users.auth").choices
 ACCOUNTING_MODES = key("privacy.accounting").choices
@@ -39,97 +48,6 @@ class ConfigError(Exception):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
         super().__init__(f"{path}: {len(problems)} problem(s) in the configuration:\n{lines}")
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """Split HOST:PORT (IPv6 hosts in brackets); raises ValueError with a readable message."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ValueError(f"expected HOST:PORT, got {text!r}")
-    value = int(port)
-    if not 0 <= value <= 65535:
-        raise ValueError(f"port {value} is outside 0..65535")
-    return host.strip("[]"), value
-
-
-_LISTEN = parse_listen(default("server.listen"))
-
-
-@dataclass(frozen=True)
-class ServerSettings:
-    """[server]; `listen` split into host and port. Defaults and meanings: proxy.ops.keys."""
-
-    host: str = _LISTEN[0]
-    port: int = _LISTEN[1]
-    database: str = default("server.database")
-    max_connections: int = default("server.max_connections")
-    max_message_bytes: int = default("server.max_message_bytes")
-    statement_timeout_s: float = default("server.statement_timeout_s")
-    idle_timeout_s: float = default("server.idle_timeout_s")
-    auth_timeout_s: float = default("server.auth_timeout_s")
-    queries_per_minute: int = default("server.queries_per_minute")
-    allow_cleartext_without_tls: bool = default("server.allow_cleartext_without_tls")
-    metrics_listen: str = default("server.metrics_listen")
-    query_log: str = default("server.query_log")
-
-
-@dataclass(frozen=True)
-class TlsSettings:
-    cert: str = default("tls.cert")
-    key: str = default("tls.key")
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.cert and self.key)
-
-
-@dataclass(frozen=True)
-class User:
-    name: str
-    auth: str
-    secret: str = default("users.secret")
-    admin: bool = default("users.admin")
-
-
-@dataclass(frozen=True)
-class PrivacySettings:
-    epsilon: float = default("privacy.epsilon")
-    delta: float = default("privacy.delta")
-    accounting: str = default("privacy.accounting")
-    epoch: str = default("privacy.epoch")
-    epoch_seconds: float | None = default("privacy.epoch_seconds")
-    regression_fraction: float = default("privacy.regression_fraction")
-    partition_fraction: float = default("privacy.partition_fraction")
-    partition_selections: int = default("privacy.partition_selections")
-    stream_length: int = default("privacy.stream_length")
-
-
-@dataclass(frozen=True)
-class LaprasSettings:
-    split: str = default("lapras.split")
-    fractions: dict[str, float] | None = default("lapras.fractions")
-    allocation: str = default("lapras.allocation")
-    warmup: int = default("lapras.warmup")
-    prediction: str = default("lapras.prediction")
-    learn_prediction: bool = default("lapras.learn_prediction")
-    free_answer_max_stderr: float = default("lapras.free_answer_max_stderr")
-    mm_time_limit: float = default("lapras.mm_time_limit")
-    max_statement_work: int = default("lapras.max_statement_work")
-    mm_wait: float = default("lapras.mm_wait")
-    snapshot: str = default("lapras.snapshot")
-    snapshot_max_cells: int = default("lapras.snapshot_max_cells")
-    bounding: str = default("lapras.bounding")
-
-
-@dataclass(frozen=True)
-class LoadSettings:
-    """How `serve --data CSV` maps a CSV onto a protected table."""
-
-    rename: dict[str, str] = field(default_factory=dict)
-    offset: dict[str, int] = field(default_factory=dict)
-    generator: str = "census"
-    """Demo rows for the embedded database when no CSV is given: census-like (``census``) or an event
-    log (``events``: users with many rows, a long tail of heavy users, timestamps up to today)."""
 
 
 @dataclass(frozen=True)
@@ -214,17 +132,17 @@ class _Checker:
 def _server(c: _Checker, tree: dict[str, Any]) -> ServerSettings:
     p = "server."
     v = c.read(c.section(tree, "server"), "server", p)
-    host, port = _LISTEN
     try:
-        host, port = parse_listen(v.pop("listen"))
+        parse_listen(v["listen"])
     except ValueError as exc:
         c.bad("server.listen", f"{exc} (write it like \"127.0.0.1:6432\")")
+        v["listen"] = key("server.listen").default
     if v["metrics_listen"]:
         try:
             parse_listen(v["metrics_listen"])
         except ValueError as exc:
             c.bad(p + "metrics_listen", f"{exc} (write it like \"127.0.0.1:9187\", or leave it empty)")
-    return ServerSettings(host=host, port=port, **v)
+    return ServerSettings(**v)
 
 
 def _tls(c: _Checker, tree: dict[str, Any], base: Path) -> TlsSettings:
