@@ -25,9 +25,17 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from lapras.factored import answers_from_marginal
-from parser.bounding import GroupAxis
+from parser.bounding import GroupAxis, statement_groups, statement_rows, sum_factor
 from parser.linear import LinearQuery
+from parser.rowfilter import bounding_filter, cells_filter
 from parser.schema import TableSchema
+from parser.sql import (
+    EXACT_SESSION_SQL,
+    answers_sql_batches,
+    derived_index,
+    derived_marginal_sql,
+    marginal_sql,
+)
 
 # Statements with at least this many queries, or writing at least this many cell ranges in all (and one
 # per that many cells of the marginal, which is read back whole), are answered from their union marginal
@@ -77,6 +85,8 @@ class PostgresExactSource:
     """Exact answers computed by the upstream PostgreSQL (aggregates only leave the database)."""
 
     def __init__(self, conninfo: str, bounding: str = "statement") -> None:
+        # Only a source reading PostgreSQL loads psycopg (and lapras.bounded, which imports it): the
+        # in-memory sources of tests, simulations and what-if replays never need the driver.
         import psycopg
 
         from lapras.bounded import BoundedTables
@@ -126,9 +136,6 @@ class PostgresExactSource:
         (``bounding_filter``) bounded to k, and per group where ``group_bounds`` says so (``rows_from`` is
         then that subquery); else ``table`` (a statement reading every row with no per-group bounds reads
         the epoch's materialisation, the same rows)."""
-        from parser.bounding import statement_rows, sum_factor
-        from parser.rowfilter import bounding_filter
-
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
                 or table.rows_from is not None):
             return table
@@ -142,11 +149,16 @@ class PostgresExactSource:
     def group_bounds(self, table: TableSchema, queries: Sequence[LinearQuery]) -> GroupAxis | None:
         """The per-group bounds ``answers`` applies to a statement with these ``queries`` (the engine
         calibrates its sensitivity on them, ``group_bound_norm``), or None: each unit's k rows only."""
-        from parser.bounding import statement_groups
-
         if self.bounding != "statement" or table.rows_from is not None or table.derived is not None:
             return None
-        return statement_groups(table, queries)
+        # The engine asks once to calibrate a statement's noise and its exact answers ask again
+        # (statement_table): the last statement's groups are kept per thread, so they are found once.
+        last = getattr(self._local, "groups", None)
+        if last is not None and last[0] is table and _same_queries(last[1], queries):
+            return last[2]
+        groups = statement_groups(table, queries)
+        self._local.groups = (table, tuple(queries), groups)
+        return groups
 
     def release_table(self, table: TableSchema, attrs: Sequence[str],
                       cells: np.ndarray) -> tuple[TableSchema, np.ndarray | None]:
@@ -154,9 +166,6 @@ class PostgresExactSource:
         rows of: with ``bounding = "statement"`` and a privacy unit, each unit's rows among ``cells`` (the
         cells the release's queries read, ``lapras.matrix_mechanism.workload_cells``) bounded to k; else
         ``table`` and None (every cell, each unit's rows bounded over all rows)."""
-        from parser.bounding import statement_rows
-        from parser.rowfilter import cells_filter
-
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
                 or table.rows_from is not None):
             return table, None
@@ -187,8 +196,6 @@ class PostgresExactSource:
     def _conn(self) -> Any:
         c = getattr(self._local, "conn", None)
         if c is None or c.closed:
-            from parser.sql import EXACT_SESSION_SQL
-
             c = self._psycopg.connect(self._conninfo, autocommit=True)
             for stmt in EXACT_SESSION_SQL:
                 c.execute(stmt)
@@ -237,8 +244,6 @@ class PostgresExactSource:
         return self._read(table, lambda t: self._answers(t, queries))
 
     def _answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
-        from parser.sql import answers_sql_batches
-
         # A materialised table is local to the upstream's coordinator: no partial sums per shard.
         key = None if table.rows_from is not None else self.partition_key(table)
         out: list[float] = []
@@ -254,8 +259,6 @@ class PostgresExactSource:
         return [tuple(r[:-1]) for r in rows], np.asarray([int(r[-1]) for r in rows], dtype=np.int64)
 
     def marginal(self, table: TableSchema, attrs: Sequence[str]) -> np.ndarray:
-        from parser.sql import derived_index, derived_marginal_sql, marginal_sql
-
         attrs = tuple(attrs)
         hist = np.zeros(table.shape(attrs))
         if table.derived is not None:
@@ -279,6 +282,11 @@ class PostgresExactSource:
         c = getattr(self._local, "conn", None)
         if c is not None:
             c.close()
+
+
+def _same_queries(a: Sequence[LinearQuery], b: Sequence[LinearQuery]) -> bool:
+    """The same statement's queries (their noise scale aside: ``sensitivity`` is not compared)."""
+    return len(a) == len(b) and all(x == y and x.source is y.source for x, y in zip(a, b, strict=True))
 
 
 def derived_answers(source: ExactSource, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from lapras.accounting import Accountant
 from lapras.allocation import Allocator, AllocState, Grant
 from lapras.mechanisms import Cost, Gaussian, Mechanism
-
-Outcome = Literal["good", "bad", "free_after_stop", "refused"]
+from lapras.outcomes import Outcome
 
 
 @dataclass(frozen=True)
@@ -74,12 +72,12 @@ class OnlinePolicy:
         has_free = np.isfinite(free_var)
         none = np.zeros(len(free_var), dtype=bool)
         if predicted and has_free.all():
-            return Decision("good", self.allocator.good(state), Grant(0.0, 0.0), none, None)
+            return Decision(Outcome.GOOD, self.allocator.good(state), Grant(0.0, 0.0), none, None)
         grant, after_bad = self.allocator.bad(state)
         if grant.total <= 0:
             if has_free.all():
-                return Decision("free_after_stop", after_bad, grant, none, None)
-            return Decision("refused", after_bad, grant, none, None)
+                return Decision(Outcome.FREE_AFTER_STOP, after_bad, grant, none, None)
+            return Decision(Outcome.REFUSED, after_bad, grant, none, None)
         cost = self.budget.cost_of(grant.total)
         if self.free_max_stderr is not None:
             limit = self.free_max_stderr**2
@@ -90,5 +88,5 @@ class OnlinePolicy:
             limit = self.free_stderr_ratio**2 * fresh_var
         ok = has_free & (free_var <= limit)
         if ok.all():
-            return Decision("good", self.allocator.good(state), Grant(0.0, 0.0), none, None)
-        return Decision("bad", after_bad, grant, ~ok, cost)
+            return Decision(Outcome.GOOD, self.allocator.good(state), Grant(0.0, 0.0), none, None)
+        return Decision(Outcome.BAD, after_bad, grant, ~ok, cost)

@@ -16,7 +16,7 @@ from lapras.ledger.base import Ledger
 from lapras.ledger.postgres import PostgresLedger
 from lapras.settings import EngineSettings
 from lapras.snapshot import SnapshotExactSource
-from lapras.strategy.cache import StrategyCache
+from lapras.strategy_cache import StrategyCache
 from parser.linear import LinearQuery
 from parser.schema import Catalog
 

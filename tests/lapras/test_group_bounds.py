@@ -14,6 +14,7 @@ import pytest
 from engine_helpers import events_database
 from scipy.stats import chi2
 
+import lapras.exact
 import parser as sqlparser
 from lapras import Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.exact import PostgresExactSource
@@ -129,6 +130,17 @@ def _engine(table: TableSchema, dsn: str) -> Engine:
     return Engine(Catalog((table,)), MemoryLedger(), PostgresExactSource(dsn),
                   EngineSettings(split="equal", rho_estimate=0.5, joint_max_cells=0),
                   predictions=lambda _catalog: Prediction([], 12, 0.5))
+
+
+def test_a_fresh_statement_finds_its_groups_once(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's calibration and the exact source's rows come from one ``statement_groups`` call."""
+    calls: list[int] = []
+    real = lapras.exact.statement_groups
+    monkeypatch.setattr(lapras.exact, "statement_groups", lambda t, qs: calls.append(len(qs)) or real(t, qs))
+    eng = _engine(EVENTS, db)
+    answer = eng.answer(_plan("SELECT kind, count(*) FROM events WHERE day < 50 GROUP BY kind"))
+    assert answer.outcome == "bad" and calls == [5]
+    eng.close()
 
 
 @pytest.mark.slow

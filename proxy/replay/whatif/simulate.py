@@ -31,7 +31,7 @@ from lapras.ledger.memory import MemoryLedger
 from lapras.matrix_mechanism import p_workloads
 from lapras.mechanisms import noise
 from lapras.settings import EngineSettings
-from lapras.strategy.cache import StrategyCache
+from lapras.strategy_cache import StrategyCache
 from parser.linear import LinearQuery
 from parser.plan import QueryPlan
 from parser.schema import Catalog

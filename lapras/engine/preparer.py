@@ -17,31 +17,32 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Protocol
 
-from lapras.ledger.base import EpochSpec
+from lapras.ledger.base import EpochRecord
+from lapras.settings import EngineSettings
 
-if TYPE_CHECKING:
-    from lapras.engine import Engine
+from .release import PreparedEpoch
 
 log = logging.getLogger("lapras.epochs")
 
 
-@dataclass(frozen=True)
-class PreparedEpoch:
-    """The data-independent part of an epoch: its spec (budget split) and P's planned groups.
+class Epochs(Protocol):
+    """What the preparer drives: the engine's epoch keeper (``lapras.engine.keeper.EpochKeeper``)."""
 
-    ``groups`` is None for a quick preparation (the split from identity strategies; the release follows).
-    """
+    epoch: EpochRecord | None
+    mm_pending: bool
+    settings: EngineSettings
+    clock: Callable[[], float]
 
-    spec: EpochSpec
-    groups: Sequence[Any] | None
-    keys: tuple[str, ...]
-    prediction: Any
-    catalog: Any = None  # the catalog P was planned over: its value lists are the spec's
-    derived: Mapping[str, Any] = field(default_factory=dict)  # P's derived histograms, by name
+    def fill_release(self) -> bool: ...
+
+    def prepare_exact(self) -> None: ...
+
+    def prepare_epoch(self) -> PreparedEpoch: ...
+
+    def commit_epoch(self, prepared: PreparedEpoch, expected_current: int | None) -> EpochRecord: ...
 
 
 def prepare_ahead(epoch_length: float) -> float:
@@ -52,8 +53,8 @@ def prepare_ahead(epoch_length: float) -> float:
 class EpochPreparer:
     """Daemon thread of one engine: fills a reserved release, prepares ahead, commits at the boundary."""
 
-    def __init__(self, engine: Engine, poll: float = 0.25) -> None:
-        self.engine = engine
+    def __init__(self, epochs: Epochs, poll: float = 0.25) -> None:
+        self.epochs = epochs
         self.poll = poll
         self._stop = threading.Event()
         self._next: PreparedEpoch | None = None
@@ -87,11 +88,11 @@ class EpochPreparer:
 
     def step(self) -> None:
         """One round: attach a pending release, prepare the next epoch when due, roll at the boundary."""
-        eng = self.engine
-        ep = eng._epoch
+        eng = self.epochs
+        ep = eng.epoch
         if ep is None:
             return
-        if eng._mm_pending:
+        if eng.mm_pending:
             t0 = eng.clock()
             if eng.fill_release():
                 log.info("epoch %d: matrix-mechanism release attached after %.1f s", ep.id, eng.clock() - t0)

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from lapras.strategy import ProductQuery
+from lapras.matrix_mechanism import MMGroup, group_weights, plan_groups
+from lapras.strategy import KronStrategy, ProductQuery
 
 Marginal = tuple[str, ...]
 Workloads = Mapping[tuple[str, Marginal], tuple[tuple[int, ...], Sequence[ProductQuery]]]
@@ -48,13 +49,11 @@ class StrategyCache:
     def __init__(self, max_groups: int = 512, path: Path | None = None) -> None:
         self.max_groups = max_groups
         self.path = path
-        self._groups: OrderedDict[str, Any] = OrderedDict()
+        self._groups: OrderedDict[str, MMGroup] = OrderedDict()
         self.hits = 0
         self.misses = 0
 
-    def plan_groups(self, workloads: Workloads, **options: Any) -> list[Any]:
-        from lapras.matrix_mechanism import group_weights, plan_groups
-
+    def plan_groups(self, workloads: Workloads, **options: Any) -> list[MMGroup]:
         digests = {k: workload_digest(k[0], k[1], tuple(v[0]), v[1]) for k, v in workloads.items()}
         for d in digests.values():
             if d not in self._groups and (g := self._load(d)) is not None:
@@ -79,24 +78,21 @@ class StrategyCache:
     def _file(self, digest: str) -> Path | None:
         return self.path / f"{digest}.npz" if self.path is not None else None
 
-    def _save(self, digest: str, group: Any) -> None:
+    def _save(self, digest: str, group: MMGroup) -> None:
         f = self._file(digest)
         if f is None:
             return
         f.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         meta = {"table": group.table, "marginal": list(group.marginal), "shape": list(group.shape),
                 "unit_error": group.unit_error, "n_queries": group.n_queries, "strategy": group.strategy.name}
-        arrays = {f"s_{k}": v for k, v in group.strategy.to_arrays().items()}
+        arrays: dict[str, Any] = {f"s_{k}": v for k, v in group.strategy.to_arrays().items()}
         tmp = f.with_suffix(f".{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as out:
             np.savez(out, meta=np.array(json.dumps(meta)), **arrays)
         os.replace(tmp, f)
 
-    def _load(self, digest: str) -> Any:
-        from lapras.matrix_mechanism import MMGroup
-        from lapras.strategy.kron import KronStrategy
-
+    def _load(self, digest: str) -> MMGroup | None:
         f = self._file(digest)
         if f is None or not f.is_file():
             return None

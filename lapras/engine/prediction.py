@@ -1,0 +1,45 @@
+"""P for an epoch: the predicted queries as canonical linear queries, with S and the expected overlap, read
+from a P.json file or planned from SQL texts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import parser as sqlparser
+from parser.linear import LinearQuery
+from parser.schema import Catalog
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The predictor's output for an epoch: P as canonical linear queries, S and the expected overlap."""
+
+    queries: Sequence[LinearQuery] = ()
+    s_estimate: int | None = None
+    rho_estimate: float | None = None
+    source: str = ""  # where P came from, for EXPLAIN: a file, declared templates, the proxy's history
+
+
+def load_prediction(path: str | Path, catalog: Catalog) -> Prediction:
+    """Read P.json and re-parse each SQL through the parser into canonical linear queries (bad SQL skipped)."""
+    doc = json.loads(Path(path).read_text())
+    return prediction_from_sql([item["sql"] for item in doc.get("queries", [])], doc.get("s_estimate"),
+                               doc.get("rho_estimate"), catalog, f"prediction file {Path(path).name}")
+
+
+def prediction_from_sql(sqls: Sequence[str], s_estimate: int | None, rho_estimate: float | None,
+                        catalog: Catalog, source: str = "") -> Prediction:
+    """P from SQL texts, each planned into canonical linear queries (SQL the parser refuses is skipped)."""
+    qs: dict[str, LinearQuery] = {}
+    for sql in sqls:
+        try:
+            plan = sqlparser.plan_query(sql, catalog)
+        except Exception:  # noqa: BLE001 - a query the parser refuses cannot be predicted
+            continue
+        for q in plan.queries:
+            if not q.is_zero:
+                qs.setdefault(q.key, q)
+    return Prediction(tuple(qs.values()), s_estimate, rho_estimate, source)

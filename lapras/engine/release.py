@@ -1,0 +1,172 @@
+"""The epoch's matrix-mechanism release of P: prepared from P alone (P planned over the epoch's value lists,
+the strategies optimised, the budget split) and then measured (P's marginals read, the noise drawn).
+
+Preparation never reads the data, so it runs ahead of the epoch (``lapras.engine.preparer``) or before the
+epoch's lock; measuring reads the data and is committed with the epoch (``EpochKeeper.commit_epoch``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from lapras.accounting import Budget
+from lapras.allocation import warmup_length
+from lapras.exact import ExactSource
+from lapras.ledger.base import EpochSpec, ReleaseRecord
+from lapras.matrix_mechanism import (
+    MMGroup,
+    MMRelease,
+    expected_relative_variance,
+    p_workloads,
+    plan_groups,
+    quick_groups,
+    release_mm,
+    workload_cells,
+)
+from lapras.mechanisms import Gaussian, new_rng
+from lapras.settings import EngineSettings
+from lapras.strategy import ProductQuery
+from lapras.strategy_cache import StrategyCache
+from lapras.svd_bound import svd_bound
+from parser.linear import LinearQuery
+from parser.schema import Catalog, TableSchema
+
+Workloads = dict[tuple[str, tuple[str, ...]], tuple[tuple[int, ...], list[ProductQuery]]]
+
+
+@dataclass(frozen=True)
+class PreparedEpoch:
+    """The data-independent part of an epoch: its spec (budget split) and P's planned groups.
+
+    ``groups`` is None for a quick preparation (the split from identity strategies; the release follows).
+    """
+
+    spec: EpochSpec
+    groups: Sequence[Any] | None
+    keys: tuple[str, ...]
+    prediction: Any
+    catalog: Any = None  # the catalog P was planned over: its value lists are the spec's
+    derived: Mapping[str, Any] = field(default_factory=dict)  # P's derived histograms, by name
+
+
+class ReleasePlanner:
+    """Prepares and measures the MM releases of one engine's epochs; remembers P's derived histograms
+    (COUNT(DISTINCT)) by name, whose unit bounds every later release and estimate needs."""
+
+    def __init__(self, exact: ExactSource, strategies: StrategyCache | None, rng: np.random.Generator,
+                 background: bool) -> None:
+        self.exact = exact
+        self.strategies = strategies  # shared by engines that replay the same P (what-if replays)
+        self.rng = rng
+        self.background = background
+        self.derived: dict[str, TableSchema] = {}  # P's derived histograms (COUNT(DISTINCT)) by name
+
+    def prepare(self, pred: Any, catalog: Catalog, settings: EngineSettings, lists: Mapping[str, Sequence[str]],
+                quick: bool = False) -> PreparedEpoch:
+        """P's strategies (the slow part, skipped when ``quick``) and the budget split over ``catalog``.
+
+        ``quick``: the split is computed from an error estimate never below the optimised one's
+        (:func:`quick_groups`) and the strategies are optimised later."""
+        st = settings
+        s = int(pred.s_estimate or st.stream_length)
+        (eps_q, delta_q), (eps_r, delta_r), (eps_p, delta_p) = st.stream_budget, st.regression_budget, st.partition_budget
+        groups_in = self.workloads(pred.queries, catalog, st)
+        if quick:
+            groups = quick_groups(groups_in)
+        else:
+            plan = self.strategies.plan_groups if self.strategies is not None else plan_groups
+            groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
+                          time_limit=st.mm_time_limit, progress=_progress(len(groups_in), st))
+            for g in groups:  # how far each strategy is from the best possible one (EXPLAIN, benchmarks)
+                g.svd_error = svd_bound(groups_in[(g.table, g.marginal)][1], g.shape)
+        budget = Budget(st.accounting, eps_q, delta_q)
+        v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self.unit_rows(catalog), self.unit_tables(),
+                                             self.presence()) if groups else None)
+        rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
+        split = st.resolve_split(s, rho, v_unit, bool(groups))
+        n_pred = sum(g.n_queries for g in groups)
+        spec = EpochSpec(st.accounting, eps_q, delta_q, st.epsilon, st.delta, eps_r, delta_r,
+                         split.to_json(), st.allocation, s, st.warmup or warmup_length(s), st.min_fraction,
+                         prior_bad=(1 - rho) * s if rho is not None else None, rho_estimate=rho,
+                         predicted_keys=n_pred, partition_epsilon=eps_p, partition_delta=delta_p,
+                         partition_selections=st.partition_selections,
+                         value_lists={k: tuple(v) for k, v in lists.items()})
+        keys = tuple(q.key for q in pred.queries if (q.table, tuple(q.marginal)) in groups_in)
+        derived = {q.source.name: q.source for q in pred.queries if q.source is not None}
+        return PreparedEpoch(spec, None if quick else groups, keys, pred, catalog, derived)
+
+    def measure(self, spec: EpochSpec, groups: Sequence[MMGroup], keys: Sequence[str], prepared: PreparedEpoch,
+                catalog: Catalog, settings: EngineSettings) -> tuple[ReleaseRecord, MMRelease] | None:
+        """The MM release of ``groups`` at the epoch's reserved share: reads P's marginals (cells over the
+        prepared epoch's catalog), draws the noise. ``catalog`` is the engine's current one (unit bounds)."""
+        units = spec.split.get("mm", 0.0) * spec.budget.units
+        if not groups or units <= 0:
+            return None
+        cost = spec.budget.cost_of(units)
+        hists, cells = [], []
+        for g, (table, read) in zip(groups, self._release_tables(groups, prepared, settings), strict=True):
+            hists.append(self.exact.marginal(table, g.marginal))
+            cells.append(read)
+        rel = release_mm(groups, hists, cost, self.unit_rows(catalog), self.unit_tables(), self.presence(), cells)
+        return ReleaseRecord("mm", cost, units, Gaussian.name, {"sigma": rel.sigma}, 1.0, 0, {"mm": units},
+                             {"groups": rel.meta(), "keys": list(keys),
+                              "source": getattr(prepared.prediction, "source", "")}, rel.to_bytes()), rel
+
+    def _release_tables(self, groups: Sequence[MMGroup], prepared: PreparedEpoch,
+                        settings: EngineSettings) -> list[tuple[TableSchema, np.ndarray | None]]:
+        """Per group of the release, the table its histogram is read from and the cells it holds rows of
+        (None: all): with ``bounding = "statement"`` each unit's k rows among the cells P's queries of the
+        group read (the exact source's ``release_table``), so a predicted windowed query is not biased by
+        a unit's rows outside its window; a free answer is then estimated only from a group whose cells
+        hold every cell it reads (``MMRelease.estimate``)."""
+        view = getattr(self.exact, "release_table", None)
+        work = self.workloads(prepared.prediction.queries, prepared.catalog, settings) if view is not None else {}
+        out: list[tuple[TableSchema, np.ndarray | None]] = []
+        for g in groups:
+            table = prepared.derived.get(g.table) or prepared.catalog.table(g.table)
+            found = work.get((g.table, tuple(g.marginal)))
+            if view is None or found is None or table.privacy_unit is None or table.derived is not None:
+                out.append((table, None))
+                continue
+            shape, units = found
+            out.append(view(table, g.marginal, workload_cells(shape, units)))
+        return out
+
+    def workloads(self, queries: Sequence[LinearQuery], catalog: Catalog, settings: EngineSettings) -> Workloads:
+        """P's queries grouped by marginal, as product queries (derived tables remembered by name)."""
+        for q in queries:
+            if q.source is not None:
+                self.derived.setdefault(q.source.name, q.source)  # unit bounds, by name
+        return p_workloads(catalog, queries, settings.mm_max_cells)
+
+    def unit_rows(self, catalog: Catalog) -> dict[str, int]:
+        return {t.name: t.unit_rows for t in (*catalog.tables, *self.derived.values())}
+
+    def presence(self) -> dict[str, int]:
+        """Derived histograms of units present (one unit adds 1 to at most g cells): their g."""
+        return {name: t.unit_rows for name, t in self.derived.items() if t.derived.counted is None}
+
+    def unit_tables(self) -> dict[str, str]:
+        return {name: t.unit_table for name, t in self.derived.items()}
+
+
+def _progress(total: int, settings: EngineSettings) -> Callable[[float], None] | None:
+    """A bar over P's marginals; the postfix states the worst case left (the preparation's time limit)."""
+    if not settings.progress or total == 0:
+        return None
+    bar = tqdm(total=total, desc="matrix mechanism", unit="marginal",
+               bar_format="{l_bar}{bar}| {n:.1f}/{total} marginals [{elapsed}<{remaining}{postfix}]")
+    end = time.monotonic() + settings.mm_time_limit
+
+    def step(k: float) -> None:
+        bar.update(k)
+        bar.set_postfix_str(f"at most {max(0.0, end - time.monotonic()):.0f} s left", refresh=False)
+        if bar.n >= total - 1e-9:
+            bar.close()
+
+    return step
