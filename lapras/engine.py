@@ -62,6 +62,7 @@ from parser.bounding import clamped, clamped_sensitivity
 from parser.linear import LinearQuery
 from parser.partition import has_selected_keys
 from parser.schema import Catalog, TableSchema, listed_values, with_value_lists
+from parser.splits import has_splits
 
 log = logging.getLogger("lapras.engine")
 
@@ -920,10 +921,11 @@ class PartitionRequest(Protocol):
 
 def _table_of(plan: Statement, catalog: Catalog) -> TableSchema | None:
     """The schema a statement was planned over: the catalog's, or the one with a partition selection's
-    released keys as a column's domain (what the statement's cells and exact-answer SQL refer to)."""
+    released keys as a column's domain or cells split at its literals (what the statement's cells and
+    exact-answer SQL refer to)."""
     planned = getattr(plan, "table_schema", None)
-    if isinstance(planned, TableSchema) and has_selected_keys(planned):
-        return planned
+    if isinstance(planned, TableSchema) and (has_selected_keys(planned) or has_splits(planned)):
+        return planned  # (has_splits: cells cut at the statement's literals, parser/splits.py)
     return catalog.table(plan.table)
 
 
