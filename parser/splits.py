@@ -111,10 +111,10 @@ def split_table(table: TableSchema, conds: Sequence[C.Cond | None], value: Value
                       hint="Compare with cell boundaries (bin edges, whole time cells), or use fewer literals.")
     extra = []
     for name in sorted(found):
-        attr = table.attribute(name)
-        assert attr is not None
+        column = table.attribute(name)
+        assert column is not None
         cuts = tuple(sorted(found[name]))
-        extra.append(Attribute(split_name(name, cuts), SplitType(source=name, base=attr.domain, cuts=cuts)))
+        extra.append(Attribute(split_name(name, cuts), SplitType(source=name, base=column.domain, cuts=cuts)))
     return replace(table, attributes=(*table.attributes, *extra), _by_name={})
 
 
@@ -132,6 +132,7 @@ def cut_compare(space: Space, attr: Attribute, axis: Attribute, op: str, x: Any)
     """Cells (over the column and its split axis) where ``attr op x`` is TRUE: whole cells, and in a cut
     cell the ranks past (or before) the cut point."""
     dom, split = attr.domain, axis.domain
+    assert isinstance(split, SplitType)
     n, m = dom.base_size, len(split.cuts)
     base = space.cells(attr.name, [(0, n - 1)])
 
@@ -145,6 +146,7 @@ def cut_compare(space: Space, attr: Attribute, axis: Attribute, op: str, x: Any)
         return p
 
     ths = dom.thresholds(op, x)
+    assert ths is not None  # a cutting comparison (``cutting``) has cut points
     if op in (">=", ">"):
         return passed(ths[0])
     if op in ("<", "<="):
@@ -162,6 +164,7 @@ def describe(table: TableSchema) -> list[str]:
              "answered fresh, not from P's release):"]
     for name, axis in sorted(axes.items()):
         d = axis.domain
+        assert isinstance(d, SplitType)
         points = ", ".join(("> " if c.strict else ">= ") + d.base.format_cut(c) for c in d.cuts)
         lines.append(f"    {display_ident(name)}: {points}")
     return lines
