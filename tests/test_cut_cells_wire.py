@@ -96,3 +96,21 @@ def test_a_literal_cutting_a_group_key_is_refused_as_before(sql: str, proxy: Any
             conn.execute(sql)
         assert "cuts the cells" in str(err.value)
         assert conn.execute("SELECT count(*) FROM events WHERE amount > 105").fetchone() is not None
+
+
+def test_count_distinct_under_a_split_filter_is_within_its_error_of_the_exact_answer(
+        proxy: Any, adult_db: str, default_config: Any) -> None:
+    sql = ("SELECT category, COUNT(DISTINCT user_id) FROM events WHERE amount > 105 "
+           "AND ts < '2026-03-01 12:30:00+00' GROUP BY category ORDER BY category")
+    plan = plan_query(sql, default_config.catalog)
+    src = PostgresExactSource(adult_db)
+    try:
+        exact = plan.rows(src.answers(plan.table_schema, plan.queries), None)
+    finally:
+        src.close()
+    got, notices = _ask(proxy, sql)
+    sd = max(parse_provenance(notices)[1])
+    assert 0 < sd < float("inf") and [r[0] for r in got] == [r[0] for r in exact]
+    assert any(e[1] > 0 for e in exact)
+    for g, e in zip(got, exact, strict=True):
+        assert abs(float(g[1]) - float(e[1])) <= 5 * sd + 1, (g, e, sd)

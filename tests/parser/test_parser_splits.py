@@ -218,3 +218,13 @@ def test_explain_names_the_cut_points() -> None:
     lines = describe(plan.table_schema)
     assert "split" in lines[0] and lines[1:] == ["    amount: > 105", "    ts: >= 2026-05-01T00:00:00.000001"]
     assert describe(PAY) == []
+
+
+def test_a_partition_selection_under_a_split_filter_counts_the_rows_as_written() -> None:
+    from parser.partition import NeedsPartition
+
+    with pytest.raises(NeedsPartition) as need:
+        plan_query("SELECT name, count(*) FROM pay WHERE amount > 105 GROUP BY name", CATALOG)
+    req = need.value.request
+    assert req.key == "public.pay|keys(name)|where:amount={100}&amount~cut={(105,inf)}|amount={110..990}"
+    assert '"amount" > 105' in req.sql
