@@ -75,6 +75,8 @@ def _comparisons(cond: C.Cond | None, table: TableSchema, value: Values,
         case C.In(name, operands):
             attr = table.attribute(name)
             assert attr is not None
+            if not splittable(attr):
+                return  # a long IN list over a column never split (text, integers): nothing to look at
             for o in operands:
                 yield attr, "=", value(o, attr)
         case C.AnyOf(name, op, operand):
@@ -82,6 +84,13 @@ def _comparisons(cond: C.Cond | None, table: TableSchema, value: Values,
             assert attr is not None
             for v in items(operand) or ():
                 yield attr, op, None if v is None else attr.domain.coerce_param(v)
+
+
+def splittable(attr: Attribute) -> bool:
+    """The column's type may cut cells at literals (binned measures and integers, timestamps)."""
+    from .coltypes import ColumnType
+
+    return type(attr.domain).thresholds is not ColumnType.thresholds
 
 
 def split_name(column: str, cuts: Sequence[Cut]) -> str:
