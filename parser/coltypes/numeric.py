@@ -4,8 +4,8 @@
 SUM and AVG read each row's value clamped into ``[min, max]`` in the pushed-down SQL, so one row moves a
 SUM by at most ``max(|min|, |max|)``: the sensitivity. Without bins the column has one cell (and NULL when
 nullable): it can be summed and counted, not filtered or grouped. With bins each bin ``[e_i, e_i+1)`` is a
-cell (the last one closed at ``max``); comparisons must fall on bin edges, never inside a bin.
-"""
+cell (the last one closed at ``max``); a comparison inside a bin cuts it, and the binder splits that bin
+at the literal for the statement (``thresholds`` / ``cut_cells``, ``parser/splits.py``)."""
 
 from __future__ import annotations
 
