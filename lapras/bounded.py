@@ -69,7 +69,8 @@ def stored_columns(table: TableSchema) -> list[str]:
     """The columns a materialisation keeps: the unit and the declared ones (all any exact answer reads;
     the row text that chooses the rows is still the whole stored row's)."""
     assert table.privacy_unit is not None
-    return [table.privacy_unit, *(a.name for a in table.attributes if a.name != table.privacy_unit)]
+    return [table.privacy_unit, *(a.name for a in table.attributes
+                                  if a.name != table.privacy_unit and not a.domain.virtual)]
 
 
 def fingerprint(table: TableSchema) -> str:

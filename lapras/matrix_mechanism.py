@@ -73,8 +73,9 @@ def p_workloads(
     out: dict[tuple[str, Marginal], tuple[tuple[int, ...], list[ProductQuery]]] = {}
     for q in queries:
         t = q.source if q.source is not None else catalog.table(q.table)
-        if t is None or q.is_zero or q.measure:
-            continue  # a SUM over a measure has no histogram form: answered online
+        if t is None or q.is_zero or q.measure or any(t.attribute(a) is None for a in q.marginal):
+            continue  # a SUM over a measure has no histogram form, a split cell (parser/splits.py) no
+            # declared one: answered online
         shape = t.shape(tuple(q.marginal))
         if math.prod(shape) > max_cells:
             continue

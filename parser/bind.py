@@ -29,6 +29,7 @@ from .plan import Column, QueryPlan
 from .predicate import Pred, Ranges, Space, merge_ranges
 from .scalar import BOOL, TEXT, cast_value, coerce_param, compare
 from .schema import Attribute, TableSchema
+from .splits import cut_compare, cutting, split_axes, split_table
 from .syntax import position_of
 from .template import Template
 
@@ -105,26 +106,34 @@ class Binder:
         self.space = space_of(table).with_budget(budget)
         self.params = params
         self.budget = budget
+        self.axes = split_axes(table)  # columns cut at the statement's literals (parser/splits.py)
 
     def base(self, attr: Attribute) -> Pred:
         """Cells where the attribute is not NULL."""
         return self.space.cells(attr.name, [(0, attr.domain.base_size - 1)])
 
-    def _equal(self, attr: Attribute, x: Any) -> list[tuple[int, int]]:
-        return attr.domain.ranges("=", x)
+    def _true(self, attr: Attribute, op: str, x: Any) -> Pred:
+        """Cells where ``attr op x`` (x not NULL) is TRUE; a literal inside a cell reads its split axis."""
+        axis = self.axes.get(attr.name)
+        if axis is not None and cutting(attr, op, x):
+            return cut_compare(self.space, attr, axis, op, x)
+        return self.space.cells(attr.name, attr.domain.ranges(op, x))
 
     def _cmp(self, attr: Attribute, op: str, x: Any) -> TF:
         if x is None:
             return False, False
-        t = self.space.cells(attr.name, attr.domain.ranges(op, x))
+        t = self._true(attr, op, x)
         return t, self.space.diff(self.base(attr), t)
 
     def _in(self, attr: Attribute, operands: tuple[C.Operand, ...]) -> TF:
         """``attr IN (...)``: the union of the equal cells; FALSE elsewhere unless a NULL is listed."""
         values = [_value(o, attr, self.params) for o in operands]
         self.budget.tick(len(values))
-        hits = merge_ranges([r for v in values if v is not None for r in self._equal(attr, v)])
-        t = self.space.cells(attr.name, hits)
+        cut = [attr.name in self.axes and v is not None and bool(cutting(attr, "=", v)) for v in values]
+        hits = merge_ranges([r for v, c in zip(values, cut, strict=True) if v is not None and not c
+                             for r in attr.domain.ranges("=", v)])
+        t = self.space.any_of([self.space.cells(attr.name, hits), *(self._true(attr, "=", v)
+                                                                    for v, c in zip(values, cut, strict=True) if c)])
         return t, (False if any(v is None for v in values) else self.space.diff(self.base(attr), t))
 
     def tf(self, cond: C.Cond) -> TF:
@@ -226,6 +235,10 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     for param in t.post_params():
         if param.index <= len(params):
             coerce_param(params[param.index - 1], param.oid)  # a bad HAVING value fails now, before a release
+    finer = split_table(t.table, [t.where, *(spec.filter for spec in t.aggs)],
+                        lambda o, a: _value(o, a, params), lambda p: _array_value(p, params))
+    if finer is not None:  # literals inside cells: this statement's finer partition (parser/splits.py)
+        t = replace(t, table=finer)
     b = Binder(t.table, params, budget)
     sp = b.space
     base = b.where(t.where)

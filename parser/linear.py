@@ -268,6 +268,7 @@ def _key(table: TableSchema, q: LinearQuery) -> str:
             continue
         conds = []
         for attr, rs in box:
-            conds.append(f"{display_ident(attr)}={_domain(table, attr).format_ranges(rs)}")
+            dom = _domain(table, attr)  # a split axis (parser/splits.py) is named by its column: ``ts~cut``
+            conds.append(f"{getattr(dom, 'key_label', None) or display_ident(attr)}={dom.format_ranges(rs)}")
         parts.append("&".join(conds))
     return f"{table.qualified_name}|{weight}|{'|'.join(parts)}"

@@ -156,6 +156,30 @@ class ColumnType:
         """True when casting the column to the sqlglot type ``to`` keeps its values (``age::int``)."""
         return False
 
+    # -- cells cut at a statement's literals (parser/splits.py, coltypes/split.py) -----------------
+
+    virtual: ClassVar[bool] = False
+    """A statement's split axis (``coltypes.split.SplitType``), not a stored column."""
+
+    def thresholds(self, op: str, x: Value) -> tuple[Any, ...] | None:
+        """The cut points (``split.Cut``) deciding ``value op x``: ``>=`` / ``>`` hold past the first, ``<``
+        / ``<=`` before it, ``=`` past the first and not the second. None: the type is never split (its
+        comparisons are exact or refused as they are)."""
+        return None
+
+    def cut_cells(self, cut: Any) -> tuple[int, int]:
+        """``(a, b)``: no value of cells ``0..a-1`` passes ``cut``, every value of cells ``b..`` does; ``b`` is
+        ``a`` when the cut falls on a cell boundary, else ``a + 1`` (cell ``a`` is cut)."""
+        raise NotImplementedError
+
+    def cut_sql(self, col: str, cut: Any, negate: bool = False) -> str:
+        """The stored column ``col`` passing ``cut`` (``negate``: not passing it; NULL is neither)."""
+        raise NotImplementedError
+
+    def format_cut(self, cut: Any) -> str:
+        """A cut point's value in canonical keys."""
+        raise NotImplementedError
+
     # -- SQL --------------------------------------------------------------------------------------
 
     def cell_sql(self, col: str) -> str:

@@ -89,6 +89,25 @@ class BinnedIntType(NumericType):
             return [(k, k)] if op == "=" else [r for r in ((0, k - 1), (k + 1, self.base_size - 1)) if r[0] <= r[1]]
         return super().ranges(op, q)
 
+    def thresholds(self, op: str, x: Value) -> tuple[Any, ...] | None:
+        from .split import Cut
+
+        q = Fraction(str(x).strip()) if isinstance(x, str | Decimal) else Fraction(x)
+        # Integers: every cut is ">= an integer" (> q is >= floor(q) + 1), so equal cuts are one point.
+        if op in ("<", ">="):
+            return (Cut(math.ceil(q)),)
+        if op in ("<=", ">"):
+            return (Cut(math.floor(q) + 1),)
+        if q.denominator != 1:
+            return None  # = or <> with a fraction: exact as it is (no integer equals it)
+        return Cut(int(q)), Cut(int(q) + 1)
+
+    def cut_sql(self, col: str, cut: Any, negate: bool = False) -> str:
+        return f"{col} {'<' if negate else '>='} {int(cut.at)}"
+
+    def format_cut(self, cut: Any) -> str:
+        return str(int(cut.at))
+
     def _single(self, k: int) -> bool:
         """Cell ``k`` holds one integer (a bin of width one), so ``= v`` selects it exactly."""
         top = int(self.hi) if k == self.base_size - 1 else int(self.edges[k + 1]) - 1

@@ -4,8 +4,8 @@
 SUM and AVG read each row's value clamped into ``[min, max]`` in the pushed-down SQL, so one row moves a
 SUM by at most ``max(|min|, |max|)``: the sensitivity. Without bins the column has one cell (and NULL when
 nullable): it can be summed and counted, not filtered or grouped. With bins each bin ``[e_i, e_i+1)`` is a
-cell (the last one closed at ``max``); comparisons must fall on bin edges, never inside a bin.
-"""
+cell (the last one closed at ``max``); a comparison inside a bin cuts it, and the binder splits that bin
+at the literal for the statement (``thresholds`` / ``cut_cells``, ``parser/splits.py``)."""
 
 from __future__ import annotations
 
@@ -178,6 +178,33 @@ class NumericType(ColumnType):
 
     def identity_cast(self, to: object) -> bool:
         return to in _NUMERIC_CASTS
+
+    def thresholds(self, op: str, x: Value) -> tuple[Any, ...] | None:
+        if not self.edges:
+            return None  # one cell: refused as before (declare bins to filter)
+        from .split import Cut
+
+        q = _num(x)
+        ge, gt = Cut(q, False), Cut(q, True)
+        return {"<": (ge,), ">=": (ge,), "<=": (gt,), ">": (gt,), "=": (ge, gt), "<>": (ge, gt)}[op]
+
+    def cut_cells(self, cut: Any) -> tuple[int, int]:
+        q, n = Fraction(cut.at), self.base_size
+        lo, hi = _num(self.lo), _num(self.hi)
+        if q < lo or (q == lo and not cut.strict):
+            return 0, 0
+        if q > hi or (q == hi and cut.strict):
+            return n, n
+        i = self._index(q)
+        assert i is not None
+        return (i, i) if not cut.strict and q == _num(self.edges[i]) else (i, i + 1)
+
+    def cut_sql(self, col: str, cut: Any, negate: bool = False) -> str:
+        op = ("<=" if negate else ">") if cut.strict else ("<" if negate else ">=")
+        return f"{col} {op} {self.literal_sql(cut.at)}"
+
+    def format_cut(self, cut: Any) -> str:
+        return _fmt(Fraction(cut.at))
 
     def weight_sql(self, col: str) -> str:
         clamped = clamp_sql(col, _fmt(self.lo), _fmt(self.hi))

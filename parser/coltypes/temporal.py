@@ -1,9 +1,11 @@
 """``date``, ``timestamp`` and ``timestamptz``: a declared range ``min..max`` cut into cells of one
 ``resolution`` (day, hour or minute), in UTC.
 
-Cell ``i`` holds the instants ``[lo + i*step, lo + (i+1)*step)``. A comparison must fall on a cell
-boundary: ``ts >= '2026-03-01'`` splits cells exactly, ``ts >= '2026-03-01 10:30'`` on hourly cells
-would cut one in two and is refused with a hint naming the resolution (never silently rounded).
+Cell ``i`` holds the instants ``[lo + i*step, lo + (i+1)*step)``. A comparison on a cell boundary
+(``ts >= '2026-03-01'``) selects whole cells; one inside a cell (``ts >= '2026-03-01 10:30'`` on hourly
+cells, an inclusive end ``ts <= '2026-05-01 00:00:00'``) cuts it: the binder splits that cell at the
+literal for the statement (``thresholds`` / ``cut_cells``, ``parser/splits.py``), never rounding. A date
+holds one value a cell, so an instant inside a day decides whole days.
 """
 
 from __future__ import annotations
@@ -181,6 +183,33 @@ class TemporalType(ColumnType):
 
     sqlglot_type: ClassVar[object] = None
 
+    def thresholds(self, op: str, x: Value) -> tuple[Any, ...] | None:
+        from .split import Cut
+
+        # Values are whole microseconds: > x is >= x + 1us, so every cut is ">= an instant".
+        ts = self.instant(x)
+        at, after = Cut(ts), Cut(ts + self.eps)
+        return {"<": (at,), ">=": (at,), "<=": (after,), ">": (after,), "=": (at, after), "<>": (at, after)}[op]
+
+    def cut_cells(self, cut: Any) -> tuple[int, int]:
+        b = cut.at
+        if b <= self.lo:
+            return 0, 0
+        if b >= self.end:
+            return self.base_size, self.base_size
+        k, r = divmod(b - self.lo, self.step)
+        return (k, k + 1) if r else (k, k)
+
+    def _instant_sql(self, ts: datetime) -> str:
+        """An instant as a literal compared with the stored column."""
+        return self.literal_sql(ts)
+
+    def cut_sql(self, col: str, cut: Any, negate: bool = False) -> str:
+        return f"{col} {'<' if negate else '>='} {self._instant_sql(cut.at)}"
+
+    def format_cut(self, cut: Any) -> str:
+        return str(cut.at.isoformat())
+
     # -- SQL ----------------------------------------------------------------------------------------
 
     def _fmt_instant(self, ts: datetime) -> str:
@@ -273,6 +302,21 @@ class DateType(TemporalType):
     def literal_sql(self, value: Value) -> str:
         return f"DATE '{_naive(value, self.oid).date().isoformat()}'"
 
+    def thresholds(self, op: str, x: Value) -> tuple[Any, ...] | None:
+        return None  # one value a cell: never cut (an instant inside a day is decided in ranges)
+
+    def ranges(self, op: str, x: Value) -> list[tuple[int, int]]:
+        # A date compared with a timestamp inside a day (``d >= TIMESTAMP '2026-03-01 10:00'``, PostgreSQL
+        # reads the date as its midnight): each cell holds one value, its day, so nothing is cut.
+        ts = self.instant(x)
+        day = self.lo + (ts - self.lo) // self.eps * self.eps
+        if ts == day:
+            return super().ranges(op, ts)
+        if op in ("=", "<>"):
+            return [] if op == "=" else [(0, self.base_size - 1)]
+        # v < ts and v >= ts compare with the next day; v <= ts and v > ts with the day itself.
+        return super().ranges(op, day + self.eps if op in ("<", ">=") else day)
+
     def cell_sql(self, col: str) -> str:
         clipped = clamp_sql(col, self.literal_sql(self.lo), self.literal_sql(self.start_of(self.base_size - 1)))
         return f"CASE WHEN {col} IS NULL THEN NULL ELSE {clipped} END" if self.nullable else clipped
@@ -311,5 +355,8 @@ class TimestamptzType(TemporalType):
 
     def cell_start_sql(self, index: int) -> str | None:
         # compared with the stored timestamptz itself (not its UTC reading), so an index on it applies
-        return f"TIMESTAMPTZ '{self.start_of(index).isoformat(' ')}+00'"
+        return self._instant_sql(self.start_of(index))
+
+    def _instant_sql(self, ts: datetime) -> str:
+        return f"TIMESTAMPTZ '{ts.isoformat(' ')}+00'"
 

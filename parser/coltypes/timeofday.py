@@ -88,6 +88,9 @@ class TimeType(TemporalType):
     def format_value(self, v: Value) -> str:
         return self._fmt_instant(self.instant(v))
 
+    def format_cut(self, cut: Any) -> str:
+        return self._fmt_instant(cut.at)
+
     @classmethod
     def from_config(cls, spec: Mapping[str, Any], nullable: bool) -> ColumnType:
         res = spec.get("resolution", "minute")

@@ -31,6 +31,7 @@ from parser.pgtypes import INT8, TEXT
 from parser.plan import QueryPlan
 from parser.schema import Catalog
 from parser.series import SeriesLimit, series_limit
+from parser.splits import describe as split_lines
 from parser.sqlstate import SqlError
 
 from ..config import Config
@@ -258,6 +259,7 @@ class DPService:
         n = sum(1 for q in plan.queries if not q.is_zero)
         lines.append(f"DP aggregate over {qualified(plan.schema, plan.table)}: {n} linear queries, "
                      f"{len(plan.group_keys)} groups")
+        lines.extend(split_lines(plan.table_schema))  # cells cut at the statement's literals
         explain = getattr(self.engine, "explain", None)
         info = explain(plan) if explain is not None and not answered else {}
         auto = getattr(self.engine, "explain_auto_bounds", None)

@@ -61,8 +61,9 @@ class SnapshotExactSource:
         remote: dict[str, dict[str, LinearQuery]] = {}
         for q in queries:
             table = catalog.table(q.table)
-            if table is None or q.is_zero or q.key in self._answers:
-                continue
+            if table is None or q.is_zero or q.key in self._answers or any(
+                    table.attribute(a) is None for a in q.marginal):
+                continue  # (a cell split at a statement's literals is read with its statement)
             if self._from_histogram(table, q):
                 want.add((q.table, tuple(q.marginal)))
             else:
