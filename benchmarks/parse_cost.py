@@ -91,7 +91,7 @@ class Api:
 
     def __init__(self) -> None:
         import parser as P
-        from parser import schema
+        from parser.model import schema
 
         def ints(lo: int, hi: int) -> Any:
             # Trees before the column-type classes spelled an integer domain Domain("int", lo, hi).

@@ -50,7 +50,7 @@ STATEMENTS = {
 
 def catalog() -> Any:
     from parser.coltypes import IntType, TextType
-    from parser.schema import Attribute, Catalog, TableSchema
+    from parser.model.schema import Attribute, Catalog, TableSchema
 
     t = TableSchema("t", (
         Attribute("n", IntType(0, 100, nullable=True)),

@@ -58,10 +58,10 @@ from lapras.settings import EngineSettings
 from lapras.strategy import ProductQuery
 from lapras.strategy.cache import StrategyCache
 from lapras.svd_bound import svd_bound
-from parser.bounding import clamped, clamped_sensitivity
-from parser.linear import LinearQuery
-from parser.partition import has_selected_keys
-from parser.schema import Catalog, TableSchema, listed_values, with_value_lists
+from parser.bind.partition import has_selected_keys
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog, TableSchema, listed_values, with_value_lists
+from parser.pushdown.bounding import clamped, clamped_sensitivity
 
 log = logging.getLogger("lapras.engine")
 

@@ -1,11 +1,11 @@
 """Exact answers for the engine, injected: pushed-down SQL on the upstream database, or numpy histograms.
 
-The engine never reads rows: it asks for one row of aggregates (``parser.sql.answers_sql``) or a marginal
-histogram (``parser.sql.marginal_sql``). On a table the upstream partitions over foreign partitions (a
+The engine never reads rows: it asks for one row of aggregates (``parser.pushdown.sql.answers_sql``) or a marginal
+histogram (``parser.pushdown.sql.marginal_sql``). On a table the upstream partitions over foreign partitions (a
 postgres_fdw coordinator) the SQL also groups by the partition key, so each shard computes its partial
 aggregate and only those cross the network. A table with a privacy unit is read with each unit's rows
 bounded to k. ``bounding = "statement"`` (the default): among the rows the statement reads (its row
-filter, ``parser.rowfilter.bounding_filter``, then the window, ``parser.bounding.statement_rows``), or, for a
+filter, ``parser.pushdown.rowfilter.bounding_filter``, then the window, ``parser.pushdown.bounding.statement_rows``), or, for a
 statement reading every row, from the epoch's materialisation (the same rows); ``"epoch"``: always from
 the epoch's materialisation (``lapras.bounded``) once the engine has told the source its epoch
 (``new_epoch``), else through the window over all rows (``"live"``: always that window). The matrix
@@ -25,9 +25,9 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from lapras.factored import answers_from_marginal
-from parser.bounding import GroupAxis
-from parser.linear import LinearQuery
-from parser.schema import TableSchema
+from parser.model.linear import LinearQuery
+from parser.model.schema import TableSchema
+from parser.pushdown.bounding import GroupAxis
 
 # Statements with at least this many queries, or writing at least this many cell ranges in all (and one
 # per that many cells of the marginal, which is read back whole), are answered from their union marginal
@@ -126,8 +126,8 @@ class PostgresExactSource:
         (``bounding_filter``) bounded to k, and per group where ``group_bounds`` says so (``rows_from`` is
         then that subquery); else ``table`` (a statement reading every row with no per-group bounds reads
         the epoch's materialisation, the same rows)."""
-        from parser.bounding import statement_rows, sum_factor
-        from parser.rowfilter import bounding_filter
+        from parser.pushdown.bounding import statement_rows, sum_factor
+        from parser.pushdown.rowfilter import bounding_filter
 
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
                 or table.rows_from is not None):
@@ -142,7 +142,7 @@ class PostgresExactSource:
     def group_bounds(self, table: TableSchema, queries: Sequence[LinearQuery]) -> GroupAxis | None:
         """The per-group bounds ``answers`` applies to a statement with these ``queries`` (the engine
         calibrates its sensitivity on them, ``group_bound_norm``), or None: each unit's k rows only."""
-        from parser.bounding import statement_groups
+        from parser.pushdown.bounding import statement_groups
 
         if self.bounding != "statement" or table.rows_from is not None or table.derived is not None:
             return None
@@ -154,8 +154,8 @@ class PostgresExactSource:
         rows of: with ``bounding = "statement"`` and a privacy unit, each unit's rows among ``cells`` (the
         cells the release's queries read, ``lapras.matrix_mechanism.workload_cells``) bounded to k; else
         ``table`` and None (every cell, each unit's rows bounded over all rows)."""
-        from parser.bounding import statement_rows
-        from parser.rowfilter import cells_filter
+        from parser.pushdown.bounding import statement_rows
+        from parser.pushdown.rowfilter import cells_filter
 
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
                 or table.rows_from is not None):
@@ -187,7 +187,7 @@ class PostgresExactSource:
     def _conn(self) -> Any:
         c = getattr(self._local, "conn", None)
         if c is None or c.closed:
-            from parser.sql import EXACT_SESSION_SQL
+            from parser.pushdown.sql import EXACT_SESSION_SQL
 
             c = self._psycopg.connect(self._conninfo, autocommit=True)
             for stmt in EXACT_SESSION_SQL:
@@ -237,7 +237,7 @@ class PostgresExactSource:
         return self._read(table, lambda t: self._answers(t, queries))
 
     def _answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
-        from parser.sql import answers_sql_batches
+        from parser.pushdown.sql import answers_sql_batches
 
         # A materialised table is local to the upstream's coordinator: no partial sums per shard.
         key = None if table.rows_from is not None else self.partition_key(table)
@@ -254,7 +254,7 @@ class PostgresExactSource:
         return [tuple(r[:-1]) for r in rows], np.asarray([int(r[-1]) for r in rows], dtype=np.int64)
 
     def marginal(self, table: TableSchema, attrs: Sequence[str]) -> np.ndarray:
-        from parser.sql import derived_index, derived_marginal_sql, marginal_sql
+        from parser.pushdown.sql import derived_index, derived_marginal_sql, marginal_sql
 
         attrs = tuple(attrs)
         hist = np.zeros(table.shape(attrs))

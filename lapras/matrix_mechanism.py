@@ -23,8 +23,8 @@ from lapras.mechanisms import Cost, Gaussian
 from lapras.mechanisms.sensitivity import histogram_sensitivity, presence_sensitivity, stacked_sensitivity
 from lapras.strategy import KronStrategy, ProductQuery, identity_strategy, kron_strategy, workload_error
 from lapras.strategy.optimize import JOINT_MAX_CELLS, coarse_labels
-from parser.linear import LinearQuery
-from parser.schema import Catalog
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog
 
 Marginal = tuple[str, ...]
 # An axis that P cuts into more atoms than this leaves its marginal to online answers (see p_workloads).

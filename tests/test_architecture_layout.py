@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("proxy", "parser", "lapras", "predictor")
+PACKAGES = ("proxy", "parser", "pgcore", "lapras", "predictor")
 
 # Draws outside lapras/mechanisms that are not privacy noise.
 NOT_NOISE = {

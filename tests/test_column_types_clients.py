@@ -277,7 +277,7 @@ def test_min_max_of_dates_and_timestamps_through_the_engine(temporal_proxy: Any)
     asyncpg's binary format, each with the column's type: MIN/MAX of a day column (about 100 rows a day)
     and of a day-resolution timestamp (about 390 a day) equal PostgreSQL's truncated to the day. The hourly
     timestamptz has about 4 rows an hour, below the noise: an unfiltered MIN/MAX is the outer end of the
-    95% interval of percentile_disc(0.001) / (0.999) (parser.quantile), whole leaves of two hours, here
+    95% interval of percentile_disc(0.001) / (0.999) (parser.plan.quantile), whole leaves of two hours, here
     within a day of PostgreSQL's extremes (which lie within a day of the declared range's ends)."""
     asyncpg = pytest.importorskip("asyncpg")
     sql = "SELECT min(day), max(day), min(at), max(at), min(ts), max(ts) FROM visits"

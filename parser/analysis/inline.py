@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .. import errors as E
-from ..errors import Refusal
-from ..limits import Budget
-from ..schema import Catalog, TableSchema
-from ..syntax import position_of
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
+from ..model.limits import Budget
+from ..model.schema import Catalog, TableSchema
+from ..syntax.parse import position_of
 from .nodes import ident, in_nested_select, strip_paren, unsupported
 
 _ROW_CLAUSES = ("distinct", "limit", "offset", "qualify", "laterals", "joins", "pivots", "sample", "locks")

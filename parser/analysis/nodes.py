@@ -7,13 +7,14 @@ from typing import Any
 
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.identifiers import display_ident, fold
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..identifiers import display_ident, fold
-from ..limits import Budget
-from ..schema import TableSchema
-from ..syntax import position_of
+from ..model.limits import Budget
+from ..model.schema import TableSchema
+from ..syntax.parse import position_of
 
 CMP_OPS: dict[type[exp.Expr], str] = {
     exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
@@ -61,7 +62,7 @@ def sql_of(node: exp.Expr) -> str:
 
 
 ident = fold
-"""Identifier text as PostgreSQL folds it (``parser.identifiers.fold``)."""
+"""Identifier text as PostgreSQL folds it (``pgcore.identifiers.fold``)."""
 
 
 def strip_paren(node: Any) -> Any:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..syntax import position_of
+from ..syntax.parse import position_of
 from .aggregates import lower_aggregate
 from .context import Context
 from .nodes import ident, param_index, sql_of, strip_paren, unsupported

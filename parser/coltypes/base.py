@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import errors as E
-from ..errors import Refusal
-from ..pgtypes import FLOAT8, INT8
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import FLOAT8, INT8
 
 Value = Any
 """A cell value as Python carries it: int, str, Decimal, bool, date, datetime; None is NULL."""

@@ -16,7 +16,8 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 
-from .. import pgtypes as T
+from pgcore import pgtypes as T
+
 from .base import ColumnType, DeclarationError, Value, clamp_sql
 from .integer import _NUMERIC_CASTS, check_int_literal, read_int
 from .numeric import MAX_BINS, NumericType

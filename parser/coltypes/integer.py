@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from sqlglot import exp
 
-from .. import errors as E
-from .. import pgtypes as T
-from ..errors import Refusal
-from ..temporal import Interval
+from pgcore import errors as E
+from pgcore import pgtypes as T
+from pgcore.errors import Refusal
+
+from ..semantics.datetimes import Interval
 from .base import ColumnType, DeclarationError, Value, clamp_sql
 
 if TYPE_CHECKING:

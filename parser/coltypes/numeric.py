@@ -19,9 +19,10 @@ from typing import Any, ClassVar
 import numpy as np
 from sqlglot import exp
 
-from .. import errors as E
-from .. import pgtypes as T
-from ..errors import Refusal
+from pgcore import errors as E
+from pgcore import pgtypes as T
+from pgcore.errors import Refusal
+
 from .base import ColumnType, DeclarationError, Value, clamp_sql
 
 MAX_BINS = 100_000

@@ -18,10 +18,11 @@ from typing import Any, ClassVar
 import numpy as np
 from sqlglot import exp
 
-from .. import errors as E
-from .. import pgtypes as T
-from ..errors import Refusal
-from ..temporal import Interval, cast_temporal, parse_datetime
+from pgcore import errors as E
+from pgcore import pgtypes as T
+from pgcore.errors import Refusal
+
+from ..semantics.datetimes import Interval, cast_temporal, parse_datetime
 from .base import ColumnType, DeclarationError, Value, clamp_sql
 
 MAX_CELLS = 1_000_000

@@ -26,8 +26,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from parser.identifiers import MAX_NAME_BYTES, quote_ident, truncate
-from parser.schema import TableSchema
+from parser.model.schema import TableSchema
+from pgcore.identifiers import MAX_NAME_BYTES, quote_ident, truncate
 
 from ..ops.embedded import remove_tree
 from ..ops.events_data import COLUMNS as EVENT_COLUMNS

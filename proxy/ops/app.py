@@ -21,8 +21,8 @@ import psycopg
 from psycopg import sql
 
 from lapras.errors import LedgerError, SettingsDiffer
-from parser.identifiers import display_ident
-from parser.schema import Catalog
+from parser.model.schema import Catalog
+from pgcore.identifiers import display_ident
 
 from .config import Config, parse_listen
 from .demo_data import ensure_table, table_exists
@@ -229,7 +229,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         log.warning("%s", warning)
     from .collation import attach_collation
 
-    try:  # text order as the database sorts (parser.collation)
+    try:  # text order as the database sorts (parser.semantics.collation)
         cfg = await asyncio.to_thread(attach_collation, cfg, upstream.dsn)
     except psycopg.Error as exc:
         raise StartupError(f"cannot read the upstream database's collation: {str(exc).strip()}") from None

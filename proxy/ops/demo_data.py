@@ -16,8 +16,8 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from parser.identifiers import display_ident
-from parser.schema import Attribute, IntType, TableSchema
+from parser.model.schema import Attribute, IntType, TableSchema
+from pgcore.identifiers import display_ident
 
 from .config import LoadSettings
 from .events_data import relation_exists

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from parser.identifiers import qualified
+from pgcore.identifiers import qualified
 
 from .config import Config
 from .keys import KEYS

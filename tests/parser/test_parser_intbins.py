@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from test_parser_measures import exact_rows as _exact_rows
 
 from parser import Refusal, plan_query
-from parser import pgtypes as T
 from parser.coltypes import BigIntType, BinnedBigIntType, BinnedIntType, IntType, SmallIntType, from_config
-from parser.schema import Attribute, Catalog, TableSchema
+from parser.model.schema import Attribute, Catalog, TableSchema
+from pgcore import pgtypes as T
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 DAY = 86_400

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from parser import Refusal, plan_query
 from parser.coltypes import BoolType, FloatType, NumericType, TextType, from_config
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.sql import answers_sql_batches
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import answers_sql_batches
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 PRICE_EDGES = (0.0, 10.0, 25.0, 50.0, 100.0, 500.0)

@@ -14,8 +14,8 @@ from conftest import table_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import DeclarationError, TimeType, from_config
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.sql import answers_sql
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import answers_sql
 
 HOURLY = from_config({"type": "time", "resolution": "hour"})
 MINUTES = from_config({"type": "time", "resolution": "minute", "min": "08:00", "max": "17:59"})

@@ -15,9 +15,9 @@ import pytest
 from conftest import _new_database
 
 from parser.coltypes import DateType, IntType, NumericType, TextType, TimestampType, TimestamptzType
-from parser.linear import LinearQuery
-from parser.schema import Attribute, TableSchema
-from parser.sql import _attr_condition, answers_sql, cell_expr, quote_ident
+from parser.model.linear import LinearQuery
+from parser.model.schema import Attribute, TableSchema
+from parser.pushdown.sql import _attr_condition, answers_sql, cell_expr, quote_ident
 
 _T0 = datetime(2026, 3, 1)
 DOMAINS: dict[str, tuple[str, Any]] = {

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from pgcore.identifiers import quote_ident
+
+from ..coltypes.base import clamp_sql
+from ..coltypes.text import quote_literal
+from ..model.linear import LinearQuery
+from ..model.predicate import Ranges, merge_ranges
+from ..model.schema import Attribute, TableSchema
 from .bounding import bounding_seed, groups_seed, table_ref
-from .coltypes.base import clamp_sql
-from .coltypes.text import quote_literal
-from .identifiers import quote_ident
-from .linear import LinearQuery
-from .predicate import Ranges, merge_ranges
-from .schema import Attribute, TableSchema
 
 __all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
            "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql",
@@ -80,7 +81,7 @@ def _joint_axis_sql(base: TableSchema, keys: Sequence[LinearQuery]) -> str:
 
 def derived_marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
     """``SELECT axis..., count(*) GROUP BY`` over the marginal ``attrs`` of a derived table
-    (``parser.distinct``): per cell, the units present in it (each unit in at most ``unit_cells`` cells of
+    (``parser.bind.distinct``): per cell, the units present in it (each unit in at most ``unit_cells`` cells of
     the whole derived table), or, with a counted column, its distinct (cell, value) pairs (each unit
     holding at most ``unit_cells`` of them); summed over the axes left out."""
     d = table.derived
@@ -293,7 +294,7 @@ MAX_UNION_QUERIES = 16
 def _union_sql(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None:
     """The union of the queries' cells as one canonical set of disjoint boxes, in SQL (None when too many
     queries or boxes to bother)."""
-    from .bind import space_of
+    from ..bind.binder import space_of
 
     if len(queries) > MAX_UNION_QUERIES:
         return None

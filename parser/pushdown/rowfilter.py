@@ -3,7 +3,7 @@
 ``bounding_filter``: a public condition holding on every row some query of a fresh statement reads (the
 union of their cells, or its per-column hull when that union is too large to write); ``cells_filter``: the
 rows of a set of cells of one marginal (the cells P's queries read in one group of the matrix mechanism's
-release). Each unit's k rows are then chosen among the rows the filter keeps (``parser.bounding``).
+release). Each unit's k rows are then chosen among the rows the filter keeps (``parser.pushdown.bounding``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .linear import LinearQuery
-from .predicate import Ranges, merge_ranges
-from .schema import TableSchema
+from ..model.linear import LinearQuery
+from ..model.predicate import Ranges, merge_ranges
+from ..model.schema import TableSchema
 from .sql import _attr_sql, _boxes_sql
 
 __all__ = ["MAX_BOUNDING_BOXES", "MAX_BOUNDING_WORK", "bounding_filter", "cells_filter"]
@@ -33,7 +33,7 @@ def bounding_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str |
     boxes (a superset: rows outside every query may then take some of a unit's k, never more). A public
     function of the statement, never of the data. None when some query reads every row; ``FALSE`` when
     none reads any."""
-    from .bind import space_of
+    from ..bind.binder import space_of
 
     live = [q for q in queries if not q.is_zero]
     if not live:
@@ -98,7 +98,7 @@ def cells_filter(table: TableSchema, attrs: Sequence[str], cells: np.ndarray) ->
     """A condition keeping exactly the rows whose cell of the marginal ``attrs`` is in ``cells`` (a boolean
     array over it, axes in that order), or None when that is every cell or more than
     ``MAX_BOUNDING_BOXES`` boxes (the caller then reads every row)."""
-    from .bind import space_of
+    from ..bind.binder import space_of
 
     if cells.all():
         return None

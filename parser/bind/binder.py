@@ -10,13 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from . import condition as C
-from . import errors as E
-from .arrays import array_items
+from pgcore import errors as E
+from pgcore.arrays import array_items
+from pgcore.errors import Refusal
+
+from ..analysis import condition as C
+from ..analysis.template import Template
+from ..model.limits import Budget, Limits
+from ..model.linear import LinearQuery, make_linear_query, unit
+from ..model.predicate import Pred, Ranges, Space, merge_ranges
+from ..model.schema import Attribute, TableSchema
+from ..plan.queryplan import Column, QueryPlan
+from ..scalar import BOOL, TEXT, cast_value, coerce_param, compare
+from ..syntax.parse import position_of
 from .distinct import DistinctQueries
-from .errors import Refusal
-from .limits import Budget, Limits
-from .linear import LinearQuery, make_linear_query, unit
 from .partition import (
     NeedsPartition,
     has_selected_keys,
@@ -25,12 +32,6 @@ from .partition import (
     selected_groups,
     value_list_request,
 )
-from .plan import Column, QueryPlan
-from .predicate import Pred, Ranges, Space, merge_ranges
-from .scalar import BOOL, TEXT, cast_value, coerce_param, compare
-from .schema import Attribute, TableSchema
-from .syntax import position_of
-from .template import Template
 
 TF = tuple[Pred, Pred]
 """(cells where the condition is TRUE, cells where it is FALSE); the rest are NULL (unknown)."""

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .errors import Refusal
-from .sqlstate import FEATURE_NOT_SUPPORTED
+from pgcore.errors import Refusal
+from pgcore.sqlstate import FEATURE_NOT_SUPPORTED
 
 _CACHE_STRINGS = 2_000_000  # strings kept in the rank cache before it is cleared
 

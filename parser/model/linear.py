@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .identifiers import display_ident, qualified
+from pgcore.identifiers import display_ident, qualified
+
 from .predicate import Pred, Ranges, Space
 from .schema import Domain, TableSchema
 
@@ -35,7 +36,7 @@ class LinearQuery:
     sensitivity: float = field(default=1.0, compare=False)
     key: str = field(default="", compare=False)
     source: TableSchema | None = field(default=None, compare=False, repr=False)
-    """The derived table the vector is over (``parser.distinct``: units or distinct values present per
+    """The derived table the vector is over (``parser.bind.distinct``: units or distinct values present per
     group), named by ``table``; None: the protected table itself."""
     # Per-cell weights of ``value`` when a per-row expression computes them (``SUM(s * s)``), one per cell
     # of the attribute's domain; None: the attribute's own values (``domain.numeric_weights()``).
@@ -86,7 +87,7 @@ class LinearQuery:
             return 0.0
         if self.measure:
             raise ValueError(f"{self.key}: a SUM over a measure has no histogram form; its exact answer is "
-                             "computed by the database (parser.sql.answers_sql)")
+                             "computed by the database (parser.pushdown.sql.answers_sql)")
         total = 0.0
         for w, vecs in self.factors(table):
             acc = histogram
