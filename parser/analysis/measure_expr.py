@@ -29,7 +29,7 @@ from pgcore.identifiers import quote_ident
 from .. import scalar as S
 from ..coltypes.numeric import NumericType
 from ..model.schema import Attribute
-from ..pushdown.sql import cell_expr
+from ..pushdown.cellsql import cell_expr
 from ..syntax.parse import _DIALECT
 
 _BIG = 1e300  # float8 overflows near 1.8e308: a bound beyond this could overflow somewhere in the range

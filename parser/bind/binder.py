@@ -17,7 +17,7 @@ from pgcore.errors import Refusal
 from ..analysis import condition as C
 from ..analysis.template import Template
 from ..model.limits import Budget, Limits
-from ..model.linear import LinearQuery, make_linear_query, unit
+from ..model.linear import LinearQuery, make_linear_query, space_of, unit
 from ..model.predicate import Pred, Ranges, Space, merge_ranges
 from ..model.schema import Attribute, TableSchema
 from ..plan.queryplan import Column, QueryPlan
@@ -38,12 +38,6 @@ TF = tuple[Pred, Pred]
 
 
 @lru_cache(maxsize=64)
-def space_of(table: TableSchema) -> Space:
-    """The predicate space of a table: its attributes in sorted order (the canonical order)."""
-    names = sorted(a.name for a in table.attributes)
-    return Space(names, [table.shape((n,))[0] for n in names])
-
-
 def _missing(params: Sequence[object], needed: int, at_least: bool = True) -> Refusal:
     return Refusal(E.PROTOCOL_VIOLATION, f"bind message supplies {len(params)} parameters, but prepared "
                    f"statement requires {'at least ' if at_least else ''}{needed}")

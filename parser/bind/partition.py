@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
-from pgcore.identifiers import display_ident, qualified
+from pgcore.identifiers import display_ident, qualified, quote_ident
 
 from ..coltypes.base import ColumnType
 from ..coltypes.text import TextType
@@ -29,7 +29,8 @@ from ..model.schema import Attribute, Catalog, TableSchema
 
 if TYPE_CHECKING:
     from ..analysis.template import Template
-from ..pushdown.sql import cell_expr, predicate_sql, quote_ident, unit_cells_sql
+from ..pushdown.cellsql import cell_expr
+from ..pushdown.sql import predicate_sql, unit_cells_sql
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pgcore import pgtypes as T
 from pgcore.errors import Refusal
 
 from .base import ColumnType, Value
-from .integer import int_ranges
+from .intvalues import int_ranges
 
 _TRUE = {"t", "true", "y", "yes", "on", "1"}
 _FALSE = {"f", "false", "n", "no", "off", "0"}

@@ -19,7 +19,7 @@ from sqlglot import exp
 from pgcore import pgtypes as T
 
 from .base import ColumnType, DeclarationError, Value, clamp_sql
-from .integer import _NUMERIC_CASTS, check_int_literal, read_int
+from .intvalues import _NUMERIC_CASTS, check_int_literal, read_int
 from .numeric import MAX_BINS, NumericType
 
 _INT_BOUNDS = {"smallint": (-(2**15), 2**15 - 1), "integer": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}

@@ -100,6 +100,12 @@ class LinearQuery:
         return f"LinearQuery({self.key})"
 
 
+def space_of(table: TableSchema) -> Space:
+    """The predicate space of a table: its attributes in sorted order (the canonical order)."""
+    names = sorted(a.name for a in table.attributes)
+    return Space(names, [table.shape((n,))[0] for n in names])
+
+
 def _domain(table: TableSchema, attr: str) -> Domain:
     a = table.attribute(attr)
     assert a is not None, attr

@@ -20,6 +20,7 @@ from pgcore.identifiers import quote_ident
 from ..model.linear import LinearQuery
 from ..model.predicate import Ranges, merge_ranges
 from ..model.schema import TableSchema
+from .cellsql import attr_condition, cell_expr
 
 __all__ = ["GroupAxis", "bounded_rows_sql", "bounding_seed", "clamped", "clamped_sensitivity", "grouped_rows_sql",
            "statement_groups", "statement_rows", "sum_factor", "table_ref"]
@@ -163,13 +164,11 @@ def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> Grou
 def _group_sql(table: TableSchema, groups: GroupAxis) -> str:
     """Each row's group key: its cell of the column when every group is one (non-NULL) cell, else the first
     cell index of the group its cell is in (NULL: in none)."""
-    from .sql import _attr_condition, cell_expr
-
     attr = table.attribute(groups.attr)
     assert attr is not None
     if groups.count > MAX_CASE_GROUPS:
         return f"({cell_expr(attr)})::text"
-    whens = " ".join(f"WHEN {_attr_condition(attr, rs)} THEN '{rs[0][0]}'" for rs in groups.sets)
+    whens = " ".join(f"WHEN {attr_condition(attr, rs)} THEN '{rs[0][0]}'" for rs in groups.sets)
     return f"CASE {whens} END"
 
 

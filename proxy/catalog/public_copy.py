@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from parser.model.public import PublicTable
 from parser.model.schema import Catalog
-from parser.pushdown.sql import quote_ident
+from pgcore.identifiers import quote_ident
 
 ROWS_PER_INSERT = 1000
 

@@ -20,8 +20,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from parser.model.schema import Attribute, Catalog, TableSchema
-from parser.pushdown.sql import quote_ident
 from parser.syntax.cache import DigestLRU, digest
+from pgcore.identifiers import quote_ident
 
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
