@@ -23,11 +23,21 @@ from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
+import psycopg
 
+from lapras.bounded import BoundedTables
 from lapras.factored import answers_from_marginal
 from parser.model.linear import LinearQuery
 from parser.model.schema import TableSchema
-from parser.pushdown.bounding import GroupAxis
+from parser.pushdown.bounding import GroupAxis, statement_groups, statement_rows, sum_factor
+from parser.pushdown.rowfilter import bounding_filter, cells_filter
+from parser.pushdown.sql import (
+    EXACT_SESSION_SQL,
+    answers_sql_batches,
+    derived_index,
+    derived_marginal_sql,
+    marginal_sql,
+)
 
 # Statements with at least this many queries, or writing at least this many cell ranges in all (and one
 # per that many cells of the marginal, which is read back whole), are answered from their union marginal
@@ -77,10 +87,6 @@ class PostgresExactSource:
     """Exact answers computed by the upstream PostgreSQL (aggregates only leave the database)."""
 
     def __init__(self, conninfo: str, bounding: str = "statement") -> None:
-        import psycopg
-
-        from lapras.bounded import BoundedTables
-
         if bounding not in BOUNDING_MODES:
             raise ValueError(f"bounding must be one of {', '.join(BOUNDING_MODES)}, got {bounding!r}")
         self._conninfo = conninfo
@@ -126,9 +132,6 @@ class PostgresExactSource:
         (``bounding_filter``) bounded to k, and per group where ``group_bounds`` says so (``rows_from`` is
         then that subquery); else ``table`` (a statement reading every row with no per-group bounds reads
         the epoch's materialisation, the same rows)."""
-        from parser.pushdown.bounding import statement_rows, sum_factor
-        from parser.pushdown.rowfilter import bounding_filter
-
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
                 or table.rows_from is not None):
             return table
@@ -142,8 +145,6 @@ class PostgresExactSource:
     def group_bounds(self, table: TableSchema, queries: Sequence[LinearQuery]) -> GroupAxis | None:
         """The per-group bounds ``answers`` applies to a statement with these ``queries`` (the engine
         calibrates its sensitivity on them, ``group_bound_norm``), or None: each unit's k rows only."""
-        from parser.pushdown.bounding import statement_groups
-
         if self.bounding != "statement" or table.rows_from is not None or table.derived is not None:
             return None
         return statement_groups(table, queries)
@@ -154,9 +155,6 @@ class PostgresExactSource:
         rows of: with ``bounding = "statement"`` and a privacy unit, each unit's rows among ``cells`` (the
         cells the release's queries read, ``lapras.matrix_mechanism.workload_cells``) bounded to k; else
         ``table`` and None (every cell, each unit's rows bounded over all rows)."""
-        from parser.pushdown.bounding import statement_rows
-        from parser.pushdown.rowfilter import cells_filter
-
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
                 or table.rows_from is not None):
             return table, None
@@ -187,8 +185,6 @@ class PostgresExactSource:
     def _conn(self) -> Any:
         c = getattr(self._local, "conn", None)
         if c is None or c.closed:
-            from parser.pushdown.sql import EXACT_SESSION_SQL
-
             c = self._psycopg.connect(self._conninfo, autocommit=True)
             for stmt in EXACT_SESSION_SQL:
                 c.execute(stmt)
@@ -237,8 +233,6 @@ class PostgresExactSource:
         return self._read(table, lambda t: self._answers(t, queries))
 
     def _answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
-        from parser.pushdown.sql import answers_sql_batches
-
         # A materialised table is local to the upstream's coordinator: no partial sums per shard.
         key = None if table.rows_from is not None else self.partition_key(table)
         out: list[float] = []
@@ -254,8 +248,6 @@ class PostgresExactSource:
         return [tuple(r[:-1]) for r in rows], np.asarray([int(r[-1]) for r in rows], dtype=np.int64)
 
     def marginal(self, table: TableSchema, attrs: Sequence[str]) -> np.ndarray:
-        from parser.pushdown.sql import derived_index, derived_marginal_sql, marginal_sql
-
         attrs = tuple(attrs)
         hist = np.zeros(table.shape(attrs))
         if table.derived is not None:

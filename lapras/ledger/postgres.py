@@ -15,9 +15,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
+from psycopg_pool import ConnectionPool
 
 from lapras.allocation import AllocState
 from lapras.errors import LedgerError, SettingsDiffer
@@ -268,8 +270,6 @@ class PostgresLedger(Ledger):
     behind a spend: plain snapshot reads take no row lock."""
 
     def __init__(self, conninfo: str, max_connections: int = 8) -> None:
-        from psycopg_pool import ConnectionPool
-
         self.conninfo = conninfo
         self._pool = ConnectionPool(conninfo, min_size=1, max_size=max_connections, open=True,
                                     kwargs={"autocommit": False}, configure=_durable, timeout=60.0,
@@ -491,6 +491,4 @@ def _partition(row: Sequence[Any]) -> PartitionRecord:
 
 
 def _ts(at: float) -> Any:
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(at, UTC)

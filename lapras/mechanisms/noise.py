@@ -38,7 +38,7 @@ _SIMULATION: contextvars.ContextVar[np.random.Generator | None] = contextvars.Co
 
 @functools.cache
 def _sampler_unlocked() -> Any:
-    import opendp.prelude as dp
+    import opendp.prelude as dp  # heavy (OpenDP's native library): loaded when noise is first drawn
 
     dp.enable_features("contrib")
     return dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"),
@@ -106,7 +106,7 @@ def sketch_randomness() -> SketchRandomness:
     sim = _SIMULATION.get()
     if sim is not None:
         return SketchRandomness(sim)
-    from randomgen import AESCounter
+    from randomgen import AESCounter  # heavy: only a regression's sketches draw from it
 
     return SketchRandomness(np.random.Generator(AESCounter(key=secrets.randbits(128))))
 
@@ -121,7 +121,7 @@ def new_rng() -> np.random.Generator:
 def threshold_measurement(scale: float, threshold: int) -> Any:
     """OpenDP's Gaussian threshold over a map of key -> count (i64), at noise ``scale`` (the discrete
     Gaussian's sigma) and integer ``threshold``: its ``map((l0, l2, linf))`` is (rho, delta)."""
-    import opendp.prelude as dp
+    import opendp.prelude as dp  # heavy (OpenDP's native library): only partition selection needs it
 
     with _LOCK:
         dp.enable_features("contrib")

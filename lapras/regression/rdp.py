@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scipy.special import ndtri
+
 from lapras.calibration import agm_sigma
 from lapras.errors import InfeasibleBudget
 from lapras.mechanisms.cost import Cost
@@ -58,8 +60,6 @@ def _check_budget(eps: float, delta: float) -> None:
 
 
 def _z(rho: float) -> float:
-    from scipy.special import ndtri
-
     return float(ndtri(1.0 - rho))
 
 

@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from lapras.matrix_mechanism import MMGroup, group_weights, plan_groups
 from lapras.strategy import ProductQuery
+from lapras.strategy.kron import KronStrategy
 
 Marginal = tuple[str, ...]
 Workloads = Mapping[tuple[str, Marginal], tuple[tuple[int, ...], Sequence[ProductQuery]]]
@@ -53,8 +55,6 @@ class StrategyCache:
         self.misses = 0
 
     def plan_groups(self, workloads: Workloads, **options: Any) -> list[Any]:
-        from lapras.matrix_mechanism import group_weights, plan_groups
-
         digests = {k: workload_digest(k[0], k[1], tuple(v[0]), v[1]) for k, v in workloads.items()}
         for d in digests.values():
             if d not in self._groups and (g := self._load(d)) is not None:
@@ -94,9 +94,6 @@ class StrategyCache:
         os.replace(tmp, f)
 
     def _load(self, digest: str) -> Any:
-        from lapras.matrix_mechanism import MMGroup
-        from lapras.strategy.kron import KronStrategy
-
         f = self._file(digest)
         if f is None or not f.is_file():
             return None

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from lapras.mechanisms.sensitivity import kron_sensitivity
 
@@ -95,8 +96,6 @@ class KronStrategy:
         lab = self._labels[j]
         if lab is None:
             return t
-        from scipy.sparse import csr_matrix
-
         r = self.mats[j].shape[1]
         agg = csr_matrix((np.ones(len(lab)), (lab, np.arange(len(lab)))), shape=(r, len(lab)))
         moved = np.moveaxis(t, j, 0)

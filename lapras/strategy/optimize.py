@@ -322,7 +322,7 @@ def exact_strategy(g: np.ndarray) -> np.ndarray:
     Solved as the SDP  min trace(Z)  s.t.  [[Z, R^T], [R, X]] PSD  with G = R R^T (R of G's numerical rank),
     which SCS handles in about a second for 60 cells.
     """
-    import cvxpy as cp
+    import cvxpy as cp  # heavy (about a second to import): only this SDP needs it
 
     n = g.shape[0]
     scale = float(np.trace(g)) / n or 1.0
