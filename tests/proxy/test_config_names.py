@@ -132,7 +132,7 @@ def test_a_config_file_with_odd_names_loads_as_written(tmp_path: Any) -> None:
 
 
 def test_data_argument_names_a_table_whose_name_holds_an_equals_sign(tmp_path: Any) -> None:
-    from proxy.ops.cli import _parse_data_args
+    from proxy.ops.cliargs import parse_data_args as _parse_data_args
 
     t = tree("a", "c")
     t["tables"]["a=b"] = t["tables"]["a"]
