@@ -94,7 +94,7 @@ class Api:
         try:
             from parser.model import schema  # trees since issue 28's split by role
         except ImportError:
-            from parser import schema  # type: ignore[no-redef]  # older trees
+            from parser import schema  # type: ignore[no-redef]  # older trees (move_modules: keep)
 
         def ints(lo: int, hi: int) -> Any:
             # Trees before the column-type classes spelled an integer domain Domain("int", lo, hi).

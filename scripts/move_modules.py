@@ -11,7 +11,8 @@ The rewrite reads each file's imports with ``ast`` and edits only those lines:
   (absolute otherwise, e.g. ``from pgcore import errors as E``);
 - dotted (``parser.sql.answers_sql``) and path (``parser/sql.py``) references in comments, docstrings
   and Markdown are rewritten too.
-A renamed module imported by ``from pkg import name`` keeps its local name with ``as``. Run ``ruff check
+A renamed module imported by ``from pkg import name`` keeps its local name with ``as``; an import
+line marked ``move_modules: keep`` is left alone. Run ``ruff check
 --select I --fix`` afterwards to re-sort the edited import blocks.
 """
 
@@ -240,6 +241,8 @@ def rewrite_file(path: Path) -> bool:
     edits: list[tuple[int, int, list[str]]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
+            if "move_modules: keep" in lines[node.lineno - 1]:  # an import of the old layout on purpose
+                continue
             new = rewrite_import(node, module, package)
             if new is not None:
                 edits.append((node.lineno, node.end_lineno or node.lineno, new))
