@@ -1,6 +1,7 @@
 """The architecture's checks that a grep can make (issue 15): parser modules stay <= 400 lines, random
 draws happen only in the mechanisms package (and in the few places that draw no privacy noise, named
-below with the reason), and docs/architecture.md names every subpackage."""
+below with the reason), and docs/architecture.md names every subpackage; and the import checks (issue 28):
+layer order, no circles, function-local imports only where they pay, no two parser modules of one name."""
 
 from __future__ import annotations
 
