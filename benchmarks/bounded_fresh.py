@@ -59,9 +59,9 @@ def statements(n: int, offset: int) -> list[str]:
 
 
 def old_window_sql(table: Any) -> str:
-    """The window as ``parser.sql.table_ref`` wrote it before this change (``r::text`` twice per row)."""
-    from parser.bounding import bounding_seed
-    from parser.identifiers import quote_ident
+    """The window as ``parser.pushdown.sql.table_ref`` wrote it before this change (``r::text`` twice per row)."""
+    from parser.pushdown.bounding import bounding_seed
+    from pgcore.identifiers import quote_ident
 
     unit = quote_ident(table.privacy_unit)
     return (f"(SELECT * FROM (SELECT r.*, row_number() OVER (PARTITION BY r.{unit} ORDER BY "
@@ -90,7 +90,7 @@ def _wait_built(dsn: str, timeout: float) -> tuple[float, float]:
 
 
 def run(dsn: str, n: int, window_n: int, k: int, work: Path) -> dict[str, Any]:
-    import parser.sql as psql
+    import parser.pushdown.sql as psql
     from parser import plan_query
     from proxy.config import load_config
 

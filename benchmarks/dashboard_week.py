@@ -410,7 +410,7 @@ def bounded_bias(exact: Exact, day: dt.date, openings: int, answers: dict[str, l
     and of the proxy's ``answers`` against that noise-free answer. None when the proxy keeps no such table
     (another bounding mode). COUNT(DISTINCT) reads all rows (bounded by groups, not rows) and is left out;
     revenue above 1,000 is not clamped here (a few orders: approximate)."""
-    from parser.identifiers import quote_ident
+    from pgcore.identifiers import quote_ident
 
     there = exact.conn.execute("SELECT to_regclass('lapras.bounded_tables')").fetchone()
     row = exact.conn.execute("SELECT relname FROM lapras.bounded_tables ORDER BY epoch_id DESC LIMIT 1").fetchone() \
@@ -436,7 +436,7 @@ def statement_noise_free_sql(src: Any, catalog: Any, sql: str) -> str:
     customer's k rows among those its WHERE keeps, cut per group, with revenue's per-group factors), with
     revenue clamped to its declared 0..1,000 as the proxy's sums are."""
     import parser as sqlparser
-    from parser.bounding import bounded_rows_sql
+    from parser.pushdown.bounding import bounded_rows_sql
 
     plan = sqlparser.plan_query(sql, catalog)
     table = plan.table_schema

@@ -35,9 +35,9 @@ from lapras.accounting import Budget  # noqa: E402
 from lapras.exact import PostgresExactSource  # noqa: E402
 from lapras.mechanisms import Gaussian  # noqa: E402
 from lapras.mechanisms.sensitivity import statement_sensitivity  # noqa: E402
-from parser.schema import Catalog  # noqa: E402
-from parser.sql import EXACT_SESSION_SQL  # noqa: E402
-from proxy.config import load_config  # noqa: E402
+from parser.model.schema import Catalog  # noqa: E402  # noqa: E402
+from parser.pushdown.sql import EXACT_SESSION_SQL  # noqa: E402  # noqa: E402
+from proxy.config import load_config  # noqa: E402  # noqa: E402
 from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
 from proxy.ops.events_data import EventsSpec, ensure_events_table  # noqa: E402
 

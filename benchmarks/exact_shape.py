@@ -1,7 +1,7 @@
 """The exact SQL's shape for a GROUP BY whose groups are periodic sets of cells (Metabase's
 ``extract(hour from ts)``, ``extract(dow from ts)``): one aggregate per group listing every cell range
-(``parser.sql.answers_sql``) beside one GROUP BY over the cells and sums in numpy
-(``parser.sql.marginal_sql`` + ``lapras.factored.answers_from_marginal``), side by side on the BI corpus
+(``parser.pushdown.sql.answers_sql``) beside one GROUP BY over the cells and sums in numpy
+(``parser.pushdown.sql.marginal_sql`` + ``lapras.factored.answers_from_marginal``), side by side on the BI corpus
 table (tests/bi_corpus_wire.py) in an embedded PostgreSQL. Both must give the same exact answers.
 
 Usage: python benchmarks/exact_shape.py [--rows 20000] [--n 3] [--per-query-n 1]
@@ -30,8 +30,8 @@ import psycopg  # noqa: E402
 from lapras.exact import PostgresExactSource, statement_ranges  # noqa: E402
 from lapras.factored import answers_from_marginal  # noqa: E402
 from parser import LinearQuery, Planner, TableSchema  # noqa: E402
-from parser.sql import answers_sql_batches  # noqa: E402
-from proxy.config import load_config  # noqa: E402
+from parser.pushdown.sql import answers_sql_batches  # noqa: E402  # noqa: E402
+from proxy.config import load_config  # noqa: E402  # noqa: E402
 from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
 
 MC = corpus.mc("Created (UTC)")

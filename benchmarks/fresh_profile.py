@@ -66,7 +66,7 @@ def _ms(conn: psycopg.Connection, sql: str) -> float:
 
 
 def run(dsn: str, n: int, work: Path) -> list[dict[str, Any]]:
-    import parser.sql as psql
+    import parser.pushdown.sql as psql
     from lapras.engine import Engine
     from lapras.exact import PostgresExactSource
     from lapras.ledger.postgres import PostgresLedger

@@ -35,9 +35,9 @@ sys.path.insert(0, str(REPO / "tests"))  # the simulated releases the coverage t
 
 from simulated import released  # noqa: E402
 
-from parser.quantile import P_EXTREME  # noqa: E402
-from parser.sql import EXACT_SESSION_SQL, table_ref  # noqa: E402
-from proxy.config import load_config  # noqa: E402
+from parser.plan.quantile import P_EXTREME  # noqa: E402  # noqa: E402
+from parser.pushdown.sql import EXACT_SESSION_SQL, table_ref  # noqa: E402  # noqa: E402
+from proxy.config import load_config  # noqa: E402  # noqa: E402
 from proxy.ops.demo_data import ensure_table  # noqa: E402
 from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
 from proxy.ops.events_data import EventsSpec, ensure_events_table  # noqa: E402

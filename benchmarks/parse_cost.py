@@ -91,7 +91,10 @@ class Api:
 
     def __init__(self) -> None:
         import parser as P
-        from parser import schema
+        try:
+            from parser.model import schema  # trees since issue 28's split by role
+        except ImportError:
+            from parser import schema  # type: ignore[no-redef]  # older trees (move_modules: keep)
 
         def ints(lo: int, hi: int) -> Any:
             # Trees before the column-type classes spelled an integer domain Domain("int", lo, hi).
@@ -170,9 +173,16 @@ def _median_of(runs: list[dict[str, Any]], *path: str) -> float:
     return statistics.median(vals)
 
 
+def _parser_paths(ref: str) -> list[str]:
+    """The parser's directories at ``ref``: ``parser`` and, since issue 28's split, ``pgcore``."""
+    has = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{ref}:pgcore"], capture_output=True)
+    return ["parser", "pgcore"] if has.returncode == 0 else ["parser"]
+
+
 def compare(ref: str, rounds: int, repeat: int, log: Path | None) -> None:
     with tempfile.TemporaryDirectory(prefix="parse-cost-") as tmp:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "parser"], capture_output=True, check=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, *_parser_paths(ref)], capture_output=True,
+                                 check=True)
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
         old: list[dict[str, Any]] = []
         new: list[dict[str, Any]] = []

@@ -4,7 +4,7 @@ baseline that answers from one independent noisy histogram, at the same (epsilon
 Each statement is one Gaussian release (gdp calibration) with a share of the epoch's budget: the whole of
 it, and 1/100 of it (mu^2 / 100: what a statement gets in a stream of ~100 under gdp), as the engine would
 release it with nothing predicted: the tree's L2 sensitivity is sqrt(levels), the flat
-histogram's 1. The tree estimate is parser.quantile's post-processing itself (least squares, monotone
+histogram's 1. The tree estimate is parser.plan.quantile's post-processing itself (least squares, monotone
 CDF). Prints a table of mean absolute errors (in the attribute's units) per quantile and group size and
 writes benchmarks/results/quantiles.{json,md}.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from lapras.calibration import gdp_mu
-from parser.quantile import Quantile, Tree, build_tree
+from parser.plan.quantile import Quantile, Tree, build_tree
 from parser.scalar import FLOAT8, INT4
 
 RESULTS = Path(__file__).parent / "results"

@@ -49,8 +49,8 @@ STATEMENTS = {
 
 
 def catalog() -> Any:
+    from parser import Attribute, Catalog, TableSchema  # the package's API: trees before and after issue 28
     from parser.coltypes import IntType, TextType
-    from parser.schema import Attribute, Catalog, TableSchema
 
     t = TableSchema("t", (
         Attribute("n", IntType(0, 100, nullable=True)),
@@ -112,9 +112,16 @@ def _cell(runs: list[dict[str, Any]], name: str, key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def _parser_paths(ref: str) -> list[str]:
+    """The parser's directories at ``ref``: ``parser`` and, since issue 28's split, ``pgcore``."""
+    has = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{ref}:pgcore"], capture_output=True)
+    return ["parser", "pgcore"] if has.returncode == 0 else ["parser"]
+
+
 def compare(ref: str, rounds: int, repeat: int) -> None:
     with tempfile.TemporaryDirectory(prefix="rowexpr-cost-") as tmp:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "parser"], capture_output=True, check=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, *_parser_paths(ref)], capture_output=True,
+                                 check=True)
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
         old: list[dict[str, Any]] = []
         new: list[dict[str, Any]] = []

@@ -193,7 +193,7 @@ def run_cell(rows: int, shards: int, state_root: Path, n_fresh: int, repeats: in
     from lapras.exact import PostgresExactSource
     from lapras.ledger.postgres import PostgresLedger
     from parser import plan_query
-    from parser.sql import answers_sql
+    from parser.pushdown.sql import answers_sql
     from proxy.config import load_config
     from proxy.dp.engine_factory import engine_settings
 

@@ -26,7 +26,7 @@ from datetime import datetime
 from parser import Planner
 from parser.analysis.cells import clear_cell_cache
 from parser.coltypes import DateType, IntType, NumericType, TextType, TimestamptzType
-from parser.schema import Attribute, Catalog, TableSchema
+from parser.model.schema import Attribute, Catalog, TableSchema
 
 Y0, Y1 = datetime(2026, 1, 1), datetime(2026, 12, 31, 23, 59)
 

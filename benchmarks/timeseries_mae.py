@@ -32,8 +32,8 @@ import parser as sqlparser  # noqa: E402
 from lapras.engine import Engine, Prediction  # noqa: E402
 from lapras.exact import PostgresExactSource  # noqa: E402
 from lapras.ledger.memory import MemoryLedger  # noqa: E402
-from lapras.strategy_cache import StrategyCache  # noqa: E402
-from parser.linear import LinearQuery  # noqa: E402
+from lapras.strategy_cache import StrategyCache  # noqa: E402  # noqa: E402
+from parser.model.linear import LinearQuery  # noqa: E402  # noqa: E402
 from proxy.config import load_config  # noqa: E402
 from proxy.dp.engine_factory import engine_settings  # noqa: E402
 from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402

@@ -17,7 +17,7 @@ from lapras.ledger.base import EpochRecord, Ledger, PartitionRecord
 from lapras.mechanisms import Cost
 from lapras.outcomes import Outcome, QueryOutcome
 from lapras.settings import EngineSettings
-from parser.schema import Catalog
+from parser.model.schema import Catalog
 
 __all__ = ["Answer", "EngineAPI", "Outcome", "PartitionRequest", "Preview", "QueryOutcome", "RegressionAPI",
            "Statement"]

@@ -33,9 +33,9 @@ from lapras.errors import BudgetExhausted
 from lapras.ledger.base import Ledger, PartitionRecord, StaleEpoch, check_partition
 from lapras.mechanisms.cost import Cost
 from lapras.mechanisms.gaussian import Gaussian
-from parser.bounding import GroupAxis, unit_sum_histogram_sql
-from parser.linear import LinearQuery
-from parser.schema import TableSchema
+from parser.model.linear import LinearQuery
+from parser.model.schema import TableSchema
+from parser.pushdown.bounding import GroupAxis, unit_sum_histogram_sql
 
 AUTO_QUANTILE = 0.95
 GRID_STEPS = 48

@@ -1,7 +1,7 @@
 """Per-epoch materialisation of the bounded rows of privacy-unit tables (``[lapras] bounding = "epoch"``).
 
 A table with a privacy unit is read by every exact answer with each unit's rows cut to k
-(``parser.bounding.bounded_rows_sql``: a window over all rows, sorted by unit and a hash of the row text).
+(``parser.pushdown.bounding.bounded_rows_sql``: a window over all rows, sorted by unit and a hash of the row text).
 Run per statement that costs far more than the aggregate itself (1M rows: 18.7 s against 0.4 s). Here
 the window runs once per epoch and table: its rows (the unit and the declared columns: narrower than
 the source when it has others) go into a table in the proxy's own schema on the upstream (``lapras``,
@@ -39,9 +39,9 @@ from typing import Any
 
 import psycopg
 
-from parser.bounding import bounded_rows_sql, bounding_seed
-from parser.identifiers import quote_ident
-from parser.schema import TableSchema
+from parser.model.schema import TableSchema
+from parser.pushdown.bounding import bounded_rows_sql, bounding_seed
+from pgcore.identifiers import quote_ident
 
 log = logging.getLogger("lapras.bounded")
 

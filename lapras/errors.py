@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parser.sqlstate import INVALID_PARAMETER_VALUE, SqlError
+from pgcore.sqlstate import INVALID_PARAMETER_VALUE, SqlError
 
 
 class LaprasError(SqlError):

@@ -1,11 +1,11 @@
 """Exact answers for the engine, injected: pushed-down SQL on the upstream database, or numpy histograms.
 
-The engine never reads rows: it asks for one row of aggregates (``parser.sql.answers_sql``) or a marginal
-histogram (``parser.sql.marginal_sql``). On a table the upstream partitions over foreign partitions (a
+The engine never reads rows: it asks for one row of aggregates (``parser.pushdown.sql.answers_sql``) or a marginal
+histogram (``parser.pushdown.sql.marginal_sql``). On a table the upstream partitions over foreign partitions (a
 postgres_fdw coordinator) the SQL also groups by the partition key, so each shard computes its partial
 aggregate and only those cross the network. A table with a privacy unit is read with each unit's rows
 bounded to k. ``bounding = "statement"`` (the default): among the rows the statement reads (its row
-filter, ``parser.rowfilter.bounding_filter``, then the window, ``parser.bounding.statement_rows``), or, for a
+filter, ``parser.pushdown.rowfilter.bounding_filter``, then the window, ``parser.pushdown.bounding.statement_rows``), or, for a
 statement reading every row, from the epoch's materialisation (the same rows); ``"epoch"``: always from
 the epoch's materialisation (``lapras.bounded``) once the engine has told the source its epoch
 (``new_epoch``), else through the window over all rows (``"live"``: always that window). The matrix
@@ -23,13 +23,15 @@ from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
+import psycopg
 
+from lapras.bounded import BoundedTables
 from lapras.factored import answers_from_marginal
-from parser.bounding import GroupAxis, statement_groups, statement_rows, sum_factor
-from parser.linear import LinearQuery
-from parser.rowfilter import bounding_filter, cells_filter
-from parser.schema import TableSchema
-from parser.sql import (
+from parser.model.linear import LinearQuery
+from parser.model.schema import TableSchema
+from parser.pushdown.bounding import GroupAxis, statement_groups, statement_rows, sum_factor
+from parser.pushdown.rowfilter import bounding_filter, cells_filter
+from parser.pushdown.sql import (
     EXACT_SESSION_SQL,
     answers_sql_batches,
     derived_index,
@@ -85,12 +87,6 @@ class PostgresExactSource:
     """Exact answers computed by the upstream PostgreSQL (aggregates only leave the database)."""
 
     def __init__(self, conninfo: str, bounding: str = "statement") -> None:
-        # Only a source reading PostgreSQL loads psycopg (and lapras.bounded, which imports it): the
-        # in-memory sources of tests, simulations and what-if replays never need the driver.
-        import psycopg
-
-        from lapras.bounded import BoundedTables
-
         if bounding not in BOUNDING_MODES:
             raise ValueError(f"bounding must be one of {', '.join(BOUNDING_MODES)}, got {bounding!r}")
         self._conninfo = conninfo

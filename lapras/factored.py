@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from parser.linear import LinearQuery, value_weights
-from parser.schema import TableSchema
+from parser.model.linear import LinearQuery, value_weights
+from parser.model.schema import TableSchema
 
 
 class TooMuchWork(ValueError):

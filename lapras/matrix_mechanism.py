@@ -23,8 +23,8 @@ from lapras.mechanisms import Cost, Gaussian
 from lapras.mechanisms.sensitivity import histogram_sensitivity, presence_sensitivity, stacked_sensitivity
 from lapras.strategy import KronStrategy, ProductQuery, identity_strategy, kron_strategy, workload_error
 from lapras.strategy.optimize import JOINT_MAX_CELLS, coarse_labels
-from parser.linear import LinearQuery
-from parser.schema import Catalog
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog
 
 Marginal = tuple[str, ...]
 # An axis that P cuts into more atoms than this leaves its marginal to online answers (see p_workloads).
@@ -74,7 +74,7 @@ def p_workloads(
     for q in queries:
         t = q.source if q.source is not None else catalog.table(q.table)
         if t is None or q.is_zero or q.measure or any(t.attribute(a) is None for a in q.marginal):
-            continue  # a SUM over a measure has no histogram form, a split cell (parser/splits.py) no
+            continue  # a SUM over a measure has no histogram form, a split cell (parser/bind/splits.py) no
             # declared one: answered online
         shape = t.shape(tuple(q.marginal))
         if math.prod(shape) > max_cells:

@@ -19,9 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from lapras.exact import ExactSource, close_source, sub_marginal
-from parser.linear import LinearQuery
-from parser.partition import has_selected_keys
-from parser.schema import TableSchema, listed_values
+from parser.bind.partition import has_selected_keys
+from parser.model.linear import LinearQuery
+from parser.model.schema import TableSchema, listed_values
 
 # 16M cells = 128 MB of float64: a few hundred 2- and 3-way marginals of a typical table.
 DEFAULT_MAX_CELLS = 1 << 24

@@ -1,12 +1,13 @@
 """SQL over protected tables -> linear queries over the tables' public domain histograms."""
 
-from .errors import Refusal
-from .limits import DEFAULT_MAX_GROUPS, Limits
-from .linear import LinearQuery
-from .plan import Column, QueryPlan
+from pgcore.errors import Refusal
+
+from .model.limits import DEFAULT_MAX_GROUPS, Limits
+from .model.linear import LinearQuery
+from .model.schema import Attribute, Catalog, Domain, TableSchema
+from .plan.queryplan import Column, QueryPlan
 from .planner import Description, Planner, describe, parse_params_shape, plan_query
 from .routing import references_protected
-from .schema import Attribute, Catalog, Domain, TableSchema
 
 __all__ = [
     "DEFAULT_MAX_GROUPS",

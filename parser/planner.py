@@ -15,17 +15,18 @@ from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
-from . import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
 from .analysis import analyze
-from .bind import bind
-from .cache import DigestLRU, approx_size, digest
-from .collation import using
-from .errors import Refusal
-from .limits import DEFAULT_MAX_GROUPS, Budget, Limits, too_complex
-from .plan import Column, QueryPlan
-from .schema import Catalog
-from .syntax import parse_statements
-from .template import Template
+from .analysis.template import Template
+from .bind.binder import bind
+from .model.limits import DEFAULT_MAX_GROUPS, Budget, Limits, too_complex
+from .model.schema import Catalog
+from .plan.queryplan import Column, QueryPlan
+from .semantics.collation import using
+from .syntax.cache import DigestLRU, approx_size, digest
+from .syntax.parse import parse_statements
 
 DEFAULT_CACHE_BYTES = 64 << 20
 log = logging.getLogger(__name__)

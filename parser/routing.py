@@ -6,8 +6,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from .identifiers import fold, mention_pattern
-from .schema import Catalog
+from pgcore.identifiers import fold, mention_pattern
+
+from .model.schema import Catalog
 
 
 def _table_matches(node: exp.Table, catalog: Catalog) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from parser.schema import Catalog
+from parser.model.schema import Catalog
 from predictor.canonical import canonical_key
 from predictor.logs import LogStatement, parse_timestamp
 from predictor.predict import Epochs, bucket, train

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from parser import plan_query
-from parser.schema import Catalog
+from parser.model.schema import Catalog
 from predictor.templates import analyse
 
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from parser.schema import Catalog
+from parser.model.schema import Catalog
 from predictor.backtest import backtest, format_table, load_truth
 from predictor.declared import TemplateError
 from predictor.logs import FORMATS

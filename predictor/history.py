@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from parser.schema import Catalog
+from parser.model.schema import Catalog
 from predictor.canonical import canonical_key
 from predictor.logs import LogStatement
 from predictor.predict import Epochs, PredictionSet, bucket, measure_overlap, train

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from parser.schema import Catalog
+from parser.model.schema import Catalog
 from predictor.canonical import canonical_key
 from predictor.progressions import ColumnRange, Stream, find_cycles, find_streams
 from predictor.recurrence import BetaPrior, Schedule, class_tables, fit_prior, make_schedules, score

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from parser.schema import Catalog
+from parser.model.schema import Catalog
 from predictor.canonical import canonical_key
 from predictor.declared import expand_templates
 from predictor.logs import LogStatement, ReadStats, read_log

@@ -15,14 +15,14 @@ from lapras.mechanisms import Cost, Gaussian
 from lapras.mechanisms import noise as lattice
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from parser import plan_query
-from parser.quantile import P_EXTREME
+from parser.plan.quantile import P_EXTREME
 
 _MIN_MAX = re.compile(r"\b(min|max)\s*\(\s*(?:DISTINCT\s+)?((?:[^()]|\([^()]*\))+)\)", re.IGNORECASE)
 
 
 def as_answered(sql: str) -> str:
     """``sql`` with MIN and MAX spelled as what the proxy answers for them: percentile_disc(P_EXTREME) and
-    percentile_disc(1 - P_EXTREME) (parser.quantile)."""
+    percentile_disc(1 - P_EXTREME) (parser.plan.quantile)."""
     def one(m: re.Match[str]) -> str:
         p = P_EXTREME if m[1].lower() == "min" else 1 - P_EXTREME
         return f"percentile_disc({p}) WITHIN GROUP (ORDER BY {m[2]})"

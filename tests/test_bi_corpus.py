@@ -36,8 +36,8 @@ from lapras.exact import PostgresExactSource
 from lapras.ledger.memory import MemoryLedger
 from lapras.settings import EngineSettings
 from parser import Refusal
-from parser.postprocess import Agg, Scaled
-from parser.quantile import Quantile
+from parser.plan.postprocess import Agg, Scaled
+from parser.plan.quantile import Quantile
 from parser.scalar import Key
 
 OK = "ok"

@@ -91,7 +91,7 @@ def test_psycopg_receives_dates_and_timestamps(temporal_proxy: Any, binary: bool
         assert [r[0] for r in rows] == [datetime(2026, 1, d) for d in range(1, 8)] + [None]
         assert cur.description[0].type_code == 1114
         # Refusals keep their SQLSTATE and hint, and the connection serves the next statement.
-        # A literal inside an hourly cell splits it for the statement (parser/splits.py); an expression
+        # A literal inside an hourly cell splits it for the statement (parser/bind/splits.py); an expression
         # cutting the cells is refused with its hint.
         assert cur.execute("SELECT count(*) FROM visits WHERE ts >= '2026-01-05 10:30'").fetchone()
         with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
@@ -141,7 +141,7 @@ def test_binned_bigint_keys_and_sums_keep_their_types(temporal_proxy: Any, binar
                            "WHERE epoch_s >= 1767312000 AND epoch_s <= 1767484799 GROUP BY 1 ORDER BY 1").fetchall()
         assert [r[0] for r in rows] == [1, 2] and all(isinstance(r[1], Decimal) for r in rows)
         assert [d.type_code for d in cur.description or []] == [20, 1700, 20]
-        # > inside a bin: the bin is split at the literal for this statement (parser/splits.py)
+        # > inside a bin: the bin is split at the literal for this statement (parser/bind/splits.py)
         assert cur.execute("SELECT count(*) FROM visits WHERE epoch_s > 1767312000").fetchone()
         with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
             cur.execute("SELECT epoch_s > 1767312000 AS k, count(*) FROM visits GROUP BY 1")
@@ -282,7 +282,7 @@ def test_min_max_of_dates_and_timestamps_through_the_engine(temporal_proxy: Any)
     asyncpg's binary format, each with the column's type: MIN/MAX of a day column (about 100 rows a day)
     and of a day-resolution timestamp (about 390 a day) equal PostgreSQL's truncated to the day. The hourly
     timestamptz has about 4 rows an hour, below the noise: an unfiltered MIN/MAX is the outer end of the
-    95% interval of percentile_disc(0.001) / (0.999) (parser.quantile), whole leaves of two hours, here
+    95% interval of percentile_disc(0.001) / (0.999) (parser.plan.quantile), whole leaves of two hours, here
     within a day of PostgreSQL's extremes (which lie within a day of the declared range's ends)."""
     asyncpg = pytest.importorskip("asyncpg")
     sql = "SELECT min(day), max(day), min(at), max(at), min(ts), max(ts) FROM visits"

@@ -20,7 +20,7 @@ import pytest
 
 from lapras.exact import PostgresExactSource
 from parser import plan_query
-from parser.sql import EXACT_SESSION_SQL, table_ref
+from parser.pushdown.sql import EXACT_SESSION_SQL, table_ref
 
 pytestmark = pytest.mark.slow
 

@@ -29,7 +29,7 @@ import pytest
 from scipy import stats
 from simulated import as_answered, released
 
-from parser.sql import EXACT_SESSION_SQL, table_ref
+from parser.pushdown.sql import EXACT_SESSION_SQL, table_ref
 
 pytestmark = pytest.mark.slow
 

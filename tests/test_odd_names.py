@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from parser.identifiers import quote_ident
+from pgcore.identifiers import quote_ident
 from proxy.config import LoadSettings, parse_config, toml_key
 from proxy.ops.demo_data import ensure_table
 

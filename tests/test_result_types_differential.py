@@ -1,6 +1,6 @@
 """Result column types equal PostgreSQL's: the RowDescription type OIDs of the proxy and of the upstream
 PostgreSQL for the same statement, for every function and operator the parser evaluates
-(parser/functions.py, parser/analysis/scalar_calls.py, scalar_time.py, the arithmetic of parser/scalar),
+(parser/semantics/functions.py, parser/analysis/scalar_calls.py, scalar_time.py, the arithmetic of parser/scalar),
 over the demo tables, as a group key and inside SUM. Describe only: nothing is read or charged."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def test_executed_row_description_matches_describe(proxy: Any, adult_db: str) ->
     assert ours == theirs == [1700, 20]
 
 
-@pytest.mark.xfail(strict=True, reason="known deviation (parser/postprocess.py): AVG of an integer or numeric, and "
+@pytest.mark.xfail(strict=True, reason="known deviation (parser/plan/postprocess.py): AVG of an integer or numeric, and "
                    "arithmetic of noisy aggregates with decimal literals, are float8 where PostgreSQL says numeric")
 def test_avg_and_noisy_decimal_arithmetic_types(proxy: Any, adult_db: str) -> None:
     for sql in ("SELECT avg(age) FROM adult", "SELECT count(*) * 1.5 FROM adult"):

@@ -3,7 +3,7 @@ protected `orders` to them in each BI tool's own spelling answered within the st
 exact answer, and the joins that could multiply or smuggle a person's rows refused with nothing charged.
 
 The exact answers are PostgreSQL's on the same text over the bounded rows: the test database's `orders`
-is cut to the rows the proxy's bounding keeps (at most k = 10 per customer, parser.bounding), so the
+is cut to the rows the proxy's bounding keeps (at most k = 10 per customer, parser.pushdown.bounding), so the
 statement runs upstream verbatim."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from notices import notice_columns, notice_stderrs
 
-from parser.bounding import bounded_rows_sql
+from parser.pushdown.bounding import bounded_rows_sql
 from proxy.config import load_config
 
 
@@ -203,7 +203,7 @@ def test_check_config_refuses_a_table_both_public_and_protected(tmp_path) -> Non
 def test_public_column_named_like_a_privacy_unit_warns() -> None:
     import dataclasses
 
-    from parser.public import PublicColumn
+    from parser.model.public import PublicColumn
     from proxy.ops.public_tables import public_table_warnings
 
     cfg = load_config("config.toml")

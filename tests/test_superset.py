@@ -5,7 +5,7 @@ Explore view sends them. Every answer is noisy and within its stated error of th
 The stated error: Superset's own SQL (returned with the chart data) is run again through the proxy with
 `lapras.show_stderr` on; the proxy replays the stored answer (identical values, nothing spent) and states
 the standard error of the release. The exact answer is that SQL run directly on the database, reading
-`events` as the proxy does (each user's rows bounded to the configured k, parser.sql.table_ref).
+`events` as the proxy does (each user's rows bounded to the configured k, parser.pushdown.sql.table_ref).
 Each value is within 5 standard errors (plus 1 for rounding) of it: a false failure has probability
 below 1e-5 over the ~80 values checked.
 """
@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from superset_harness import SupersetServer, ensure_installed
 
-from parser.sql import EXACT_SESSION_SQL, table_ref
+from parser.pushdown.sql import EXACT_SESSION_SQL, table_ref
 from proxy.replay.runner import parse_provenance
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a cold install of Superset takes minutes

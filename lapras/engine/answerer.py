@@ -24,8 +24,8 @@ from lapras.ledger.base import EpochRecord, EpochTxn, ReleaseRecord, StaleEpoch,
 from lapras.matrix_mechanism import MMRelease
 from lapras.online import Decision, OnlinePolicy, combine
 from lapras.outcomes import Outcome, QueryOutcome
-from parser.linear import LinearQuery
-from parser.schema import TableSchema
+from parser.model.linear import LinearQuery
+from parser.model.schema import TableSchema
 
 from .calibrate import Sensitivity, calibration, free_estimates
 from .keeper import EpochKeeper

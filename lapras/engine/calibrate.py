@@ -14,9 +14,9 @@ import numpy as np
 from lapras.exact import ExactSource
 from lapras.matrix_mechanism import MMRelease
 from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
-from parser.bounding import clamped, clamped_sensitivity
-from parser.linear import LinearQuery
-from parser.schema import TableSchema
+from parser.model.linear import LinearQuery
+from parser.model.schema import TableSchema
+from parser.pushdown.bounding import clamped, clamped_sensitivity
 
 Sensitivity = Callable[[Sequence[LinearQuery], int | None], float]
 

@@ -17,8 +17,8 @@ from lapras.mechanisms import Cost, Gaussian, Mechanism, new_rng, noise
 from lapras.report import budget_report
 from lapras.settings import EngineSettings
 from lapras.strategy_cache import StrategyCache
-from parser.linear import LinearQuery
-from parser.schema import Catalog, TableSchema
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog, TableSchema
 
 from .answerer import StreamAnswerer
 from .calibrate import Sensitivity, calibration

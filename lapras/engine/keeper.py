@@ -24,7 +24,7 @@ from lapras.mechanisms import Mechanism
 from lapras.online import OnlinePolicy
 from lapras.settings import EngineSettings
 from lapras.strategy_cache import StrategyCache
-from parser.schema import Catalog, with_value_lists
+from parser.model.schema import Catalog, with_value_lists
 
 from .prediction import Prediction
 from .preparer import EpochPreparer

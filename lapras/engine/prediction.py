@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import parser as sqlparser
-from parser.linear import LinearQuery
-from parser.schema import Catalog
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog
 
 
 @dataclass(frozen=True)

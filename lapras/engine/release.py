@@ -33,8 +33,8 @@ from lapras.settings import EngineSettings
 from lapras.strategy import ProductQuery
 from lapras.strategy_cache import StrategyCache
 from lapras.svd_bound import svd_bound
-from parser.linear import LinearQuery
-from parser.schema import Catalog, TableSchema
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog, TableSchema
 
 Workloads = dict[tuple[str, tuple[str, ...]], tuple[tuple[int, ...], list[ProductQuery]]]
 

@@ -17,8 +17,8 @@ from lapras.errors import BudgetExhausted
 from lapras.ledger.base import PartitionRecord, StaleEpoch, check_partition
 from lapras.mechanisms import Cost
 from lapras.mechanisms.threshold import GaussianThreshold
-from parser.linear import LinearQuery
-from parser.schema import TableSchema
+from parser.model.linear import LinearQuery
+from parser.model.schema import TableSchema
 
 from .keeper import EpochKeeper
 from .statements import PartitionRequest, Statement, table_of

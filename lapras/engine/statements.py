@@ -13,9 +13,10 @@ import numpy as np
 from lapras.errors import LaprasError
 from lapras.mechanisms import Cost
 from lapras.outcomes import Outcome, QueryOutcome
-from parser.linear import LinearQuery
-from parser.partition import has_selected_keys
-from parser.schema import Catalog, TableSchema, listed_values
+from parser.bind.partition import has_selected_keys
+from parser.bind.splits import has_splits
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog, TableSchema, listed_values
 
 
 class Statement(Protocol):
@@ -81,10 +82,11 @@ class Answer:
 
 def table_of(plan: Statement, catalog: Catalog) -> TableSchema | None:
     """The schema a statement was planned over: the catalog's, or the one with a partition selection's
-    released keys as a column's domain (what the statement's cells and exact-answer SQL refer to)."""
+    released keys as a column's domain or cells split at its literals (what the statement's cells and
+    exact-answer SQL refer to)."""
     planned = getattr(plan, "table_schema", None)
-    if isinstance(planned, TableSchema) and has_selected_keys(planned):
-        return planned
+    if isinstance(planned, TableSchema) and (has_selected_keys(planned) or has_splits(planned)):
+        return planned  # (has_splits: cells cut at the statement's literals, parser/bind/splits.py)
     return catalog.table(plan.table)
 
 

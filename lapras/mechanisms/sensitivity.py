@@ -19,8 +19,8 @@ import numpy as np
 
 from lapras.errors import StatementTooComplex
 from lapras.factored import TooMuchWork, box_sums, factor, families, family_weights
-from parser.linear import LinearQuery
-from parser.schema import TableSchema
+from parser.model.linear import LinearQuery
+from parser.model.schema import TableSchema
 
 
 def l2_sensitivity(matrix: np.ndarray) -> float:
@@ -107,7 +107,7 @@ def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], ma
 
 
 def derived_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None) -> float:
-    """Sensitivity over a derived histogram (``parser.distinct``), g = ``table.unit_rows``.
+    """Sensitivity over a derived histogram (``parser.bind.distinct``), g = ``table.unit_rows``.
 
     Distinct values: one unit moves the histogram by a non-negative integer vector of total at most g (its
     g kept (group, value) pairs, possibly all in one group): at most g times the largest column norm (the

@@ -35,9 +35,9 @@ from lapras.mechanisms.gaussian import lattice_feasible
 from lapras.regression import rdp
 from lapras.regression.methods import METHODS, Block, Cost, fit
 from lapras.regression.sqlcall import RegressionCall, RegressionError
-from parser.pgtypes import FLOAT8, TEXT
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.sql import table_ref
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import table_ref
+from pgcore.pgtypes import FLOAT8, TEXT
 
 COLUMNS: tuple[tuple[str, int], ...] = (("term", TEXT), ("estimate", FLOAT8), ("epsilon", FLOAT8),
                                         ("delta", FLOAT8))

@@ -13,8 +13,8 @@ import sqlglot
 from sqlglot import exp
 
 from lapras.regression.methods import METHODS
-from parser.identifiers import split_list, split_qualified
-from parser.sqlstate import SqlError
+from pgcore.identifiers import split_list, split_qualified
+from pgcore.sqlstate import SqlError
 
 FUNCTION = "linear_regression"
 SCHEMA = "lapras"

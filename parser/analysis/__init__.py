@@ -10,7 +10,7 @@ a statement with several faults gets the error PostgreSQL would give first):
     resolve_names    FROM names one protected table; columns resolve to its declared attributes
     check_select     aggregates only, no *, no windows, no DISTINCT rows, no unsupported clauses
                      (a shape probe, LIMIT 0/1 without aggregates, becomes its columns and no row: probe.py)
-    lower_where      WHERE -> the WHERE form (parser.condition)
+    lower_where      WHERE -> the WHERE form (parser.analysis.condition)
     lower_group_by   GROUP BY -> dimensions over the public domain (buckets via the scalar evaluator)
     lower_outputs    target list -> post-processing expressions over aggregate slots and group keys
     lower_clauses    HAVING, ORDER BY, LIMIT / OFFSET
@@ -22,14 +22,14 @@ from dataclasses import replace
 
 from sqlglot import exp
 
-from .. import errors as E
-from ..errors import Refusal
-from ..identifiers import display_ident
-from ..limits import Budget
-from ..partition import private_columns
-from ..schema import Catalog
-from ..syntax import position_of
-from ..template import Template
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.identifiers import display_ident
+
+from ..bind.partition import private_columns
+from ..model.limits import Budget
+from ..model.schema import Catalog
+from ..syntax.parse import position_of
 from .clauses import lower_clauses
 from .context import Context
 from .groups import lower_group_by
@@ -41,6 +41,7 @@ from .outputs import lower_outputs
 from .probe import probe_template
 from .select import check_select
 from .shape import check_shape
+from .template import Template
 from .where import lower_where
 
 __all__ = ["analyze"]
@@ -56,7 +57,7 @@ def _check_private_keys(select: exp.Select, ctx: Context) -> None:
     # An aggregate's FILTER (WHERE ...) is a sibling of its call in sqlglot's tree, not under it.
     roots = [select.args.get("where"), select.args.get("having"), *select.find_all(exp.AggFunc),
              *(f.expression for f in select.find_all(exp.Filter))]
-    # COUNT(DISTINCT col) counts the stored values (parser.distinct), never the column's cells: allowed.
+    # COUNT(DISTINCT col) counts the stored values (parser.bind.distinct), never the column's cells: allowed.
     counted = {id(strip_paren(d.expressions[0])) for d in select.find_all(exp.Distinct)
                if isinstance(d.parent, exp.Count) and len(d.expressions) == 1
                and isinstance(strip_paren(d.expressions[0]), exp.Column)}

@@ -11,20 +11,21 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from .. import condition as C
-from .. import errors as E
-from .. import postprocess as pp
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import INT2
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..pgtypes import INT2
-from ..syntax import position_of
-from ..template import AggSpec
+from ..plan import postprocess as pp
+from ..syntax.parse import position_of
+from . import condition as C
 from .context import Context
 from .nodes import INT_TYPES, NotScalar, sql_of, strip_numeric_casts, strip_paren, unsupported
 from .quantiles import ORDER_STATISTICS, lower_order_statistic
 from .rowvalues import bounds as value_bounds
 from .rowvalues import non_null, row_value, weights
 from .scalars import NOT_CONSTANT, compile_scalar, fold
+from .template import AggSpec
 from .where import lower_where, operand
 from .where import subject as strip_identity_casts
 
@@ -238,7 +239,7 @@ def _count(arg: exp.Expr | None, filt: C.Cond | None, name: str, ctx: Context) -
 
 def _count_distinct(arg: exp.Distinct, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
     """``COUNT(DISTINCT unit)``: units present per group; ``COUNT(DISTINCT col)``: distinct stored values of a
-    declared column per group. Both are cells of a derived histogram (``parser.distinct``)."""
+    declared column per group. Both are cells of a derived histogram (``parser.bind.distinct``)."""
     cols = arg.expressions
     if len(cols) != 1:
         raise unsupported("COUNT(DISTINCT ...) of several expressions", arg,

@@ -9,12 +9,13 @@ from typing import Any
 
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..limits import Budget
-from ..schema import Attribute
-from ..syntax import position_of
+from ..model.limits import Budget
+from ..model.schema import Attribute
+from ..syntax.parse import position_of
 from .nodes import sql_of
 
 
@@ -72,7 +73,7 @@ def _monotone(e: S.Expr) -> bool:
     if isinstance(e, S.Cast | S.Neg):
         return True
     if isinstance(e, S.Call):
-        # to_char is not monotone ('MM' repeats every year), but each of its fields (parser.tochar: year,
+        # to_char is not monotone ('MM' repeats every year), but each of its fields (parser.semantics.tochar: year,
         # quarter, month and its names, week, day and its names, hour, AM/PM, minute, second, fractions) is
         # constant on a cell at least as long as its unit and differs between a cell's first and last
         # instant otherwise (0 vs 59, 00 vs 23, 12 vs 11 for HH12, AM vs PM, 000 vs 999): comparing the two

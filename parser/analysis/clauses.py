@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .. import condition as C
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..syntax import position_of
+from ..syntax.parse import position_of
+from . import condition as C
 from .context import Context
 from .nodes import ident, is_param, param_index, sql_of, strip_paren, unsupported
 from .outputs import lower_expr

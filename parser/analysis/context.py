@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from .. import scalar as S
-from ..limits import Budget
-from ..schema import Attribute, TableSchema
-from ..template import AggSpec, GroupDim
+from ..model.limits import Budget
+from ..model.schema import Attribute, TableSchema
 from .names import Scope
 from .nodes import NotScalar, is_param
+from .template import AggSpec, GroupDim
 
 
 @dataclass

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from .. import errors as E
-from ..errors import Refusal
-from ..public import PublicTable
-from ..schema import TableSchema
-from ..syntax import position_of
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
+from ..model.public import PublicTable
+from ..model.schema import TableSchema
+from ..syntax.parse import position_of
 from .nodes import ident
 
 _INT_TYPES = ("smallint", "integer", "bigint")

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..predicate import merge_ranges
-from ..schema import Attribute
-from ..syntax import position_of
-from ..template import GroupDim
+from ..model.predicate import merge_ranges
+from ..model.schema import Attribute
+from ..syntax.parse import position_of
 from .cells import on_cells
 from .context import Context
 from .joint import hashable, joint_dim, ordered_keys
 from .nodes import ident, sql_of, strip_paren, unsupported
 from .scalars import NotScalar, compile_scalar
+from .template import GroupDim
 
 _BUCKET_HINT = "GROUP BY takes attributes, or deterministic expressions over them (arithmetic, CASE, functions)."
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .. import errors as E
-from ..errors import Refusal
-from ..limits import Budget
-from ..schema import Catalog, TableSchema
-from ..syntax import position_of
-from .nodes import ident, in_nested_select, strip_paren, unsupported
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
+from ..model.limits import Budget
+from ..model.schema import Catalog, TableSchema
+from ..syntax.parse import position_of
+from .nodes import figure_name, ident, in_nested_select, strip_paren, unsupported
 
 _ROW_CLAUSES = ("distinct", "limit", "offset", "qualify", "laterals", "joins", "pivots", "sample", "locks")
 
@@ -149,8 +150,6 @@ def _outputs(sel: exp.Select, table: TableSchema) -> list[tuple[str, exp.Expr]]:
         elif isinstance(item, exp.Alias):
             out.append((ident(item.args["alias"]), item.this))
         else:
-            from .outputs import figure_name  # outputs imports this package's siblings; late to avoid a cycle
-
             out.append((figure_name(item), item))
     return out
 

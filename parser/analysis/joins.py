@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .. import errors as E
-from ..errors import Refusal
-from ..identifiers import display_ident
-from ..limits import Budget
-from ..public import PublicTable
-from ..schema import Catalog, TableSchema
-from ..syntax import position_of
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.identifiers import display_ident
+
+from ..model.limits import Budget
+from ..model.public import PublicTable
+from ..model.schema import Catalog, TableSchema
+from ..syntax.parse import position_of
 from .dimensions import (
     Dim,
     Source,

@@ -22,14 +22,15 @@ from typing import Any
 import numpy as np
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..schema import Attribute
-from ..syntax import position_of
-from ..template import GroupDim
+from ..model.schema import Attribute
+from ..syntax.parse import position_of
 from .cells import constant_per_cell, cuts_cells
 from .nodes import sql_of, unsupported
+from .template import GroupDim
 
 MAX_PRODUCT = 1_000_000
 """An expression over several attributes is evaluated on at most this many combinations of their cells."""

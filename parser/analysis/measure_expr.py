@@ -24,12 +24,13 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from pgcore.identifiers import quote_ident
+
 from .. import scalar as S
 from ..coltypes.numeric import NumericType
-from ..identifiers import quote_ident
-from ..schema import Attribute
-from ..sql import cell_expr
-from ..syntax import _DIALECT
+from ..model.schema import Attribute
+from ..pushdown.cellsql import cell_expr
+from ..syntax.parse import _DIALECT
 
 _BIG = 1e300  # float8 overflows near 1.8e308: a bound beyond this could overflow somewhere in the range
 _INT4 = 2**31 - 1

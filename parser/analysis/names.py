@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .. import errors as E
-from ..errors import Refusal
-from ..identifiers import display_ident
-from ..schema import Attribute, Catalog, TableSchema
-from ..syntax import position_of
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.identifiers import display_ident
+
+from ..model.schema import Attribute, Catalog, TableSchema
+from ..syntax.parse import position_of
 from .nodes import ident, star_refusal, unsupported
 
 

@@ -7,13 +7,14 @@ from typing import Any
 
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.identifiers import display_ident, fold
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..identifiers import display_ident, fold
-from ..limits import Budget
-from ..schema import TableSchema
-from ..syntax import position_of
+from ..model.limits import Budget
+from ..model.schema import TableSchema
+from ..syntax.parse import position_of
 
 CMP_OPS: dict[type[exp.Expr], str] = {
     exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
@@ -61,7 +62,7 @@ def sql_of(node: exp.Expr) -> str:
 
 
 ident = fold
-"""Identifier text as PostgreSQL folds it (``parser.identifiers.fold``)."""
+"""Identifier text as PostgreSQL folds it (``pgcore.identifiers.fold``)."""
 
 
 def strip_paren(node: Any) -> Any:
@@ -130,3 +131,35 @@ def star_refusal(table: TableSchema, node: exp.Expr) -> Refusal:
     return Refusal(E.INSUFFICIENT_PRIVILEGE, f"permission denied: SELECT * on protected table {table.name}",
                    hint="Only aggregates (COUNT, SUM, AVG) may be read from a protected table.",
                    position=position_of(node))
+
+
+_FUNCTION_NAMES: dict[type[exp.Expr], str] = {
+    exp.Coalesce: "coalesce", exp.Nullif: "nullif", exp.Round: "round", exp.Abs: "abs", exp.Ceil: "ceil",
+    exp.Floor: "floor", exp.Greatest: "greatest", exp.Least: "least", exp.TimestampTrunc: "date_trunc",
+    exp.DateTrunc: "date_trunc", exp.Extract: "extract", exp.UnixToTime: "to_timestamp",
+}
+_CAST_NAMES = {exp.DataType.Type.BIGINT: "int8", exp.DataType.Type.INT: "int4", exp.DataType.Type.DOUBLE: "float8",
+               exp.DataType.Type.DECIMAL: "numeric", exp.DataType.Type.TEXT: "text", exp.DataType.Type.DATE: "date",
+               exp.DataType.Type.TIMESTAMP: "timestamp", exp.DataType.Type.TIMESTAMPTZ: "timestamptz"}
+
+
+def figure_name(node: exp.Expr) -> str:
+    """The output column name PostgreSQL gives an unaliased expression (FigureColname)."""
+    node = strip_paren(node)
+    if isinstance(node, exp.Column):
+        return ident(node.this)
+    if isinstance(node, exp.Cast):
+        inner = figure_name(node.this)
+        return inner if inner != "?column?" else _CAST_NAMES.get(node.args["to"].this, "?column?")
+    if isinstance(node, exp.Filter):
+        return figure_name(node.this)
+    if isinstance(node, exp.WithinGroup):
+        return {exp.PercentileCont: "percentile_cont", exp.PercentileDisc: "percentile_disc"}.get(
+            type(node.this), "?column?")
+    if isinstance(node, exp.AggFunc):
+        return type(node).__name__.lower()
+    if isinstance(node, exp.Case):
+        return "case"
+    if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
+        return _FUNCTION_NAMES.get(type(node), "?column?")
+    return "?column?"

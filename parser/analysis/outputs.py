@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..syntax import position_of
+from ..syntax.parse import position_of
 from .aggregates import lower_aggregate
 from .context import Context
-from .nodes import ident, param_index, sql_of, strip_paren, unsupported
+from .nodes import figure_name, ident, param_index, sql_of, unsupported
 from .scalars import NotScalar, compile_scalar
 from .where import lower_where
 
@@ -75,35 +76,3 @@ def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
     if isinstance(node, exp.Select | exp.Subquery):
         raise unsupported("subquery", node)
     return None
-
-
-_FUNCTION_NAMES: dict[type[exp.Expr], str] = {
-    exp.Coalesce: "coalesce", exp.Nullif: "nullif", exp.Round: "round", exp.Abs: "abs", exp.Ceil: "ceil",
-    exp.Floor: "floor", exp.Greatest: "greatest", exp.Least: "least", exp.TimestampTrunc: "date_trunc",
-    exp.DateTrunc: "date_trunc", exp.Extract: "extract", exp.UnixToTime: "to_timestamp",
-}
-_CAST_NAMES = {exp.DataType.Type.BIGINT: "int8", exp.DataType.Type.INT: "int4", exp.DataType.Type.DOUBLE: "float8",
-               exp.DataType.Type.DECIMAL: "numeric", exp.DataType.Type.TEXT: "text", exp.DataType.Type.DATE: "date",
-               exp.DataType.Type.TIMESTAMP: "timestamp", exp.DataType.Type.TIMESTAMPTZ: "timestamptz"}
-
-
-def figure_name(node: exp.Expr) -> str:
-    """The output column name PostgreSQL gives an unaliased expression (FigureColname)."""
-    node = strip_paren(node)
-    if isinstance(node, exp.Column):
-        return ident(node.this)
-    if isinstance(node, exp.Cast):
-        inner = figure_name(node.this)
-        return inner if inner != "?column?" else _CAST_NAMES.get(node.args["to"].this, "?column?")
-    if isinstance(node, exp.Filter):
-        return figure_name(node.this)
-    if isinstance(node, exp.WithinGroup):
-        return {exp.PercentileCont: "percentile_cont", exp.PercentileDisc: "percentile_disc"}.get(
-            type(node.this), "?column?")
-    if isinstance(node, exp.AggFunc):
-        return type(node).__name__.lower()
-    if isinstance(node, exp.Case):
-        return "case"
-    if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
-        return _FUNCTION_NAMES.get(type(node), "?column?")
-    return "?column?"

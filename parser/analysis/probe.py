@@ -10,11 +10,10 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .. import scalar as S
-from ..template import GroupDim, Template
 from .context import Context
-from .nodes import ident, sql_of, unsupported
-from .outputs import figure_name
+from .nodes import figure_name, ident, sql_of, unsupported
 from .scalars import NotScalar, compile_scalar
+from .template import GroupDim, Template
 from .where import lower_where
 
 NO_ROWS = GroupDim("", (), (), S.TEXT)

@@ -1,5 +1,5 @@
 """Pass: lower an order statistic (MIN, MAX, MEDIAN, ``percentile_cont`` / ``percentile_disc`` WITHIN GROUP
-(ORDER BY col)) over an ordered attribute to one COUNT slot per node of its public tree (parser.quantile)
+(ORDER BY col)) over an ordered attribute to one COUNT slot per node of its public tree (parser.plan.quantile)
 and the post-processing expression that reads the quantile from them."""
 
 from __future__ import annotations
@@ -8,20 +8,21 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from .. import collation
-from .. import condition as C
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
 from .. import scalar as S
 from ..coltypes.temporal import TemporalType
 from ..coltypes.text import TextType
-from ..errors import Refusal
-from ..predicate import merge_ranges
-from ..quantile import Quantile, build_tree
-from ..syntax import position_of
-from ..template import AggSpec
+from ..model.predicate import merge_ranges
+from ..plan.quantile import Quantile, build_tree
+from ..semantics import collation
+from ..syntax.parse import position_of
+from . import condition as C
 from .context import Context
 from .nodes import sql_of, strip_numeric_casts, strip_paren, unsupported
 from .scalars import fold
+from .template import AggSpec
 
 ORDER_STATISTICS = (exp.Min, exp.Max, exp.Median, exp.WithinGroup)
 _HINT = ("MIN, MAX, MEDIAN and percentile_cont/percentile_disc(fraction) WITHIN GROUP (ORDER BY col) take one "
@@ -79,7 +80,7 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
         cond: C.Cond = C.Cells(attr.name, ((lo, hi),), tuple(rest))
         slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
     oid = S.FLOAT8 if kind == "cont" else attr.domain.oid
-    # A range slider's MIN/MAX (no WHERE, FILTER or GROUP BY) may return the declared bound (parser.quantile).
+    # A range slider's MIN/MAX (no WHERE, FILTER or GROUP BY) may return the declared bound (parser.plan.quantile).
     bounded = kind in ("min", "max") and filt is None and not ctx.groups and ctx.select.args.get("where") is None
     if isinstance(dom, TemporalType):
         # Read over cell indices; the estimate is returned as its cell's start (the cell's value, as a group
@@ -96,7 +97,7 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
 def _text_statistic(attr: str, values: list[str], kind: str, fraction: float, filt: C.Cond | None, name: str,
                     ctx: Context) -> S.Expr:
     """MIN / MAX / percentile_disc of a text attribute: the tree is over the declared values in the
-    database's collation (parser.collation; the values are public, so the database may sort them), each node
+    database's collation (parser.semantics.collation; the values are public, so the database may sort them), each node
     the union of the cells of its run of ranks."""
     rank = collation.current().ranks(values)
     perm = sorted(range(len(values)), key=lambda i: rank[values[i]])

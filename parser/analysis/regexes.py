@@ -1,6 +1,6 @@
 """Regular-expression matches in scalar SQL: ``x ~ re``, ``~*``, ``!~``, ``!~*``, ``regexp_like(x, re [,
 flags])`` and ``x [NOT] SIMILAR TO p [ESCAPE e]`` over a text value, with a constant pattern, compile to
-one boolean call evaluated per declared cell with PostgreSQL's semantics (parser.regex). Functions whose
+one boolean call evaluated per declared cell with PostgreSQL's semantics (parser.semantics.regex). Functions whose
 value is the matched text are refused naming the function (0A000), as are patterns outside the subset the
 proxy evaluates exactly (naming the part)."""
 
@@ -10,11 +10,12 @@ from typing import Any
 
 from sqlglot import exp
 
-from .. import errors as E
-from .. import regex as R
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..syntax import position_of
+from ..semantics import regex as R
+from ..syntax.parse import position_of
 from .nodes import sql_of, strip_paren
 
 MATCHES = (exp.RegexpLike, exp.RegexpILike, exp.SimilarTo)

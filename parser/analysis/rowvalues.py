@@ -23,14 +23,15 @@ from typing import Any
 import numpy as np
 from sqlglot import exp
 
-from .. import condition as C
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import type_name
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..pgtypes import type_name
-from ..predicate import merge_ranges
-from ..schema import Attribute
-from ..syntax import position_of
+from ..model.predicate import merge_ranges
+from ..model.schema import Attribute
+from ..syntax.parse import position_of
+from . import condition as C
 from . import measure_expr as ME
 from .cells import on_cells
 from .context import Context

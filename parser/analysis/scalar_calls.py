@@ -1,19 +1,20 @@
 """Function calls in the scalar compiler: the numeric functions (round, floor, coalesce, greatest...),
 the text ones (lower, substring, trim, ``||``, LIKE / ILIKE, to_char), date(x), and the refusals of
 functions PostgreSQL has but a per-row value cannot use (volatile ones) or that do not exist. A mixin of
-``parser.analysis.scalars``' compiler; the functions' semantics are ``parser.functions``'."""
+``parser.analysis.scalars``' compiler; the functions' semantics are ``parser.semantics.functions``'."""
 
 from __future__ import annotations
 
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import type_name
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..pgtypes import type_name
-from ..syntax import position_of
-from ..tochar import Unsupported, pg_pattern
-from ..tochar import parse as tochar_parse
+from ..semantics.tochar import Unsupported, pg_pattern
+from ..semantics.tochar import parse as tochar_parse
+from ..syntax.parse import position_of
 from . import regexes
 from .nodes import CompilerPart, NotScalar, sql_of, strip_paren
 
@@ -194,7 +195,7 @@ class CallCompiler(CompilerPart):
         return S.Logic("not", [out]) if node.args.get("negate") else out
 
     def to_char(self, node: exp.TimeToStr | exp.Anonymous, d: int) -> S.Expr:
-        """to_char(date or timestamp, pattern) with PostgreSQL's patterns (parser.tochar)."""
+        """to_char(date or timestamp, pattern) with PostgreSQL's patterns (parser.semantics.tochar)."""
         args = [node.this, node.args.get("format")] if isinstance(node, exp.TimeToStr) else list(node.expressions)
         x = self.compile(args[0], d)
         fmt = args[1] if len(args) == 2 else None

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import type_name
+
 from .. import scalar as S
-from .. import temporal as TM
-from ..errors import Refusal
-from ..pgtypes import type_name
-from ..syntax import DATE_PART, position_of
-from ..values import temporal_arith_type, temporal_common
+from ..semantics import datetimes as TM
+from ..semantics.values import temporal_arith_type, temporal_common
+from ..syntax.parse import DATE_PART, position_of
 from .nodes import CompilerPart, NotScalar
 
 _CLOCK = (exp.CurrentTimestamp, exp.CurrentDate, exp.Localtimestamp, exp.CurrentDatetime)

@@ -17,14 +17,15 @@ from typing import Any
 
 from sqlglot import exp
 
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import TIME, type_name
+
 from .. import scalar as S
-from .. import temporal as TM
 from ..coltypes.timeofday import time_of_day
-from ..errors import Refusal
-from ..limits import Budget
-from ..pgtypes import TIME, type_name
-from ..syntax import folded_items, literal_value, position_of
+from ..model.limits import Budget
+from ..semantics import datetimes as TM
+from ..syntax.parse import folded_items, literal_value, position_of
 from .nodes import ARITH, CMP_OPS, FLOAT_TYPES, INT_TYPES, TEXT_TYPES, NotScalar, flatten, strip_paren
 from .scalar_calls import CallCompiler
 from .scalar_time import TEMPORAL_TYPES, TemporalCompiler
@@ -47,7 +48,7 @@ class _Compiler(TemporalCompiler, CallCompiler):
 
     def typed(self, e: S.Expr) -> S.Expr:
         if not self.exact and e.oid == S.NUMERIC:
-            e.oid = S.FLOAT8  # numbers computed from noisy values are float8 (see parser.postprocess)
+            e.oid = S.FLOAT8  # numbers computed from noisy values are float8 (see parser.plan.postprocess)
         return e
 
     def compile(self, node: exp.Expr, depth: int = 0) -> S.Expr:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..syntax import position_of
+from ..syntax.parse import position_of
 from .context import Context
 from .nodes import non_aggregate, star_refusal, strip_paren, unsupported
 

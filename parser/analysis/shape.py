@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .. import errors as E
-from ..errors import Refusal
-from ..syntax import position_of
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
+from ..syntax.parse import position_of
 
 _WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Alter, exp.Merge, exp.TruncateTable)
 

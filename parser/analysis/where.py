@@ -1,4 +1,4 @@
-"""Pass: lower a WHERE clause (and FILTER / CASE WHEN conditions) to the WHERE form (parser.condition).
+"""Pass: lower a WHERE clause (and FILTER / CASE WHEN conditions) to the WHERE form (parser.analysis.condition).
 
 Comparisons of an attribute with a constant or a parameter, IN lists, ANY/ALL(ARRAY[...]), BETWEEN,
 IS [NOT] NULL, IS [NOT] DISTINCT FROM, combined with AND, OR, NOT; comparisons between constants fold.
@@ -13,14 +13,15 @@ from typing import Any
 import numpy as np
 from sqlglot import exp
 
-from .. import condition as C
-from .. import errors as E
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import ARRAY_OF
+
 from .. import scalar as S
-from ..errors import Refusal
-from ..pgtypes import ARRAY_OF
-from ..predicate import merge_ranges, runs
-from ..schema import Attribute
-from ..syntax import folded_items, position_of
+from ..model.predicate import merge_ranges, runs
+from ..model.schema import Attribute
+from ..syntax.parse import folded_items, position_of
+from . import condition as C
 from .cells import on_cells
 from .context import Context
 from .joint import product_values

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .. import errors as E
-from ..errors import Refusal
-from ..pgtypes import FLOAT8, INT8
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import FLOAT8, INT8
 
 Value = Any
 """A cell value as Python carries it: int, str, Decimal, bool, date, datetime; None is NULL."""
@@ -156,7 +156,7 @@ class ColumnType:
         """True when casting the column to the sqlglot type ``to`` keeps its values (``age::int``)."""
         return False
 
-    # -- cells cut at a statement's literals (parser/splits.py, coltypes/split.py) -----------------
+    # -- cells cut at a statement's literals (parser/bind/splits.py, coltypes/split.py) -----------------
 
     virtual: ClassVar[bool] = False
     """A statement's split axis (``coltypes.split.SplitType``), not a stored column."""

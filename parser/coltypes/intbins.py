@@ -16,10 +16,12 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 
-from .. import pgtypes as T
+from pgcore import pgtypes as T
+
 from .base import ColumnType, DeclarationError, Value, clamp_sql
-from .integer import _NUMERIC_CASTS, check_int_literal, read_int
+from .intvalues import _NUMERIC_CASTS, check_int_literal, read_int
 from .numeric import MAX_BINS, NumericType
+from .split import Cut
 
 _INT_BOUNDS = {"smallint": (-(2**15), 2**15 - 1), "integer": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
 
@@ -90,8 +92,6 @@ class BinnedIntType(NumericType):
         return super().ranges(op, q)
 
     def thresholds(self, op: str, x: Value) -> tuple[Any, ...] | None:
-        from .split import Cut
-
         q = Fraction(str(x).strip()) if isinstance(x, str | Decimal) else Fraction(x)
         # Integers: every cut is ">= an integer" (> q is >= floor(q) + 1), so equal cuts are one point.
         if op in ("<", ">="):

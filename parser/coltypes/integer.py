@@ -2,88 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime
 from decimal import Decimal, InvalidOperation
-from fractions import Fraction
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
-from sqlglot import exp
 
-from .. import errors as E
-from .. import pgtypes as T
-from ..errors import Refusal
-from ..temporal import Interval
+from pgcore import pgtypes as T
+
 from .base import ColumnType, DeclarationError, Value, clamp_sql
-
-if TYPE_CHECKING:
-    from .intbins import BinnedIntType
+from .intbins import BinnedBigIntType, BinnedIntType, BinnedSmallIntType
+from .intvalues import _NUMERIC_CASTS, check_int_literal, int_ranges, read_int
 
 MAX_CELLS = 1_000_000
-_NUMERIC_CASTS = {exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT,
-                  exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL,
-                  exp.DataType.Type.BIGDECIMAL}
-
-
-def int_ranges(lo: int, hi: int, op: str, x: Any) -> list[tuple[int, int]]:
-    """Offsets (from ``lo``) of the integers in ``lo..hi`` where ``v op x`` holds, as ranges."""
-    n = hi - lo + 1
-    try:
-        q = Fraction(x) if not isinstance(x, Decimal) else Fraction(str(x))
-    except (ValueError, InvalidOperation, TypeError):
-        return []
-    if op in ("=", "<>"):
-        hit = q.denominator == 1 and lo <= q <= hi
-        eq = [(int(q) - lo, int(q) - lo)] if hit else []
-        if op == "=":
-            return eq
-        return [(0, n - 1)] if not eq else [(0, eq[0][0] - 1), (eq[0][0] + 1, n - 1)]
-    if op in ("<", "<="):
-        top = math.ceil(q) - 1 if op == "<" else math.floor(q)
-        return [(0, min(top, hi) - lo)] if top >= lo else []
-    if op in (">", ">="):
-        bot = math.floor(q) + 1 if op == ">" else math.ceil(q)
-        return [(max(bot, lo) - lo, n - 1)] if bot <= hi else []
-    raise AssertionError(op)
-
-
-def read_int(p: object, type_name: str = "integer") -> Value:
-    """A bound parameter compared with an integer column: an int, or an exact number for ranges."""
-    if isinstance(p, bytes):
-        p = p.decode()
-    if isinstance(p, bool):
-        raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name} = boolean")
-    if isinstance(p, int | Decimal):
-        return p
-    if isinstance(p, float):
-        return Decimal(repr(p))
-    try:
-        return int(str(p).strip())
-    except ValueError:
-        raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type {type_name}: "{p}"') from None
-
-
-def check_int_literal(value: Value, position: int | None, type_name: str = "integer") -> Value:
-    if isinstance(value, date | Interval):
-        other = "interval" if isinstance(value, Interval) else ("timestamp" if isinstance(value, datetime) else "date")
-        raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name} = {other}", position=position,
-                      hint=f"An {type_name} column compares with numbers; dates and intervals apply to date and "
-                      "timestamp columns.")
-    if isinstance(value, bool):
-        raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name} = boolean", position=position,
-                      hint="No operator matches the given name and argument types.")
-    if isinstance(value, str):
-        try:
-            int(value.strip())
-        except ValueError:
-            raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type {type_name}: "{value}"',
-                          position=position) from None
-    return value
-
-
 @dataclass(frozen=True)
 class IntType(ColumnType):
     """Integers ``lo..hi`` (with ``bins``, a wide range in bins). Stored values outside are clipped into the range (which bounds a row's SUM
@@ -175,8 +107,6 @@ class IntType(ColumnType):
     @classmethod
     def binned_type(cls) -> type[BinnedIntType]:
         """The class of this integer width declared with ``bins`` (wide ranges: ids, epoch seconds, cents)."""
-        from .intbins import BinnedBigIntType, BinnedIntType, BinnedSmallIntType
-
         return {"smallint": BinnedSmallIntType, "bigint": BinnedBigIntType}.get(cls.sql_type, BinnedIntType)
 
     @classmethod

@@ -5,7 +5,7 @@ SUM and AVG read each row's value clamped into ``[min, max]`` in the pushed-down
 SUM by at most ``max(|min|, |max|)``: the sensitivity. Without bins the column has one cell (and NULL when
 nullable): it can be summed and counted, not filtered or grouped. With bins each bin ``[e_i, e_i+1)`` is a
 cell (the last one closed at ``max``); a comparison inside a bin cuts it, and the binder splits that bin
-at the literal for the statement (``thresholds`` / ``cut_cells``, ``parser/splits.py``)."""
+at the literal for the statement (``thresholds`` / ``cut_cells``, ``parser/bind/splits.py``)."""
 
 from __future__ import annotations
 
@@ -19,10 +19,12 @@ from typing import Any, ClassVar
 import numpy as np
 from sqlglot import exp
 
-from .. import errors as E
-from .. import pgtypes as T
-from ..errors import Refusal
+from pgcore import errors as E
+from pgcore import pgtypes as T
+from pgcore.errors import Refusal
+
 from .base import ColumnType, DeclarationError, Value, clamp_sql
+from .split import Cut
 
 MAX_BINS = 100_000
 _NUMERIC_CASTS = {exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT, exp.DataType.Type.DECIMAL,
@@ -182,8 +184,6 @@ class NumericType(ColumnType):
     def thresholds(self, op: str, x: Value) -> tuple[Any, ...] | None:
         if not self.edges:
             return None  # one cell: refused as before (declare bins to filter)
-        from .split import Cut
-
         q = _num(x)
         ge, gt = Cut(q, False), Cut(q, True)
         return {"<": (ge,), ">=": (ge,), "<=": (gt,), ">": (gt,), "=": (ge, gt), "<>": (ge, gt)}[op]

@@ -2,7 +2,7 @@
 
 ``ts BETWEEN '2026-04-01' AND '2026-05-01 00:00:00'`` (an inclusive end on a cell boundary) or ``amount > 105``
 inside a bin [100, 110) cuts a cell. The literals are public (they are the SQL's text, not data), so the
-binder gives that statement a finer partition (``parser/splits.py``): the column keeps its declared cells and
+binder gives that statement a finer partition (``parser/bind/splits.py``): the column keeps its declared cells and
 a virtual attribute, this ``SplitType``, holds each row's *rank*: how many of the statement's cut points
 (sorted) its value has passed. A row then lies in one (cell, rank) pair, as before in one cell, so
 per-row and per-unit contribution bounds are unchanged; the pairs that cannot hold rows (a rank outside the
@@ -17,8 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .. import pgtypes as T
-from ..identifiers import display_ident, quote_ident
+from pgcore import pgtypes as T
+from pgcore.identifiers import display_ident, quote_ident
+
 from .base import ColumnType, Value
 
 

@@ -4,7 +4,7 @@
 Cell ``i`` holds the instants ``[lo + i*step, lo + (i+1)*step)``. A comparison on a cell boundary
 (``ts >= '2026-03-01'``) selects whole cells; one inside a cell (``ts >= '2026-03-01 10:30'`` on hourly
 cells, an inclusive end ``ts <= '2026-05-01 00:00:00'``) cuts it: the binder splits that cell at the
-literal for the statement (``thresholds`` / ``cut_cells``, ``parser/splits.py``), never rounding. A date
+literal for the statement (``thresholds`` / ``cut_cells``, ``parser/bind/splits.py``), never rounding. A date
 holds one value a cell, so an instant inside a day decides whole days.
 """
 
@@ -20,11 +20,13 @@ from typing import Any, ClassVar
 import numpy as np
 from sqlglot import exp
 
-from .. import errors as E
-from .. import pgtypes as T
-from ..errors import Refusal
-from ..temporal import Interval, cast_temporal, parse_datetime
+from pgcore import errors as E
+from pgcore import pgtypes as T
+from pgcore.errors import Refusal
+
+from ..semantics.datetimes import Interval, cast_temporal, parse_datetime
 from .base import ColumnType, DeclarationError, Value, clamp_sql
+from .split import Cut
 
 MAX_CELLS = 1_000_000
 RESOLUTIONS = {"day": timedelta(days=1), "hour": timedelta(hours=1), "minute": timedelta(minutes=1)}
@@ -184,8 +186,6 @@ class TemporalType(ColumnType):
     sqlglot_type: ClassVar[object] = None
 
     def thresholds(self, op: str, x: Value) -> tuple[Any, ...] | None:
-        from .split import Cut
-
         # Values are whole microseconds: > x is >= x + 1us, so every cut is ">= an instant".
         ts = self.instant(x)
         at, after = Cut(ts), Cut(ts + self.eps)

@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 from sqlglot import exp
 
-from .. import errors as E
-from .. import pgtypes as T
-from ..collation import compare_text
-from ..errors import Refusal
-from ..identifiers import split_qualified
+from pgcore import errors as E
+from pgcore import pgtypes as T
+from pgcore.errors import Refusal
+from pgcore.identifiers import split_qualified
+
+from ..semantics.collation import compare_text
 from .base import ColumnType, DeclarationError, Value
 
 _TEXT_CASTS = {exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR, exp.DataType.Type.CHAR}
@@ -30,7 +31,7 @@ class TextType(ColumnType):
     is nullable and the first declared value otherwise (so every row lands in exactly one cell).
 
     ``keys = "private"`` declares a column with no public list (cities, product names): it is grouped on
-    only through DP partition selection (:mod:`parser.partition`), which plans the statement again over
+    only through DP partition selection (:mod:`parser.bind.partition`), which plans the statement again over
     the released keys as a ``keys = "selected"`` domain, where a stored value outside them is in no cell."""
 
     type_name = "text"
@@ -94,7 +95,7 @@ class TextType(ColumnType):
         return [(0, n - 1)] if idx is None else [(0, idx - 1), (idx + 1, n - 1)]
 
     def _ordered(self, op: str, x: str) -> list[tuple[int, int]]:
-        """The cells whose value is ``op x`` in the database's collation (parser.collation): the declared
+        """The cells whose value is ``op x`` in the database's collation (parser.semantics.collation): the declared
         values and the literal are public, so the database may sort them."""
         vals = list(self.values)
         hits = compare_text(op, vals, [x] * len(vals))

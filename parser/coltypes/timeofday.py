@@ -11,10 +11,11 @@ from typing import Any
 
 from sqlglot import exp
 
-from .. import errors as E
-from .. import pgtypes as T
-from ..errors import Refusal
-from ..sqlstate import DATETIME_FIELD_OVERFLOW, INVALID_DATETIME_FORMAT
+from pgcore import errors as E
+from pgcore import pgtypes as T
+from pgcore.errors import Refusal
+from pgcore.sqlstate import DATETIME_FIELD_OVERFLOW, INVALID_DATETIME_FORMAT
+
 from .base import ColumnType, DeclarationError, Value, clamp_sql
 from .temporal import RESOLUTIONS, TemporalType
 

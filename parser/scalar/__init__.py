@@ -5,7 +5,7 @@ A row is a cell of the public domain (``cells`` binds each attribute to the cell
 buckets, constant folding, and later any per-row expression over declared columns), or a result group
 (``keys`` and noisy aggregate values ``aggs``: output columns, HAVING, ORDER BY). Operators and their
 three-valued logic live here; the semantics of each type (integer division, exact numeric rounding,
-float casts, functions) in ``parser.values``, and nowhere else.
+float casts, functions) in ``parser.semantics.values``, and nowhere else.
 
 Over public values (``strict``) errors are raised as PostgreSQL raises them (22012, 22P02); over noisy
 values division by zero yields NULL, so a noisy value never fails a result after its release.
@@ -20,26 +20,26 @@ Modules: ``tree`` (``Env``, ``Expr``, leaves, vector helpers), ``arith`` (arithm
 
 from __future__ import annotations
 
-from ..functions import call_type
-from ..values import (
-    BOOL,
-    DATE,
-    FLOAT8,
-    INT4,
-    INT8,
-    INTEGER_OIDS,
-    INTERVAL,
-    NUMBER_OIDS,
-    NUMERIC,
-    TEMPORAL_OIDS,
-    TEXT,
-    TIMESTAMP,
-    TIMESTAMPTZ,
-    UNKNOWN,
-    cast_value,
-    coerce_param,
-    compare,
-    round_count,
+from ..semantics.functions import call_type
+from ..semantics.values import (
+                                          BOOL,
+                                          DATE,
+                                          FLOAT8,
+                                          INT4,
+                                          INT8,
+                                          INTEGER_OIDS,
+                                          INTERVAL,
+                                          NUMBER_OIDS,
+                                          NUMERIC,
+                                          TEMPORAL_OIDS,
+                                          TEXT,
+                                          TIMESTAMP,
+                                          TIMESTAMPTZ,
+                                          UNKNOWN,
+                                          cast_value,
+                                          coerce_param,
+                                          compare,
+                                          round_count,
 )
 from .arith import Arith, Call, Cast, Neg
 from .logic import Case, Cmp, InList, IsNull, IsTruth, Logic

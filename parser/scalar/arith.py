@@ -1,7 +1,7 @@
 """Arithmetic nodes of the scalar evaluator: ``+ - * / %``, negation, casts and function calls.
 
 Integers stay integers (``/`` truncates), numeric is exact, float is float; NULL-free int4-range integers
-and floats run in numpy, the rest per value through ``parser.values`` (the types' semantics live there).
+and floats run in numpy, the rest per value through ``parser.semantics.values`` (the types' semantics live there).
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import collation
-from .. import errors as E
-from ..errors import Refusal
-from ..functions import FUNCTIONS
-from ..values import (
+from pgcore import errors as E
+from pgcore.errors import Refusal
+
+from ..semantics import collation
+from ..semantics.functions import FUNCTIONS
+from ..semantics.values import (
     FLOAT8,
     INTEGER_OIDS,
     NUMERIC,
@@ -39,7 +40,7 @@ class Arith(Expr):
 
     def __init__(self, op: str, a: Expr, b: Expr, position: int | None = None, temporal: int | None = None) -> None:
         self.op, self.args, self.position = op, (a, b), position
-        self.temporal = temporal is not None  # dates, timestamps and intervals (parser.values.temporal_arith)
+        self.temporal = temporal is not None  # dates, timestamps and intervals (parser.semantics.values.temporal_arith)
         self.oid = temporal if temporal is not None else arith_type(a.oid, b.oid)
 
     def _apply(self, x: Any, y: Any) -> Any:
@@ -118,7 +119,7 @@ class Cast(Expr):
 
 
 class Call(Expr):
-    """A function of ``parser.functions.FUNCTIONS`` (round, coalesce, lower, strpos, like...) applied per row."""
+    """A function of ``parser.semantics.functions.FUNCTIONS`` (round, coalesce, lower, strpos, like...) applied per row."""
 
     def __init__(self, fn: str, args: Sequence[Expr], oid: int) -> None:
         self.fn, self.args, self.oid, self.name = fn, tuple(args), oid, fn

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from ..collation import compare_text
-from ..values import BOOL, FLOAT8, INT8, INTEGER_OIDS, NUMERIC, TEXT, common_type, compare, conform
+from ..semantics.collation import compare_text
+from ..semantics.values import BOOL, FLOAT8, INT8, INTEGER_OIDS, NUMERIC, TEXT, common_type, compare, conform
 from .tree import Env, Expr, Vector, _native, nulls, objects
 
 _CMP: dict[str, Callable[[Any, Any], Any]] = {
@@ -28,7 +28,7 @@ class Cmp(Expr):
         xs, ys = self.args[0].ev(env), self.args[1].ev(env)
         oids = {self.args[0].oid, self.args[1].oid}
         if TEXT in oids and self.op not in ("=", "<>"):
-            return compare_text(self.op, xs, ys)  # the database's collation (parser.collation)
+            return compare_text(self.op, xs, ys)  # the database's collation (parser.semantics.collation)
         if oids <= INTEGER_OIDS | {FLOAT8}:
             kind = FLOAT8 if FLOAT8 in oids else INT8
             x, y = _native(xs, kind), _native(ys, kind)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..values import FLOAT8, INTEGER_OIDS, UNKNOWN, coerce_param
+from ..semantics.values import FLOAT8, INTEGER_OIDS, UNKNOWN, coerce_param
 
 Vector = list[Any]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-from parser.syntax import quoted_end
+from parser.syntax.parse import quoted_end
 from predictor.logs.base import LogStatement, ReadStats, parse_timestamp
 
 _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")

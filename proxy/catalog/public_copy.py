@@ -5,9 +5,9 @@ never the upstream. A script per table; its digest covers the rows, so a changed
 
 from __future__ import annotations
 
-from parser.public import PublicTable
-from parser.schema import Catalog
-from parser.sql import quote_ident
+from parser.model.public import PublicTable
+from parser.model.schema import Catalog
+from pgcore.identifiers import quote_ident
 
 ROWS_PER_INSERT = 1000
 

@@ -19,9 +19,9 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from parser.cache import DigestLRU, digest
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.sql import quote_ident
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.syntax.cache import DigestLRU, digest
+from pgcore.identifiers import quote_ident
 
 from ..protocol.backend import Field
 from ..protocol.errors import PgError

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from parser.sql import quote_ident
+from pgcore.identifiers import quote_ident
 
 VIEW = "pg_stat_user_tables"
 

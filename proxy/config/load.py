@@ -18,9 +18,9 @@ import rtoml
 import tomlkit
 
 from parser import coltypes
-from parser.identifiers import name_problem, qualified, split_qualified
-from parser.public import PublicTable
-from parser.schema import Attribute, Catalog, TableSchema
+from parser.model.public import PublicTable
+from parser.model.schema import Attribute, Catalog, TableSchema
+from pgcore.identifiers import name_problem, qualified, split_qualified
 
 from .keys import SECTIONS, key, section_keys
 from .sections import (

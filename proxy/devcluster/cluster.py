@@ -26,12 +26,14 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from parser.identifiers import MAX_NAME_BYTES, quote_ident, truncate
-from parser.schema import TableSchema
+from parser.model.schema import TableSchema
+from pgcore.identifiers import MAX_NAME_BYTES, quote_ident, truncate
 
+from ..ops.demo_data import create_table, generated_rows
 from ..ops.embedded import remove_tree
 from ..ops.events_data import COLUMNS as EVENT_COLUMNS
 from ..ops.events_data import EventsSpec, create_events_table, fill_events
+from ..ops.shop_data import ORDER_COLUMNS, create_dimensions, create_orders, fill_orders
 from .instance import ClusterError, PgInstance, check_reachable, private_dir, service_account
 
 log = logging.getLogger("lapras.devcluster")
@@ -166,8 +168,6 @@ class DevCluster:
                  _events_load(spec)]
         self._load(insts, loads)
         if shop:  # the shop's public dimensions: plain tables on the coordinator
-            from ..ops.shop_data import create_dimensions
-
             with psycopg.connect(insts[0].dsn(DATABASE)) as conn:
                 create_dimensions(conn, "public")
         state["loaded"] = True
@@ -285,8 +285,6 @@ def _discard(_count: int) -> None:
 
 def _shop_load(table: TableSchema) -> TableLoad:
     """The shop's orders (``generator = "shop"``), sharded by customer, filled through the coordinator."""
-    from ..ops.shop_data import ORDER_COLUMNS, create_orders, fill_orders
-
     return TableLoad(name=table.name, columns=ORDER_COLUMNS, unit="customer_id",
                      create=lambda conn: create_orders(conn, "public", table.name),
                      fill=lambda conn, keep: fill_orders(conn, "public", table.name), fill_on_shards=False)
@@ -294,8 +292,6 @@ def _shop_load(table: TableSchema) -> TableLoad:
 
 def _plain_table_load(table: TableSchema) -> TableLoad:
     """A declared table filled with the demo generator's rows, routed to the shards by the coordinator."""
-    from ..ops.demo_data import create_table, generated_rows
-
     columns = tuple((a.name, a.domain.sql_type) for a in table.attributes)
 
     def fill(conn: psycopg.Connection, keep: str | None) -> None:

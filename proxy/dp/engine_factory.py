@@ -17,8 +17,8 @@ from lapras.ledger.postgres import PostgresLedger
 from lapras.settings import EngineSettings
 from lapras.snapshot import SnapshotExactSource
 from lapras.strategy_cache import StrategyCache
-from parser.linear import LinearQuery
-from parser.schema import Catalog
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog
 
 from ..config import Config
 from ..config.keys import KEYS

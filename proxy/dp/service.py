@@ -25,14 +25,14 @@ from lapras.errors import BudgetExhausted, LaprasError
 from lapras.ledger.base import PartitionRecord
 from lapras.mechanisms import Cost
 from parser.analysis.probe import NO_ROWS
-from parser.identifiers import display_ident, qualified
-from parser.partition import NeedsPartition, PartitionRequest, selected_catalog, selected_table
-from parser.pgtypes import INT8, TEXT
-from parser.plan import QueryPlan
-from parser.schema import Catalog
-from parser.series import SeriesLimit, series_limit
-from parser.splits import describe as split_lines
-from parser.sqlstate import SqlError
+from parser.bind.partition import NeedsPartition, PartitionRequest, selected_catalog, selected_table
+from parser.bind.splits import describe as split_lines
+from parser.model.schema import Catalog
+from parser.plan.queryplan import QueryPlan
+from parser.plan.series import SeriesLimit, series_limit
+from pgcore.identifiers import display_ident, qualified
+from pgcore.pgtypes import INT8, TEXT
+from pgcore.sqlstate import SqlError
 
 from ..config import Config
 from ..statements.sqltext import duration_ms
@@ -325,7 +325,7 @@ class DPService:
 
     async def _series_limited(self, split: SeriesLimit, user: str, settings: Mapping[str, str]) -> QueryResult:
         """Superset's series limit as two DP statements: the top-N subquery (noisy totals), then the query
-        restricted to the N series it released (see parser.series). Both are planned before the first is
+        restricted to the N series it released (see parser.plan.series). Both are planned before the first is
         charged, the second over placeholder series of the first's shape: a chart refused for either part
         charges nothing."""
         await asyncio.to_thread(self._plan_series_limit, split, self._deadline(settings))

@@ -7,9 +7,12 @@ ready line, signals, worker processes, and stopping the embedded database on the
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,10 +22,11 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from lapras.errors import LedgerError, SettingsDiffer
-from parser.identifiers import display_ident
-from parser.schema import Catalog
+from parser.model.schema import Catalog
+from pgcore.identifiers import display_ident
 
 from ..config import Config, parse_listen
 from .demo_data import ensure_table, table_exists
@@ -169,10 +173,6 @@ def _no_load() -> Any:
 def shadow_name(upstream_dsn: str) -> str:
     """The catalog database's name, one per upstream database (proxies of other databases on the same
     cluster keep their own); short enough for its reader role name to fit PostgreSQL's 63 bytes."""
-    import hashlib
-
-    from psycopg.conninfo import conninfo_to_dict
-
     db = str(conninfo_to_dict(upstream_dsn).get("dbname") or "postgres")
     name = db + CATALOG_DB_SUFFIX
     if len(name) > 50:
@@ -181,8 +181,6 @@ def shadow_name(upstream_dsn: str) -> str:
 
 
 def _dbname(dsn: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict
-
     return str(conninfo_to_dict(dsn).get("dbname") or "postgres")
 
 
@@ -229,7 +227,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         log.warning("%s", warning)
     from .collation import attach_collation
 
-    try:  # text order as the database sorts (parser.collation)
+    try:  # text order as the database sorts (parser.semantics.collation)
         cfg = await asyncio.to_thread(attach_collation, cfg, upstream.dsn)
     except psycopg.Error as exc:
         raise StartupError(f"cannot read the upstream database's collation: {str(exc).strip()}") from None
@@ -320,8 +318,6 @@ async def _end_other_tasks(timeout: float) -> bool:
 def _exit_now(embedded: EmbeddedPostgres | None) -> None:
     """End the process at once (every spend is durable before its answer leaves, so nothing is lost),
     stopping the embedded PostgreSQL first if this process started it."""
-    import os
-
     if embedded is not None:
         embedded.release(last_out_stops=True)
     logging.shutdown()
@@ -333,9 +329,6 @@ def _exit_after(seconds: float) -> None:
     """End this process after ``seconds`` whatever its shutdown still waits for (a statement's exact query
     on a slow upstream, an executor thread): every spend is durable before its answer leaves, so cutting a
     stopping worker short loses nothing, and the operator's stop never hangs."""
-    import os
-    import threading
-
     def _exit() -> None:
         log.warning("shutdown took over %.0f s; exiting now", seconds)
         os._exit(1)
@@ -347,7 +340,7 @@ def _exit_after(seconds: float) -> None:
 
 def _install_loop() -> None:
     try:
-        import uvloop
+        import uvloop  # optional: not on Windows (pyproject), where the default loop serves
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:

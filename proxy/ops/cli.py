@@ -6,26 +6,22 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..config import Config, ConfigError, load_config, parse_listen
+import rtoml
+
+from ..config import Config, ConfigError, parse_listen
+from .cliargs import load_or_exit, parse_data_args
 
 DEFAULT_CONFIG = "config.toml"
 DEFAULT_STATE_DIR = ".lapras"
 
 
-def _load(path: str) -> Config:
-    try:
-        return load_config(path)
-    except ConfigError as exc:
-        print(f"lapras-proxy: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-
-
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     tables = ", ".join(f"{t.qualified_name} ({len(t.attributes)} columns)" for t in cfg.catalog.tables)
     where = cfg.upstream_dsn and "upstream PostgreSQL" or "embedded PostgreSQL"
     problems = _check_prediction_inputs(cfg)
@@ -55,8 +51,6 @@ def _against_running(cfg: Config, state_dir: Path, explicit: bool) -> list[str]:
     out: list[str] = []
     record = state_dir / RUNNING_CONFIG
     if record.is_file():
-        import rtoml
-
         from ..config import parse_config
 
         try:
@@ -179,7 +173,7 @@ def _cmd_draft_config(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     listen = None
     if args.listen:
         try:
@@ -187,7 +181,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"lapras-proxy: --listen: {exc} (write it like 127.0.0.1:6432)", file=sys.stderr)
             return 2
-    data = _parse_data_args(cfg, args.data)
+    data = parse_data_args(cfg, args.data)
     if args.reload_data and not data:
         print("lapras-proxy: --reload-data replaces the tables given with --data TABLE=FILE.csv; none given",
               file=sys.stderr)
@@ -201,34 +195,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                  reload_data=args.reload_data, settings_mode=mode)
 
 
-def _parse_data_args(cfg: Config, values: Sequence[str] | None) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for value in values or []:
-        # A declared name followed by "=" first: table names may hold "=" themselves.
-        named = max((t.name for t in cfg.catalog.tables if value.startswith(t.name + "=")), key=len, default=None)
-        if named is not None:
-            table, sep, path = named, "=", value[len(named) + 1:]
-        else:
-            table, sep, path = value.partition("=")
-        if not sep:
-            if len(cfg.catalog.tables) != 1:
-                print("lapras-proxy: --data: several tables are protected; write --data TABLE=FILE.csv",
-                      file=sys.stderr)
-                raise SystemExit(2)
-            table, path = cfg.catalog.tables[0].name, value
-        if cfg.catalog.table(table) is None:
-            print(f"lapras-proxy: --data: {table!r} is not a protected table in {cfg.path}", file=sys.stderr)
-            raise SystemExit(2)
-        p = Path(path)
-        if not p.is_file():
-            print(f"lapras-proxy: --data: {p} does not exist", file=sys.stderr)
-            raise SystemExit(2)
-        out[table] = p
-    return out
-
-
 def _cmd_budget(args: argparse.Namespace) -> int:
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     from .app import budget_report
 
     report = budget_report(cfg, Path(args.state_dir))
@@ -244,7 +212,7 @@ def _cmd_budget(args: argparse.Namespace) -> int:
 
 
 def _cmd_epoch(args: argparse.Namespace) -> int:
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     if args.prepare:
         from ..dp.engine_factory import prepare_strategies
 
@@ -261,9 +229,7 @@ def _cmd_epoch(args: argparse.Namespace) -> int:
 def _cmd_psql(args: argparse.Namespace) -> int:
     """The operator's way into the embedded database: psql over its private socket, as the service account
     (peer authentication), or the connection string with --print-dsn."""
-    import os
-
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     if cfg.upstream_dsn:
         print("lapras-proxy: upstream.dsn is set; connect to that database with its own credentials",
               file=sys.stderr)
@@ -429,7 +395,7 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
 def _optional_mounts() -> list[Callable[[argparse._SubParsersAction], object]]:
     """Sub-commands that live with their own package (auth, predictor, replay, whatif), imported only when
     a command outside the core needs them (start-up time); a broken one fails loudly, never vanishes."""
-    from ..replay.runner import add_parser as add_replay_parser
+    from ..replay.cli import add_parser as add_replay_parser
     from ..replay.whatif.cli import add_parser as add_whatif_parser
     from ..server.auth import add_hash_password_parser
 
@@ -445,7 +411,7 @@ def _mount_predict(sub: argparse._SubParsersAction) -> None:
         catalog = None
         if Path(path).is_file():
             args.config = Path(path)
-            catalog = _load(str(path)).catalog
+            catalog = load_or_exit(str(path)).catalog
         return run(args, catalog)
 
     add_parser(sub).set_defaults(func=cmd)

@@ -1,5 +1,5 @@
 """The upstream database's text order (its default collation), read at start-up into the catalog, so the
-planner orders text as PostgreSQL does (``parser.collation``): C / POSIX and the builtin provider's
+planner orders text as PostgreSQL does (``parser.semantics.collation``): C / POSIX and the builtin provider's
 collations are code point order and need nothing more; any other (a libc locale such as en_US.UTF-8, an
 ICU locale) is asked of the database, which sorts the public strings the planner gives it (declared
 values, literals of statements; never rows), each set once (cached)."""
@@ -12,7 +12,7 @@ import threading
 
 import psycopg
 
-from parser.collation import C_LOCALE, CODE_POINT, CODE_POINT_NAMES, Collation
+from parser.semantics.collation import C_LOCALE, CODE_POINT, CODE_POINT_NAMES, Collation
 
 from ..config import Config
 

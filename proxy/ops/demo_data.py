@@ -16,11 +16,12 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from parser.identifiers import display_ident
-from parser.schema import Attribute, IntType, TableSchema
+from parser.model.schema import Attribute, IntType, TableSchema
+from pgcore.identifiers import display_ident
 
 from ..config import LoadSettings
 from .events_data import relation_exists
+from .shop_data import ensure_shop_tables
 
 log = logging.getLogger("lapras.demo")
 
@@ -192,8 +193,6 @@ def ensure_table(dsn: str, table: TableSchema, load: LoadSettings, csv_path: Pat
     """Create and fill ``table`` if it is missing (``replace``: drop and refill it in one transaction, so
     readers see the old rows or the new ones, never none); returns True when it was (re)created."""
     if csv_path is None and load.generator == "shop":
-        from .shop_data import ensure_shop_tables  # the star schema: the fact table and its public dimensions
-
         return ensure_shop_tables(dsn, table)
     with psycopg.connect(dsn) as conn:
         if table_exists(conn, table) and not replace:

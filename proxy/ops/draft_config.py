@@ -21,7 +21,7 @@ from psycopg import sql
 from tomlkit.items import InlineTable
 
 from parser.coltypes.integer import MAX_CELLS
-from parser.identifiers import qualified
+from pgcore.identifiers import qualified
 
 from ..config import toml_key
 

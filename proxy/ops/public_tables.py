@@ -1,5 +1,5 @@
 """Public tables (``[public_tables.NAME]``): read each one whole from the upstream, with its columns, its
-one-column unique keys and whether it is a base table, into ``Catalog.public`` (parser/public.py).
+one-column unique keys and whether it is a base table, into ``Catalog.public`` (parser/model/public.py).
 
 The proxy serves the copy: the shadow catalog database holds it with its rows (plain SELECTs and psql's
 ``\\d`` read it there, never the upstream), and the parser joins protected tables to it. A table that is
@@ -18,9 +18,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from parser.identifiers import display_ident
-from parser.public import PublicColumn, PublicTable
-from parser.schema import Catalog
+from parser.model.public import PublicColumn, PublicTable
+from parser.model.schema import Catalog
+from pgcore.identifiers import display_ident
 
 log = logging.getLogger(__name__)
 

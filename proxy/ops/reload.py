@@ -15,7 +15,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from parser.identifiers import qualified
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from pgcore.identifiers import qualified
 
 from ..config import Config
 from ..config.keys import KEYS
@@ -84,8 +86,6 @@ def redact_dsn(dsn: str) -> str:
     if not dsn:
         return ""
     try:
-        from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
         parts = conninfo_to_dict(dsn)
     except Exception:  # an unparsable DSN fails at start-up anyway; show nothing of it
         return "(unparsable)"

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from lapras.ledger.postgres import PostgresLedger
+
 from ..config import Config
 
 PRIVACY_KEYS = ("epsilon", "delta", "accounting", "epoch", "epoch_seconds", "regression_fraction",
@@ -42,8 +44,6 @@ def agree_with_ledger(cfg: Config, upstream_dsn: str, mode: str = "check") -> Co
     """The config to serve with after comparing its settings with the ledger's (``mode``: check, adopt,
     replace; see the module). Raises lapras.errors.SettingsDiffer (check) or LedgerError (a ledger of a
     newer schema version)."""
-    from lapras.ledger.postgres import PostgresLedger
-
     ledger = PostgresLedger(upstream_dsn, max_connections=1)
     try:
         agreed = ledger.agree_settings(privacy_settings(cfg), mode)

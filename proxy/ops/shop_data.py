@@ -17,7 +17,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from parser.schema import TableSchema
+from parser.model.schema import TableSchema
 
 from .events_data import relation_exists
 

@@ -9,8 +9,8 @@ import dataclasses
 import psycopg
 from psycopg import sql
 
-from parser.identifiers import split_qualified
-from parser.schema import Catalog, value_list_sources, with_value_lists
+from parser.model.schema import Catalog, value_list_sources, with_value_lists
+from pgcore.identifiers import split_qualified
 
 from ..config import Config
 

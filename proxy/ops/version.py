@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
 from pathlib import Path
 
 PACKAGE = "lapras-proxy"
@@ -21,9 +23,6 @@ def version() -> str:
     except OSError:
         pass
     try:
-        from importlib.metadata import PackageNotFoundError
-        from importlib.metadata import version as dist_version
-
         return dist_version(PACKAGE)
     except PackageNotFoundError:
         return "unknown"

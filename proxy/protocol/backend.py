@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from parser.pgtypes import type_size
-from parser.sqlstate import SqlError
+from pgcore.pgtypes import type_size
+from pgcore.sqlstate import SqlError
 
 _I = struct.Struct("!i")
 _HDR = struct.Struct("!ci")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import struct
 
-from parser.sqlstate import SqlError
+from pgcore.sqlstate import SqlError
 
 from . import backend
 from .errors import PgError, ProtocolViolation

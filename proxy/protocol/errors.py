@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parser.sqlstate import INTERNAL_ERROR, PROTOCOL_VIOLATION, SqlError
+from pgcore.sqlstate import INTERNAL_ERROR, PROTOCOL_VIOLATION, SqlError
 
 
 class PgError(SqlError):

@@ -1,5 +1,5 @@
 """Text/binary codecs for the types the product exchanges (int, float8, numeric, text, bool, date,
-timestamp, timestamptz); the oids come from the one table in parser.pgtypes."""
+timestamp, timestamptz); the oids come from the one table in pgcore.pgtypes."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from parser.arrays import array_items
-from parser.errors import Refusal
-from parser.pgtypes import (
+from pgcore.arrays import array_items
+from pgcore.errors import Refusal
+from pgcore.pgtypes import (
     BOOL,
     BPCHAR,
     DATE,

@@ -121,10 +121,10 @@ _COLOURS = {"answered": "tab:red", "from_p": "tab:green", "free": "tab:blue", "r
 
 def write_chart(result: ReplayResult, path: str) -> None:
     """Budget remaining and cumulative outcomes over the stream, and the latency histogram, in one PNG."""
-    import matplotlib
+    import matplotlib  # heavy (about half a second): only a chart needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use("Agg"): no display needed
 
     fig, (ax_budget, ax_outcomes, ax_latency) = plt.subplots(1, 3, figsize=(15, 4.2))
     if result.budget:

@@ -17,20 +17,23 @@ import signal
 import ssl
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict
+
+from lapras.report import epoch_report
 
 from ..config import Config, ConfigError, load_config
 from ..config.keys import KEYS
 from ..dp.budget_view import timestamp
+from ..dp.engine_factory import engine_settings
+from ..observability import querylog
 from ..observability.stats import Stats
 from ..ops import reload as reloading
+from ..ops.shared_settings import LAPRAS_KEYS, PRIVACY_KEYS, privacy_settings
 from ..ops.version import version_line
 from ..protocol.errors import PgError
-
-if TYPE_CHECKING:
-    from .listener import ProxyServer
+from .state import ServerState
 
 log = logging.getLogger("lapras.admin")
 
@@ -94,7 +97,7 @@ def save_running_config(state_dir: Path | None, cfg: Config) -> None:
 class ServerAdmin:
     """The admin console's view of one proxy process (implements `proxy.statements.admin.AdminControl`)."""
 
-    def __init__(self, server: ProxyServer, *, worker: int = 0, is_worker: bool = False,
+    def __init__(self, server: ServerState, *, worker: int = 0, is_worker: bool = False,
                  stop: Callable[[], None] | None = None, state_dir: Path | None = None) -> None:
         self.server = server
         self.worker = worker
@@ -185,8 +188,6 @@ class ServerAdmin:
         return rows
 
     def _epochs(self) -> list[tuple[object, ...]]:
-        from lapras.report import epoch_report
-
         ledger = getattr(getattr(self.server.service, "engine", None), "ledger", None)
         if ledger is None:
             return []
@@ -262,8 +263,6 @@ class ServerAdmin:
         """A reload that changes the privacy settings proxies on one ledger must agree on stores them with
         the ledger (as ``serve --replace-stored``): the operator asked for them, and the next start or another
         proxy then compares with them instead of refusing the file this proxy now runs."""
-        from ..ops.shared_settings import LAPRAS_KEYS, PRIVACY_KEYS, privacy_settings
-
         shared = {f"privacy.{k}" for k in PRIVACY_KEYS} | {f"lapras.{k}" for k in LAPRAS_KEYS}
         ledger = getattr(getattr(self.server.service, "engine", None), "ledger", None)
         if ledger is None or not any(c.key in shared for c in changes):
@@ -282,12 +281,8 @@ class ServerAdmin:
         engine_keys = {k.path for k in KEYS if k.engine}
         engine = getattr(service, "engine", None)
         if engine is not None and hasattr(engine, "update_settings") and any(c.key in engine_keys for c in changes):
-            from ..dp.engine_factory import engine_settings
-
             engine.update_settings(engine_settings(live))
         if live.server.query_log != running.server.query_log:
-            from ..observability import querylog
-
             querylog.reconfigure(live.server.query_log)
         self._pending_epoch = self._current_epoch()
         for c in changes:

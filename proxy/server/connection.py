@@ -15,7 +15,7 @@ import logging
 import secrets
 import ssl
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..catalog.relay import CatalogDB
 from ..conversation.core import Conversation
@@ -36,9 +36,7 @@ from ..statements.executor import Executor
 from ..statements.session import Session
 from ..statements.sqltext import duration_ms
 from .auth import AuthFailed, authenticate
-
-if TYPE_CHECKING:
-    from .listener import ProxyServer
+from .state import ServerState
 
 log = logging.getLogger("lapras.server")
 
@@ -58,7 +56,7 @@ def _server_version(catalog: CatalogDB) -> str:
 class ClientConnection:
     """One client: start-up and authentication, then the conversation, fed from the socket."""
 
-    def __init__(self, server: ProxyServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, server: ServerState, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.server = server
         self.reader = reader
         self.writer = writer

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from parser.pgtypes import TIMESTAMPTZ
+from pgcore.pgtypes import TIMESTAMPTZ
 
 from ..protocol import backend
 from ..protocol.backend import Field

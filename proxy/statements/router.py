@@ -11,9 +11,9 @@ import sqlglot
 from sqlglot import exp
 
 from parser import references_protected as parser_check
-from parser.cache import DigestLRU, digest
-from parser.identifiers import mention_pattern
-from parser.schema import Catalog
+from parser.model.schema import Catalog
+from parser.syntax.cache import DigestLRU, digest
+from pgcore.identifiers import mention_pattern
 
 from ..protocol.errors import PgError
 from .admin import admin_command

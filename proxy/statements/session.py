@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from parser.pgtypes import OID_BY_NAME
+from pgcore.pgtypes import OID_BY_NAME
 
 from ..protocol import backend, types
 from ..protocol.backend import Field

@@ -7,7 +7,7 @@ import pytest
 from engine_helpers import CATALOG, make_hist
 
 from lapras.exact import HistogramExactSource
-from parser.schema import Catalog
+from parser.model.schema import Catalog
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import psycopg
 
 import parser as sqlparser
-from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
 
 TABLE = TableSchema("t", (
     Attribute("a", IntType(0, 9)),

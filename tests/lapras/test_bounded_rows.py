@@ -20,10 +20,10 @@ from lapras.bounded import fingerprint, relname
 from lapras.exact import PostgresExactSource
 from lapras.ledger.postgres import PostgresLedger
 from lapras.regression.service import _select_sql
-from parser.bounding import bounded_rows_sql, bounding_seed
-from parser.identifiers import quote_ident
-from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
-from parser.sql import EXACT_SESSION_SQL
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
+from parser.pushdown.bounding import bounded_rows_sql, bounding_seed
+from parser.pushdown.sql import EXACT_SESSION_SQL
+from pgcore.identifiers import quote_ident
 
 K = 3
 VISITS = TableSchema("visits", (Attribute("a", IntType(0, 9)), Attribute("c", IntType(0, 39)),
@@ -284,7 +284,7 @@ def test_live_bounding_and_derived_tables_read_no_materialisation(db: str) -> No
 def test_unit_cells_window_keeps_the_same_cells_as_before(db: str) -> None:
     """COUNT(DISTINCT)'s per-unit cell bound (g cells by a seeded hash of the unit and cell text): its text is now
     computed once per pair; the cells kept are those of the spelling that computed it twice."""
-    from parser.sql import cell_expr, groups_seed, unit_cells_sql
+    from parser.pushdown.sql import cell_expr, groups_seed, unit_cells_sql
 
     g2 = replace(VISITS, max_groups_per_unit=2)
     cells = [cell_expr(g2.attribute("a")), cell_expr(g2.attribute("tag"))]

@@ -1,5 +1,5 @@
 """COUNT(DISTINCT) on a real PostgreSQL: units present per cell, each unit bounded to g cells in the
-pushed-down SQL (``parser.sql.unit_cells_sql``), the same cells whatever the physical order."""
+pushed-down SQL (``parser.pushdown.sql.unit_cells_sql``), the same cells whatever the physical order."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import parser as sqlparser
 from lapras import Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import statement_sensitivity
-from parser.schema import Attribute, Catalog, IntType, TableSchema
-from parser.sql import cell_expr, unit_cells_sql
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema
+from parser.pushdown.sql import cell_expr, unit_cells_sql
 
 K, G = 6, 2
 ROWLEVEL = TableSchema("visits", (Attribute("a", IntType(0, 9)), Attribute("c", IntType(0, 39))))

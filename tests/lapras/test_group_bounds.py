@@ -19,8 +19,8 @@ import parser as sqlparser
 from lapras import Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
-from parser.bounding import bounding_seed, groups_seed, statement_groups
-from parser.schema import Attribute, Catalog, IntType, TableSchema
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema
+from parser.pushdown.bounding import bounding_seed, groups_seed, statement_groups
 
 K, C, G = 10, 2, 2
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),
@@ -256,8 +256,8 @@ def test_no_group_is_the_one_every_unit_leaves_out(db: str) -> None:
     units (the draw was once by the kind alone, so every unit kept the same kind). Both bounds: the
     rows of a GROUP BY (``grouped_rows_sql``) and the units present of COUNT(DISTINCT) (``unit_cells_sql``).
     Deterministic (seeded hashes of fixed data): 600 units, about 120 a kind; the bound is loose."""
-    from parser.bounding import grouped_rows_sql
-    from parser.sql import cell_expr, unit_cells_sql
+    from parser.pushdown.bounding import grouped_rows_sql
+    from parser.pushdown.sql import cell_expr, unit_cells_sql
 
     one = replace(EVENTS, max_groups_per_unit=1)
     groups = statement_groups(one, _plan("SELECT kind, count(*) FROM events GROUP BY kind", one).queries)

@@ -105,7 +105,7 @@ def test_partition_part_admits_its_selections_then_refuses_and_replays_free() ->
     from lapras.exact import HistogramExactSource
     from lapras.ledger.memory import MemoryLedger
     from lapras.settings import EngineSettings
-    from parser.schema import Catalog
+    from parser.model.schema import Catalog
 
     part = PartitionAccountant(0.3, 3e-6, 3)
     each = part.cost_per_selection()

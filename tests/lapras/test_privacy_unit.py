@@ -16,7 +16,7 @@ from lapras import Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from lapras.regression.service import RegressionError, row_level_budget, run_regression
-from parser.schema import Attribute, Catalog, IntType, TableSchema
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema
 
 K = 3
 ROWLEVEL = TableSchema("visits", (Attribute("a", IntType(0, 9)), Attribute("c", IntType(0, 39))))

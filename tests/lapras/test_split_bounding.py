@@ -1,4 +1,4 @@
-"""A statement whose literals cut cells (parser/splits.py) through every contribution-bounding path of the
+"""A statement whose literals cut cells (parser/bind/splits.py) through every contribution-bounding path of the
 exact source, on the real embedded PostgreSQL: the epoch's materialisation (one build for the table,
 whatever the statement's split axis: it is not a stored column), the per-statement window after the
 statement's row filter, and per-group bounds; each exact answer equals PostgreSQL's answer to the analyst's
@@ -15,10 +15,10 @@ import pytest
 
 import parser as sqlparser
 from lapras.exact import PostgresExactSource
+from parser.bind.splits import has_splits
 from parser.coltypes import from_config
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.splits import has_splits
-from parser.sql import EXACT_SESSION_SQL
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import EXACT_SESSION_SQL
 
 K = 3
 VISITS = TableSchema("visits", (

@@ -13,9 +13,9 @@ from engine_helpers import events_database
 import parser as sqlparser
 from lapras.exact import PostgresExactSource
 from lapras.snapshot import SnapshotExactSource
-from parser.bounding import bounding_seed
-from parser.schema import Attribute, Catalog, IntType, TableSchema
-from parser.sql import EXACT_SESSION_SQL
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema
+from parser.pushdown.bounding import bounding_seed
+from parser.pushdown.sql import EXACT_SESSION_SQL
 
 K = 3
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),
@@ -172,8 +172,8 @@ def test_the_row_filter_holds_every_row_a_query_reads(mixed: str) -> None:
     """``bounding_filter`` keeps every row some query reads (checked by PostgreSQL on the data), and only
     those where it is the exact union (a GROUP BY under one WHERE: one box; a few boxes: their union);
     a statement too large to unite exactly gets the per-column hull (a superset)."""
-    from parser.rowfilter import bounding_filter
-    from parser.sql import predicate_sql
+    from parser.pushdown.rowfilter import bounding_filter
+    from parser.pushdown.sql import predicate_sql
 
     wide = TableSchema("events", EVENTS.attributes, privacy_unit="user_id", max_rows_per_unit=K)
     cases = [("SELECT day, count(*) FROM events WHERE day BETWEEN 10 AND 40 AND amount < 50 GROUP BY day", True),

@@ -289,8 +289,8 @@ def test_marginals_cut_into_too_many_atoms_are_answered_online() -> None:
     the release (no dense identity of that size is built or stored); coarser ones stay."""
     from lapras import matrix_mechanism as mm
     from parser.coltypes import TimestamptzType
-    from parser.linear import LinearQuery
-    from parser.schema import Attribute, Catalog, TableSchema
+    from parser.model.linear import LinearQuery
+    from parser.model.schema import Attribute, Catalog, TableSchema
 
     hours = TimestamptzType(datetime(2026, 1, 1), datetime(2026, 12, 31, 23), "hour")
     table = TableSchema("ev", (Attribute("ts", hours),))

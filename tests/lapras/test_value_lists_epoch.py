@@ -13,7 +13,7 @@ from lapras import Engine, EngineSettings, PostgresLedger, Prediction
 from lapras.engine import StalePlan
 from lapras.exact import PostgresExactSource
 from lapras.ledger.base import EpochSpec
-from parser.schema import Attribute, Catalog, TableSchema, TextType, listed_values
+from parser.model.schema import Attribute, Catalog, TableSchema, TextType, listed_values
 from proxy.ops.value_lists import read_value_lists
 
 SOURCE = "lookup.plans.name"

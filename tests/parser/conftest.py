@@ -14,10 +14,10 @@ import psycopg
 import pytest
 from parser_catalog import ADULT, PEOPLE
 
-from parser.histogram import to_dense
-from parser.linear import LinearQuery
-from parser.schema import TableSchema
-from parser.sql import derived_index, derived_marginal_sql, marginal_sql
+from parser.model.linear import LinearQuery
+from parser.model.schema import TableSchema
+from parser.pushdown.histogram import to_dense
+from parser.pushdown.sql import derived_index, derived_marginal_sql, marginal_sql
 
 
 class Histograms:

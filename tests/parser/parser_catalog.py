@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
 
 ADULT_SIZES = {
     "workclass": 9, "fnlwgt": 100, "education_num": 16, "marital_status": 7, "occupation": 15,

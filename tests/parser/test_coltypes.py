@@ -9,7 +9,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from parser import coltypes, pgtypes
+from parser import coltypes
+from pgcore import pgtypes
 
 
 def test_oid_table_matches_postgres(pg_dsn: str) -> None:

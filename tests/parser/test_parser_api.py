@@ -22,9 +22,9 @@ from parser import (
     plan_query,
     references_protected,
 )
-from parser.histogram import to_dense
-from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
-from parser.sql import answers_sql, answers_sql_batches, marginal_sql
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
+from parser.pushdown.histogram import to_dense
+from parser.pushdown.sql import answers_sql, answers_sql_batches, marginal_sql
 
 
 def refusal(sql: str, params: Any = None, catalog: Catalog = CATALOG, **kw: Any) -> Refusal:
@@ -344,7 +344,7 @@ def test_long_or_chains_and_in_lists() -> None:
 
 
 def test_digest_lru_is_bounded_in_entries_and_bytes() -> None:
-    from parser.cache import DigestLRU, digest
+    from parser.syntax.cache import DigestLRU, digest
 
     lru = DigestLRU(10, max_bytes=8000)
     for i in range(10):
@@ -382,7 +382,7 @@ def test_conditional_sum_measures_only_its_condition() -> None:
 
 
 def test_where_form_is_frozen_and_hashable() -> None:
-    from parser import condition as C
+    from parser.analysis import condition as C
 
     t = Planner(CATALOG).template("SELECT count(*) FROM adult WHERE age BETWEEN $1 AND 39 AND sex IN (0, 1)")
     assert t.where == C.And((C.And((C.Compare("age", ">=", C.Param(1)), C.Compare("age", "<=", C.Lit(39)))),

@@ -17,8 +17,8 @@ from parser_strategies import Case, adult_queries, people_queries
 from simulated import as_answered
 
 from parser import QueryPlan, plan_query
-from parser.schema import TableSchema
-from parser.sql import answers_sql
+from parser.model.schema import TableSchema
+from parser.pushdown.sql import answers_sql
 
 EXAMPLES = int(os.environ.get("PARSER_DIFF_EXAMPLES", "600"))
 """Random Adult statements per run (1,200 until 2026-12: a run of 400 reached the same 510 parser functions

@@ -1,4 +1,4 @@
-"""Long IN lists of plain literals are read by the parser's own scanner (parser/syntax.py) rather than token
+"""Long IN lists of plain literals are read by the parser's own scanner (parser/syntax/parse.py) rather than token
 by token: the plan is the one the full parse gives (the same canonical keys, checked against short lists
 that are never folded and against the same statement with the list split in two halves), strings, quoted
 names and comments that look like IN lists are left alone, syntax errors after a list keep PostgreSQL's
@@ -13,9 +13,9 @@ import pytest
 
 from parser import Refusal
 from parser.coltypes import from_config
+from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.planner import Planner
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.syntax import folded_items, parse_statements
+from parser.syntax.parse import folded_items, parse_statements
 
 NAMES = [f"n{i}" for i in range(300)] + ["o'brien", "in (1, 2)", "--x", "a,b"]
 T = TableSchema("t", (Attribute("k", from_config({"type": "int", "min": 0, "max": 20000})),

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from test_parser_measures import exact_rows as _exact_rows
 
 from parser import Refusal, plan_query
-from parser import pgtypes as T
 from parser.coltypes import BigIntType, BinnedBigIntType, BinnedIntType, IntType, SmallIntType, from_config
-from parser.schema import Attribute, Catalog, TableSchema
+from parser.model.schema import Attribute, Catalog, TableSchema
+from pgcore import pgtypes as T
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 DAY = 86_400
@@ -128,7 +128,7 @@ def test_bad_wide_integer_input_gets_its_sqlstate(sql: str, state: str, words: s
 @pytest.mark.parametrize("sql", [f"SELECT count(*), sum(cents) FROM ticks WHERE ts_epoch >= {T0 + 5}",
                                  "SELECT count(*) FROM ticks WHERE cents = 250 OR cents > 99999.5"])
 def test_literals_inside_bins_match_postgresql(sql: str, ticks_conn: psycopg.Connection) -> None:
-    ours, _ = exact_rows(sql, ticks_conn)  # the bins split at the literals for the statement (parser/splits.py)
+    ours, _ = exact_rows(sql, ticks_conn)  # the bins split at the literals for the statement (parser/bind/splits.py)
     theirs = ticks_conn.execute(sql).fetchall()
     assert [float(v or 0) for v in ours[0]] == [float(v or 0) for v in theirs[0]], sql
 

@@ -9,8 +9,8 @@ import pytest
 
 from parser import Refusal, plan_query
 from parser.coltypes import IntType, TextType
-from parser.public import PublicColumn, PublicTable
-from parser.schema import Attribute, Catalog, TableSchema
+from parser.model.public import PublicColumn, PublicTable
+from parser.model.schema import Attribute, Catalog, TableSchema
 
 ORDERS = TableSchema("orders", (Attribute("product_id", IntType(1, 5)), Attribute("quantity", IntType(1, 10)),
                                 Attribute("store", TextType(("s1", "s2", "s3")))),

@@ -12,10 +12,10 @@ import pytest
 
 from lapras.mechanisms import sensitivity as SENS
 from parser import Refusal
+from parser.bind.partition import NeedsPartition
 from parser.coltypes import from_config
-from parser.partition import NeedsPartition
+from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.planner import Planner
-from parser.schema import Attribute, Catalog, TableSchema
 
 COLS = tuple(Attribute(f"c{i}", from_config({"type": "text", "values": [f"v{j}" for j in range(30)]}))
              for i in range(6))

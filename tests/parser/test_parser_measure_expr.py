@@ -17,8 +17,8 @@ from conftest import table_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import from_config
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.sql import answers_sql
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import answers_sql
 
 TABLE = TableSchema("m", (
     Attribute("x", from_config({"type": "numeric", "min": -50, "max": 200})),

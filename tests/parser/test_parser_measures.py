@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from parser import Refusal, plan_query
 from parser.coltypes import BoolType, FloatType, NumericType, TextType, from_config
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.sql import answers_sql_batches
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import answers_sql_batches
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 PRICE_EDGES = (0.0, 10.0, 25.0, 50.0, 100.0, 500.0)
@@ -133,7 +133,7 @@ def test_bad_measure_input_gets_its_sqlstate(sql: str, state: str, words: str) -
 @pytest.mark.parametrize("sql", ["SELECT count(*), sum(price) FROM sales WHERE price >= 20",
                                  "SELECT count(*) FROM sales WHERE price = 10 OR price > 499.5"])
 def test_literals_inside_bins_match_postgresql(sql: str, sales_conn: psycopg.Connection) -> None:
-    ours, _ = exact_rows(sql, sales_conn)  # the bins split at the literals for the statement (parser/splits.py)
+    ours, _ = exact_rows(sql, sales_conn)  # the bins split at the literals for the statement (parser/bind/splits.py)
     theirs = sales_conn.execute(sql).fetchall()
     assert [float(v or 0) for v in ours[0]] == pytest.approx([float(v or 0) for v in theirs[0]], rel=1e-12), sql
 

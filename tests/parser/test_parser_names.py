@@ -22,8 +22,8 @@ from psycopg import sql
 
 from lapras.exact import PostgresExactSource
 from parser import Planner, Refusal
-from parser.identifiers import quote_ident
-from parser.schema import Catalog
+from parser.model.schema import Catalog
+from pgcore.identifiers import quote_ident
 from proxy.config import parse_config, toml_key
 
 LONG = "L" + "ö" * 31  # 63 bytes in UTF-8: the longest name PostgreSQL keeps

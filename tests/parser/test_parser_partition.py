@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from parser import Planner, Refusal
+from parser.bind.partition import NeedsPartition, selected_catalog, selected_table
 from parser.coltypes.integer import IntType
 from parser.coltypes.text import TextType
-from parser.partition import NeedsPartition, selected_catalog, selected_table
-from parser.schema import Attribute, Catalog, TableSchema
+from parser.model.schema import Attribute, Catalog, TableSchema
 
 SHOPS = TableSchema("shops", (
     Attribute("city", TextType(keys="private")),
@@ -56,7 +56,7 @@ def test_private_keys_are_never_filtered_or_aggregated(sql: str) -> None:
 
 
 def test_count_distinct_counts_a_private_columns_stored_values() -> None:
-    """COUNT(DISTINCT city) reads no cell of city (parser.distinct counts its stored values): planned
+    """COUNT(DISTINCT city) reads no cell of city (parser.bind.distinct counts its stored values): planned
     without a selection, one derived query per group."""
     plan = Planner(CATALOG).plan("SELECT state, COUNT(DISTINCT city) FROM shops GROUP BY state")
     assert plan.queries and all(q.source is not None for q in plan.queries)

@@ -12,7 +12,7 @@ from parser_catalog import ADULT, MIXED
 from test_parser_differential import exact_values, run_pg
 
 from parser import Refusal, plan_query
-from parser.quantile import build_tree
+from parser.plan.quantile import build_tree
 
 EXACT = [
     "SELECT min(age), max(age) FROM adult",
@@ -35,7 +35,7 @@ EXACT = [
 @pytest.mark.parametrize("sql", EXACT, ids=lambda s: s[:60])
 def test_exact_counts_give_postgres_answers(sql: str, adult_conn: psycopg.Connection,
                                             adult_hist: Histograms) -> None:
-    """MIN and MAX give PostgreSQL's percentile_disc near 0 and 1 (parser.quantile.P_EXTREME)."""
+    """MIN and MAX give PostgreSQL's percentile_disc near 0 and 1 (parser.plan.quantile.P_EXTREME)."""
     plan = plan_query(sql, MIXED)
     ours = plan.rows(exact_values(plan, ADULT, adult_hist))
     theirs = run_pg(adult_conn, sql, [])  # MIN/MAX as answered: see run_pg

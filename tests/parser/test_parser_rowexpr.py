@@ -18,8 +18,8 @@ from conftest import _new_database, leading_keys, norm, rows_match
 
 from parser import Refusal, plan_query
 from parser.coltypes import BoolType, DateType, IntType, NumericType, TextType
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.sql import answers_sql_batches
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import answers_sql_batches
 
 CITIES = ("Berlin", "Lyon", "Oslo", "new york", "São Paulo", "O'Hare")
 SHOP = TableSchema("shop", (

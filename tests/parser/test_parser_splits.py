@@ -1,4 +1,4 @@
-"""Literals that cut a cell (parser/splits.py): Grafana's ``$__timeFilter`` (an inclusive end on a cell
+"""Literals that cut a cell (parser/bind/splits.py): Grafana's ``$__timeFilter`` (an inclusive end on a cell
 boundary, ``23:59:59`` ends), ``amount > 105`` inside a bin of 10, integer bins, ``=`` inside a bin, IN
 lists and parameters are answered as written: the statement's exact linear answers (computed by PostgreSQL
 through the pushed-down SQL) equal PostgreSQL's own answer to the same SQL on the same rows, and the split
@@ -23,10 +23,10 @@ from test_parser_measures import exact_rows as _exact_rows
 from lapras.matrix_mechanism import p_workloads
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from parser import Refusal, plan_query
+from parser.bind.splits import MAX_CUTS, describe, has_splits
 from parser.coltypes import from_config
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.splits import MAX_CUTS, describe, has_splits
-from parser.sql import answers_sql
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import answers_sql
 
 T0 = datetime(2026, 1, 1)
 PAY = TableSchema("pay", (
@@ -221,7 +221,7 @@ def test_explain_names_the_cut_points() -> None:
 
 
 def test_a_partition_selection_under_a_split_filter_counts_the_rows_as_written() -> None:
-    from parser.partition import NeedsPartition
+    from parser.bind.partition import NeedsPartition
 
     with pytest.raises(NeedsPartition) as need:
         plan_query("SELECT name, count(*) FROM pay WHERE amount > 105 GROUP BY name", CATALOG)

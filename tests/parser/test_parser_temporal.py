@@ -21,8 +21,8 @@ from simulated import as_answered
 
 from parser import Refusal, plan_query
 from parser.coltypes import DateType, IntType, TextType, TimestampType, TimestamptzType
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.sql import answers_sql_batches
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import answers_sql_batches
 
 EXAMPLES = int(os.environ.get("PARSER_TEMPORAL_EXAMPLES", "60"))
 TS0, TS1 = datetime(2026, 1, 1), datetime(2026, 1, 31, 23)  # ts: hourly cells, January 2026
@@ -293,7 +293,7 @@ def test_now_is_resolved_per_statement_to_a_constant() -> None:
 # -- bad input ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sql", [
-    # Literals inside a cell: the statement's cells are split at them (parser/splits.py), as written.
+    # Literals inside a cell: the statement's cells are split at them (parser/bind/splits.py), as written.
     "SELECT count(*) FROM ev WHERE ts >= '2026-01-21 10:30'",
     "SELECT count(*) FROM ev WHERE ts <= '2026-01-21'",
     "SELECT count(*) FROM ev WHERE ts = '2026-01-21 10:00'",
@@ -338,7 +338,7 @@ ORDER_STATS = ("SELECT cat, MIN(d), MAX(d), MIN(ts), MAX(ts), MIN(t), MAX(t), "
 def _block_value(dom: Any, exact: Any, last: bool) -> Any:
     """What MIN (``last`` False) or MAX returns for the exact value ``exact`` of ``dom`` before noise: the
     first (last) cell of the tree leaf holding ``exact``'s cell (a leaf is one cell up to 512 cells)."""
-    from parser.quantile import build_tree
+    from parser.plan.quantile import build_tree
 
     c = dom.index_of(exact)
     lo, hi = next(leaf for leaf in build_tree(dom.base_size).leaves if leaf[0] <= c <= leaf[1])
@@ -348,11 +348,11 @@ def _block_value(dom: Any, exact: Any, last: bool) -> Any:
 def test_temporal_order_statistics_match_postgresql_before_noise(ev_conn: psycopg.Connection,
                                                                  ev_hist: Histograms) -> None:
     """From exact tree counts, MIN/MAX of a column of at most 512 cells (d: 181 days) and percentile_disc
-    of d equal PostgreSQL's (MIN and MAX are percentile_disc(0.001) and (0.999): parser.quantile.P_EXTREME);
+    of d equal PostgreSQL's (MIN and MAX are percentile_disc(0.001) and (0.999): parser.plan.quantile.P_EXTREME);
     over more cells (ts: 744 hours, t: 1440 minutes; leaves of 2 and 3 cells) MIN is the first cell of the
     leaf holding PostgreSQL's value, MAX the last cell of the leaf holding its value. Values come as the
     column's type on the wire: date, timestamptz, timestamp."""
-    from parser.pgtypes import DATE, TIMESTAMP, TIMESTAMPTZ
+    from pgcore.pgtypes import DATE, TIMESTAMP, TIMESTAMPTZ
 
     plan = plan_query(ORDER_STATS, CATALOG)
     assert [c.type_oid for c in plan.columns[1:]] == [DATE, DATE, TIMESTAMPTZ, TIMESTAMPTZ, TIMESTAMP, TIMESTAMP,

@@ -14,8 +14,8 @@ from conftest import table_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import DeclarationError, TimeType, from_config
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.sql import answers_sql
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.pushdown.sql import answers_sql
 
 HOURLY = from_config({"type": "time", "resolution": "hour"})
 MINUTES = from_config({"type": "time", "resolution": "minute", "min": "08:00", "max": "17:59"})
@@ -58,7 +58,7 @@ def visits(embedded_pg: Any) -> Any:
     "SELECT t, count(*) FROM visits GROUP BY 1",
     "SELECT t AS hour, count(*) FROM visits WHERE m < '10:00' GROUP BY 1 ORDER BY 1 DESC",
     "SELECT m, count(*) FROM visits WHERE m BETWEEN '12:00' AND '12:09:59.999999' GROUP BY 1",
-    # literals inside a cell split it for the statement (parser/splits.py)
+    # literals inside a cell split it for the statement (parser/bind/splits.py)
     "SELECT count(*) FROM visits WHERE t >= '10:30'",
     "SELECT count(*) FROM visits WHERE m < '12:30:30'",
     "SELECT count(*) FROM visits WHERE m = '09:15' OR t <= '23:00'",

@@ -127,7 +127,7 @@ def test_probe_still_checks_its_where() -> None:
 
 
 def test_series_limit_split() -> None:
-    from parser.series import series_limit
+    from parser.plan.series import series_limit
 
     sql = ("SELECT sex AS sex, race AS race, COUNT(*) AS count FROM public.adult JOIN (SELECT race AS race__, "
            "COUNT(*) AS mme_inner__ FROM public.adult GROUP BY race ORDER BY mme_inner__ DESC LIMIT 2) AS "

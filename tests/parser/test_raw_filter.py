@@ -15,9 +15,11 @@ import pytest
 from conftest import _new_database
 
 from parser.coltypes import DateType, IntType, NumericType, TextType, TimestampType, TimestamptzType
-from parser.linear import LinearQuery
-from parser.schema import Attribute, TableSchema
-from parser.sql import _attr_condition, answers_sql, cell_expr, quote_ident
+from parser.model.linear import LinearQuery
+from parser.model.schema import Attribute, TableSchema
+from parser.pushdown.cellsql import attr_condition, cell_expr
+from parser.pushdown.sql import answers_sql
+from pgcore.identifiers import quote_ident
 
 _T0 = datetime(2026, 3, 1)
 DOMAINS: dict[str, tuple[str, Any]] = {
@@ -81,7 +83,7 @@ def test_raw_condition_holds_exactly_for_the_cells(name: str, raw_conn: psycopg.
         raw = attr.domain.raw_sql(quote_ident(name), ranges)
         if raw is None:
             continue
-        cell = _attr_condition(attr, ranges)
+        cell = attr_condition(attr, ranges)
         missed, extra, kept, total = raw_conn.execute(
             f"SELECT count(*) FILTER (WHERE ({cell}) AND NOT COALESCE({raw}, false)), "
             f"count(*) FILTER (WHERE COALESCE({raw}, false) AND NOT COALESCE({cell}, false)), "

@@ -1,4 +1,4 @@
-"""Regular-expression matches evaluated by the proxy (parser.regex) equal PostgreSQL's on random patterns of
+"""Regular-expression matches evaluated by the proxy (parser.semantics.regex) equal PostgreSQL's on random patterns of
 the supported grammar and random strings (``~``, ``~*``, ``SIMILAR TO``), patterns outside it are refused
 naming the part, and filters / keys over a text column plan to PostgreSQL's exact rows."""
 
@@ -12,8 +12,8 @@ import pytest
 from conftest import _new_database
 
 from parser import Refusal, plan_query
-from parser.regex import Unsupported, matches, similar_to_are, translate
-from parser.schema import Attribute, Catalog, TableSchema, TextType
+from parser.model.schema import Attribute, Catalog, TableSchema, TextType
+from parser.semantics.regex import Unsupported, matches, similar_to_are, translate
 
 ALPHABET = "aAbBc1 -.\n_%"
 
@@ -162,7 +162,7 @@ def shop(embedded_pg: Any) -> Any:
     "SELECT CASE WHEN city ~* '^[a-m]' THEN 'A-M' ELSE 'N-Z' END AS half, count(*) FROM shop GROUP BY 1",
 ])
 def test_regex_filters_and_keys_plan_to_postgresqls_rows(sql: str, shop: Any) -> None:
-    from parser.sql import answers_sql
+    from parser.pushdown.sql import answers_sql
 
     plan = plan_query(sql, Catalog((TABLE,)))
     row = shop.execute(answers_sql(TABLE, plan.queries)).fetchone()

@@ -19,13 +19,13 @@ from sqlglot import exp
 from parser import Refusal, plan_query
 from parser import scalar as S
 from parser.analysis.scalars import compile_scalar
-from parser.collation import C_LOCALE, using
-from parser.limits import Budget, Limits
-from parser.schema import Attribute, Catalog, TableSchema, TextType
-from parser.syntax import parse_statements
+from parser.model.limits import Budget, Limits
+from parser.model.schema import Attribute, Catalog, TableSchema, TextType
+from parser.semantics.collation import C_LOCALE, using
+from parser.syntax.parse import parse_statements
 
 # Case functions (lower, upper, initcap, ILIKE) follow the database's LC_CTYPE: the test cluster's is C
-# (ASCII letters only), told to the planner as the catalog's collation (parser.collation.C_LOCALE).
+# (ASCII letters only), told to the planner as the catalog's collation (parser.semantics.collation.C_LOCALE).
 ASCII = ("Alpha Beta", " x,y ", "\tpadded\t ", "Zed", "", "a,b,,c", "hello world foo", "MiXeD cAsE-word_2x",
          "  ", "x", "o'brien", "path\\to", "100%", "ab ab ab")
 VALUES = ASCII + ("Köln", "Zürich Straße", "日本 語", "ÉCOLE élève")
@@ -156,7 +156,7 @@ def shop(embedded_pg: Any) -> Any:
     "SELECT count(*) FROM shop WHERE split_part(col, ' ', -1) IN ('Beta', 'foo', 'Straße')",
 ])
 def test_text_keys_and_filters_plan_to_postgresqls_rows(sql: str, shop: Any) -> None:
-    from parser.sql import answers_sql
+    from parser.pushdown.sql import answers_sql
 
     plan = plan_query(sql, Catalog((SHOP,), collation=C_LOCALE))
     row = shop.execute(answers_sql(SHOP, plan.queries)).fetchone() if plan.queries else ()
@@ -183,7 +183,7 @@ def test_value_lists_over_text_expressions_plan() -> None:
 def test_text_order_statistics_equal_postgresqls_on_exact_counts(sql: str, shop: Any) -> None:
     """MIN / MAX / percentile_disc of text read from exact node counts (no noise) are PostgreSQL's, in the
     database's collation (C here: code point order)."""
-    from parser.sql import answers_sql
+    from parser.pushdown.sql import answers_sql
 
     plan = plan_query(sql, Catalog((SHOP,), collation=C_LOCALE))
     row = shop.execute(answers_sql(SHOP, plan.queries)).fetchone()

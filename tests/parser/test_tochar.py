@@ -13,8 +13,8 @@ from conftest import _new_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import DateType, TimestampType
-from parser.schema import Attribute, Catalog, TableSchema
-from parser.tochar import Unsupported, parse, pg_pattern, to_char
+from parser.model.schema import Attribute, Catalog, TableSchema
+from parser.semantics.tochar import Unsupported, parse, pg_pattern, to_char
 
 PATTERNS = [
     "Month", "MONTH", "month", "FMMonth", "Mon", "MON", "mon", "YYYY-MM", "YYYY-MM-DD", "Day", "DAY", "day",
@@ -100,7 +100,7 @@ def shop(embedded_pg: Any) -> Any:
     "count(*) FROM shop GROUP BY 1",
 ])
 def test_to_char_keys_and_filters_plan_to_postgresqls_rows(sql: str, shop: Any) -> None:
-    from parser.sql import answers_sql
+    from parser.pushdown.sql import answers_sql
 
     plan = plan_query(sql, Catalog((TABLE,)))
     row = shop.execute(answers_sql(TABLE, plan.queries)).fetchone() if plan.queries else ()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from datetime import datetime, timedelta
 
-from parser.schema import Attribute, Catalog, IntType, TableSchema
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema
 from predictor.logs import LogStatement
 from predictor.predict import bucket, train
 from predictor.recurrence import fit_prior

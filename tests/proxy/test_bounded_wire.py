@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from parser.bounding import bounded_rows_sql
-from parser.sql import EXACT_SESSION_SQL
+from parser.pushdown.bounding import bounded_rows_sql
+from parser.pushdown.sql import EXACT_SESSION_SQL
 
 WHERE = "category = 'search' AND duration_s < {n}"
 SQL = "SELECT count(*) FROM events WHERE " + WHERE

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from parser.identifiers import display_ident, fold, mention_pattern, quote_ident, split_qualified
+from pgcore.identifiers import display_ident, fold, mention_pattern, quote_ident, split_qualified
 from proxy.config import ConfigError, parse_config
 
 ODD = ["Sales_3", "Number of Records", "FB.", "twitter#user#screen_name", "Agep (bin)", "a.b", "x:y", "Ärger",
@@ -108,7 +108,7 @@ def test_quoting_and_folding_are_postgresql_s() -> None:
 
 
 def test_partition_selection_keys_quote_odd_names() -> None:
-    from parser.partition import PartitionRequest
+    from parser.bind.partition import PartitionRequest
 
     def key(schema: str, table: str, *cols: str) -> str:
         return PartitionRequest(table, schema, cols, "all", "", 1).key
@@ -132,7 +132,7 @@ def test_a_config_file_with_odd_names_loads_as_written(tmp_path: Any) -> None:
 
 
 def test_data_argument_names_a_table_whose_name_holds_an_equals_sign(tmp_path: Any) -> None:
-    from proxy.ops.cli import _parse_data_args
+    from proxy.ops.cliargs import parse_data_args as _parse_data_args
 
     t = tree("a", "c")
     t["tables"]["a=b"] = t["tables"]["a"]

@@ -14,10 +14,10 @@ from sqlglot import exp
 
 from lapras.regression.service import _select_sql
 from parser import Planner
-from parser.bounding import bounded_rows_sql
-from parser.identifiers import quote_ident
-from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
-from parser.sql import answers_sql, marginal_sql
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
+from parser.pushdown.bounding import bounded_rows_sql
+from parser.pushdown.sql import answers_sql, marginal_sql
+from pgcore.identifiers import quote_ident
 from proxy.catalog.relay import _table_ddl
 from proxy.devcluster.cluster import shard_key
 

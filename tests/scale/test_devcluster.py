@@ -14,7 +14,7 @@ import pytest
 
 from lapras.exact import PostgresExactSource, partition_key_sql
 from parser import plan_query
-from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
 from proxy.config import load_config
 from proxy.ops.events_data import CATEGORIES, COUNTRIES
 
@@ -113,7 +113,7 @@ def test_exact_answers_equal_a_single_postgresql(sharded_cluster: Running, singl
 
 
 def test_exact_sql_runs_as_one_aggregate_per_shard(sharded_cluster: Running) -> None:
-    from parser.sql import answers_sql, marginal_sql
+    from parser.pushdown.sql import answers_sql, marginal_sql
 
     source = PostgresExactSource(sharded_cluster.dsn)
     try:

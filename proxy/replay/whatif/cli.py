@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import date
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 HELP = """\
 Replay query logs epoch by epoch (a day by default) through the real LAPRAS engine, in process, as if the
@@ -52,8 +55,6 @@ def _stream_length(text: str) -> int | None:
 
 def parse_days(text: str, first_day: Any) -> tuple[int, int]:
     """``FROM:TO`` as 1-based epoch numbers of the log (``15:21``) or ISO dates; either side may be empty."""
-    from datetime import date
-
     lo, sep, hi = text.partition(":")
     if not sep:
         lo = hi = text
@@ -74,12 +75,12 @@ def parse_days(text: str, first_day: Any) -> tuple[int, int]:
 
 def _cmd(args: argparse.Namespace) -> int:
     from proxy.dp.engine_factory import engine_settings
-    from proxy.ops.cli import _load, _parse_data_args
+    from proxy.ops.cliargs import load_or_exit, parse_data_args
 
     from .figures import format_table, summary_lines
     from .simulate import WhatIfOptions
 
-    cfg = _load(args.config)
+    cfg = load_or_exit(args.config)
     try:
         from predictor.predict import read_logs
 
@@ -108,7 +109,7 @@ def _cmd(args: argparse.Namespace) -> int:
         days=days, epoch_hours=_epoch_hours(cfg, args.epoch_hours), declared=list(section.get("templates", [])),
         cost=CostModel.for_split(str(section.get("split", "auto")), float(section.get("kappa", 1.0))),
         threshold=section.get("threshold"), seed=args.seed, without_p=not args.no_baseline, workers=args.workers)
-    data = _parse_data_args(cfg, args.data)
+    data = parse_data_args(cfg, args.data)
     from proxy.ops.app import StartupError
 
     try:
@@ -146,8 +147,6 @@ def _epoch_hours(cfg: Any, override: float | None) -> float:
 def _run(cfg: Any, state_dir: Path, data: dict[str, Path], statements: Any, settings: Any, options: Any,
          progress: bool, reload_data: bool = False) -> Any:
     """Exact answers from the configured upstream, or the embedded database (loaded from --data)."""
-    from tqdm import tqdm
-
     from lapras.exact import PostgresExactSource
     from proxy.ops.app import operator_upstream
 

@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from lapras.exact import ExactSource, close_source, sub_marginal
-from parser.linear import LinearQuery
-from parser.schema import Catalog, TableSchema
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog, TableSchema
 
 
 class SnapshotExactSource:

@@ -11,6 +11,7 @@ import base64
 import html
 import json
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,10 @@ def write_json(result: WhatIfResult, path: str | Path) -> None:
 
 
 def plot(result: WhatIfResult, path: Path) -> None:
-    import matplotlib
+    import matplotlib  # heavy (about half a second): only a chart needs it
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use("Agg"): no display needed
 
     eps_list = sorted({r.epsilon for r in result.runs})
     days = sorted({(r.epoch, r.day) for r in result.runs})
@@ -125,8 +126,6 @@ def plot(result: WhatIfResult, path: Path) -> None:
     ex.set_title("error by statement kind (boxes: quartiles; dotted 5%, dashed 10%)")
     tx = fig.add_subplot(grid[len(eps_list), 2])
     tx.axis("off")
-    import textwrap
-
     text = "\n\n".join(textwrap.fill(s, 58) for s in summary_lines(result))
     tx.text(0, 1, text, va="top", ha="left", fontsize=8, family="monospace")
     fig.tight_layout()

@@ -32,9 +32,9 @@ from lapras.matrix_mechanism import p_workloads
 from lapras.mechanisms import noise
 from lapras.settings import EngineSettings
 from lapras.strategy_cache import StrategyCache
-from parser.linear import LinearQuery
-from parser.plan import QueryPlan
-from parser.schema import Catalog
+from parser.model.linear import LinearQuery
+from parser.model.schema import Catalog
+from parser.plan.queryplan import QueryPlan
 from predictor.canonical import canonical_key
 from predictor.logs import LogStatement
 from predictor.model import WorkloadModel

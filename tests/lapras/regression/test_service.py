@@ -12,7 +12,7 @@ import pytest
 
 from lapras.regression import COLUMNS, Cost, RegressionError, parse_regression_call, run_regression
 from lapras.regression.service import run_regression_call
-from parser.schema import Attribute, Catalog, IntType, TableSchema, TextType
+from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
 
 TABLE = TableSchema("toy", (Attribute("y", IntType(0, 100)), Attribute("a", IntType(0, 10)),
                             Attribute("b", IntType(-5, 5)), Attribute("c", TextType(values=("u", "v")))))

@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .coltypes import ColumnType, IntType, TextType
-from .identifiers import qualified
+from pgcore.identifiers import qualified
+
+from ..coltypes import ColumnType, IntType, TextType
 from .public import PublicTable
 
 Domain = ColumnType
@@ -62,13 +63,13 @@ class TableSchema:
     chosen (column, B) pairs added to ``max_sum_per_group`` (until then those columns are not clamped)."""
     sum_factors: Any = field(default=None, compare=False, repr=False)
     """Column -> SQL name of the per-row factor that clamps a unit's sum in its group (``max_sum_per_group``),
-    on the copies exact-answer sources make over ``parser.bounding.grouped_rows_sql``; None in catalogs."""
+    on the copies exact-answer sources make over ``parser.pushdown.bounding.grouped_rows_sql``; None in catalogs."""
     rows_from: str | None = field(default=None, compare=False, repr=False)
     """SQL naming a relation that holds this table's rows already bounded to k per unit (the epoch's
-    materialisation, ``lapras.bounded``); ``parser.bounding.table_ref`` then reads it as it is. Set only on
+    materialisation, ``lapras.bounded``); ``parser.pushdown.bounding.table_ref`` then reads it as it is. Set only on
     the copies exact-answer sources make; None in every catalog."""
     derived: Any = field(default=None, compare=False, repr=False)
-    """A virtual table derived from a protected one (``parser.distinct.Derived``: units or distinct values
+    """A virtual table derived from a protected one (``parser.bind.distinct.Derived``: units or distinct values
     present per group); None for a protected table itself."""
     _by_name: dict[str, Attribute] = field(default_factory=dict, compare=False, repr=False)
 
@@ -76,7 +77,7 @@ class TableSchema:
         self._by_name.update({a.name: a for a in self.attributes})
 
     def attribute(self, name: str) -> Attribute | None:
-        """The attribute named exactly ``name`` (fold SQL identifiers first: ``parser.identifiers.fold``)."""
+        """The attribute named exactly ``name`` (fold SQL identifiers first: ``pgcore.identifiers.fold``)."""
         return self._by_name.get(name)
 
     @property
@@ -124,16 +125,16 @@ class TableSchema:
 
 @dataclass(frozen=True)
 class Catalog:
-    """All protected tables the proxy serves, and the public tables they may join (``parser.public``)."""
+    """All protected tables the proxy serves, and the public tables they may join (``parser.model.public``)."""
 
     tables: tuple[TableSchema, ...]
     public: tuple[PublicTable, ...] = ()
     collation: Any = field(default=None, compare=False, repr=False)
-    """How the upstream database orders text (``parser.collation.Collation``); None: code point order."""
+    """How the upstream database orders text (``parser.semantics.collation.Collation``); None: code point order."""
 
     def table(self, name: str, schema: str | None = None) -> TableSchema | None:
         """The table named exactly ``name`` (in ``schema`` if given): names are case-sensitive, as
-        PostgreSQL's are once folded (``parser.identifiers.fold``)."""
+        PostgreSQL's are once folded (``pgcore.identifiers.fold``)."""
         for t in self.tables:
             if t.name == name and (schema is None or schema == t.schema):
                 return t

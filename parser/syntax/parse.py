@@ -12,7 +12,7 @@ from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from .errors import FEATURE_NOT_SUPPORTED, SYNTAX_ERROR, Refusal
+from pgcore.errors import FEATURE_NOT_SUPPORTED, SYNTAX_ERROR, Refusal
 
 INVALID_UNICODE_ESCAPE = "22025"  # PostgreSQL: invalid_escape_sequence for a malformed \u escape
 CHARACTER_NOT_IN_REPERTOIRE = "22021"
@@ -256,7 +256,7 @@ DATE_PART = "date_part"
 
 class _Postgres(Postgres):
     """PostgreSQL as sqlglot reads it, except ``to_char``: sqlglot rewrites its pattern into strftime codes,
-    folding case (``'dd'`` inside quoted text becomes ``DD``); kept as written for parser.tochar."""
+    folding case (``'dd'`` inside quoted text becomes ``DD``); kept as written for parser.semantics.tochar."""
 
     class Parser(Postgres.Parser):  # type: ignore[misc,valid-type]  # sqlglot declares it as a variable
         FUNCTIONS = {**Postgres.Parser.FUNCTIONS,

@@ -10,13 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from . import condition as C
-from . import errors as E
-from .arrays import array_items
+from pgcore import errors as E
+from pgcore.arrays import array_items
+from pgcore.errors import Refusal
+
+from ..analysis import condition as C
+from ..analysis.template import Template
+from ..model.limits import Budget, Limits
+from ..model.linear import LinearQuery, make_linear_query, space_of, unit
+from ..model.predicate import Pred, Ranges, Space, merge_ranges
+from ..model.schema import Attribute, TableSchema
+from ..plan.queryplan import Column, QueryPlan
+from ..scalar import BOOL, TEXT, cast_value, coerce_param, compare
+from ..syntax.parse import position_of
 from .distinct import DistinctQueries
-from .errors import Refusal
-from .limits import Budget, Limits
-from .linear import LinearQuery, make_linear_query, unit
 from .partition import (
     NeedsPartition,
     has_selected_keys,
@@ -25,25 +32,13 @@ from .partition import (
     selected_groups,
     value_list_request,
 )
-from .plan import Column, QueryPlan
-from .predicate import Pred, Ranges, Space, merge_ranges
-from .scalar import BOOL, TEXT, cast_value, coerce_param, compare
-from .schema import Attribute, TableSchema
 from .splits import cut_compare, cutting, split_axes, split_table
-from .syntax import position_of
-from .template import Template
 
 TF = tuple[Pred, Pred]
 """(cells where the condition is TRUE, cells where it is FALSE); the rest are NULL (unknown)."""
 
 
 @lru_cache(maxsize=64)
-def space_of(table: TableSchema) -> Space:
-    """The predicate space of a table: its attributes in sorted order (the canonical order)."""
-    names = sorted(a.name for a in table.attributes)
-    return Space(names, [table.shape((n,))[0] for n in names])
-
-
 def _missing(params: Sequence[object], needed: int, at_least: bool = True) -> Refusal:
     return Refusal(E.PROTOCOL_VIOLATION, f"bind message supplies {len(params)} parameters, but prepared "
                    f"statement requires {'at least ' if at_least else ''}{needed}")
@@ -106,7 +101,7 @@ class Binder:
         self.space = space_of(table).with_budget(budget)
         self.params = params
         self.budget = budget
-        self.axes = split_axes(table)  # columns cut at the statement's literals (parser/splits.py)
+        self.axes = split_axes(table)  # columns cut at the statement's literals (parser/bind/splits.py)
 
     def base(self, attr: Attribute) -> Pred:
         """Cells where the attribute is not NULL."""
@@ -237,7 +232,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
             coerce_param(params[param.index - 1], param.oid)  # a bad HAVING value fails now, before a release
     finer = split_table(t.table, [t.where, *(spec.filter for spec in t.aggs)],
                         lambda o, a: _value(o, a, params), lambda p: _array_value(p, params))
-    if finer is not None:  # literals inside cells: this statement's finer partition (parser/splits.py)
+    if finer is not None:  # literals inside cells: this statement's finer partition (parser/bind/splits.py)
         t = replace(t, table=finer)
     b = Binder(t.table, params, budget)
     sp = b.space

@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from . import errors as E
-from .errors import Refusal
+from pgcore import errors as E
+from pgcore.errors import Refusal
 
 DEFAULT_MAX_GROUPS = 10_000
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .schema import TableSchema
+from ..model.schema import TableSchema
 
 
 def to_dense(table: TableSchema, attrs: Sequence[str], rows: Iterable[Sequence[object]]) -> np.ndarray:

@@ -3,7 +3,7 @@
 ``bounding_filter``: a public condition holding on every row some query of a fresh statement reads (the
 union of their cells, or its per-column hull when that union is too large to write); ``cells_filter``: the
 rows of a set of cells of one marginal (the cells P's queries read in one group of the matrix mechanism's
-release). Each unit's k rows are then chosen among the rows the filter keeps (``parser.bounding``).
+release). Each unit's k rows are then chosen among the rows the filter keeps (``parser.pushdown.bounding``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .linear import LinearQuery
-from .predicate import Ranges, merge_ranges
-from .schema import TableSchema
-from .sql import _attr_sql, _boxes_sql
+from ..model.linear import LinearQuery, space_of
+from ..model.predicate import Ranges, merge_ranges
+from ..model.schema import TableSchema
+from .cellsql import attr_sql
+from .sql import _boxes_sql
 
 __all__ = ["MAX_BOUNDING_BOXES", "MAX_BOUNDING_WORK", "bounding_filter", "cells_filter"]
 
@@ -33,8 +34,6 @@ def bounding_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str |
     boxes (a superset: rows outside every query may then take some of a unit's k, never more). A public
     function of the statement, never of the data. None when some query reads every row; ``FALSE`` when
     none reads any."""
-    from .bind import space_of
-
     live = [q for q in queries if not q.is_zero]
     if not live:
         return "FALSE"
@@ -67,7 +66,7 @@ def bounding_filter(table: TableSchema, queries: Sequence[LinearQuery]) -> str |
     for name, rs in hull.items():
         attr = table.attribute(name)
         assert attr is not None
-        if name not in free and (c := _attr_sql(attr, merge_ranges(rs))) != "TRUE":
+        if name not in free and (c := attr_sql(attr, merge_ranges(rs))) != "TRUE":
             conds.append(c)
     return " AND ".join(f"({c})" for c in conds) if conds else None
 
@@ -88,7 +87,7 @@ def _one_box_union(table: TableSchema, boxes: set[tuple[tuple[str, Ranges], ...]
         for a, rs in conds:
             column = table.attribute(a)
             assert column is not None
-            if (c := _attr_sql(column, rs)) != "TRUE":
+            if (c := attr_sql(column, rs)) != "TRUE":
                 parts.append(c)
         return " AND ".join(f"({c})" for c in parts)
     return None
@@ -98,8 +97,6 @@ def cells_filter(table: TableSchema, attrs: Sequence[str], cells: np.ndarray) ->
     """A condition keeping exactly the rows whose cell of the marginal ``attrs`` is in ``cells`` (a boolean
     array over it, axes in that order), or None when that is every cell or more than
     ``MAX_BOUNDING_BOXES`` boxes (the caller then reads every row)."""
-    from .bind import space_of
-
     if cells.all():
         return None
     if not cells.any():

@@ -16,9 +16,9 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from . import errors as E
-from .errors import Refusal
-from .pgtypes import DATE, TIMESTAMP, TIMESTAMPTZ
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import DATE, TIMESTAMP, TIMESTAMPTZ
 
 INVALID_DATETIME_FORMAT = "22007"
 DATETIME_FIELD_OVERFLOW = "22008"

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import collation
-from .scalar import FLOAT8, INT8, NUMERIC, Env, Expr, Vector, round_count
-from .values import clamp_count
+from ..scalar import FLOAT8, INT8, NUMERIC, Env, Expr, Vector, round_count
+from ..semantics import collation
+from ..semantics.values import clamp_count
 
 if TYPE_CHECKING:
-    from .template import Template
+    from ..analysis.template import Template
 
 
 def _typed(x: float, oid: int) -> Any:

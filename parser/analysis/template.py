@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from ..model.predicate import Ranges
+from ..model.schema import TableSchema
+from ..scalar import Expr, Param
 from .condition import Cond, Operand
-from .predicate import Ranges
-from .scalar import Expr, Param
-from .schema import TableSchema
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class Template:
     param_types: dict[int, int] = field(default_factory=dict)
     volatile: bool = False  # reads now() / current_date: resolved per statement, never cached
     # The product of the GROUP BY columns' domains is too large to enumerate: the groups are the cell
-    # combinations DP partition selection releases under the WHERE clause (parser.bind, parser.partition).
+    # combinations DP partition selection releases under the WHERE clause (parser.bind.binder, parser.bind.partition).
     select_groups: bool = False
 
     @property

@@ -24,13 +24,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from . import condition as C
-from . import errors as E
-from .coltypes.split import Cut, SplitType
-from .errors import Refusal
-from .identifiers import MAX_NAME_BYTES, display_ident
-from .predicate import Pred, Space
-from .schema import Attribute, TableSchema
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.identifiers import MAX_NAME_BYTES, display_ident
+
+from ..analysis import condition as C
+from ..coltypes.base import ColumnType
+from ..coltypes.split import Cut, SplitType
+from ..model.predicate import Pred, Space
+from ..model.schema import Attribute, TableSchema
 
 MAX_CUTS = 64
 """Most cut points one statement may add (over all its columns): each is one more rank on an axis."""
@@ -88,8 +90,6 @@ def _comparisons(cond: C.Cond | None, table: TableSchema, value: Values,
 
 def splittable(attr: Attribute) -> bool:
     """The column's type may cut cells at literals (binned measures and integers, timestamps)."""
-    from .coltypes import ColumnType
-
     return type(attr.domain).thresholds is not ColumnType.thresholds
 
 

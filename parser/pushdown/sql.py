@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from pgcore.identifiers import quote_ident
+
+from ..coltypes.base import clamp_sql
+from ..coltypes.text import quote_literal
+from ..model.linear import LinearQuery, space_of
+from ..model.predicate import Ranges, merge_ranges
+from ..model.schema import Attribute, TableSchema
 from .bounding import bounding_seed, groups_seed, table_ref
-from .coltypes.base import clamp_sql
-from .coltypes.text import quote_literal
-from .identifiers import quote_ident
-from .linear import LinearQuery
-from .predicate import Ranges, merge_ranges
-from .schema import Attribute, TableSchema
+from .cellsql import attr_condition, attr_sql, cell_expr
 
 __all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
            "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql",
@@ -66,7 +68,7 @@ def _axis_sql(base: TableSchema, attr: str, cells: Sequence[Ranges], plain: bool
     assert a is not None
     if plain:
         return cell_expr(a)
-    whens = " ".join(f"WHEN {_attr_condition(a, rs)} THEN {i}" for i, rs in enumerate(cells))
+    whens = " ".join(f"WHEN {attr_condition(a, rs)} THEN {i}" for i, rs in enumerate(cells))
     return f"CASE {whens} END"
 
 
@@ -80,7 +82,7 @@ def _joint_axis_sql(base: TableSchema, keys: Sequence[LinearQuery]) -> str:
 
 def derived_marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
     """``SELECT axis..., count(*) GROUP BY`` over the marginal ``attrs`` of a derived table
-    (``parser.distinct``): per cell, the units present in it (each unit in at most ``unit_cells`` cells of
+    (``parser.bind.distinct``): per cell, the units present in it (each unit in at most ``unit_cells`` cells of
     the whole derived table), or, with a counted column, its distinct (cell, value) pairs (each unit
     holding at most ``unit_cells`` of them); summed over the axes left out."""
     d = table.derived
@@ -128,35 +130,6 @@ EXACT_SESSION_SQL = ("SET TimeZone = 'UTC'", "SET DateStyle = 'ISO, MDY'", "SET 
 and literal parsing must not depend on a server's or role's defaults."""
 
 
-def cell_expr(attr: Attribute) -> str:
-    """SQL mapping the stored column to its domain cell value (clipped / folded; NULL stays NULL if nullable)."""
-    return attr.domain.cell_sql(quote_ident(attr.name))
-
-
-def _attr_condition(attr: Attribute, ranges: Ranges) -> str:
-    e = cell_expr(attr)
-    d = attr.domain
-    conds: list[str] = []
-    listed: list[str] = []
-    for lo, hi in ranges:
-        top = hi
-        if d.null_index is not None and hi == d.null_index:
-            conds.append(f"{e} IS NULL")
-            top = hi - 1
-        if top < lo:
-            continue
-        cond = d.range_sql(e, lo, top) if lo < top else None
-        if cond is not None:
-            conds.append(cond)
-        else:
-            listed.extend(d.literal_sql(d.value_at(i)) for i in range(lo, top + 1))
-    if len(listed) == 1:
-        conds.insert(0, f"{e} = {listed[0]}")
-    elif listed:
-        conds.insert(0, f"{e} IN ({', '.join(listed)})")
-    return conds[0] if len(conds) == 1 else "(" + " OR ".join(conds) + ")"
-
-
 def _weights_sql(attr: Attribute, weights: Sequence[float]) -> str:
     """A per-row expression's weight of each row, by its cell: the planner's own per-cell values (so the
     exact answer is the linear query's, whatever PostgreSQL's functions would compute)."""
@@ -164,18 +137,8 @@ def _weights_sql(attr: Attribute, weights: Sequence[float]) -> str:
     for i, w in enumerate(weights):
         if w != 0:
             by_weight.setdefault(float(w), []).append((i, i))
-    whens = " ".join(f"WHEN {_attr_condition(attr, merge_ranges(rs))} THEN {w!r}" for w, rs in by_weight.items())
+    whens = " ".join(f"WHEN {attr_condition(attr, merge_ranges(rs))} THEN {w!r}" for w, rs in by_weight.items())
     return f"CASE {whens} ELSE 0 END" if whens else "0"
-
-
-def _attr_sql(attr: Attribute, ranges: Ranges, cells_only: bool = False) -> str:
-    """The attribute's cells as a condition: on the stored column where its type says that is exact
-    (``ColumnType.raw_exact``), else on the cell expression."""
-    if not cells_only and attr.domain.raw_exact:
-        raw = attr.domain.raw_sql(quote_ident(attr.name), ranges)
-        if raw is not None:
-            return raw
-    return _attr_condition(attr, ranges)
 
 
 def _box_conditions(table: TableSchema, q: LinearQuery,
@@ -204,7 +167,7 @@ def predicate_sql(table: TableSchema, q: LinearQuery, cells_only: bool = False) 
     columns where exact, cell expressions otherwise (``cells_only``: cell expressions everywhere)."""
     if q.is_zero:
         return "FALSE"
-    boxes = _box_conditions(table, q, lambda attr, rs: _attr_sql(attr, rs, cells_only))
+    boxes = _box_conditions(table, q, lambda attr, rs: attr_sql(attr, rs, cells_only))
     return _disjunction([" AND ".join(parts) if parts else "TRUE" for parts in boxes])
 
 
@@ -293,8 +256,6 @@ MAX_UNION_QUERIES = 16
 def _union_sql(table: TableSchema, queries: Sequence[LinearQuery]) -> str | None:
     """The union of the queries' cells as one canonical set of disjoint boxes, in SQL (None when too many
     queries or boxes to bother)."""
-    from .bind import space_of
-
     if len(queries) > MAX_UNION_QUERIES:
         return None
     space = space_of(table)
@@ -315,7 +276,7 @@ def _boxes_sql(table: TableSchema, attrs: Sequence[str], boxes: Iterable[dict[in
         for level, rs in sorted(box.items()):
             attr = table.attribute(attrs[level])
             assert attr is not None
-            cond = _attr_sql(attr, rs)
+            cond = attr_sql(attr, rs)
             if cond != "TRUE":
                 conds.append(cond)
         parts.append(" AND ".join(conds) if conds else "TRUE")

@@ -19,8 +19,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from .analysis.nodes import ident, strip_paren
-from .schema import Catalog
+from ..analysis.nodes import ident, strip_paren
+from ..model.schema import Catalog
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .identifiers import display_ident, qualified
+from pgcore.identifiers import display_ident, qualified
+
 from .predicate import Pred, Ranges, Space
 from .schema import Domain, TableSchema
 
@@ -35,7 +36,7 @@ class LinearQuery:
     sensitivity: float = field(default=1.0, compare=False)
     key: str = field(default="", compare=False)
     source: TableSchema | None = field(default=None, compare=False, repr=False)
-    """The derived table the vector is over (``parser.distinct``: units or distinct values present per
+    """The derived table the vector is over (``parser.bind.distinct``: units or distinct values present per
     group), named by ``table``; None: the protected table itself."""
     # Per-cell weights of ``value`` when a per-row expression computes them (``SUM(s * s)``), one per cell
     # of the attribute's domain; None: the attribute's own values (``domain.numeric_weights()``).
@@ -86,7 +87,7 @@ class LinearQuery:
             return 0.0
         if self.measure:
             raise ValueError(f"{self.key}: a SUM over a measure has no histogram form; its exact answer is "
-                             "computed by the database (parser.sql.answers_sql)")
+                             "computed by the database (parser.pushdown.sql.answers_sql)")
         total = 0.0
         for w, vecs in self.factors(table):
             acc = histogram
@@ -97,6 +98,12 @@ class LinearQuery:
 
     def __repr__(self) -> str:
         return f"LinearQuery({self.key})"
+
+
+def space_of(table: TableSchema) -> Space:
+    """The predicate space of a table: its attributes in sorted order (the canonical order)."""
+    names = sorted(a.name for a in table.attributes)
+    return Space(names, [table.shape((n,))[0] for n in names])
 
 
 def _domain(table: TableSchema, attr: str) -> Domain:
@@ -268,7 +275,7 @@ def _key(table: TableSchema, q: LinearQuery) -> str:
             continue
         conds = []
         for attr, rs in box:
-            dom = _domain(table, attr)  # a split axis (parser/splits.py) is named by its column: ``ts~cut``
+            dom = _domain(table, attr)  # a split axis (parser/bind/splits.py) is named by its column: ``ts~cut``
             conds.append(f"{getattr(dom, 'key_label', None) or display_ident(attr)}={dom.format_ranges(rs)}")
         parts.append("&".join(conds))
     return f"{table.qualified_name}|{weight}|{'|'.join(parts)}"

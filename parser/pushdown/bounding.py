@@ -15,10 +15,12 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .identifiers import quote_ident
-from .linear import LinearQuery
-from .predicate import Ranges, merge_ranges
-from .schema import TableSchema
+from pgcore.identifiers import quote_ident
+
+from ..model.linear import LinearQuery
+from ..model.predicate import Ranges, merge_ranges
+from ..model.schema import TableSchema
+from .cellsql import attr_condition, cell_expr
 
 __all__ = ["GroupAxis", "bounded_rows_sql", "bounding_seed", "clamped", "clamped_sensitivity", "grouped_rows_sql",
            "statement_groups", "statement_rows", "sum_factor", "table_ref"]
@@ -40,7 +42,7 @@ def bounded_rows_sql(table: TableSchema, columns: Sequence[str] | None = None, w
 
     The choice depends on that unit's own rows only (a stable transformation: one unit changes at most its
     k kept rows), not on physical order, and every process and restart keeps the same rows. The row text
-    is hashed under the session settings ``parser.sql.EXACT_SESSION_SQL`` fixes, so it reads the same
+    is hashed under the session settings ``parser.pushdown.sql.EXACT_SESSION_SQL`` fixes, so it reads the same
     everywhere. It is computed once per row: ``OFFSET 0`` keeps the inner query from being merged into the
     window's, where the planner would evaluate ``r::text`` once for the hash and again as the tie-break
     (measured: most of the window's cost). ``columns``: the stored columns to return (default: every
@@ -162,13 +164,11 @@ def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> Grou
 def _group_sql(table: TableSchema, groups: GroupAxis) -> str:
     """Each row's group key: its cell of the column when every group is one (non-NULL) cell, else the first
     cell index of the group its cell is in (NULL: in none)."""
-    from .sql import _attr_condition, cell_expr
-
     attr = table.attribute(groups.attr)
     assert attr is not None
     if groups.count > MAX_CASE_GROUPS:
         return f"({cell_expr(attr)})::text"
-    whens = " ".join(f"WHEN {_attr_condition(attr, rs)} THEN '{rs[0][0]}'" for rs in groups.sets)
+    whens = " ".join(f"WHEN {attr_condition(attr, rs)} THEN '{rs[0][0]}'" for rs in groups.sets)
     return f"CASE {whens} END"
 
 

@@ -9,15 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..model.linear import LinearQuery
+from ..model.schema import TableSchema
+from ..scalar import FLOAT8, Env, Expr
+from ..semantics.collation import using
 from . import postprocess as pp
-from .collation import using
-from .linear import LinearQuery
 from .quantile import Quantile
-from .scalar import FLOAT8, Env, Expr
-from .schema import TableSchema
 
 if TYPE_CHECKING:
-    from .template import Template
+    from ..analysis.template import Template
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class QueryPlan:
     params: tuple[object, ...] = field(repr=False, compare=False, default=())
     limit: int | None = None
     offset: int | None = None
-    collation: Any = field(repr=False, compare=False, default=None)  # text order of ORDER BY (parser.collation)
+    collation: Any = field(repr=False, compare=False, default=None)  # text order of ORDER BY (parser.semantics.collation)
 
     @property
     def n_groups(self) -> int:

@@ -4,7 +4,7 @@ trunc, the temporal ones date_trunc, extract, to_timestamp, to_char, and the tex
 length, strpos, substring, left, right, trim (with a character set), replace, translate, lpad / rpad,
 repeat, initcap, octet_length, bit_length, md5, ascii, chr, concat, concat_ws, ``||``, starts_with,
 split_part, reverse, LIKE / ILIKE. Each takes the row's argument values and the result type (``FUNCTIONS``); ``call_type``
-gives that type. Value semantics (casts, common types, text form) come from ``parser.values``.
+gives that type. Value semantics (casts, common types, text form) come from ``parser.semantics.values``.
 """
 
 from __future__ import annotations
@@ -16,20 +16,9 @@ from collections.abc import Callable, Sequence
 from decimal import ROUND_CEILING, ROUND_DOWN, ROUND_FLOOR, ROUND_HALF_UP, Decimal
 from typing import Any
 
-from . import collation
-from . import temporal as TM
-from .errors import Refusal
-from .pgtypes import (
-    BOOL,
-    DATE,
-    FLOAT8,
-    INT4,
-    NUMERIC,
-    TEXT,
-    TIMESTAMPTZ,
-)
-from .regex import Unsupported, matches
-from .sqlstate import (
+from pgcore.errors import Refusal
+from pgcore.pgtypes import BOOL, DATE, FLOAT8, INT4, NUMERIC, TEXT, TIMESTAMPTZ
+from pgcore.sqlstate import (
     FEATURE_NOT_SUPPORTED,
     INVALID_ARGUMENT_FOR_LOG,
     INVALID_ARGUMENT_FOR_POWER,
@@ -38,6 +27,10 @@ from .sqlstate import (
     PROGRAM_LIMIT_EXCEEDED,
     SUBSTRING_ERROR,
 )
+
+from . import collation
+from . import datetimes as TM
+from .regex import Unsupported, matches
 from .tochar import to_char
 from .values import INTEGER_OIDS, as_text, common_type, conform, dec
 
@@ -274,7 +267,7 @@ def _like(fold: bool) -> Callable[[list[Any], int], Any]:
 
 
 def _regex_match(s: str, pattern: str, icase: bool) -> bool:
-    """``s ~ pattern`` (``~*``) with PostgreSQL's semantics (parser.regex; patterns checked at compile)."""
+    """``s ~ pattern`` (``~*``) with PostgreSQL's semantics (parser.semantics.regex; patterns checked at compile)."""
     try:
         return matches(s, pattern, icase)
     except Unsupported as u:
@@ -322,7 +315,7 @@ FUNCTIONS: dict[str, Callable[[list[Any], int], Any]] = {
     "starts_with": _strict(lambda s, p: s.startswith(p)),
     "split_part": _strict(_split_part),
     "reverse": _strict(lambda s: s[::-1]),
-    "to_char": _strict(to_char),  # patterns checked by the compiler (parser.tochar.parse)
+    "to_char": _strict(to_char),  # patterns checked by the compiler (parser.semantics.tochar.parse)
     "regex_match": _strict(_regex_match),
     "like": _like(False),
     "ilike": _like(True),

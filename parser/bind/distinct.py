@@ -28,11 +28,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .coltypes import IntType
-from .linear import LinearQuery, make_linear_query
-from .predicate import Pred, Ranges, Space
-from .schema import Attribute, TableSchema
-from .template import Template
+from ..analysis.template import Template
+from ..coltypes import IntType
+from ..model.linear import LinearQuery, make_linear_query
+from ..model.predicate import Pred, Ranges, Space
+from ..model.schema import Attribute, TableSchema
 
 __all__ = ["Axis", "Derived", "DistinctQueries", "derived_table"]
 

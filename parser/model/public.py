@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .identifiers import qualified
+from pgcore.identifiers import qualified
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .errors import Refusal
-from .sqlstate import FEATURE_NOT_SUPPORTED
+from pgcore.errors import Refusal
+from pgcore.sqlstate import FEATURE_NOT_SUPPORTED
+
+from .values import compare
 
 _CACHE_STRINGS = 2_000_000  # strings kept in the rank cache before it is cleared
 
@@ -137,7 +139,6 @@ def compare_text(op: str, a: Sequence[object], b: Sequence[object]) -> list[bool
     """``a[i] op b[i]`` for text vectors under the current collation (None where either is NULL)."""
     c = current()
     if c.code_point:
-        from .values import compare
         return [compare(op, x, y) for x, y in zip(a, b, strict=True)]
     rank = c.ranks({str(v) for v in (*a, *b) if v is not None})
     out: list[bool | None] = []

@@ -1,6 +1,6 @@
 """SQL values by type, as PostgreSQL computes them: comparison, the common type of CASE branches and
 arithmetic, casts (and a value's text form), bound parameters, integer division. The functions (round,
-lower, LIKE...) and their result types are in ``parser.functions``; the scalar evaluator
+lower, LIKE...) and their result types are in ``parser.semantics.functions``; the scalar evaluator
 (``parser.scalar``) applies both per row.
 
 Python carries the values: int (int4/int8), Decimal (numeric: exact), float (float8), str (text), bool;
@@ -15,10 +15,9 @@ from datetime import date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
-from . import errors as E
-from . import temporal as TM
-from .errors import Refusal
-from .pgtypes import (
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.pgtypes import (
     BOOL,
     DATE,
     FLOAT8,
@@ -32,6 +31,8 @@ from .pgtypes import (
     TIMESTAMPTZ,
     UNKNOWN,
 )
+
+from . import datetimes as TM
 
 INTEGER_OIDS = frozenset({INT4, INT8})
 NUMBER_OIDS = frozenset({INT4, INT8, FLOAT8, NUMERIC})

@@ -5,10 +5,10 @@ value list of public columns filtered on other columns (``SELECT city FROM t WHE
 city``) would tell which values occur there. The binder raises :class:`NeedsPartition` with a :class:`PartitionRequest`: the selection's identity (table,
 key columns, the WHERE clause's canonical linear query, so every spelling of one filter is one selection)
 and the SQL that makes PostgreSQL count, per key, the privacy units holding it under the filter (each
-unit kept in at most ``TableSchema.unit_cells`` keys, :func:`parser.sql.unit_cells_sql`). The engine
+unit kept in at most ``TableSchema.unit_cells`` keys, :func:`parser.pushdown.sql.unit_cells_sql`). The engine
 selects (or replays) the released keys; :func:`selected_table` then gives the table with those keys as the
 column's domain, over which the same statement plans as any other; a public value list lists the groups
-covering a released cell (:func:`parser.bind.bind` with ``selected``).
+covering a released cell (:func:`parser.bind.binder.bind` with ``selected``).
 """
 
 from __future__ import annotations
@@ -17,18 +17,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from . import errors as E
-from .coltypes.base import ColumnType
-from .coltypes.text import TextType
-from .errors import Refusal
-from .identifiers import display_ident, qualified
-from .linear import make_linear_query
-from .predicate import Pred, Ranges, Space
-from .schema import Attribute, Catalog, TableSchema
+from pgcore import errors as E
+from pgcore.errors import Refusal
+from pgcore.identifiers import display_ident, qualified, quote_ident
+
+from ..coltypes.base import ColumnType
+from ..coltypes.text import TextType
+from ..model.linear import make_linear_query
+from ..model.predicate import Pred, Ranges, Space
+from ..model.schema import Attribute, Catalog, TableSchema
 
 if TYPE_CHECKING:
-    from .template import Template
-from .sql import cell_expr, predicate_sql, quote_ident, unit_cells_sql
+    from ..analysis.template import Template
+from ..pushdown.cellsql import cell_expr
+from ..pushdown.sql import predicate_sql, unit_cells_sql
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class PartitionRequest:
 
     @property
     def key(self) -> str:
-        # Names as in canonical keys (parser.identifiers.display_ident): odd ones quoted, so unambiguous.
+        # Names as in canonical keys (pgcore.identifiers.display_ident): odd ones quoted, so unambiguous.
         cols = ",".join(display_ident(c) for c in self.columns)
         kind = "keys" if self.kind == "private" else "cells"
         return f"{qualified(self.schema, self.table)}|{kind}({cols})|{self.filter_key}"

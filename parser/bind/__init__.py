@@ -1,0 +1,1 @@
+"""The binder: the WHERE form and parameters -> cell sets -> LinearQuery per group and aggregate; COUNT(DISTINCT) and partition selection."""

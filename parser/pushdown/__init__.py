@@ -1,0 +1,1 @@
+"""The exact SQL pushed down upstream: answers, marginals, per-unit bounding, row filters."""

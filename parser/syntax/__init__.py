@@ -1,0 +1,1 @@
+"""SQL text -> sqlglot tree, and the digest-keyed caches of parsed statements."""
