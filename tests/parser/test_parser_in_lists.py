@@ -7,8 +7,6 @@ slack for a loaded machine)."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from parser import Refusal
@@ -78,15 +76,11 @@ def test_positions_after_a_folded_list_are_postgresqls() -> None:
     assert err.value.sqlstate == "22P02"
 
 
-def test_ten_thousand_values_plan_fast() -> None:
+def test_ten_thousand_values_plan_and_one_more_is_refused() -> None:
+    """The limit is 10,000 values (how fast they plan: benchmarks/wide_planning.py, not a timed test)."""
     sql = "SELECT count(*) FROM t WHERE k IN (" + ", ".join(str(i) for i in range(10000)) + ")"
-    Planner(CAT).plan("SELECT count(*) FROM t WHERE k IN (1)")  # imports and caches warmed
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        Planner(CAT).plan(sql)
-        times.append(time.perf_counter() - t0)
-    assert min(times) < 0.4, times  # ~0.1 s on an idle core; 0.65 s before the scanner
+    plan = Planner(CAT).plan(sql)
+    assert len(plan.queries) == 1
     with pytest.raises(Refusal) as err:
         Planner(CAT).plan("SELECT count(*) FROM t WHERE k IN (" + ", ".join(str(i) for i in range(10001)) + ")")
     assert err.value.sqlstate == "54000"
