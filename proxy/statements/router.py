@@ -160,10 +160,6 @@ class Router:
         A name that occurs only inside string literals or comments (catalog lookups such as
         `relname = 'adult'`) cannot be a table reference, so such statements skip the SQL parser.
         """
-        if not self.mentions_protected(sql):
-            return False
-        if not self.mentions_protected(_STRINGS.sub("''", strip_comments(sql))):
-            return False
         return self._reads_protected(sql)[0]
 
     def _reads_protected(self, sql: str) -> tuple[bool, Trees | None]:
