@@ -41,7 +41,7 @@ sys.path.insert(0, str(HERE))
 import psycopg  # noqa: E402
 import scale  # noqa: E402
 
-from proxy.ops.events_data import CATEGORIES  # noqa: E402
+from proxy.upstream.events_data import CATEGORIES  # noqa: E402
 
 K = 10
 

@@ -40,7 +40,7 @@ import parser as sqlparser  # noqa: E402
 from lapras.engine import Engine  # noqa: E402
 from lapras.exact import PostgresExactSource  # noqa: E402
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema  # noqa: E402
-from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
+from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402
 
 DAYS = 366
 END = 350

@@ -58,7 +58,7 @@ def main() -> int:
 
     from proxy.catalog.relay import ensure_shadow
     from proxy.config import load_config
-    from proxy.ops.embedded import EmbeddedPostgres
+    from proxy.upstream.embedded import EmbeddedPostgres
 
     root = Path(tempfile.mkdtemp(prefix="lapras-reset-"))
     pg = EmbeddedPostgres(root / "pg")

@@ -45,7 +45,7 @@ def run(corpus: Any, root: Path) -> list[Any]:
 
     import parser as sqlparser
     from proxy.config import load_config
-    from proxy.ops.embedded import EmbeddedPostgres
+    from proxy.upstream.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(root / "pg")
     pg.start()

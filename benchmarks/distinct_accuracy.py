@@ -38,8 +38,8 @@ from lapras.mechanisms.sensitivity import statement_sensitivity  # noqa: E402
 from parser.model.schema import Catalog  # noqa: E402  # noqa: E402
 from parser.pushdown.sql import EXACT_SESSION_SQL  # noqa: E402  # noqa: E402
 from proxy.config import load_config  # noqa: E402  # noqa: E402
-from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
-from proxy.ops.events_data import EventsSpec, ensure_events_table  # noqa: E402
+from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402
+from proxy.upstream.events_data import EventsSpec, ensure_events_table  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STATEMENTS = {

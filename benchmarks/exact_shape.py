@@ -32,7 +32,7 @@ from lapras.factored import answers_from_marginal  # noqa: E402
 from parser import LinearQuery, Planner, TableSchema  # noqa: E402
 from parser.pushdown.sql import answers_sql_batches  # noqa: E402  # noqa: E402
 from proxy.config import load_config  # noqa: E402  # noqa: E402
-from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
+from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402
 
 MC = corpus.mc("Created (UTC)")
 STATEMENTS = {

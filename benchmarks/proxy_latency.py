@@ -192,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         pass
 
     from proxy.config import load_config
-    from proxy.ops.demo_data import ensure_table
-    from proxy.ops.embedded import EmbeddedPostgres
+    from proxy.upstream.demo_data import ensure_table
+    from proxy.upstream.embedded import EmbeddedPostgres
 
     root = Path(tempfile.mkdtemp(prefix="lapras-bench-"))
     pg = EmbeddedPostgres(root / "pg")
@@ -210,10 +210,12 @@ def main(argv: list[str] | None = None) -> int:
         table = cfg.catalog.table("adult")
         assert table is not None
         ensure_table(pg.dsn("adult"), table, cfg.loads["adult"], csv if csv.exists() else None)
-        from proxy.ops.events_data import EventsSpec, ensure_events_table
+        from proxy.upstream.events_data import EventsSpec, ensure_events_table
 
-        for t in cfg.catalog.tables:  # the shipped config's other tables (events): small generated logs
-            if t.name != "adult":
+        for t in cfg.catalog.tables:  # the shipped config's other tables: small generated events, the shop
+            if t.name != "adult" and cfg.loads[t.name].generator == "shop":
+                ensure_table(pg.dsn("adult"), t, cfg.loads[t.name], None)
+            elif t.name != "adult":
                 ensure_events_table(pg.dsn("adult"), EventsSpec(rows=20_000), t.schema, t.name)
         port = _free_port()
         (root / "config.toml").write_text(_config_text(pg.dsn("adult"), port))

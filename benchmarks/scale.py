@@ -43,7 +43,7 @@ sys.path.insert(0, str(REPO))
 import psycopg  # noqa: E402
 
 from proxy.devcluster.cluster import DevCluster  # noqa: E402
-from proxy.ops.events_data import CATEGORIES, COUNTRIES  # noqa: E402
+from proxy.upstream.events_data import CATEGORIES, COUNTRIES  # noqa: E402
 
 EVENTS_DECLARATION = """
 [tables.events]

@@ -36,9 +36,9 @@ from lapras.strategy_cache import StrategyCache  # noqa: E402  # noqa: E402
 from parser.model.linear import LinearQuery  # noqa: E402  # noqa: E402
 from proxy.config import load_config  # noqa: E402
 from proxy.dp.engine_factory import engine_settings  # noqa: E402
-from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
-from proxy.ops.events_data import EventsSpec, ensure_events_table  # noqa: E402
 from proxy.replay.whatif.exact import SnapshotExactSource  # noqa: E402
+from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402
+from proxy.upstream.events_data import EventsSpec, ensure_events_table  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STREAM = 100

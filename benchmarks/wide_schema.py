@@ -85,7 +85,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/wide_schema.json")
     args = ap.parse_args()
 
-    from proxy.ops.embedded import EmbeddedPostgres
+    from proxy.upstream.embedded import EmbeddedPostgres
 
     root = Path(tempfile.mkdtemp(prefix="lapras-wide-"))
     pg = EmbeddedPostgres(root / "pg")

@@ -1,10 +1,13 @@
-"""Planner: statement text -> checked Template (cached) -> bound QueryPlan (cached), under work limits.
+"""Planner: statement text (or its parsed trees) -> checked Template (cached) -> bound QueryPlan (cached),
+under work limits.
 
 A Planner serves one catalog and owns its caches, keyed by digests of the text (and parameter values)
 and bounded in bytes, so neither long texts nor many distinct probes make them grow without bound.
 Planning runs under a ``Budget``: the statement's size, IN lists, nesting and decision-diagram work are
 bounded (54000 / 54001) and a deadline (the session's statement timeout) is checked inside every pass
-(57014). Refusals that do not depend on time are cached like templates.
+(57014). Refusals that do not depend on time are cached like templates. ``prepare`` returns the next step
+of a plan: the plan itself, a DP partition selection the caller runs first (``Selection``, then
+``complete``), or Superset's series limit (``SeriesStep``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TypeAlias
 
 from sqlglot import exp
 
@@ -21,9 +25,11 @@ from pgcore.errors import Refusal
 from .analysis import analyze
 from .analysis.template import Template
 from .bind.binder import bind
+from .bind.partition import NeedsPartition, PartitionRequest
 from .model.limits import DEFAULT_MAX_GROUPS, Budget, Limits, too_complex
 from .model.schema import Catalog
 from .plan.queryplan import Column, QueryPlan
+from .plan.series import SeriesLimit, series_limit
 from .semantics.collation import using
 from .syntax.cache import DigestLRU, approx_size, digest
 from .syntax.parse import parse_statements
@@ -40,12 +46,37 @@ class Description:
     columns: tuple[Column, ...]
 
 
-def _statement(sql: str, limits: Limits) -> exp.Expr:
+@dataclass(frozen=True)
+class Selection:
+    """A step of the plan: the statement's groups come from a DP partition selection, which the caller runs
+    (or replays) before ``Planner.complete`` binds the template over the released keys. ``refusal`` is what
+    the analyst sees where no selection can run (no partition budget)."""
+
+    request: PartitionRequest
+    refusal: NeedsPartition
+    template: Template
+    params: tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class SeriesStep:
+    """A step of the plan: a series-limited statement (``parser.plan.series``), answered as two DP statements;
+    ``refusal`` is what planning the statement as written met."""
+
+    split: SeriesLimit
+    refusal: Refusal
+
+
+PlanStep: TypeAlias = QueryPlan | Selection | SeriesStep
+
+
+def _statement(sql: str, limits: Limits, trees: Sequence[exp.Expr] | None = None) -> exp.Expr:
     size = len(sql.encode("utf-8", "surrogatepass"))
     if size > limits.max_sql_bytes:
         raise too_complex(f"{size} bytes of SQL over a protected table, more than {limits.max_sql_bytes}",
                           "Send a shorter statement: split long IN lists, or filter on ranges.")
-    trees = parse_statements(sql)
+    if trees is None:
+        trees = parse_statements(sql)
     if not trees:
         raise Refusal(E.SYNTAX_ERROR, "empty statement")
     if len(trees) > 1:
@@ -82,8 +113,12 @@ class Planner:
         self.templates = DigestLRU(4096, cache_bytes // 2)
         self.plans = DigestLRU(4096, cache_bytes // 2)
 
-    def template(self, sql: str, *, deadline: float | None = None) -> Template:
-        """The checked, parameter-free form of ``sql`` (cached, refusals too, unless they were timeouts)."""
+    def template(self, sql: str, *, deadline: float | None = None,
+                 trees: Sequence[exp.Expr] | None = None) -> Template:
+        """The checked, parameter-free form of ``sql`` (cached, refusals too, unless they were timeouts).
+
+        ``trees``: ``parse_statements(sql)``, parsed by the caller (the proxy's router); the analysis
+        rewrites them, so they are the planner's from then on. Used only when the template is not cached."""
         key = digest(sql)
         hit = self.templates.get(key)
         if hit is not None:
@@ -93,7 +128,7 @@ class Planner:
         budget = Budget(self.limits, deadline)
         try:
             with using(self.catalog.collation):
-                t: Template | Refusal = analyze(_statement(sql, self.limits), self.catalog, budget)
+                t: Template | Refusal = analyze(_statement(sql, self.limits, trees), self.catalog, budget)
         except Refusal as r:
             if r.sqlstate == E.QUERY_CANCELED:
                 raise
@@ -117,7 +152,7 @@ class Planner:
         return self.plans.get(digest(sql, _params_key(ptuple)))
 
     def plan(self, sql: str, params: Sequence[object] | None = None, *,
-             deadline: float | None = None) -> QueryPlan:
+             deadline: float | None = None, trees: Sequence[exp.Expr] | None = None) -> QueryPlan:
         """Turn an aggregate SELECT over a protected table into linear queries, or raise Refusal."""
         ptuple = tuple(params) if params is not None else ()
         pkey = _params_key(ptuple)
@@ -125,7 +160,57 @@ class Planner:
         hit = self.plans.get(key)
         if hit is not None:
             return hit
-        t = self.template(sql, deadline=deadline)
+        return self._bind(self.template(sql, deadline=deadline, trees=trees), ptuple, key, pkey, deadline)
+
+    def prepare(self, sql: str, params: Sequence[object] | None = None, *, deadline: float | None = None,
+                trees: Sequence[exp.Expr] | None = None, series: bool = True) -> PlanStep:
+        """The next step of ``sql``'s plan: the ``QueryPlan``, a ``Selection`` to run before ``complete``, or
+        (with ``series`` and no parameter) the ``SeriesStep`` of a series-limited statement; otherwise the
+        statement's Refusal is raised."""
+        ptuple = tuple(params) if params is not None else ()
+        pkey = _params_key(ptuple)
+        key = digest(sql, pkey)
+        hit = self.plans.get(key)
+        if hit is not None:
+            return hit
+        try:
+            t = self.template(sql, deadline=deadline, trees=trees)
+        except Refusal as r:
+            return self._series_step(sql, r, series and not ptuple)
+        try:
+            return self._bind(t, ptuple, key, pkey, deadline)
+        except NeedsPartition as need:
+            return Selection(need.request, need.with_traceback(None), t, ptuple)
+        except Refusal as r:
+            return self._series_step(sql, r, series and not ptuple)
+
+    def _series_step(self, sql: str, refusal: Refusal, series: bool) -> SeriesStep:
+        """A statement planning refused: its series-limit split if it has one, else the refusal raised."""
+        split = self.series_split(sql) if series else None
+        if split is None:
+            raise refusal
+        return SeriesStep(split, refusal.with_traceback(None))
+
+    def complete(self, step: Selection, selected: frozenset[tuple[int, ...]], *,
+                 deadline: float | None = None) -> QueryPlan:
+        """The plan of ``step``'s value list over the groups covering the ``selected`` cells its selection
+        released, bound from the step's template (nothing parsed or analysed again; not cached)."""
+        with using(self.catalog.collation):
+            plan = bind(step.template, step.params, Budget(self.limits, deadline), selected=selected)
+        return replace(plan, collation=self.catalog.collation)
+
+    def series_split(self, sql: str) -> SeriesLimit | None:
+        """``parser.plan.series.series_limit`` of ``sql`` over this catalog, cached with the templates."""
+        key = digest(sql, "series-limit")
+        hit = self.templates.get(key)
+        if hit is not None:
+            return hit if isinstance(hit, SeriesLimit) else None
+        split = series_limit(sql, self.catalog)
+        self.templates.put(key, split if split is not None else False, 256 + (16 * len(sql) if split else 0))
+        return split
+
+    def _bind(self, t: Template, ptuple: tuple[object, ...], key: bytes, pkey: str,
+              deadline: float | None) -> QueryPlan:
         try:
             with using(self.catalog.collation):
                 plan = replace(bind(t, ptuple, Budget(self.limits, deadline)), collation=self.catalog.collation)
@@ -149,9 +234,10 @@ class Planner:
                         selected=selected)
         return replace(plan, collation=self.catalog.collation)
 
-    def describe(self, sql: str, *, deadline: float | None = None) -> Description:
+    def describe(self, sql: str, *, deadline: float | None = None,
+                 trees: Sequence[exp.Expr] | None = None) -> Description:
         """Parameter type oids ($1.. in order; 25 text when unconstrained) and result columns of ``sql``."""
-        t = self.template(sql, deadline=deadline)
+        t = self.template(sql, deadline=deadline, trees=trees)
         n = max(t.param_types, default=0)
         return Description(tuple(t.param_types.get(i, 25) for i in range(1, n + 1)),
                            tuple(Column(e.name, e.oid) for e in t.outputs))

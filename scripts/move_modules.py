@@ -34,6 +34,15 @@ MOVES = {
     "proxy.ops.config": "proxy.config",
     "proxy.ops.keys": "proxy.config.keys",
     "lapras.strategy.cache": "lapras.strategy_cache",
+    # ops/ services lower layers use, moved below them
+    "proxy.ops.embedded": "proxy.upstream.embedded",
+    "proxy.ops.demo_data": "proxy.upstream.demo_data",
+    "proxy.ops.events_data": "proxy.upstream.events_data",
+    "proxy.ops.shop_data": "proxy.upstream.shop_data",
+    "proxy.ops.value_lists": "proxy.upstream.value_lists",
+    "proxy.ops.reload": "proxy.config.reload",
+    "proxy.ops.shared_settings": "proxy.config.stored",
+    "proxy.ops.version": "proxy.observability.version",
     # the ground floor: PostgreSQL basics every package imports, without loading the front end
     "parser.sqlstate": "pgcore.sqlstate",
     "parser.pgtypes": "pgcore.pgtypes",

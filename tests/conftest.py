@@ -23,8 +23,8 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 
 from proxy.config import load_config
-from proxy.ops.demo_data import ensure_table
-from proxy.ops.embedded import EmbeddedPostgres
+from proxy.upstream.demo_data import ensure_table
+from proxy.upstream.embedded import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -162,7 +162,7 @@ end is today, so the rows, and every test reading them, would change with the da
 def fill_demo_tables(dsn: str, cfg: Any) -> None:
     """Every protected table of ``cfg`` in the database at ``dsn``, as the embedded default fills them:
     census-like rows from the demo generator, event logs from the events generator (smaller here)."""
-    from proxy.ops.events_data import EventsSpec, ensure_events_table
+    from proxy.upstream.events_data import EventsSpec, ensure_events_table
 
     for table in cfg.catalog.tables:
         load = cfg.loads.get(table.name)

@@ -18,8 +18,8 @@ PACKAGES = ("proxy", "parser", "pgcore", "lapras", "predictor")
 NOT_NOISE = {
     "lapras/regression/sketches.py": "sketch matrices, from the mechanisms' secret stream (its docstring)",
     "lapras/strategy/optimize.py": "starting points of the strategy search (public, data-independent)",
-    "proxy/ops/demo_data.py": "the synthetic demo rows (a fixed seed)",
-    "proxy/ops/shop_data.py": "the synthetic shop demo rows (a fixed seed)",
+    "proxy/upstream/demo_data.py": "the synthetic demo rows (a fixed seed)",
+    "proxy/upstream/shop_data.py": "the synthetic shop demo rows (a fixed seed)",
 }
 DRAW = re.compile(r"\.(normal|standard_normal|laplace|integers|choice|uniform|gamma|random|poisson|signs|subset)\(")
 
@@ -136,11 +136,12 @@ def _top(module: str) -> str:
 
 
 PROXY_LAYERS = {"commands": 7, "ops": 6, "replay": 5, "devcluster": 5, "server": 4, "conversation": 3,
-                "statements": 2, "dp": 1, "catalog": 1, "observability": 0, "protocol": 0, "config": -1}
+                "statements": 2, "dp": 1, "catalog": 1, "upstream": 0, "observability": 0, "protocol": 0, "config": -1}
 """proxy/'s layers, top to bottom (a subpackage imports only lower ones): the commands (the CLI and each
 subcommand's module) above all; ops (config, embedded PostgreSQL, demo data, reload); the replay and
 dev-cluster tools; server; conversation; statements; the DP service and the catalog; protocol and
-observability; config (config.toml's keys and loader) the ground floor."""
+observability and the upstream (embedded PostgreSQL, demo data, value lists); config (config.toml's keys,
+loader, reload diff and the settings stored with the ledger) the ground floor."""
 COMMANDS = ("proxy.ops.cli", "proxy.ops.app", "proxy.ops.supervisor", "proxy.devcluster.cli", "proxy.replay.cli",
             "proxy.replay.whatif.cli")
 LAZY_COMMANDS = {
@@ -150,29 +151,12 @@ LAZY_COMMANDS = {
     "proxy/ops/cli.py", "proxy/ops/app.py", "proxy/devcluster/cli.py", "proxy/replay/whatif/cli.py",
 }
 
-# Offenders left to the engineers refactoring those files in parallel (issue 28); the lead empties these at
-# merge. Keys: the imported module (upward imports), the circle's modules, the importing file.
-UPWARD_ALLOWED = {
-    "proxy.ops.cliargs": "reads the config file: moves with it",
-    # operator services that live in ops/ (the top) but serve lower layers: below with the config
-    "proxy.ops.embedded": "embedded PostgreSQL, used by devcluster",
-    "proxy.ops.demo_data": "demo data, used by devcluster",
-    "proxy.ops.events_data": "demo data, used by devcluster",
-    "proxy.ops.shop_data": "demo data, used by devcluster",
-    "proxy.ops.reload": "config diff, used by the admin console's RELOAD",
-    "proxy.ops.version": "version line, used by the admin console",
-    "proxy.ops.shared_settings": "settings checked against the ledger, used by RELOAD",
-    "proxy.ops.value_lists": "value lists read upstream, used by the engine factory",
-    # helper "trip": the DP service classifies statements again (one trip per statement)
-    "proxy.statements.sqltext": "trip: proxy/dp/service.py",
-}
+UPWARD_ALLOWED: dict[str, str] = {}  # none left: an entry names the imported module and why
 CIRCLES_ALLOWED: set[frozenset[str]] = {
-    # helper "trip": session state only, commands in their own modules
-    frozenset({"proxy.statements.router", "proxy.statements.session", "proxy.statements.session_funcs"}),
 }
 LOCAL_ALLOWED_FILES = {
 }
-LOCAL_ALLOWED_DIRS = ("proxy/statements/", "proxy/dp/")  # helper "trip"
+LOCAL_ALLOWED_DIRS: tuple[str, ...] = ()
 
 
 def _proxy_layer(module: str) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from proxy.ops.embedded import EmbeddedPostgres
+from proxy.upstream.embedded import EmbeddedPostgres
 
 pytestmark = pytest.mark.process
 

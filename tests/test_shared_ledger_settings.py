@@ -1,7 +1,7 @@
 """Proxies sharing one upstream ledger agree on the privacy settings: two real proxies on one database. The
 first stores its settings with the ledger; a second whose config differs refuses to start naming each
 difference, starts with `--adopt-stored` on the stored ones, and a ledger of a newer schema version is
-refused (proxy.ops.shared_settings, lapras.ledger.postgres)."""
+refused (proxy.config.stored, lapras.ledger.postgres)."""
 
 from __future__ import annotations
 

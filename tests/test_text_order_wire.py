@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from notices import notice_stderrs
 
-from proxy.ops.embedded import EmbeddedPostgres
+from proxy.upstream.embedded import EmbeddedPostgres
 
 pytestmark = pytest.mark.process
 

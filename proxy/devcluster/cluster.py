@@ -29,11 +29,11 @@ from psycopg import sql
 from parser.model.schema import TableSchema
 from pgcore.identifiers import MAX_NAME_BYTES, quote_ident, truncate
 
-from ..ops.demo_data import create_table, generated_rows
-from ..ops.embedded import remove_tree
-from ..ops.events_data import COLUMNS as EVENT_COLUMNS
-from ..ops.events_data import EventsSpec, create_events_table, fill_events
-from ..ops.shop_data import ORDER_COLUMNS, create_dimensions, create_orders, fill_orders
+from ..upstream.demo_data import create_table, generated_rows
+from ..upstream.embedded import remove_tree
+from ..upstream.events_data import COLUMNS as EVENT_COLUMNS
+from ..upstream.events_data import EventsSpec, create_events_table, fill_events
+from ..upstream.shop_data import ORDER_COLUMNS, create_dimensions, create_orders, fill_orders
 from .instance import ClusterError, PgInstance, check_reachable, private_dir, service_account
 
 log = logging.getLogger("lapras.devcluster")

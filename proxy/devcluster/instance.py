@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psycopg
 
-from ..ops.embedded import SYSTEM_USER, _ensure_system_user, _reachable_bin_dir, bin_dir, wait_accepting
+from ..upstream.embedded import SYSTEM_USER, _ensure_system_user, _reachable_bin_dir, bin_dir, wait_accepting
 
 _HBA = """# Written by lapras-proxy dev-cluster. Unix socket only (no TCP listener); passwords, never trust.
 local   all   all   scram-sha-256

@@ -109,3 +109,14 @@ def budget_rows(report: Mapping[str, Any], activity: Mapping[str, float], *, adm
         for key, value in _flatten({k: v for k, v in report.items() if k != "current"}, "operator."):
             rows.append((key, _num(value)))
     return rows
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested report -> (dotted key, value) pairs, in report order (the CLI's `budget` listing)."""
+    out: list[tuple[str, Any]] = []
+    for k, v in tree.items():
+        if isinstance(v, Mapping):
+            out.extend(flatten(v, f"{prefix}{k}."))
+        else:
+            out.append((f"{prefix}{k}", v))
+    return out

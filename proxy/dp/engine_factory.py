@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -14,14 +15,20 @@ from lapras.exact import ExactSource, PostgresExactSource
 from lapras.history import StatementHistory
 from lapras.ledger.base import Ledger
 from lapras.ledger.postgres import PostgresLedger
+from lapras.matrix_mechanism import p_workloads
 from lapras.settings import EngineSettings
 from lapras.snapshot import SnapshotExactSource
 from lapras.strategy_cache import StrategyCache
 from parser.model.linear import LinearQuery
 from parser.model.schema import Catalog
+from predictor.declared import expand_templates
+from predictor.history import MAX_EPOCHS, epochs_to_read, learn
+from predictor.utility import SPLIT_NAMES, CostModel
 
 from ..config import Config
 from ..config.keys import KEYS
+from ..upstream.value_lists import read_value_lists
+from .regression_endpoint import RegressionEndpoint
 
 log = logging.getLogger("lapras.engine_factory")
 
@@ -47,8 +54,6 @@ def declared_queries(cfg: Config, catalog: Catalog | None = None) -> list[Linear
     specs = cfg.predictor.get("templates", [])
     if not specs:
         return []
-    from predictor.declared import expand_templates
-
     out: list[LinearQuery] = []
     for sql in expand_templates(specs):
         try:
@@ -87,11 +92,6 @@ def history_learner(ledger: Ledger, history: StatementHistory | None, length: fl
     """P and S learnt at each epoch's preparation from the proxy's own statement history in the ledger
     (``[lapras] learn_prediction``): the predictor's model over one bucket per ledger epoch (``length``:
     the configured epoch length in seconds, None for manual epochs)."""
-    import time
-
-    from predictor.history import MAX_EPOCHS, epochs_to_read, learn
-    from predictor.utility import SPLIT_NAMES, CostModel
-
     cost = CostModel.for_split(split if split in SPLIT_NAMES else "auto")
 
     def load(catalog: Catalog) -> Prediction:
@@ -128,8 +128,6 @@ def build_engine(cfg: Config, upstream_dsn: str, *, background: bool = False,
     """The engine with its ledger and exact-answer source in the upstream database.
 
     ``background``: epochs are prepared by the engine's own thread, off the serving path (the proxy)."""
-    from ..ops.value_lists import read_value_lists
-
     ledger = PostgresLedger(upstream_dsn)
     history = StatementHistory(ledger) if cfg.lapras.learn_prediction else None
     return Engine(cfg.catalog, ledger, exact_source(cfg, upstream_dsn),
@@ -150,10 +148,6 @@ def exact_source(cfg: Config, upstream_dsn: str) -> ExactSource:
 def prepare_strategies(cfg: Config, state_dir: Path) -> dict[str, Any]:
     """Optimise the strategies of the current P into the state dir's store, touching no data and no budget:
     the proxy's next epoch (or first start) then finds them instead of optimising."""
-    import time
-
-    from lapras.matrix_mechanism import p_workloads
-
     settings = engine_settings(cfg, progress=True)
     load = _predictions(cfg)
     pred = load(cfg.catalog) if load is not None else Prediction()
@@ -168,7 +162,5 @@ def prepare_strategies(cfg: Config, state_dir: Path) -> dict[str, Any]:
             "store": str(store.path)}
 
 
-def build_regression(cfg: Config, upstream_dsn: str, engine: Engine) -> Any:
-    from .regression_endpoint import RegressionEndpoint
-
+def build_regression(cfg: Config, upstream_dsn: str, engine: Engine) -> RegressionEndpoint:
     return RegressionEndpoint(cfg, upstream_dsn, engine)

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .commands import DPCommand
+
 
 @dataclass(frozen=True, slots=True)
 class ColumnDesc:
@@ -26,16 +28,17 @@ class QueryResult:
 
 
 class QueryService(Protocol):
-    """Answers statements that read protected tables (or call lapras.* functions / SHOW lapras.*).
+    """Answers statements that read protected tables (or call lapras.* functions / SHOW lapras.*), each
+    handed over by the router as a typed command (``proxy.dp.commands``).
 
     Exceptions carry PostgreSQL fields: `sqlstate`, `message`, and optionally `detail`, `hint`, `position`.
     """
 
-    def describe(self, sql: str, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
+    def describe(self, command: DPCommand, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
         """Parameter type oids and result columns, from the SQL alone; never spends budget."""
         ...
 
-    async def execute(self, sql: str, params: Sequence[object | None], user: str,
+    async def execute(self, command: DPCommand, params: Sequence[object | None], user: str,
                       settings: Mapping[str, str]) -> QueryResult:
         """Run the statement with bound parameters and return its (noisy) result."""
         ...

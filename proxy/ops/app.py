@@ -29,10 +29,10 @@ from parser.model.schema import Catalog
 from pgcore.identifiers import display_ident
 
 from ..config import Config, parse_listen
-from .demo_data import ensure_table, table_exists
-from .embedded import EmbeddedPostgres
-from .events_data import ensure_events_table
-from .shared_settings import HINT, agree_with_ledger
+from ..config.stored import HINT, agree_with_ledger
+from ..upstream.demo_data import ensure_table, table_exists
+from ..upstream.embedded import EmbeddedPostgres
+from ..upstream.events_data import ensure_events_table
 
 log = logging.getLogger("lapras.app")
 
@@ -106,7 +106,7 @@ def _fill_tables(cfg: Config, dsn: str, data: dict[str, Path], reload_data: bool
     """Create missing protected tables of the embedded database (from --data, else generated rows); with
     ``reload_data`` replace those given a file. A file for a table that exists is refused otherwise: the
     user would measure the old rows believing they measure the file."""
-    from .demo_data import DataLoadError
+    from ..upstream.demo_data import DataLoadError
 
     with psycopg.connect(dsn) as conn:
         present = {t.name for t in cfg.catalog.tables if table_exists(conn, t)}
@@ -213,8 +213,8 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     from ..catalog.relay import ensure_shadow
     from ..dp.service import DPService
     from ..server.listener import ProxyServer
+    from ..upstream.value_lists import ValueListError, resolve_value_lists
     from .public_tables import follow_public_tables, public_table_warnings, with_public_tables
-    from .value_lists import ValueListError, resolve_value_lists
 
     try:
         # Value lists declared with values_from are read from their public tables before anything plans.
@@ -272,7 +272,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     if ready_line:
         # The real time to accepting connections; P's release may still be on its way (it does not block).
         report = await asyncio.to_thread(service.engine.budget_report)
-        from .reload import epoch_difference_lines
+        from ..config.reload import epoch_difference_lines
 
         # Privacy settings are fixed per epoch in the ledger: say which of the file's wait for the next one.
         for line in epoch_difference_lines(report.get("current") or {}, cfg, admin.next_epoch_text()):
@@ -361,7 +361,7 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
           settings_mode: str = "check") -> int:
     """Run the proxy until SIGINT/SIGTERM (or the admin console's SHUTDOWN); returns the exit code.
     ``settings_mode``: how the config's privacy settings meet those stored with the ledger
-    (proxy.ops.shared_settings)."""
+    (proxy.config.stored)."""
     from ..server.cancel_relay import MAX_WORKERS
 
     if not 1 <= workers <= MAX_WORKERS:

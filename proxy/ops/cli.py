@@ -43,8 +43,8 @@ def _against_running(cfg: Config, state_dir: Path, explicit: bool) -> list[str]:
     start and at each reload), with when each change takes effect; and, when the ledger can be read
     without starting anything, the privacy settings in which the epoch in force differs from ``cfg`` (they
     apply from the next epoch, which is named)."""
+    from ..config.reload import NEXT_EPOCH, diff, epoch_difference_lines, summary
     from ..server.admin_control import RUNNING_CONFIG
-    from .reload import NEXT_EPOCH, diff, epoch_difference_lines, summary
 
     current = _current_epoch(cfg, state_dir)
     nxt = _next_epoch_text(cfg, current)
@@ -234,7 +234,7 @@ def _cmd_psql(args: argparse.Namespace) -> int:
         print("lapras-proxy: upstream.dsn is set; connect to that database with its own credentials",
               file=sys.stderr)
         return 2
-    from .embedded import EmbeddedPostgres, bin_dir
+    from ..upstream.embedded import EmbeddedPostgres, bin_dir
 
     pg = EmbeddedPostgres(Path(args.state_dir))
     if not pg.is_running():
@@ -257,7 +257,7 @@ def _cmd_reset(args: argparse.Namespace) -> int:
     """Remove the embedded database of a state dir (its tables and its privacy ledger): the way back to a
     fresh start. As root the cluster lives under /var/lib/lapras-proxy, so removing the state dir alone
     does not reset it."""
-    from .embedded import EmbeddedPostgres
+    from ..upstream.embedded import EmbeddedPostgres
 
     pg = EmbeddedPostgres(Path(args.state_dir))
     if not (pg.data_dir / "PG_VERSION").exists():
@@ -295,7 +295,7 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
         description="A PostgreSQL wire-protocol proxy that answers aggregate SQL with differentially "
                     "private results under one privacy budget (LAPRAS).")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug details")
-    from .version import version_line
+    from ..observability.version import version_line
 
     parser.add_argument("--version", action="version", version=version_line(),
                         help="print the version and exit")

@@ -1,6 +1,6 @@
 """The server's side of the admin console and of reloads: figures of this process, the PAUSE gate, RELOAD
 (also run by SIGHUP) and SHUTDOWN. The console itself (commands, role check, rows) is
-`proxy.statements.admin`; what each configuration key's change means is `proxy.ops.reload`.
+`proxy.statements.admin`; what each configuration key's change means is `proxy.config.reload`.
 
 With `--workers N` every worker has its own console: SHOW STATS, CLIENTS and SERVERS describe the worker
 that took the connection (the `worker` column says which); RELOAD and SHUTDOWN reach the supervisor, which
@@ -24,14 +24,14 @@ from psycopg.conninfo import conninfo_to_dict
 from lapras.report import epoch_report
 
 from ..config import Config, ConfigError, load_config
+from ..config import reload as reloading
 from ..config.keys import KEYS
+from ..config.stored import LAPRAS_KEYS, PRIVACY_KEYS, privacy_settings
 from ..dp.budget_view import timestamp
 from ..dp.engine_factory import engine_settings
 from ..observability import querylog
 from ..observability.stats import Stats
-from ..ops import reload as reloading
-from ..ops.shared_settings import LAPRAS_KEYS, PRIVACY_KEYS, privacy_settings
-from ..ops.version import version_line
+from ..observability.version import version_line
 from ..protocol.errors import PgError
 from .state import ServerState
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..catalog.relay import CatalogDB
 from ..conversation.core import Conversation
+from ..dp.timeout import duration_ms
 from ..protocol import backend
 from ..protocol.connection import NEED_DATA, ServerConnection
 from ..protocol.errors import PgError
@@ -34,7 +35,6 @@ from ..protocol.frontend import (
 )
 from ..statements.executor import Executor
 from ..statements.session import Session
-from ..statements.sqltext import duration_ms
 from .auth import AuthFailed, authenticate
 from .state import ServerState
 

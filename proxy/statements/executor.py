@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..catalog.relay import CatalogDB, catalog_error
+from ..dp.commands import DPCommand
 from ..dp.service_api import QueryResult, QueryService
 from ..observability.metrics import ProxyMetrics
 from ..observability.querylog import finish_statement
@@ -17,9 +18,11 @@ from ..protocol import backend, types
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
 from .admin import AdminControl, admin_columns, run_admin
+from .commands import run_command, show_columns
+from .prepare import parse_declare, parse_execute, parse_prepare
 from .results import ResultSet, command, encode_rows, format_for, session_zone
 from .router import Kind, Route, Router
-from .session import PreparedStatement, Session, parse_declare, parse_execute, parse_prepare
+from .session import PreparedStatement, Session
 
 
 def decode_params(oids: Sequence[int], formats: Sequence[int], raw: Sequence[bytes | None]) -> list[Any]:
@@ -71,7 +74,8 @@ class Executor:
             assert route.error is not None
             raise route.error
         if route.kind is Kind.DP:
-            oids, cols = self.service.describe(route.sql, stmt.param_oids)
+            assert route.dp is not None
+            oids, cols = self.service.describe(route.dp, stmt.param_oids)
             out: tuple[list[int], list[Field] | None] = (
                 list(oids), [backend.field(c.name, c.type_oid) for c in cols] or None)
         elif route.kind is Kind.CATALOG:
@@ -89,7 +93,7 @@ class Executor:
                 if target is None:
                     raise PgError("26000", "prepared statement does not exist")
                 return list(stmt.param_oids), (await self.describe_statement(target))[1]
-            out = (list(stmt.param_oids), self.session.show_columns(route.sql))
+            out = (list(stmt.param_oids), show_columns(self.session, route.sql))
             if route.command == "FETCH":
                 return out   # depends on the cursor, which may change
         else:
@@ -166,7 +170,8 @@ class Executor:
         kind = route.kind
         if kind is Kind.DP:
             values = decoded if decoded is not None else decode_params(param_oids, param_formats, params)
-            return await self._dp(route.sql, values, result_formats)
+            assert route.dp is not None
+            return await self._dp(route.dp, values, result_formats)
         if kind is Kind.CATALOG:
             try:
                 res = await self.catalog.execute(route.sql, param_oids, param_formats, params, result_formats,
@@ -182,15 +187,15 @@ class Executor:
                 return self._prepare(route)
             if route.command == "EXECUTE":
                 return await self._execute_prepared(route, result_formats)
-            return self.session.execute(route, list(result_formats))
+            return run_command(self.session, route, list(result_formats))
         if kind is Kind.EMPTY:
             return command("")
         assert route.error is not None
         raise route.error
 
-    async def _dp(self, sql: str, values: Sequence[Any], result_formats: Sequence[int]) -> ResultSet:
+    async def _dp(self, dp: DPCommand, values: Sequence[Any], result_formats: Sequence[int]) -> ResultSet:
         s = self.session
-        result = await self.service.execute(sql, values, s.user, s.settings)
+        result = await self.service.execute(dp, values, s.user, s.settings)
         self._last_dp = result
         fields = [backend.field(c.name, c.type_oid) for c in result.columns]
         rows = encode_rows(fields, result.rows, result_formats, session_zone(s.get("timezone")))

@@ -1,11 +1,15 @@
-"""Classify each statement: session command, DP query, catalog pass-through, or refusal (cached by digest)."""
+"""Classify each statement: session command, DP command, catalog pass-through, or refusal (cached by digest).
+
+A statement for the DP service leaves here as a typed command (``proxy.dp.commands``) carrying the trees
+the router parsed to see that it reads a protected table: the planner analyses those, never the text again.
+"""
 
 from __future__ import annotations
 
 import enum
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlglot
 from sqlglot import exp
@@ -13,8 +17,20 @@ from sqlglot import exp
 from parser import references_protected as parser_check
 from parser.model.schema import Catalog
 from parser.syntax.cache import DigestLRU, digest
+from parser.syntax.parse import parse_statements
 from pgcore.identifiers import mention_pattern
 
+from ..dp.commands import (
+    NOT_PARSED,
+    DPCommand,
+    ExplainCommand,
+    NewEpochCommand,
+    Parsed,
+    QueryCommand,
+    RegressionCommand,
+    ShowCommand,
+    Trees,
+)
 from ..protocol.errors import PgError
 from .admin import admin_command
 from .session_funcs import session_select
@@ -22,6 +38,8 @@ from .sqltext import EscapeError, decode_escapes, leading_words, strip_comments
 
 _PLAIN_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(?:SELECT|WITH)\b", re.IGNORECASE)
 """EXPLAIN without options of a query: answered by the DP service (options such as ANALYZE stay refused)."""
+_EXPLAIN = re.compile(r"^\s*explain\s+(?P<stmt>(?:select|with)\b.*)$", re.I | re.S)
+_NEW_EPOCH = re.compile(r"^\s*select\s+(?:\*\s+from\s+)?lapras\s*\.\s*new_epoch\s*\(\s*\)\s*;?\s*$", re.I)
 
 class Kind(enum.Enum):
     EMPTY = "empty"        # only whitespace/comments: EmptyQueryResponse
@@ -38,6 +56,7 @@ class Route:
     sql: str
     command: str = ""                 # leading keyword, upper-case (SET, SHOW, SELECT, ...)
     error: PgError | None = None
+    dp: DPCommand | None = None       # Kind.DP: what the DP service is asked
 
 
 SESSION_COMMANDS = frozenset({
@@ -85,7 +104,7 @@ _OPERATOR_ONLY = re.compile(r'\blapras\s*\.\s*"?(statement_history|epochs|answer
 _DML_IN_QUERY = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE)\b", re.IGNORECASE)
 _INTO = re.compile(r"\bINTO\b", re.IGNORECASE)
 _LOCKING = re.compile(r"\bFOR\s+(NO\s+KEY\s+)?(UPDATE|SHARE|KEY\s+SHARE)\b", re.IGNORECASE)
-_CURRENT_SETTING = re.compile(
+CURRENT_SETTING = re.compile(
     r"^\s*SELECT\s+(?:pg_catalog\s*\.\s*)?current_setting\s*\(\s*'(?P<name>[\w.]+)'\s*(?:,\s*(?:true|false)\s*)?\)"
     r"(?:\s+(?:AS\s+)?(?P<alias>\w+|\"[^\"]+\"))?\s*;?\s*$", re.IGNORECASE)
 _STRINGS = re.compile(r"'(?:[^']|'')*'|\$\$.*?\$\$", re.S)
@@ -123,7 +142,13 @@ class Router:
         if hit is not None:
             return hit
         route = self._classify(sql)
-        self._cache.put(key, route, 2 * len(sql))  # the Route holds the text
+        dp = route.dp
+        if dp is not None and not isinstance(dp, ShowCommand | NewEpochCommand) and dp.parsed is not NOT_PARSED:
+            # A parse tree is many times its text: the cached route keeps the text only (a repeat is planned
+            # from the planner's caches), this first one hands its trees to the planner.
+            self._cache.put(key, replace(route, dp=replace(dp, parsed=NOT_PARSED)), 2 * len(sql))
+        else:
+            self._cache.put(key, route, 2 * len(sql))  # the Route holds the text
         return route
 
     def mentions_protected(self, sql: str) -> bool:
@@ -135,13 +160,21 @@ class Router:
         A name that occurs only inside string literals or comments (catalog lookups such as
         `relname = 'adult'`) cannot be a table reference, so such statements skip the SQL parser.
         """
+        return self._reads_protected(sql)[0]
+
+    def _reads_protected(self, sql: str) -> tuple[bool, Trees | None]:
+        """``references_protected`` and the trees it read (None: not parsed, or not parseable by the
+        planner's parser, in which case sqlglot's own reading decides, as the parser's check does)."""
         if not self.mentions_protected(sql):
-            return False
+            return False, None
         if not self.mentions_protected(_STRINGS.sub("''", strip_comments(sql))):
-            return False
+            return False, None
         if len(sql) > PARSE_LIMIT:
-            return True  # conservative: the DP service answers or refuses it, under its limits
-        return self._references(sql)
+            return True, None  # conservative: the DP service answers or refuses it, under its limits
+        trees = _parse(sql)
+        if trees is None:
+            return self._references(sql), None
+        return self._references(trees), trees
 
     def _classify(self, sql: str) -> Route:
         words = leading_words(sql, 3)
@@ -153,7 +186,7 @@ class Router:
             return Route(Kind.ADMIN, sql, console)
         if first in SESSION_COMMANDS:
             if first == "SHOW" and words[1:3] == ["LAPRAS", "BUDGET"]:
-                return Route(Kind.DP, sql, first)   # the other lapras.* settings are the session's
+                return _dp_route(sql, first, None)  # the other lapras.* settings are the session's
             if first in ("COMMIT", "ROLLBACK") and len(words) > 1 and words[1] == "PREPARED":
                 return Route(Kind.REFUSED, sql, first, read_only_error(f"{first} PREPARED"))
             return Route(Kind.SESSION, sql, first)
@@ -191,11 +224,11 @@ class Router:
             if self.mentions_protected(_STRINGS.sub("''", strip_comments(sql))):
                 if _PLAIN_EXPLAIN.match(strip_comments(sql)):
                     # The DP service explains it: what would be measured and charged, nothing of the data.
-                    return Route(Kind.DP, sql, first)
+                    return _dp_route(sql, first, None)
                 return Route(Kind.REFUSED, sql, first, PgError(
                     "42501", "permission denied: EXPLAIN of a protected table reveals planner statistics"))
             return Route(Kind.CATALOG, sql, first)
-        if first == "SELECT" and _CURRENT_SETTING.match(sql):
+        if first == "SELECT" and CURRENT_SETTING.match(sql):
             # Answered from the session (its SET values), like SHOW; other forms reach the catalog DB.
             return Route(Kind.SESSION, sql, "CURRENT_SETTING")
         if first in QUERY_COMMANDS:
@@ -212,8 +245,11 @@ class Router:
                     "42501", f"permission denied for table lapras.{private[1].lower()}",
                     hint="the ledger and the statement history are the operator's; SHOW lapras.budget shows "
                          "the budget"))
-            if _LAPRAS_CALL.search(bare) or self.references_protected(sql):
-                return Route(Kind.DP, sql, first)
+            if _LAPRAS_CALL.search(bare):
+                return _dp_route(sql, first, None)
+            protected, trees = self._reads_protected(sql)
+            if protected:
+                return _dp_route(sql, first, trees)
             return Route(Kind.CATALOG, sql, first)
         # Anything else goes to the read-only shadow catalog, which answers or rejects it as PostgreSQL.
         return Route(Kind.CATALOG, sql, first)
@@ -249,15 +285,52 @@ def _select_into(sql: str) -> bool:
     return tree.find(exp.Into) is not None
 
 
-def _protected_checker(catalog: Catalog) -> Callable[[str], bool]:
-    """The parser's `references_protected`, safe on any text."""
+def _protected_checker(catalog: Catalog) -> Callable[[str | Trees], bool]:
+    """The parser's `references_protected`, safe on any text or trees."""
 
-    def check(sql: str) -> bool:
+    def check(sql: str | Trees) -> bool:
         try:
             return bool(parser_check(sql, catalog))
         except Exception:
             # Unparseable SQL that mentions a protected table: the DP service reports the error.
             return True
     return check
+
+
+def _parse(sql: str) -> Trees | None:
+    """The statement as the DP planner reads it, or None where that parser refuses it (the planner then
+    reports the error when the statement reaches it)."""
+    try:
+        return tuple(parse_statements(sql))
+    except Exception:
+        return None
+
+
+def _show_target(sql: str) -> str | None:
+    words = sql.strip().rstrip(";").split()
+    if len(words) == 2 and words[0].upper() == "SHOW" and words[1].lower().startswith("lapras."):
+        return words[1].lower()
+    return None
+
+
+def _dp_route(sql: str, first: str, trees: Trees | None) -> Route:
+    """The route of a statement for the DP service, with its typed command. Statements the service cannot
+    tell apart otherwise (a SHOW of three words, EXPLAIN after a comment) are queries: the planner refuses
+    them as it would any statement it cannot plan."""
+    target = _show_target(sql)
+    dp: DPCommand
+    if target is not None:
+        dp = ShowCommand(sql, target)
+    elif (explain := _EXPLAIN.match(sql)) is not None:
+        statement = explain["stmt"]
+        dp = ExplainCommand(sql, statement, Parsed(_parse(statement) if len(statement) <= PARSE_LIMIT else None))
+    elif _NEW_EPOCH.match(sql):
+        dp = NewEpochCommand(sql)
+    else:
+        if trees is None and len(sql) <= PARSE_LIMIT:
+            trees = _parse(sql)
+        parsed = Parsed(trees)
+        dp = RegressionCommand(sql, parsed) if "linear_regression" in sql.lower() else QueryCommand(sql, parsed)
+    return Route(Kind.DP, sql, first, dp=dp)
 
 

@@ -14,17 +14,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import sqlglot
 from sqlglot import exp
 
 from ..protocol.errors import PgError
 
-if TYPE_CHECKING:
-    from .session import Session
 
-Item = tuple[str, Callable[["Session"], str | None]]
+class Session(Protocol):
+    """What a session function reads of the session (``statements.session.Session`` is one; not imported,
+    so that the router, which imports this module, and the session, which imports the router, stay a line)."""
+
+    database: str
+    user: str
+
+    def get(self, name: str) -> str | None: ...
+    def set(self, name: str, value: str) -> None: ...
+
+
+Item = tuple[str, Callable[[Session], str | None]]
 """A result column: its name and how the session computes its value (text; None is NULL)."""
 
 PREFILTER = re.compile(r"\b(current_setting|set_config|current_database|current_catalog|current_user|"

@@ -239,15 +239,23 @@ def decode_escapes(sql: str) -> str:
     return "".join(parts)
 
 
-_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60000.0, "h": 3600000.0, "d": 86400000.0}
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|[^\s,=;]+|,|=", re.S)
 
 
-def duration_ms(text: str) -> float:
-    """A PostgreSQL time setting ('5000', '5s', '100ms', '1min') in milliseconds; 0 when unreadable."""
-    t = text.strip().strip("'").lower()
-    num = t.rstrip("abcdefghijklmnopqrstuvwxyz ")
-    unit = t[len(num):].strip() or "ms"
-    try:
-        return float(num) * _UNITS_MS[unit]
-    except (ValueError, KeyError):
-        return 0.0
+def command_words(sql: str) -> list[str]:
+    """The tokens of a session command (quoted strings and names kept whole; ',' and '=' on their own)."""
+    return _TOKEN.findall(strip_comments(sql).strip().rstrip(";"))
+
+
+def unquote(tok: str) -> str:
+    """A '...' string's or a "..." name's text; any other token as it is."""
+    if len(tok) >= 2 and tok[0] == tok[-1] == "'":
+        return tok[1:-1].replace("''", "'")
+    if len(tok) >= 2 and tok[0] == tok[-1] == '"':
+        return tok[1:-1].replace('""', '"')
+    return tok
+
+
+def fold_ident(tok: str) -> str:
+    """A name token as PostgreSQL reads it: quoted kept as written, unquoted lower-cased."""
+    return unquote(tok) if tok.startswith('"') else tok.lower()

@@ -14,7 +14,7 @@ import pytest
 import parser as sqlparser
 from lapras.exact import PostgresExactSource
 from lapras.snapshot import SnapshotExactSource
-from proxy.ops.demo_data import ensure_table
+from proxy.upstream.demo_data import ensure_table
 
 SQL = [
     "SELECT COUNT(*) FROM adult WHERE age BETWEEN 30 AND 40 AND sex = 1",

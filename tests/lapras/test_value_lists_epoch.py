@@ -14,7 +14,7 @@ from lapras.engine import StalePlan
 from lapras.exact import PostgresExactSource
 from lapras.ledger.base import EpochSpec
 from parser.model.schema import Attribute, Catalog, TableSchema, TextType, listed_values
-from proxy.ops.value_lists import read_value_lists
+from proxy.upstream.value_lists import read_value_lists
 
 SOURCE = "lookup.plans.name"
 CATALOG = Catalog((TableSchema("visits", (

@@ -74,7 +74,7 @@ def table_database(embedded_pg: Any, name: str, table: str, rows: Iterable[Seque
 def adult_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
     """public.adult with the demo generator's seeded rows (never ../shared: these tests stand alone)."""
     from proxy.config import LoadSettings
-    from proxy.ops.demo_data import ensure_table
+    from proxy.upstream.demo_data import ensure_table
 
     dsn = _new_database(embedded_pg, "parser_adult")
     ensure_table(dsn, ADULT, LoadSettings(), None)

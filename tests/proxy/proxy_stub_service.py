@@ -6,6 +6,7 @@ import asyncio
 import re
 from collections.abc import Mapping, Sequence
 
+from proxy.dp.commands import DPCommand
 from proxy.dp.service_api import ColumnDesc, QueryResult
 from proxy.protocol.errors import PgError
 
@@ -34,14 +35,16 @@ class StubService:
             cols.append(ColumnDesc("count", INT8))
         return cols
 
-    def describe(self, sql: str, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
+    def describe(self, command: DPCommand, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
+        sql = command.sql
         self.described += 1
         n = max((int(x) for x in re.findall(r"\$(\d+)", sql)), default=0)
         oids = [param_oids[i] if i < len(param_oids) and param_oids[i] else INT8 for i in range(n)]
         return oids, self._shape(sql)
 
-    async def execute(self, sql: str, params: Sequence[object | None], user: str,
+    async def execute(self, command: DPCommand, params: Sequence[object | None], user: str,
                       settings: Mapping[str, str]) -> QueryResult:
+        sql = command.sql
         if "slow_dp" in sql:
             await asyncio.sleep(10)
         cols = self._shape(sql)

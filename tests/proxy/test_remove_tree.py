@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.ops.embedded import remove_tree
+from proxy.upstream.embedded import remove_tree
 
 
 def _cluster_like(root: Path, outside: Path) -> None:

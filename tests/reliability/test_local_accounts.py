@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from proxy.ops.embedded import EmbeddedPostgres, bin_dir
+from proxy.upstream.embedded import EmbeddedPostgres, bin_dir
 
 from .harness import REPO, ProxyProcess, free_port, make_test_config
 

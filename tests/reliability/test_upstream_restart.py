@@ -18,7 +18,7 @@ import pytest
 pytest.importorskip("proxy.server.listener")
 pytest.importorskip("proxy.dp.service")
 
-from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
+from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402
 
 from .harness import budget_remaining, fill_demo_tables, ledger_problems, start_proxy  # noqa: E402
 

@@ -16,7 +16,7 @@ from lapras.exact import PostgresExactSource, partition_key_sql
 from parser import plan_query
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
 from proxy.config import load_config
-from proxy.ops.events_data import CATEGORIES, COUNTRIES
+from proxy.upstream.events_data import CATEGORIES, COUNTRIES
 
 from .conftest import REPO, ROWS, Running, is_root
 

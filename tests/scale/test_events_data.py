@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 
-from proxy.ops.events_data import (
+from proxy.upstream.events_data import (
     CATEGORIES,
     COUNTRIES,
     EventsSpec,
