@@ -7,16 +7,23 @@ too), six charts and a dashboard through Superset's REST API, then logs in with 
 `chromium` and `chromium-driver`, driven by the selenium that Superset itself depends on) and writes a
 screenshot of the rendered dashboard to benchmarks/results/superset_dashboard.png.
 
-    .venv/bin/python benchmarks/superset_dashboard.py [--out PATH]
+    .venv/bin/python benchmarks/superset_dashboard.py [--out PATH] [--users N] [--keep-state]
 
 Needs `apt-get install -y chromium chromium-driver`. The proxy's state (embedded database, ledger) is kept
-in benchmarks/scratch/superset-dashboard, so a second run replays the released answers for free.
+in benchmarks/scratch/superset-dashboard; each run starts it afresh unless `--keep-state` (then a second run
+replays the released answers for free). With `--users N` (default 100,000) the embedded `events` table is
+refilled, before any statement, with the demo generator's event log of N users (20 events each on average,
+a heavy head; fixed seed, all of 2026), and `--set` changes config keys of the copy the proxy serves. After
+the screenshot each chart's data is fetched through Superset (the released answers, replayed free) and
+compared with PostgreSQL's exact answer over all rows: per chart the median and worst relative error, and
+the count of negative sums.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -67,11 +74,12 @@ def charts(events: int, virtual: int) -> list[tuple[str, int, dict[str, Any], in
     ]
 
 
-def build_dashboard(s: SupersetServer, proxy_port: int) -> int:
+def build_dashboard(s: SupersetServer, proxy_port: int, datasets: dict[str, int]) -> int:
     db = s.add_database("LAPRAS Proxy", f"postgresql://analyst:lapras@127.0.0.1:{proxy_port}/adult")
     events = s.add_dataset(db, "events")
     virtual = s.add_dataset(db, "big_purchases", "SELECT ts, category, country, amount FROM events "
                                                  "WHERE amount >= 100")
+    datasets.update(events=events, virtual=virtual)
     dash = int(s.api("POST", "/api/v1/dashboard/", {"dashboard_title": "Events through LAPRAS Proxy (DP)",
                                                     "published": True})["id"])
     layout: dict[str, Any] = {
@@ -119,7 +127,7 @@ def screenshot(url: str, base: str, out: str) -> None:
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
     try:
         driver.get(base + "/login/")
-        wait = WebDriverWait(driver, 120)
+        wait = WebDriverWait(driver, 400)
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "input#username, input[name=username]"))
         driver.find_element(By.CSS_SELECTOR, "input#username, input[name=username]").send_keys(ADMIN[0])
         pw = driver.find_element(By.CSS_SELECTOR, "input#password, input[name=password]")
@@ -140,12 +148,95 @@ def screenshot(url: str, base: str, out: str) -> None:
         driver.quit()
 
 
+def refill_events(users: int) -> int:
+    """Replace the embedded `events` rows by the generator's log of ``users`` users (one transaction)."""
+    import datetime as dt
+
+    import psycopg
+
+    from proxy.ops.embedded import EmbeddedPostgres
+    from proxy.ops.events_data import ROWS_PER_USER, EventsSpec, fill_events
+
+    spec = EventsSpec(rows=users * ROWS_PER_USER, users=users, end=dt.datetime(2027, 1, 1, tzinfo=dt.UTC))
+    with psycopg.connect(EmbeddedPostgres(STATE).dsn("adult")) as conn:
+        with conn.transaction():
+            conn.execute("TRUNCATE public.events")
+            n = fill_events(conn, spec)
+        conn.execute("ANALYZE public.events")
+    return n
+
+
+def exact(query: str) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    from proxy.ops.embedded import EmbeddedPostgres
+
+    with psycopg.connect(EmbeddedPostgres(STATE).dsn("adult")) as conn:
+        return [tuple(r) for r in conn.execute(query).fetchall()]
+
+
+MARCH_AXIS = {"timeGrain": "P1D", "columnType": "BASE_AXIS", "sqlExpression": "ts", "label": "ts",
+              "expressionType": "SQL"}
+
+# Each measured chart: its dataset ("events" or "virtual"), the query object Superset's chart-data API
+# sends for it, and PostgreSQL's exact answer over all rows, keyed as the chart's rows are.
+MEASURED: list[tuple[str, str, dict[str, Any], str]] = [
+    ("Events a day, March (noisy counts)", "events",
+     {"columns": [MARCH_AXIS], "metrics": ["count"], "row_limit": 10000,
+      "filters": [{"col": "ts", "op": "TEMPORAL_RANGE", "val": "2026-03-01 : 2026-04-01"}]},
+     "SELECT (extract(epoch FROM date_trunc('day', ts)) * 1000)::bigint, count(*) FROM events "
+     "WHERE ts >= '2026-03-01' AND ts < '2026-04-01' GROUP BY 1"),
+    ("Events in 2026", "events", {"columns": [], "metrics": ["count"]}, "SELECT 'total', count(*) FROM events"),
+    ("Events by country", "events", {"columns": ["country"], "metrics": ["count"], "row_limit": 20},
+     "SELECT country, count(*) FROM events GROUP BY 1"),
+    ("Purchases, refunds and shares (IN filter)", "events",
+     {"columns": ["category"], "metrics": ["count"], "row_limit": 100,
+      "filters": [{"col": "category", "op": "IN", "val": ["purchase", "refund", "share"]}]},
+     "SELECT category, count(*) FROM events WHERE category IN ('purchase', 'refund', 'share') GROUP BY 1"),
+    ("Revenue of big purchases by category (virtual dataset)", "virtual",
+     {"columns": ["category"], "metrics": [SUM_AMOUNT], "row_limit": 100},
+     "SELECT category, sum(amount) FROM events WHERE amount >= 100 GROUP BY 1"),
+]
+
+
+def _chart_rows(data: list[dict[str, Any]], metric: str, key: str | None) -> dict[Any, float]:
+    """A chart's rows as key -> its metric's value."""
+    return {(row[key] if key else "total"): (float(row[metric]) if row[metric] is not None else float("nan"))
+            for row in data}
+
+
+def accuracy(s: SupersetServer, datasets: dict[str, int]) -> list[dict[str, Any]]:
+    """Per measured chart: cells, median and worst |answer - exact| / exact against all rows (a missing
+    group counts 100%), and the count of negative values of a sum."""
+    import numpy as np
+
+    report = []
+    for title, dataset, query, truth_sql in MEASURED:
+        result = s.chart_data(datasets[dataset], query)
+        metric = "SUM(amount)" if query["metrics"] == [SUM_AMOUNT] else "count"
+        key = None if not query["columns"] else ("ts" if query["columns"] == [MARCH_AXIS] else query["columns"][0])
+        got = _chart_rows(result["data"], metric, key)
+        truth = {k: float(v) for k, v in exact(truth_sql)}
+        rel = [abs(got.get(k, 0.0) - v) / v for k, v in truth.items() if v]
+        worst_key = max((k for k, v in truth.items() if v), key=lambda k: abs(got.get(k, 0.0) - truth[k]) / truth[k])
+        negative = sum(1 for v in got.values() if v < 0) if metric != "count" else 0
+        report.append({"chart": title, "cells": len(truth), "median": float(np.median(rel)),
+                       "worst": float(np.max(rel)), "negative_sums": negative,
+                       "worst_cell": [str(worst_key), got.get(worst_key), truth[worst_key]], "sql": result.get("query", "")})
+    return report
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--screenshot"]:
         screenshot(*sys.argv[2:5])
         return
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--users", type=int, default=100_000, help="users of the events table (0: the demo's)")
+    ap.add_argument("--keep-state", action="store_true", help="reuse the previous run's state (replays)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="a key of the served config, e.g. tables.events.max_rows_per_group=2")
+    ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     # Here, not at the top: the screenshot step runs this file in Superset's virtualenv, without pytest.
     from conftest import ProxyProcess, free_port
@@ -153,24 +244,63 @@ def main() -> None:
     t0 = time.monotonic()
     venv = ensure_installed()
     proxy_port = free_port()
-    proxy = ProxyProcess(REPO / "config.toml", STATE, proxy_port, ("--listen", f"127.0.0.1:{proxy_port}"))
+    if not args.keep_state and STATE.exists():
+        subprocess.run([sys.executable, "-m", "proxy.ops.cli", "reset", "--state-dir", str(STATE), "--yes"],
+                       cwd=REPO, check=False, capture_output=True)
+        shutil.rmtree(STATE, ignore_errors=True)
+    STATE.mkdir(parents=True, exist_ok=True)
+    config = STATE / "config.toml"
+    config.write_text(served_config(args.set))
+    proxy = ProxyProcess(config, STATE, proxy_port, ("--listen", f"127.0.0.1:{proxy_port}"))
     proxy.start(timeout=600)  # the first start fills the embedded database
+    if args.users and not args.keep_state:
+        t_fill = time.monotonic()
+        n = refill_events(args.users)
+        # A new epoch, so that every exact source (the epoch's bounded table too) reads the new rows.
+        subprocess.run([sys.executable, "-m", "proxy.ops.cli", "epoch", "--config", str(config), "--state-dir",
+                        str(STATE)], cwd=REPO, check=True, capture_output=True)
+        print(f"events: {n:,} rows of {args.users:,} users in {time.monotonic() - t_fill:.0f} s, new epoch")
     t_proxy = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lapras-superset-") as work:
         s = SupersetServer(venv, Path(work), free_port())
         try:
             s.start()
             t_superset = time.monotonic()
-            dash = build_dashboard(s, proxy_port)
+            datasets: dict[str, int] = {}
+            dash = build_dashboard(s, proxy_port, datasets)
             url = f"{s.base}/superset/dashboard/{dash}/?standalone=1"
             subprocess.run([str(venv / "bin" / "python"), __file__, "--screenshot", url, s.base, args.out],
                            check=True)
             t_done = time.monotonic()
+            report = accuracy(s, datasets)
         finally:
             s.stop()
             proxy.stop()
     print(f"wrote {args.out}: proxy ready in {t_proxy - t0:.0f} s, superset in {t_superset - t_proxy:.0f} s, "
           f"dashboard built and rendered in {t_done - t_superset:.0f} s")
+    print(f"\n| chart ({args.users:,} users{', ' + ', '.join(args.set) if args.set else ''}) | cells | "
+          "median error | worst error | negative sums |\n|---|---:|---:|---:|---:|")
+    for r in report:
+        print(f"| {r['chart']} | {r['cells']} | {r['median']:.1%} | {r['worst']:.1%} | {r['negative_sums']} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"users": args.users, "set": args.set, "charts": report}, indent=1))
+
+
+def served_config(sets: list[str]) -> str:
+    """The shipped config.toml with each ``SECTION.KEY=VALUE`` (a dotted path, a TOML value) set."""
+    import tomlkit
+
+    doc = tomlkit.parse((REPO / "config.toml").read_text())
+    for item in sets:
+        path, _, value = item.partition("=")
+        *parents, key = path.split(".")
+        node: Any = doc
+        for part in parents:
+            if part not in node:
+                sys.exit(f"--set {item}: no [{'.'.join(parents)}] in config.toml")
+            node = node[part]
+        node[key] = tomlkit.parse(f"v = {value}")["v"]
+    return tomlkit.dumps(doc)
 
 
 if __name__ == "__main__":
