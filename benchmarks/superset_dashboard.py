@@ -154,8 +154,8 @@ def refill_events(users: int) -> int:
 
     import psycopg
 
-    from proxy.ops.embedded import EmbeddedPostgres
-    from proxy.ops.events_data import ROWS_PER_USER, EventsSpec, fill_events
+    from proxy.upstream.embedded import EmbeddedPostgres
+    from proxy.upstream.events_data import ROWS_PER_USER, EventsSpec, fill_events
 
     spec = EventsSpec(rows=users * ROWS_PER_USER, users=users, end=dt.datetime(2027, 1, 1, tzinfo=dt.UTC))
     with psycopg.connect(EmbeddedPostgres(STATE).dsn("adult")) as conn:
@@ -169,7 +169,7 @@ def refill_events(users: int) -> int:
 def exact(query: str) -> list[tuple[Any, ...]]:
     import psycopg
 
-    from proxy.ops.embedded import EmbeddedPostgres
+    from proxy.upstream.embedded import EmbeddedPostgres
 
     with psycopg.connect(EmbeddedPostgres(STATE).dsn("adult")) as conn:
         return [tuple(r) for r in conn.execute(query).fetchall()]
