@@ -223,8 +223,24 @@ class CatalogDB:
                       describe: bool = True, owner: int | None = None, user: str = "") -> Relayed:
         """Run one statement for the client session `owner` of `user` (see BackendPool.acquire)."""
         sql_text = self._answerable(sql_text)
-        res = await self._with_conn(lambda c: c.relay(sql_text, param_oids, param_formats, params,
-                                                      result_formats, describe), owner, user)
+        share = self._shares.get(user)
+        if share is None:
+            share = self._shares[user] = asyncio.Semaphore(self.per_user)
+        # The common case inline (no closure, no retry frame): this runs for every relayed statement.
+        async with share:
+            conn = await self.pool.acquire(owner)
+            try:
+                res = await conn.relay(sql_text, param_oids, param_formats, params, result_formats, describe)
+            except PgError as exc:
+                if exc.sqlstate != "08006":
+                    raise
+                self.pool.drop_idle()
+                res = None
+            finally:
+                self.pool.release(conn)
+            if res is None:   # the connection was lost before answering: once more, fresh (see _with_conn)
+                res = await self._on_conn(lambda c: c.relay(sql_text, param_oids, param_formats, params,
+                                                            result_formats, describe), owner, retries=0)
         if res.error is not None:
             raise res.error
         return res
@@ -249,14 +265,14 @@ class CatalogDB:
         async with share:
             return await self._on_conn(fn, owner)
 
-    async def _on_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]], owner: int | None
-                       ) -> Relayed:
-        for attempt in (0, 1):
+    async def _on_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]], owner: int | None,
+                       retries: int = 1) -> Relayed:
+        for attempt in range(retries + 1):
             conn = await self.pool.acquire(owner)
             try:
                 return await fn(conn)
             except PgError as exc:
-                if exc.sqlstate != "08006" or attempt == 1:
+                if exc.sqlstate != "08006" or attempt == retries:
                     raise
                 self.pool.drop_idle()
             finally:
