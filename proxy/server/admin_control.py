@@ -2,9 +2,9 @@
 (also run by SIGHUP) and SHUTDOWN. The console itself (commands, role check, rows) is
 `proxy.statements.admin`; what each configuration key's change means is `proxy.ops.reload`.
 
-With `--workers N` every worker has its own console: SHOW STATS, CLIENTS and SERVERS describe the worker
-that took the connection (the `worker` column says which); RELOAD and SHUTDOWN reach the supervisor, which
-passes them to every worker.
+With `--workers N` SHOW STATS, CLIENTS and SERVERS gather every worker's rows (`worker_figures`; the
+`worker` column says whose); PAUSE holds the worker that took the connection; RELOAD and SHUTDOWN reach the
+supervisor, which passes them to every worker.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 from psycopg.conninfo import conninfo_to_dict
 
 from ..dp.budget_view import timestamp
-from ..observability.stats import Stats
+from ..observability.stats import Stats, summed
 from ..ops import reload as reloading
 from ..ops.config import Config, ConfigError, load_config
 from ..ops.keys import KEYS
 from ..ops.version import version_line
 from ..protocol.errors import PgError
+from .worker_figures import FIGURES, WorkerFigures
 
 if TYPE_CHECKING:
     from .listener import ProxyServer
@@ -106,6 +107,8 @@ class ServerAdmin:
         self.pending: dict[str, str] = {}   # key -> what waits (next epoch / restart), from the last reload
         self._pending_epoch: int | None = None   # the epoch in force at that reload
         self._reloading = asyncio.Lock()
+        # With workers: the other workers' figures, so that SHOW STATS/CLIENTS/SERVERS cover the whole proxy.
+        self.peers: WorkerFigures | None = None
 
     # -- role ------------------------------------------------------------------------------------------
 
@@ -116,6 +119,24 @@ class ServerAdmin:
     # -- SHOW ------------------------------------------------------------------------------------------
 
     async def show(self, what: str) -> list[tuple[object, ...]]:
+        if self.peers is not None and what in FIGURES:
+            return await self._across_workers(what)
+        return await self.show_own(what)
+
+    async def _across_workers(self, what: str) -> list[tuple[object, ...]]:
+        """This worker's rows and every other worker's (each row names its worker), in worker order; for
+        STATS also the sums over the workers (worker `*`)."""
+        assert self.peers is not None
+        rows = await self.show_own(what)
+        for theirs in await self.peers.gather(what):
+            rows.extend(tuple(r) for r in theirs)
+        rows.sort(key=lambda r: int(str(r[0])))   # stable: each worker's rows keep their order
+        if what == "STATS":
+            rows.extend(("*", *r) for r in summed([r[1:] for r in rows]))
+        return rows
+
+    async def show_own(self, what: str) -> list[tuple[object, ...]]:
+        """SHOW ``what`` for this process only (what a worker answers its peers)."""
         if what == "STATS":
             return [(self.worker, *row) for row in self.stats.rows()]
         if what == "CLIENTS":
