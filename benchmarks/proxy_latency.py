@@ -94,7 +94,7 @@ def _percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[i]
 
 
-async def _measure(connect: Any, sql: str, args: tuple, clients: int, total: int) -> dict[str, float]:
+async def _measure(connect: Any, sql: str, args: tuple, clients: int, total: int) -> dict[str, Any]:
     """Run `total` executions of one prepared statement spread over `clients` connections."""
     conns = [await connect() for _ in range(clients)]
     per_client = max(1, total // clients)

@@ -226,9 +226,14 @@ class CatalogDB:
         share = self._shares.get(user)
         if share is None:
             share = self._shares[user] = asyncio.Semaphore(self.per_user)
-        # The common case inline (no closure, no retry frame): this runs for every relayed statement.
-        async with share:
-            conn = await self.pool.acquire(owner)
+        # The common case inline (no closure, no retry frame, no await before the backend's answer when the
+        # user's share and the session's last backend are free): this runs for every relayed statement.
+        if share._value > 0 and not share._waiters:  # noqa: SLF001 - Semaphore.acquire's own fast path
+            share._value -= 1  # noqa: SLF001
+        else:
+            await share.acquire()
+        try:
+            conn = self.pool.try_acquire(owner) or await self.pool.acquire(owner)
             try:
                 res = await conn.relay(sql_text, param_oids, param_formats, params, result_formats, describe)
             except PgError as exc:
@@ -241,6 +246,8 @@ class CatalogDB:
             if res is None:   # the connection was lost before answering: once more, fresh (see _with_conn)
                 res = await self._on_conn(lambda c: c.relay(sql_text, param_oids, param_formats, params,
                                                             result_formats, describe), owner, retries=0)
+        finally:
+            share.release()
         if res.error is not None:
             raise res.error
         return res

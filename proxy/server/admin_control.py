@@ -57,10 +57,17 @@ class PauseGate:
 
     async def __aenter__(self) -> None:
         await self._open.wait()
+        self.enter()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.leave()
+
+    def enter(self) -> None:
+        """Count a statement in without waiting (callers check `paused` first: the hot path)."""
         self.running += 1
         self._idle.clear()
 
-    async def __aexit__(self, *exc: object) -> None:
+    def leave(self) -> None:
         self.running -= 1
         if self.running == 0:
             self._idle.set()

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 log = logging.getLogger("lapras.admin")
@@ -27,7 +27,7 @@ ASK_TIMEOUT_S = 2.0
 _MAX_REQUEST = 64
 
 Rows = list[list[object]]
-Local = Callable[[str], Awaitable[Rows]]
+Local = Callable[[str], Awaitable[Sequence[Sequence[object]]]]
 
 
 class WorkerFigures:
