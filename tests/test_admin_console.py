@@ -303,10 +303,10 @@ def worker_of(conn: psycopg.Connection[Any]) -> int:
     return conn.info.backend_pid & 63
 
 
-def test_console_figures_cover_every_worker(embedded_pg: Any, default_config: Any, harness: Any,
+def test_console_covers_every_worker(embedded_pg: Any, default_config: Any, harness: Any,
                                             tmp_path: Path) -> None:
     """With `--workers 2`, SHOW STATS, CLIENTS and SERVERS typed on either worker list both workers' rows,
-    and SHOW STATS sums them (worker `*`)."""
+    and SHOW STATS sums them (worker `*`); PAUSE and RESUME typed on one worker hold and release the other."""
     dsn = harness.demo_database(embedded_pg, default_config, "fig")
     port = harness.free_port()
     cfg = tmp_path / "config.toml"
@@ -341,6 +341,22 @@ def test_console_figures_cover_every_worker(embedded_pg: Any, default_config: An
                 servers = rows_of(dba, "SHOW SERVERS")
                 assert {(r["worker"], r["type"]) for r in servers} >= {("0", "catalog"), ("1", "catalog")}
             assert time.monotonic() < deadline + 60, f"the console answered on worker(s) {asked} only"
+        # PAUSE typed on one worker holds catalog statements on the other; RESUME there releases them.
+        with admin(proxy) as dba:
+            other = next(c for c in held if worker_of(c) != worker_of(dba))
+            dba.execute("PAUSE")
+            done = threading.Event()
+
+            def catalog_query() -> None:
+                other.execute("SELECT relname FROM pg_catalog.pg_class LIMIT 1").fetchall()
+                done.set()
+
+            waiting = threading.Thread(target=catalog_query)
+            waiting.start()
+            assert not done.wait(2), "PAUSE did not hold the other worker's statement"
+            dba.execute("RESUME")
+            assert done.wait(30), "RESUME did not release the other worker's statement"
+            waiting.join(5)
     finally:
         for c in held:
             c.close()

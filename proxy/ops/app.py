@@ -253,7 +253,7 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         from ..server.worker_figures import WorkerFigures
 
         figures = WorkerFigures(worker, cancel_dir)
-        await figures.start(server.admin.show_own)
+        await figures.start(server.admin.show_own, server.admin.act_own)
         server.admin.peers = figures
     if worker == 0:
         save_running_config(state_dir, cfg)

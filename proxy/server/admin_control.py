@@ -3,7 +3,7 @@
 `proxy.statements.admin`; what each configuration key's change means is `proxy.ops.reload`.
 
 With `--workers N` SHOW STATS, CLIENTS and SERVERS gather every worker's rows (`worker_figures`; the
-`worker` column says whose); PAUSE holds the worker that took the connection; RELOAD and SHUTDOWN reach the
+`worker` column says whose) and PAUSE/RESUME reach every worker the same way; RELOAD and SHUTDOWN reach the
 supervisor, which passes them to every worker.
 """
 
@@ -116,6 +116,7 @@ class ServerAdmin:
         self._reloading = asyncio.Lock()
         # With workers: the other workers' figures, so that SHOW STATS/CLIENTS/SERVERS cover the whole proxy.
         self.peers: WorkerFigures | None = None
+        self._resumes: set[asyncio.Task[list[int]]] = set()
 
     # -- role ------------------------------------------------------------------------------------------
 
@@ -330,13 +331,33 @@ class ServerAdmin:
     # -- PAUSE / RESUME / SHUTDOWN ---------------------------------------------------------------------
 
     async def pause(self) -> None:
+        """PAUSE: this worker and, with workers, every other one (each confirms once it is drained)."""
         self.gate.pause()
         log.info("PAUSE: new statements wait; %d running", self.gate.running)
+        if self.peers is not None:
+            # A running statement ends by itself or at its statement timeout: wait that long for the others.
+            missing = await self.peers.tell("PAUSE", self.server.config.server.statement_timeout_s + 5)
+            if missing:
+                log.warning("PAUSE: worker(s) %s did not confirm", ", ".join(map(str, missing)))
         await self.gate.drained()
 
     def resume(self) -> None:
         self.gate.resume()
         log.info("RESUME")
+        if self.peers is not None:
+            task = asyncio.get_running_loop().create_task(self.peers.tell("RESUME", 5.0))
+            self._resumes.add(task)
+            task.add_done_callback(self._resumes.discard)
+
+    async def act_own(self, what: str) -> None:
+        """A peer's PAUSE or RESUME, for this worker only."""
+        if what == "PAUSE":
+            self.gate.pause()
+            log.info("PAUSE (from another worker): new statements wait; %d running", self.gate.running)
+            await self.gate.drained()
+        else:
+            self.gate.resume()
+            log.info("RESUME (from another worker)")
 
     def shutdown(self) -> None:
         log.info("SHUTDOWN requested through the admin console")
