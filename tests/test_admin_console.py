@@ -270,7 +270,7 @@ def test_sighup_reaches_every_worker(embedded_pg: Any, default_config: Any, harn
     proxy = harness.ProxyProcess(cfg, tmp_path / "state", port, extra_args=("--workers", "2"))
     proxy.start(timeout=120)
     try:
-        seen = set()
+        seen: set[int] = set()
         deadline = time.monotonic() + 60
         while len(seen) < 2:   # both workers serve (the kernel spreads connections over them)
             with admin(proxy) as dba:
