@@ -170,6 +170,8 @@ async def ensure_shadow(admin_dsn: str, shadow_dbname: str, catalog: Catalog,
 
 
 DescribeResult = tuple[list[int], list[Field] | None]
+ANSWERABLE_TEXT_LIMIT = 16 << 10
+ANSWERABLE_CACHE_BYTES = 4 << 20
 
 
 class CatalogDB:
@@ -189,6 +191,8 @@ class CatalogDB:
         self._describe_cache = DigestLRU(2048, 8 << 20)
         self.server_version = ""
         self._table_stats = ""  # pg_stat_user_tables without figures (table_stats), learned at open()
+        self._answerable_texts: dict[str, str] = {}
+        self._answerable_bytes = 0
 
     async def open(self) -> None:
         """Connect once to learn the server version (reported to clients) and fail early if unreachable."""
@@ -253,10 +257,25 @@ class CatalogDB:
         return res
 
     def _answerable(self, sql_text: str) -> str:
-        """The statement as the shadow database runs it: pg_stat_user_tables without figures."""
-        if self._table_stats and mentions(sql_text):
-            return rewrite(sql_text, self._table_stats)
-        return sql_text
+        """The statement as the shadow database runs it: pg_stat_user_tables without figures.
+
+        Remembered per text (texts up to ANSWERABLE_TEXT_LIMIT, ANSWERABLE_CACHE_BYTES in all): a tool's
+        introspection statement of a few KB is lower-cased on every run otherwise (about 3 us per KB), and
+        a rewrite parses it with sqlglot (milliseconds)."""
+        if not self._table_stats:
+            return sql_text
+        known = self._answerable_texts.get(sql_text)
+        if known is not None:
+            return known
+        out = rewrite(sql_text, self._table_stats) if mentions(sql_text) else sql_text
+        size = len(sql_text) + (len(out) if out is not sql_text else 0)
+        if len(sql_text) <= ANSWERABLE_TEXT_LIMIT:
+            if self._answerable_bytes + size > ANSWERABLE_CACHE_BYTES:
+                self._answerable_texts.clear()
+                self._answerable_bytes = 0
+            self._answerable_texts[sql_text] = out
+            self._answerable_bytes += size
+        return out
 
     async def _with_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]],
                          owner: int | None = None, user: str = "") -> Relayed:
