@@ -137,8 +137,15 @@ def main(argv: list[str] | None = None) -> int:
             config.write_text(pl._config_text(pg.dsn("adult"), ports[name]))
             procs.append(_start_proxy(repo.resolve(), config, root / f"state-{name}"))
             pids[name] = procs[-1].pid
-        info = conninfo_to_dict(asyncio.run(ensure_shadow(pg.dsn(), cfg.server.database + CATALOG_DB_SUFFIX,
-                                                          cfg.catalog)))
+        for attempt in range(3):   # the proxies' own background refresh may touch the same catalog rows
+            try:
+                info = conninfo_to_dict(asyncio.run(ensure_shadow(pg.dsn(), cfg.server.database + CATALOG_DB_SUFFIX,
+                                                                  cfg.catalog)))
+                break
+            except psycopg.errors.InternalError:
+                if attempt == 2:
+                    raise
+                time.sleep(1)
         relay_port = pl._free_port()
         relay = subprocess.Popen([sys.executable, "-c", pl.BYTE_RELAY, str(info.get("host")),
                                   str(info.get("port") or 5432), str(relay_port)], stdout=subprocess.PIPE, text=True)
