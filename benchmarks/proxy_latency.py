@@ -94,7 +94,7 @@ def _percentile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[i]
 
 
-async def _measure(connect: Any, sql: str, args: tuple, clients: int, total: int) -> dict[str, float]:
+async def _measure(connect: Any, sql: str, args: tuple, clients: int, total: int) -> dict[str, Any]:
     """Run `total` executions of one prepared statement spread over `clients` connections."""
     conns = [await connect() for _ in range(clients)]
     per_client = max(1, total // clients)
@@ -212,11 +212,13 @@ def main(argv: list[str] | None = None) -> int:
         ensure_table(pg.dsn("adult"), table, cfg.loads["adult"], csv if csv.exists() else None)
         from proxy.upstream.events_data import EventsSpec, ensure_events_table
 
-        for t in cfg.catalog.tables:  # the shipped config's other tables: small generated events, the shop
-            if t.name != "adult" and cfg.loads[t.name].generator == "shop":
-                ensure_table(pg.dsn("adult"), t, cfg.loads[t.name], None)
-            elif t.name != "adult":
+        for t in cfg.catalog.tables:  # the shipped config's other tables: a small event log, the shop demo
+            if t.name == "adult":
+                continue
+            if cfg.loads[t.name].generator == "events":
                 ensure_events_table(pg.dsn("adult"), EventsSpec(rows=20_000), t.schema, t.name)
+            else:
+                ensure_table(pg.dsn("adult"), t, cfg.loads[t.name], None)
         port = _free_port()
         (root / "config.toml").write_text(_config_text(pg.dsn("adult"), port))
         proc = subprocess.Popen([sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(root / "config.toml"),

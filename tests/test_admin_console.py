@@ -270,11 +270,11 @@ def test_sighup_reaches_every_worker(embedded_pg: Any, default_config: Any, harn
     proxy = harness.ProxyProcess(cfg, tmp_path / "state", port, extra_args=("--workers", "2"))
     proxy.start(timeout=120)
     try:
-        seen = set()
+        seen: set[int] = set()
         deadline = time.monotonic() + 60
         while len(seen) < 2:   # both workers serve (the kernel spreads connections over them)
             with admin(proxy) as dba:
-                seen.add(rows_of(dba, "SHOW STATS")[0]["worker"])
+                seen.add(worker_of(dba))
             assert time.monotonic() < deadline, f"only worker(s) {seen} answered"
         add_user(proxy, harness, "hupuser", "huppass")
         proxy.proc.send_signal(signal.SIGHUP)
@@ -295,4 +295,69 @@ def test_sighup_reaches_every_worker(embedded_pg: Any, default_config: Any, harn
             dba.execute("SHUTDOWN")
         assert proxy.proc.wait(60) == 0
     finally:
+        proxy.stop()
+
+
+def worker_of(conn: psycopg.Connection[Any]) -> int:
+    """The worker serving a connection: the low bits of its process id (proxy.server.cancel_relay)."""
+    return conn.info.backend_pid & 63
+
+
+def test_console_covers_every_worker(embedded_pg: Any, default_config: Any, harness: Any,
+                                            tmp_path: Path) -> None:
+    """With `--workers 2`, SHOW STATS, CLIENTS and SERVERS typed on either worker list both workers' rows,
+    and SHOW STATS sums them (worker `*`); PAUSE and RESUME typed on one worker hold and release the other."""
+    dsn = harness.demo_database(embedded_pg, default_config, "fig")
+    port = harness.free_port()
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(harness.make_test_config(dsn, port, epsilon=2.0))
+    proxy = harness.ProxyProcess(cfg, tmp_path / "state", port, extra_args=("--workers", "2"))
+    proxy.start(timeout=120)
+    held: list[psycopg.Connection[Any]] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len({worker_of(c) for c in held}) < 2 or len(held) < 4:   # analysts on both workers
+            c = connect(proxy)
+            c.execute("SELECT 1").fetchall()
+            held.append(c)
+            assert time.monotonic() < deadline, "connections reached one worker only"
+        per_worker = {w: sum(worker_of(c) == w for c in held) for w in (0, 1)}
+        asked: set[int] = set()
+        while asked != {0, 1}:   # the console on each worker
+            with admin(proxy) as dba:
+                asked.add(worker_of(dba))
+                clients = rows_of(dba, "SHOW CLIENTS")
+                analysts = {int(r["pid"]): int(r["worker"]) for r in clients if r["user"] == "analyst"}
+                assert analysts == {c.info.backend_pid: worker_of(c) for c in held}
+                assert all(int(r["statements"]) == 1 for r in clients if r["user"] == "analyst")
+                stats = {(r["worker"], r["user"]): r for r in rows_of(dba, "SHOW STATS")}
+                for w, n in per_worker.items():
+                    assert int(stats[(str(w), "analyst")]["statements"]) == n
+                    assert (str(w), "*") in stats    # each worker's own total
+                assert int(stats[("*", "analyst")]["statements"]) == len(held)
+                assert int(stats[("*", "analyst")]["metadata"]) == len(held)
+                assert int(stats[("*", "*")]["statements"]) == sum(
+                    int(r["statements"]) for (w, u), r in stats.items() if w != "*" and u == "*")
+                servers = rows_of(dba, "SHOW SERVERS")
+                assert {(r["worker"], r["type"]) for r in servers} >= {("0", "catalog"), ("1", "catalog")}
+            assert time.monotonic() < deadline + 60, f"the console answered on worker(s) {asked} only"
+        # PAUSE typed on one worker holds catalog statements on the other; RESUME there releases them.
+        with admin(proxy) as dba:
+            other = next(c for c in held if worker_of(c) != worker_of(dba))
+            dba.execute("PAUSE")
+            done = threading.Event()
+
+            def catalog_query() -> None:
+                other.execute("SELECT relname FROM pg_catalog.pg_class LIMIT 1").fetchall()
+                done.set()
+
+            waiting = threading.Thread(target=catalog_query)
+            waiting.start()
+            assert not done.wait(2), "PAUSE did not hold the other worker's statement"
+            dba.execute("RESUME")
+            assert done.wait(30), "RESUME did not release the other worker's statement"
+            waiting.join(5)
+    finally:
+        for c in held:
+            c.close()
         proxy.stop()

@@ -177,6 +177,8 @@ def test_metabase_table_sync_lists_tables_without_figures(proxy) -> None:
         rows = conn.execute(METABASE_GET_TABLES, (0, "^pg_", "information_schema", "public")).fetchall()
         assert {(r[0], r[1], r[2]) for r in rows} >= {("public", "adult", "TABLE"), ("public", "events", "TABLE")}
         assert all(r[4] is None for r in rows)
+        again = conn.execute(METABASE_GET_TABLES, (0, "^pg_", "information_schema", "public")).fetchall()
+        assert again == rows   # the second sync runs the rewrite the relay remembered
         stat = conn.execute("SELECT relname, seq_scan, n_live_tup, n_dead_tup, last_analyze FROM "
                             "pg_catalog.pg_stat_user_tables s WHERE s.schemaname = 'public' ORDER BY 1").fetchall()
         assert [r[0] for r in stat] == ["adult", "calendar", "events", "orders", "products", "stores"] and all(v is None for r in stat for v in r[1:])

@@ -170,6 +170,8 @@ async def ensure_shadow(admin_dsn: str, shadow_dbname: str, catalog: Catalog,
 
 
 DescribeResult = tuple[list[int], list[Field] | None]
+ANSWERABLE_TEXT_LIMIT = 16 << 10
+ANSWERABLE_CACHE_BYTES = 4 << 20
 
 
 class CatalogDB:
@@ -189,6 +191,8 @@ class CatalogDB:
         self._describe_cache = DigestLRU(2048, 8 << 20)
         self.server_version = ""
         self._table_stats = ""  # pg_stat_user_tables without figures (table_stats), learned at open()
+        self._answerable_texts: dict[str, str] = {}
+        self._answerable_bytes = 0
 
     async def open(self) -> None:
         """Connect once to learn the server version (reported to clients) and fail early if unreachable."""
@@ -223,17 +227,55 @@ class CatalogDB:
                       describe: bool = True, owner: int | None = None, user: str = "") -> Relayed:
         """Run one statement for the client session `owner` of `user` (see BackendPool.acquire)."""
         sql_text = self._answerable(sql_text)
-        res = await self._with_conn(lambda c: c.relay(sql_text, param_oids, param_formats, params,
-                                                      result_formats, describe), owner, user)
+        share = self._shares.get(user)
+        if share is None:
+            share = self._shares[user] = asyncio.Semaphore(self.per_user)
+        # The common case inline (no closure, no retry frame, no await before the backend's answer when the
+        # user's share and the session's last backend are free): this runs for every relayed statement.
+        if share._value > 0 and not share._waiters:  # noqa: SLF001 - Semaphore.acquire's own fast path
+            share._value -= 1  # noqa: SLF001
+        else:
+            await share.acquire()
+        try:
+            conn = self.pool.try_acquire(owner) or await self.pool.acquire(owner)
+            try:
+                res = await conn.relay(sql_text, param_oids, param_formats, params, result_formats, describe)
+            except PgError as exc:
+                if exc.sqlstate != "08006":
+                    raise
+                self.pool.drop_idle()
+                res = None
+            finally:
+                self.pool.release(conn)
+            if res is None:   # the connection was lost before answering: once more, fresh (see _with_conn)
+                res = await self._on_conn(lambda c: c.relay(sql_text, param_oids, param_formats, params,
+                                                            result_formats, describe), owner, retries=0)
+        finally:
+            share.release()
         if res.error is not None:
             raise res.error
         return res
 
     def _answerable(self, sql_text: str) -> str:
-        """The statement as the shadow database runs it: pg_stat_user_tables without figures."""
-        if self._table_stats and mentions(sql_text):
-            return rewrite(sql_text, self._table_stats)
-        return sql_text
+        """The statement as the shadow database runs it: pg_stat_user_tables without figures.
+
+        Remembered per text (texts up to ANSWERABLE_TEXT_LIMIT, ANSWERABLE_CACHE_BYTES in all): a tool's
+        introspection statement of a few KB is lower-cased on every run otherwise (about 3 us per KB), and
+        a rewrite parses it with sqlglot (milliseconds)."""
+        if not self._table_stats:
+            return sql_text
+        known = self._answerable_texts.get(sql_text)
+        if known is not None:
+            return known
+        out = rewrite(sql_text, self._table_stats) if mentions(sql_text) else sql_text
+        size = len(sql_text) + (len(out) if out is not sql_text else 0)
+        if len(sql_text) <= ANSWERABLE_TEXT_LIMIT:
+            if self._answerable_bytes + size > ANSWERABLE_CACHE_BYTES:
+                self._answerable_texts.clear()
+                self._answerable_bytes = 0
+            self._answerable_texts[sql_text] = out
+            self._answerable_bytes += size
+        return out
 
     async def _with_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]],
                          owner: int | None = None, user: str = "") -> Relayed:
@@ -249,14 +291,14 @@ class CatalogDB:
         async with share:
             return await self._on_conn(fn, owner)
 
-    async def _on_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]], owner: int | None
-                       ) -> Relayed:
-        for attempt in (0, 1):
+    async def _on_conn(self, fn: Callable[[BackendConnection], Awaitable[Relayed]], owner: int | None,
+                       retries: int = 1) -> Relayed:
+        for attempt in range(retries + 1):
             conn = await self.pool.acquire(owner)
             try:
                 return await fn(conn)
             except PgError as exc:
-                if exc.sqlstate != "08006" or attempt == 1:
+                if exc.sqlstate != "08006" or attempt == retries:
                     raise
                 self.pool.drop_idle()
             finally:

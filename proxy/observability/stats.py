@@ -61,3 +61,24 @@ def _row(user: str, s: UserStats) -> tuple[str, int, int, int, int, int, int, fl
     ms = s.total_s * 1e3
     return (user, s.statements, s.dp_answers, s.metadata, s.refused, s.errors, s.cancelled, round(ms, 1),
             round(ms / s.statements, 2) if s.statements else 0.0)
+
+
+def summed(rows: list[tuple[object, ...]]) -> list[tuple[str, int, int, int, int, int, int, float, float]]:
+    """Per-user rows of several processes (as `Stats.rows` gives them, without the worker column; each
+    process's own `*` row is skipped) summed by user, then the total as user "*": SHOW STATS over workers."""
+    users: dict[str, UserStats] = {}
+    for r in rows:
+        user = str(r[0])
+        if user == "*":
+            continue
+        s = users.setdefault(user, UserStats())
+        s.statements += int(r[1])   # type: ignore[call-overload]
+        s.dp_answers += int(r[2])   # type: ignore[call-overload]
+        s.metadata += int(r[3])     # type: ignore[call-overload]
+        s.refused += int(r[4])      # type: ignore[call-overload]
+        s.errors += int(r[5])       # type: ignore[call-overload]
+        s.cancelled += int(r[6])    # type: ignore[call-overload]
+        s.total_s += float(r[7]) / 1e3   # type: ignore[arg-type]
+    stats = Stats()
+    stats.users = users
+    return stats.rows()

@@ -246,6 +246,13 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     stop = asyncio.Event()
     server.admin = ServerAdmin(server, worker=worker, is_worker=reuse_port, stop=stop.set, state_dir=state_dir)
     await server.start()
+    figures = None
+    if cancel_dir is not None:   # workers: SHOW STATS/CLIENTS/SERVERS gather every worker's rows
+        from ..server.worker_figures import WorkerFigures
+
+        figures = WorkerFigures(worker, cancel_dir)
+        await figures.start(server.admin.show_own, server.admin.act_own)
+        server.admin.peers = figures
     if worker == 0:
         save_running_config(state_dir, cfg)
 
@@ -290,6 +297,8 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
         sync.cancel()
         if refresh is not None:
             refresh.cancel()
+        if figures is not None:
+            await figures.close()
         await server.close()
         await asyncio.to_thread(service.close)
         if not await _end_other_tasks(TASK_END_S):

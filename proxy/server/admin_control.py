@@ -2,9 +2,9 @@
 (also run by SIGHUP) and SHUTDOWN. The console itself (commands, role check, rows) is
 `proxy.statements.admin`; what each configuration key's change means is `proxy.config.reload`.
 
-With `--workers N` every worker has its own console: SHOW STATS, CLIENTS and SERVERS describe the worker
-that took the connection (the `worker` column says which); RELOAD and SHUTDOWN reach the supervisor, which
-passes them to every worker.
+With `--workers N` SHOW STATS, CLIENTS and SERVERS gather every worker's rows (`worker_figures`; the
+`worker` column says whose) and PAUSE/RESUME reach every worker the same way; RELOAD and SHUTDOWN reach the
+supervisor, which passes them to every worker.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ from ..config.stored import LAPRAS_KEYS, PRIVACY_KEYS, privacy_settings
 from ..dp.budget_view import timestamp
 from ..dp.engine_factory import engine_settings
 from ..observability import querylog
-from ..observability.stats import Stats
+from ..observability.stats import Stats, summed
 from ..observability.version import version_line
 from ..protocol.errors import PgError
 from .state import ServerState
+from .worker_figures import FIGURES, WorkerFigures
 
 log = logging.getLogger("lapras.admin")
 
@@ -59,10 +60,17 @@ class PauseGate:
 
     async def __aenter__(self) -> None:
         await self._open.wait()
+        self.enter()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.leave()
+
+    def enter(self) -> None:
+        """Count a statement in without waiting (callers check `paused` first: the hot path)."""
         self.running += 1
         self._idle.clear()
 
-    async def __aexit__(self, *exc: object) -> None:
+    def leave(self) -> None:
         self.running -= 1
         if self.running == 0:
             self._idle.set()
@@ -109,6 +117,9 @@ class ServerAdmin:
         self.pending: dict[str, str] = {}   # key -> what waits (next epoch / restart), from the last reload
         self._pending_epoch: int | None = None   # the epoch in force at that reload
         self._reloading = asyncio.Lock()
+        # With workers: the other workers' figures, so that SHOW STATS/CLIENTS/SERVERS cover the whole proxy.
+        self.peers: WorkerFigures | None = None
+        self._resumes: set[asyncio.Task[list[int]]] = set()
 
     # -- role ------------------------------------------------------------------------------------------
 
@@ -119,6 +130,24 @@ class ServerAdmin:
     # -- SHOW ------------------------------------------------------------------------------------------
 
     async def show(self, what: str) -> list[tuple[object, ...]]:
+        if self.peers is not None and what in FIGURES:
+            return await self._across_workers(what)
+        return await self.show_own(what)
+
+    async def _across_workers(self, what: str) -> list[tuple[object, ...]]:
+        """This worker's rows and every other worker's (each row names its worker), in worker order; for
+        STATS also the sums over the workers (worker `*`)."""
+        assert self.peers is not None
+        rows = await self.show_own(what)
+        for theirs in await self.peers.gather(what):
+            rows.extend(tuple(r) for r in theirs)
+        rows.sort(key=lambda r: int(str(r[0])))   # stable: each worker's rows keep their order
+        if what == "STATS":
+            rows.extend(("*", *r) for r in summed([r[1:] for r in rows]))
+        return rows
+
+    async def show_own(self, what: str) -> list[tuple[object, ...]]:
+        """SHOW ``what`` for this process only (what a worker answers its peers)."""
         if what == "STATS":
             return [(self.worker, *row) for row in self.stats.rows()]
         if what == "CLIENTS":
@@ -297,13 +326,33 @@ class ServerAdmin:
     # -- PAUSE / RESUME / SHUTDOWN ---------------------------------------------------------------------
 
     async def pause(self) -> None:
+        """PAUSE: this worker and, with workers, every other one (each confirms once it is drained)."""
         self.gate.pause()
         log.info("PAUSE: new statements wait; %d running", self.gate.running)
+        if self.peers is not None:
+            # A running statement ends by itself or at its statement timeout: wait that long for the others.
+            missing = await self.peers.tell("PAUSE", self.server.config.server.statement_timeout_s + 5)
+            if missing:
+                log.warning("PAUSE: worker(s) %s did not confirm", ", ".join(map(str, missing)))
         await self.gate.drained()
 
     def resume(self) -> None:
         self.gate.resume()
         log.info("RESUME")
+        if self.peers is not None:
+            task = asyncio.get_running_loop().create_task(self.peers.tell("RESUME", 5.0))
+            self._resumes.add(task)
+            task.add_done_callback(self._resumes.discard)
+
+    async def act_own(self, what: str) -> None:
+        """A peer's PAUSE or RESUME, for this worker only."""
+        if what == "PAUSE":
+            self.gate.pause()
+            log.info("PAUSE (from another worker): new statements wait; %d running", self.gate.running)
+            await self.gate.drained()
+        else:
+            self.gate.resume()
+            log.info("RESUME (from another worker)")
 
     def shutdown(self) -> None:
         log.info("SHUTDOWN requested through the admin console")

@@ -82,6 +82,8 @@ class ClientConnection:
         self._idle_expired = False
         self._idle_handle: asyncio.TimerHandle | None = None
         self._timeout_cache: tuple[tuple[str, float], float] = (("", -1.0), 0.0)
+        self._deadline = 0.0
+        self._deadline_handle: asyncio.TimerHandle | None = None
 
     @property
     def cfg(self) -> Any:
@@ -291,10 +293,31 @@ class ClientConnection:
             self._timeout_cache = ((raw, limit), min(limit, ms / 1000.0) if ms > 0 else limit)
         return self._timeout_cache[1]
 
+    def _arm_deadline(self) -> None:
+        """Start this statement's timeout. One timer per connection, moved only when a statement's deadline
+        comes before the armed one (a timer per statement cost a measurable share of a relayed catalog
+        statement); when it fires early for a later statement it re-arms itself."""
+        loop = self._loop
+        self._deadline = deadline = loop.time() + self._statement_timeout()
+        handle = self._deadline_handle
+        if handle is not None:
+            if handle.when() <= deadline:
+                return
+            handle.cancel()
+        self._deadline_handle = loop.call_at(deadline, self._deadline_due)
+
+    def _deadline_due(self) -> None:
+        self._deadline_handle = None
+        if not self._running:
+            return
+        if self._loop.time() >= self._deadline:
+            self.cancel_statement("timeout")
+        else:
+            self._deadline_handle = self._loop.call_at(self._deadline, self._deadline_due)
+
     async def _guarded(self, coro: Any) -> Any:
         """Await a statement so that CancelRequest and the statement timeout interrupt only it."""
-        loop = asyncio.get_running_loop()
-        handle = loop.call_later(self._statement_timeout(), self.cancel_statement, "timeout")
+        self._arm_deadline()
         self._running = True
         self.last_request_at = time.time()
         try:
@@ -310,7 +333,6 @@ class ClientConnection:
                 raise PgError("57014", "canceling statement due to statement timeout") from None
             raise PgError("57014", "canceling statement due to user request") from None
         finally:
-            handle.cancel()
             self._running = False
             self._cancel_reason = None
 
@@ -328,6 +350,8 @@ class ClientConnection:
             await self._serve_loop(conn)
         finally:
             self._idle_handle.cancel()
+            if self._deadline_handle is not None:
+                self._deadline_handle.cancel()
 
     async def _serve_loop(self, conn: ServerConnection) -> None:
         conversation = self.conversation

@@ -36,7 +36,7 @@ RELOAD_COLUMNS = ("key", "old", "new", "takes_effect")
 
 
 class AdminControl(Protocol):
-    """What the server offers the console (one process's view; with workers, that worker's)."""
+    """What the server offers the console (with workers, the server gathers every worker's figures)."""
 
     def is_admin(self, user: str) -> bool: ...
     async def show(self, what: str) -> Rows: ...

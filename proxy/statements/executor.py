@@ -155,11 +155,20 @@ class Executor:
         kind = route.kind
         if kind is Kind.ADMIN:
             return await run_admin(self.admin, self.session.user or "", route.command, list(result_formats))
-        if self.gate is not None and kind in (Kind.DP, Kind.CATALOG):
-            async with self.gate:
+        gate = self.gate
+        if gate is not None and (kind is Kind.DP or kind is Kind.CATALOG):
+            if gate.paused:
+                async with gate:
+                    return await self._run_gated(route, param_oids=param_oids, param_formats=param_formats,
+                                                 params=params, result_formats=result_formats, decoded=decoded,
+                                                 with_description=with_description)
+            gate.enter()   # not paused: no await (this runs for every relayed catalog statement)
+            try:
                 return await self._run_gated(route, param_oids=param_oids, param_formats=param_formats,
                                              params=params, result_formats=result_formats, decoded=decoded,
                                              with_description=with_description)
+            finally:
+                gate.leave()
         return await self._run_gated(route, param_oids=param_oids, param_formats=param_formats, params=params,
                                      result_formats=result_formats, decoded=decoded,
                                      with_description=with_description)
