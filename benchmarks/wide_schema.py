@@ -33,14 +33,10 @@ import serve  # noqa: E402
 
 
 def _generator() -> Any:
-    """tests/wide_schema_config.py (the schema the lean test loads too)."""
-    import importlib.util
+    """tests/fixtures/wide_schema_config.py (the schema the lean test loads too)."""
+    from tests.fixtures import wide_schema_config
 
-    spec = importlib.util.spec_from_file_location("wide_schema_config", REPO / "tests/wide_schema_config.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return wide_schema_config
 
 
 W = _generator()

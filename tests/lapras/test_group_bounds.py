@@ -11,7 +11,6 @@ from dataclasses import replace
 import numpy as np
 import psycopg
 import pytest
-from engine_helpers import events_database
 from scipy.stats import chi2
 
 import parser as sqlparser
@@ -20,6 +19,7 @@ from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
 from parser.bounding import bounding_seed, groups_seed, statement_groups
 from parser.schema import Attribute, Catalog, IntType, TableSchema
+from tests.fixtures.engine_helpers import events_database
 
 K, C, G = 10, 2, 2
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),

@@ -6,16 +6,13 @@ import os
 import random
 import threading
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
-from engine_helpers import CATALOG, plan, range_sqls
 
 from lapras import BudgetExhausted, Engine, EngineSettings, PostgresLedger, Prediction
 from lapras.report import budget_report
-
-HERE = Path(__file__).resolve().parent
+from tests.fixtures.engine_helpers import CATALOG, plan, range_sqls
 
 
 def _engine(dsn: str, exact, **kw) -> Engine:  # type: ignore[no-untyped-def]
@@ -94,15 +91,14 @@ def test_sigkill_mid_stream_keeps_ledger_consistent(fresh_db: str) -> None:
     """Kill the answering process at random points several times; after each restart the ledger is
     consistent and every answer that left the process is the stored one (no new noise on a release).
 
-    Each round is a fresh process forked from one that imported the engine once (tests/forkserver.py), so
+    Each round is a fresh process forked from one that imported the engine once (tests/fixtures/forkserver.py), so
     a round costs its engine start and its stream, not a new interpreter's imports."""
-    from forkserver import Forkserver, kill_moment
+    from tests.fixtures.forkserver import Forkserver, kill_moment
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(HERE.parents[1])]))
     seen: dict[str, str] = {}
     rnd = random.Random()
     rounds = 5
-    with Forkserver(HERE / "crash_worker.py", env) as server:
+    with Forkserver("tests.fixtures.crash_worker", dict(os.environ)) as server:
         for round_ in range(rounds):
             pid = server.start(fresh_db, str(round_ % 2))
             assert server.readline().strip() == "ready"

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 
 import numpy as np
 import pytest
-from engine_helpers import CATALOG, plan
 from scipy.stats import chi2
 
 from lapras import Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.mechanisms import Cost, Gaussian, Mechanism, mechanism_from
+from tests.fixtures.engine_helpers import CATALOG, plan
 
 
 @pytest.mark.parametrize("cost", [Cost(mu=0.3), Cost(eps=0.7, delta=1e-6)])

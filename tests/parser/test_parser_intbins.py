@@ -14,7 +14,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import _new_database, rows_match
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_parser_measures import exact_rows as _exact_rows
@@ -23,6 +22,8 @@ from parser import Refusal, plan_query
 from parser import pgtypes as T
 from parser.coltypes import BigIntType, BinnedBigIntType, BinnedIntType, IntType, SmallIntType, from_config
 from parser.schema import Attribute, Catalog, TableSchema
+from tests.fixtures.databases import new_database
+from tests.fixtures.exact_rows import rows_match
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 DAY = 86_400
@@ -55,7 +56,7 @@ def tick_rows(n: int = 3000, seed: int = 5) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="module")
 def ticks_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(_new_database(embedded_pg, "parser_ticks"), autocommit=True) as conn:
+    with psycopg.connect(new_database(embedded_pg, "parser_ticks"), autocommit=True) as conn:
         conn.execute("CREATE TABLE ticks (ts_epoch bigint, cents integer, account bigint, qty smallint)")
         with conn.cursor().copy("COPY ticks (ts_epoch, cents, account, qty) FROM STDIN") as copy:
             for row in tick_rows():

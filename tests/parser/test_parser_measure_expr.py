@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import table_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import from_config
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql
+from tests.fixtures.databases import table_database
 
 TABLE = TableSchema("m", (
     Attribute("x", from_config({"type": "numeric", "min": -50, "max": 200})),

@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from conftest import _new_database, norm, rows_match
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,8 @@ from parser import Refusal, plan_query
 from parser.coltypes import BoolType, FloatType, NumericType, TextType, from_config
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql_batches
+from tests.fixtures.databases import new_database
+from tests.fixtures.exact_rows import norm, rows_match
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 PRICE_EDGES = (0.0, 10.0, 25.0, 50.0, 100.0, 500.0)
@@ -50,7 +51,7 @@ def sales_rows(n: int = 3000, seed: int = 3) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="module")
 def sales_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(_new_database(embedded_pg, "parser_sales"), autocommit=True) as conn:
+    with psycopg.connect(new_database(embedded_pg, "parser_sales"), autocommit=True) as conn:
         conn.execute("CREATE TABLE sales (amount numeric(10,2), price numeric(10,2), dur double precision, "
                      "paid boolean, cat text)")
         with conn.cursor().copy("COPY sales (amount, price, dur, paid, cat) FROM STDIN") as copy:

@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from conftest import _new_database, leading_keys, norm, rows_match
 
 from parser import Refusal, plan_query
 from parser.coltypes import BoolType, DateType, IntType, NumericType, TextType
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql_batches
+from tests.fixtures.databases import new_database
+from tests.fixtures.exact_rows import leading_keys, norm, rows_match
 
 CITIES = ("Berlin", "Lyon", "Oslo", "new york", "São Paulo", "O'Hare")
 SHOP = TableSchema("shop", (
@@ -52,7 +53,7 @@ def shop_rows(n: int = 3000, seed: int = 18) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="module")
 def shop_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(_new_database(embedded_pg, "parser_rowexpr"), autocommit=True) as conn:
+    with psycopg.connect(new_database(embedded_pg, "parser_rowexpr"), autocommit=True) as conn:
         conn.execute("CREATE TABLE shop (n integer, k integer, city text, d date, amount numeric(10,2), "
                      "paid boolean, s integer)")
         with conn.cursor().copy("COPY shop (n, k, city, d, amount, paid, s) FROM STDIN") as copy:

@@ -14,15 +14,16 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from conftest import Histograms, rows_match, table_database
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from simulated import as_answered
 
 from parser import Refusal, plan_query
 from parser.coltypes import DateType, IntType, TextType, TimestampType, TimestamptzType
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql_batches
+from tests.fixtures.databases import table_database
+from tests.fixtures.exact_rows import Histograms, rows_match
+from tests.fixtures.simulated import as_answered
 
 EXAMPLES = int(os.environ.get("PARSER_TEMPORAL_EXAMPLES", "60"))
 TS0, TS1 = datetime(2026, 1, 1), datetime(2026, 1, 31, 23)  # ts: hourly cells, January 2026

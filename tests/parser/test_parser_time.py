@@ -10,12 +10,12 @@ from datetime import time
 from typing import Any
 
 import pytest
-from conftest import table_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import DeclarationError, TimeType, from_config
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql
+from tests.fixtures.databases import table_database
 
 HOURLY = from_config({"type": "time", "resolution": "hour"})
 MINUTES = from_config({"type": "time", "resolution": "minute", "min": "08:00", "max": "17:59"})

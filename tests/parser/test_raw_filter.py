@@ -12,12 +12,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import _new_database
 
 from parser.coltypes import DateType, IntType, NumericType, TextType, TimestampType, TimestamptzType
 from parser.linear import LinearQuery
 from parser.schema import Attribute, TableSchema
 from parser.sql import _attr_condition, answers_sql, cell_expr, quote_ident
+from tests.fixtures.databases import new_database
 
 _T0 = datetime(2026, 3, 1)
 DOMAINS: dict[str, tuple[str, Any]] = {
@@ -49,7 +49,7 @@ def _value(name: str, rng: random.Random) -> Any:
 @pytest.fixture(scope="module")
 def raw_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
     rng = random.Random(3)
-    with psycopg.connect(_new_database(embedded_pg, "parser_raw_cells"), autocommit=True) as conn:
+    with psycopg.connect(new_database(embedded_pg, "parser_raw_cells"), autocommit=True) as conn:
         conn.execute("SET TimeZone = 'UTC'")
         cols = ", ".join(f"{quote_ident(n)} {t}" for n, (t, _) in DOMAINS.items())
         conn.execute(f"CREATE TABLE raw_cells ({cols})")

@@ -9,11 +9,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import _new_database
 
 from parser import Refusal, plan_query
 from parser.regex import Unsupported, matches, similar_to_are, translate
 from parser.schema import Attribute, Catalog, TableSchema, TextType
+from tests.fixtures.databases import new_database
 
 ALPHABET = "aAbBc1 -.\n_%"
 
@@ -140,7 +140,7 @@ TABLE = TableSchema("shop", (Attribute("city", TextType(values=CITIES, nullable=
 
 @pytest.fixture(scope="module")
 def shop(embedded_pg: Any) -> Any:
-    with psycopg.connect(_new_database(embedded_pg, "regex"), autocommit=True) as conn:
+    with psycopg.connect(new_database(embedded_pg, "regex"), autocommit=True) as conn:
         conn.execute("CREATE TABLE shop (city text)")
         rng = random.Random(3)
         with conn.cursor().copy("COPY shop (city) FROM STDIN") as cp:

@@ -13,7 +13,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import table_database
 from sqlglot import exp
 
 from parser import Refusal, plan_query
@@ -23,6 +22,7 @@ from parser.collation import C_LOCALE, using
 from parser.limits import Budget, Limits
 from parser.schema import Attribute, Catalog, TableSchema, TextType
 from parser.syntax import parse_statements
+from tests.fixtures.databases import table_database
 
 # Case functions (lower, upper, initcap, ILIKE) follow the database's LC_CTYPE: the test cluster's is C
 # (ASCII letters only), told to the planner as the catalog's collation (parser.collation.C_LOCALE).

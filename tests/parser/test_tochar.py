@@ -9,12 +9,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import _new_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import DateType, TimestampType
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.tochar import Unsupported, parse, pg_pattern, to_char
+from tests.fixtures.databases import new_database
 
 PATTERNS = [
     "Month", "MONTH", "month", "FMMonth", "Mon", "MON", "mon", "YYYY-MM", "YYYY-MM-DD", "Day", "DAY", "day",
@@ -74,7 +74,7 @@ TABLE = TableSchema("shop", (Attribute("d", DateType(datetime(2025, 12, 1), date
 
 @pytest.fixture(scope="module")
 def shop(embedded_pg: Any) -> Any:
-    with psycopg.connect(_new_database(embedded_pg, "tochar"), autocommit=True) as conn:
+    with psycopg.connect(new_database(embedded_pg, "tochar"), autocommit=True) as conn:
         conn.execute("SET TimeZone = 'UTC'")
         conn.execute("CREATE TABLE shop (d date, h timestamp)")
         rows = [(date(2025, 12, 1) + timedelta(days=(i * 7) % 121),

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import ServerThread, start_local
 
 from proxy.server.auth import (
     hash_password,
@@ -18,6 +17,7 @@ from proxy.server.auth import (
     run_hash_password,
     scram_verifier,
 )
+from tests.fixtures.local_proxy import ServerThread, start_local
 
 
 def connect(srv: ServerThread, user: str, password: str | None, **kw: str) -> psycopg.Connection:

@@ -15,7 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from notices import stated_stderrs
+
+from tests.fixtures.notices import stated_stderrs
 
 TABLES = """
 [tables.spend]

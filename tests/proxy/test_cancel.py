@@ -9,7 +9,8 @@ import time
 
 import psycopg
 import pytest
-from conftest import Target
+
+from tests.fixtures.local_proxy import Target
 
 pytestmark = pytest.mark.process  # real client runtimes and a real proxy process
 

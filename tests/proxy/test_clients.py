@@ -10,7 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import Target
+
+from tests.fixtures.local_proxy import Target
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS = REPO / "tests" / "clients"

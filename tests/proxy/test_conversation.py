@@ -9,10 +9,7 @@ from __future__ import annotations
 import asyncio
 import struct
 
-import pgwire_frames as wire
 import pytest
-from conftest import proxy_test_config
-from proxy_stub_service import StubService
 
 from proxy.catalog.relay import CatalogDB
 from proxy.conversation.core import Conversation
@@ -23,6 +20,9 @@ from proxy.statements.executor import Executor
 from proxy.statements.results import ResultSet
 from proxy.statements.router import Router
 from proxy.statements.session import Session
+from tests.fixtures import pgwire_frames as wire
+from tests.fixtures.local_proxy import proxy_test_config
+from tests.fixtures.proxy_stub_service import StubService
 
 
 class Talk:

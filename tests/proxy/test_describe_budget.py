@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from conftest import Target
+from tests.fixtures.local_proxy import Target
 
 
 def test_describe_spends_no_budget(e2e: Target) -> None:
     """Parse + Describe of a never-seen DP query reports its shape and leaves the ledger untouched."""
-    import pgwire_frames as wire
-    from conftest import RawClient
+    from tests.fixtures import pgwire_frames as wire
+    from tests.fixtures.local_proxy import RawClient
 
     c = RawClient(e2e.host, e2e.port)
     c.login_trust()

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from notices import stated_stderrs
 
 from lapras.mechanisms.sensitivity import group_bound_norm
+from tests.fixtures.notices import stated_stderrs
 
 SQL = "SELECT category, count(*), sum(amount) FROM events WHERE duration_s < 1200 GROUP BY category ORDER BY 1"
 

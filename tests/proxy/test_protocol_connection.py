@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import struct
 
-import pgwire_frames as wire
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +27,7 @@ from proxy.protocol import (
     Sync,
     Terminate,
 )
+from tests.fixtures import pgwire_frames as wire
 
 
 def events(conn: ServerConnection) -> list[object]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import struct
 
-import pgwire_frames as wire
 import pytest
-from conftest import RawClient, ServerThread, start_local
+
+from tests.fixtures import pgwire_frames as wire
+from tests.fixtures.local_proxy import RawClient, ServerThread, start_local
 
 
 def kinds(msgs: list[tuple[str, bytes]]) -> str:

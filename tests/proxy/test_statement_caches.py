@@ -9,12 +9,11 @@ import gc
 import tracemalloc
 from typing import Any
 
-from conftest import REPO
-
 from parser import Planner, Refusal
 from proxy.catalog.relay import CatalogDB
 from proxy.ops.config import load_config
 from proxy.statements.router import Kind, Router
+from tests.fixtures.proxy_process import REPO
 
 PROBES = 24
 MB = 1 << 20

@@ -19,8 +19,9 @@ pytest.importorskip("proxy.server.listener")
 pytest.importorskip("proxy.dp.service")
 
 from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
+from tests.fixtures.databases import fill_demo_tables  # noqa: E402
 
-from .harness import budget_remaining, fill_demo_tables, ledger_problems, start_proxy  # noqa: E402
+from .harness import budget_remaining, ledger_problems, start_proxy  # noqa: E402
 
 
 @pytest.fixture(scope="module")

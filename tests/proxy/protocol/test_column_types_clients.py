@@ -212,7 +212,7 @@ def test_value_list_from_a_protected_table_is_refused() -> None:
 
     from proxy.ops.config import ConfigError, parse_config
 
-    shipped = Path(__file__).resolve().parents[1] / "config.toml"
+    shipped = Path(__file__).resolve().parents[3] / "config.toml"
     tree = tomllib.loads(shipped.read_text() + TABLE.replace("lookup.plans.name", "public.adult.sex"))
     with pytest.raises(ConfigError) as err:
         parse_config(tree)

@@ -19,9 +19,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from notices import notice_stderrs
 
 from proxy.ops.embedded import EmbeddedPostgres
+from tests.fixtures.notices import notice_stderrs
 
 pytestmark = pytest.mark.process
 

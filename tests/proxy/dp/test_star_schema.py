@@ -16,10 +16,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from notices import notice_columns, notice_stderrs
 
 from parser.bounding import bounded_rows_sql
 from proxy.ops.config import load_config
+from tests.fixtures.notices import notice_columns, notice_stderrs
 
 
 def _bound_orders(dsn: str, cfg: Any) -> None:

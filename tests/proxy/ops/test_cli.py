@@ -16,7 +16,7 @@ import pytest
 from proxy.ops.cli import build_parser, main
 from proxy.ops.config import ConfigError, load_config, parse_config
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

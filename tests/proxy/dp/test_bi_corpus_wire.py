@@ -1,5 +1,5 @@
 """Issue 18's corpus through a real proxy: about 170 statements in the forms Tableau, Power BI, Looker and
-Metabase send (tests/bi_corpus_wire.py says which source each group follows), over a table whose names use
+Metabase send (tests/fixtures/bi_corpus_wire.py says which source each group follows), over a table whose names use
 quotes, mixed case, spaces and punctuation, with columns of every type; rows generated in a real embedded
 PostgreSQL; statements sent with psycopg over a socket to `lapras-proxy serve`.
 
@@ -12,17 +12,13 @@ rest refused with the stated SQLSTATE. Statements waiting for a part of issue 18
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-sys.path.append(str(Path(__file__).resolve().parent))  # tests/ last: tests/parser must not shadow parser
-
-import bi_corpus_wire as corpus  # noqa: E402
+from tests.fixtures import bi_corpus_wire as corpus
 
 AGGREGATE_SHARE_FLOOR = 0.94
 """Share of the aggregate statements answered within their stated error, now (raised as #18 lands; the

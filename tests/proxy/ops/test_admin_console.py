@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.process
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 COMMANDS = ["SHOW STATS", "SHOW CLIENTS", "SHOW SERVERS", "SHOW CONFIG", "SHOW VERSION", "SHOW EPOCHS",
             "RELOAD", "PAUSE", "RESUME", "SHUTDOWN"]
 

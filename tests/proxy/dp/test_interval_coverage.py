@@ -27,9 +27,9 @@ import numpy as np
 import psycopg
 import pytest
 from scipy import stats
-from simulated import as_answered, released
 
 from parser.sql import EXACT_SESSION_SQL, table_ref
+from tests.fixtures.simulated import as_answered, released
 
 pytestmark = pytest.mark.slow
 

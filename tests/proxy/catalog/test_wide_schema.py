@@ -6,7 +6,6 @@ benchmarks/wide_schema.py, not here."""
 from __future__ import annotations
 
 import asyncio
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +13,7 @@ import psycopg
 
 import parser as sqlparser
 from proxy.ops.config import load_config
-
-sys.path.append(str(Path(__file__).resolve().parent))  # tests/ last: tests/parser must not shadow parser
-
-import wide_schema_config as wide  # noqa: E402
+from tests.fixtures import wide_schema_config as wide
 
 SQL = ('SELECT "Col 3 (text)", COUNT(*), SUM("Col 1 (num)") FROM "{t}" WHERE "Col 0 (int)" BETWEEN 10 AND 50 '
        "GROUP BY 1")

@@ -26,7 +26,7 @@ from proxy.ops.embedded import EmbeddedPostgres
 
 pytestmark = pytest.mark.process
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 CSV_ROWS = 37
 
 

@@ -20,10 +20,10 @@ from typing import Any
 
 import psycopg
 import pytest
-from superset_harness import SupersetServer, ensure_installed
 
 from parser.sql import EXACT_SESSION_SQL, table_ref
 from proxy.replay.runner import parse_provenance
+from tests.fixtures.superset_harness import SupersetServer, ensure_installed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a cold install of Superset takes minutes
 

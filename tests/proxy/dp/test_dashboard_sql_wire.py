@@ -15,7 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from notices import notice_stderrs
+
+from tests.fixtures.notices import notice_stderrs
 
 CITIES = ["Paris Nord", " lyon,sud ", "\tMarseille\t", "Nice", "Saint-Étienne", "a,b,,c"]
 EXTRA = f"""

@@ -18,7 +18,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from notices import notice_columns
+
+from tests.fixtures.notices import notice_columns
 
 STATEMENT = "SELECT category, count(*), sum(amount), avg(amount) FROM events GROUP BY 1"
 
