@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.fixtures.databases import new_database, table_database
+from tests.fixtures.databases import new_database, table_fixture
 from tests.fixtures.exact_rows import Histograms
 from tests.fixtures.parser_catalog import ADULT, PEOPLE
 
@@ -46,11 +46,8 @@ def people_rows(n: int = 3000, seed: int = 7) -> list[tuple[Any, ...]]:
     return out
 
 
-@pytest.fixture(scope="session")
-def people_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with table_database(embedded_pg, "parser_people", "hr.people (city text, dept text, score integer, level integer)",
-                        people_rows(), setup=["CREATE SCHEMA hr"]) as conn:
-        yield conn
+people_conn = table_fixture("parser_people", "hr.people (city text, dept text, score integer, level integer)",
+                            people_rows, setup=["CREATE SCHEMA hr"], scope="session")
 
 
 @pytest.fixture(scope="session")

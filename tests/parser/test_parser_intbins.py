@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -22,7 +21,7 @@ from parser import Refusal, plan_query
 from parser import pgtypes as T
 from parser.coltypes import BigIntType, BinnedBigIntType, BinnedIntType, IntType, SmallIntType, from_config
 from parser.schema import Attribute, Catalog, TableSchema
-from tests.fixtures.databases import new_database
+from tests.fixtures.databases import table_fixture
 from tests.fixtures.exact_rows import rows_match
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
@@ -54,14 +53,8 @@ def tick_rows(n: int = 3000, seed: int = 5) -> list[tuple[Any, ...]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def ticks_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(new_database(embedded_pg, "parser_ticks"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE ticks (ts_epoch bigint, cents integer, account bigint, qty smallint)")
-        with conn.cursor().copy("COPY ticks (ts_epoch, cents, account, qty) FROM STDIN") as copy:
-            for row in tick_rows():
-                copy.write_row(row)
-        yield conn
+ticks_conn = table_fixture("parser_ticks", "ticks (ts_epoch bigint, cents integer, account bigint, qty smallint)",
+                           tick_rows)
 
 
 def exact_rows(sql: str, conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:

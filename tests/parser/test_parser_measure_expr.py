@@ -18,7 +18,7 @@ from parser import Refusal, plan_query
 from parser.coltypes import from_config
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql
-from tests.fixtures.databases import table_database
+from tests.fixtures.databases import table_fixture
 
 TABLE = TableSchema("m", (
     Attribute("x", from_config({"type": "numeric", "min": -50, "max": 200})),
@@ -46,17 +46,14 @@ CASES = [  # (aggregate, its sensitivity computed by hand: interval arithmetic, 
 ]
 
 
-@pytest.fixture(scope="module")
-def mdb(embedded_pg: Any) -> Any:
-    def rows() -> Iterator[tuple[Any, ...]]:
-        for i in range(2500):
-            x = (i * 37) % 400 - 120  # -120 .. 279: beyond both ends of [-50, 200]
-            y = None if i % 11 == 0 else (i * 13) % 120 - 10
-            yield (x if i % 97 else None, y, ((i * 7) % 130) - 5.5, "abcd"[i % 4], (i % 8))
+def m_rows() -> Iterator[tuple[Any, ...]]:
+    for i in range(2500):
+        x = (i * 37) % 400 - 120  # -120 .. 279: beyond both ends of [-50, 200]
+        y = None if i % 11 == 0 else (i * 13) % 120 - 10
+        yield (x if i % 97 else None, y, ((i * 7) % 130) - 5.5, "abcd"[i % 4], (i % 8))
 
-    with table_database(embedded_pg, "measureexpr", "m (x numeric, y numeric, f float8, c text, k int)",
-                        rows()) as conn:
-        yield conn
+
+mdb = table_fixture("measureexpr", "m (x numeric, y numeric, f float8, c text, k int)", m_rows)
 
 
 @pytest.mark.parametrize("agg, sens", CASES)

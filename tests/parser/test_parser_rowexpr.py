@@ -6,7 +6,6 @@ answer to the same SQL on the same rows. Refusals carry their SQLSTATE and name 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -19,7 +18,7 @@ from parser import Refusal, plan_query
 from parser.coltypes import BoolType, DateType, IntType, NumericType, TextType
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql_batches
-from tests.fixtures.databases import new_database
+from tests.fixtures.databases import table_fixture
 from tests.fixtures.exact_rows import leading_keys, norm, rows_match
 
 CITIES = ("Berlin", "Lyon", "Oslo", "new york", "São Paulo", "O'Hare")
@@ -51,15 +50,8 @@ def shop_rows(n: int = 3000, seed: int = 18) -> list[tuple[Any, ...]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def shop_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(new_database(embedded_pg, "parser_rowexpr"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE shop (n integer, k integer, city text, d date, amount numeric(10,2), "
-                     "paid boolean, s integer)")
-        with conn.cursor().copy("COPY shop (n, k, city, d, amount, paid, s) FROM STDIN") as copy:
-            for row in shop_rows():
-                copy.write_row(row)
-        yield conn
+shop_conn = table_fixture("parser_rowexpr", "shop (n integer, k integer, city text, d date, amount numeric(10,2), "
+                          "paid boolean, s integer)", shop_rows)
 
 
 def exact_rows(sql: str, conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -21,7 +20,7 @@ from parser import Refusal, plan_query
 from parser.coltypes import DateType, IntType, TextType, TimestampType, TimestamptzType
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql_batches
-from tests.fixtures.databases import table_database
+from tests.fixtures.databases import table_fixture
 from tests.fixtures.exact_rows import Histograms, rows_match
 from tests.fixtures.simulated import as_answered
 
@@ -53,11 +52,8 @@ def ev_rows(n: int = 4000, seed: int = 11) -> list[tuple[Any, ...]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def ev_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with table_database(embedded_pg, "parser_ev", "ev (ts timestamptz, t timestamp, d date, cat text, n integer)",
-                        ev_rows(), setup=["SET TimeZone = 'UTC'"]) as conn:
-        yield conn
+ev_conn = table_fixture("parser_ev", "ev (ts timestamptz, t timestamp, d date, cat text, n integer)", ev_rows,
+                        setup=["SET TimeZone = 'UTC'"])
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from parser import Refusal, plan_query
 from parser.coltypes import DeclarationError, TimeType, from_config
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql
-from tests.fixtures.databases import table_database
+from tests.fixtures.databases import table_fixture
 
 HOURLY = from_config({"type": "time", "resolution": "hour"})
 MINUTES = from_config({"type": "time", "resolution": "minute", "min": "08:00", "max": "17:59"})
@@ -33,17 +33,15 @@ def test_declaration() -> None:
         assert err.value.problems[0][0] == key, (spec, err.value.problems)
 
 
-@pytest.fixture(scope="module")
-def visits(embedded_pg: Any) -> Any:
-    def rows() -> Iterator[tuple[time, time]]:
-        for i in range(3000):
-            s = (i * 7919) % 86400
-            t = time(s // 3600, (s // 60) % 60, s % 60, (i * 37) % 1_000_000)
-            ms = 8 * 3600 + (i * 104729) % (10 * 3600)
-            yield (t, time(ms // 3600, (ms // 60) % 60, ms % 60))
+def visit_rows() -> Iterator[tuple[time, time]]:
+    for i in range(3000):
+        s = (i * 7919) % 86400
+        t = time(s // 3600, (s // 60) % 60, s % 60, (i * 37) % 1_000_000)
+        ms = 8 * 3600 + (i * 104729) % (10 * 3600)
+        yield (t, time(ms // 3600, (ms // 60) % 60, ms % 60))
 
-    with table_database(embedded_pg, "timecol", "visits (t time, m time)", rows()) as conn:
-        yield conn
+
+visits = table_fixture("timecol", "visits (t time, m time)", visit_rows)
 
 
 @pytest.mark.parametrize("sql", [

@@ -13,7 +13,7 @@ import pytest
 from parser import Refusal, plan_query
 from parser.regex import Unsupported, matches, similar_to_are, translate
 from parser.schema import Attribute, Catalog, TableSchema, TextType
-from tests.fixtures.databases import new_database
+from tests.fixtures.databases import table_fixture
 
 ALPHABET = "aAbBc1 -.\n_%"
 
@@ -138,15 +138,12 @@ CITIES = ("Aachen", "Berlin", "Bern", "Lyon", "Oslo", "Paris", "St. Gallen", "sa
 TABLE = TableSchema("shop", (Attribute("city", TextType(values=CITIES, nullable=True)),))
 
 
-@pytest.fixture(scope="module")
-def shop(embedded_pg: Any) -> Any:
-    with psycopg.connect(new_database(embedded_pg, "regex"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE shop (city text)")
-        rng = random.Random(3)
-        with conn.cursor().copy("COPY shop (city) FROM STDIN") as cp:
-            for _ in range(1500):
-                cp.write_row((rng.choice((*CITIES, None)),))
-        yield conn
+def shop_rows() -> list[tuple[str | None]]:
+    rng = random.Random(3)
+    return [(rng.choice((*CITIES, None)),) for _ in range(1500)]
+
+
+shop = table_fixture("regex", "shop (city text)", shop_rows)
 
 
 @pytest.mark.parametrize("sql", [

@@ -22,7 +22,7 @@ from parser.collation import C_LOCALE, using
 from parser.limits import Budget, Limits
 from parser.schema import Attribute, Catalog, TableSchema, TextType
 from parser.syntax import parse_statements
-from tests.fixtures.databases import table_database
+from tests.fixtures.databases import table_fixture
 
 # Case functions (lower, upper, initcap, ILIKE) follow the database's LC_CTYPE: the test cluster's is C
 # (ASCII letters only), told to the planner as the catalog's collation (parser.collation.C_LOCALE).
@@ -140,11 +140,8 @@ SHOP_VALUES = VALUES
 SHOP = TableSchema("shop", (Attribute("col", TextType(SHOP_VALUES)), Attribute("n", TextType(("a", "b")))))
 
 
-@pytest.fixture(scope="module")
-def shop(embedded_pg: Any) -> Any:
-    rows = ((SHOP_VALUES[(i * 7) % len(SHOP_VALUES)], "ab"[i % 2]) for i in range(600))
-    with table_database(embedded_pg, "textfns", "shop (col text, n text)", rows) as conn:
-        yield conn
+shop = table_fixture("textfns", "shop (col text, n text)",
+                     lambda: ((SHOP_VALUES[(i * 7) % len(SHOP_VALUES)], "ab"[i % 2]) for i in range(600)))
 
 
 @pytest.mark.parametrize("sql", [

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.fixtures.databases import fill_table
 from tests.fixtures.notices import notice_stderrs
 
 CITIES = ["Paris Nord", " lyon,sud ", "\tMarseille\t", "Nice", "Saint-Étienne", "a,b,,c"]
@@ -40,19 +41,14 @@ def _stderrs(notices: list[str]) -> list[float]:
 @pytest.fixture(scope="module")
 def visits_proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: Any, harness: Any) -> Iterator[Any]:
     dsn = harness.demo_database(embedded_pg, default_config, "visits")
+    seconds = [(i * 7919) % 86400 for i in range(4000)]
+    visits = [(CITIES[(i * 5) % len(CITIES)], time(s // 3600, (s // 60) % 60, s % 60), (i * 37) % 300 - 80,
+               (i * 13) % 100, (i * 7919) % 100000) for i, s in enumerate(seconds)]
+    # 20 of the 40^5 combinations, 300 rows each
+    detail = [tuple(f"v{(combo * (i + 3) + i) % 40}" for i in range(5)) for combo in range(20) for _ in range(300)]
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE visits (city text, t time, amount numeric, cost numeric, zip integer)")
-        with conn.cursor().copy("COPY visits (city, t, amount, cost, zip) FROM STDIN") as cp:
-            for i in range(4000):
-                s = (i * 7919) % 86400
-                cp.write_row((CITIES[(i * 5) % len(CITIES)], time(s // 3600, (s // 60) % 60, s % 60),
-                              (i * 37) % 300 - 80, (i * 13) % 100, (i * 7919) % 100000))
-        cols = ", ".join(f'"D{i}" text' for i in range(5))
-        conn.execute(f"CREATE TABLE detail ({cols})")
-        with conn.cursor().copy("COPY detail FROM STDIN") as cp:
-            for combo in range(20):  # 20 of the 40^5 combinations, 300 rows each
-                for _ in range(300):
-                    cp.write_row(tuple(f"v{(combo * (i + 3) + i) % 40}" for i in range(5)))
+        fill_table(conn, "visits (city text, t time, amount numeric, cost numeric, zip integer)", visits)
+        fill_table(conn, "detail (" + ", ".join(f'"D{i}" text' for i in range(5)) + ")", detail)
     port = harness.free_port()
     root = tmp_path_factory.mktemp("visits")
     # A budget where partition selection releases keys of a few hundred units (two selections per epoch).

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 from proxy.replay.runner import parse_provenance
+from tests.fixtures.databases import fill_table
 
 pytestmark = pytest.mark.process
 
@@ -54,10 +55,7 @@ def shops_proxy(harness: Any, embedded_pg: Any, default_config: Any,
         user += 1
         rows += [(user, city, "WA", 10, "platinum" if i < 3 else "gold")] * 3  # three platinum users
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("CREATE TABLE shops (user_id bigint, city text, state text, amount integer, tier text)")
-        with conn.cursor().copy("COPY shops (user_id, city, state, amount, tier) FROM STDIN") as copy:
-            for r in rows:
-                copy.write_row(r)
+        fill_table(conn, "shops (user_id bigint, city text, state text, amount integer, tier text)", rows)
     root = tmp_path_factory.mktemp("shops")
     port = rc.free_port()
     cfg = root / "config.toml"
