@@ -17,7 +17,7 @@ from .. import errors as E
 from .. import pgtypes as T
 from ..errors import Refusal
 from ..temporal import Interval
-from .base import ColumnType, DeclarationError, Value, clamp_sql
+from .base import ColumnType, DeclarationError, RangeBounds, Value, clamp_sql
 
 if TYPE_CHECKING:
     from .intbins import BinnedIntType
@@ -85,7 +85,7 @@ def check_int_literal(value: Value, position: int | None, type_name: str = "inte
 
 
 @dataclass(frozen=True)
-class IntType(ColumnType):
+class IntType(RangeBounds, ColumnType):
     """Integers ``lo..hi`` (with ``bins``, a wide range in bins). Stored values outside are clipped into the range (which bounds a row's SUM
     contribution); a NULL in a non-nullable domain lands on ``lo`` (GREATEST ignores NULLs)."""
 
@@ -129,14 +129,6 @@ class IntType(ColumnType):
     def numeric_weights(self) -> np.ndarray:
         w = np.arange(self.lo, self.hi + 1, dtype=np.float64)
         return np.append(w, 0.0) if self.nullable else w
-
-    @property
-    def max_abs(self) -> float:
-        return float(max(abs(self.lo), abs(self.hi)))
-
-    @property
-    def sum_bounds(self) -> tuple[float, float]:
-        return float(self.lo), float(self.hi)
 
     def check_literal(self, value: Value, position: int | None) -> Value:
         return check_int_literal(value, position, self.sql_type)
