@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from tests.fixtures.databases import fill_table
-from tests.fixtures.notices import notice_stderrs
+from tests.fixtures.notices import notice_stderrs, noticed
 
 CITIES = ["Paris Nord", " lyon,sud ", "\tMarseille\t", "Nice", "Saint-Étienne", "a,b,,c"]
 EXTRA = f"""
@@ -61,10 +61,7 @@ def visits_proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: Any, h
 def _both(proxy: Any, sql: str, exact_sql: str | None = None) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], float]:
     with psycopg.connect(proxy.upstream_dsn) as direct:
         exact = [tuple(r) for r in direct.execute(exact_sql or sql).fetchall()]
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
+    with noticed(proxy.dsn()) as (conn, notices):
         got = [tuple(r) for r in conn.execute(sql).fetchall()]
     return got, exact, max(_stderrs(notices), default=0.0)
 
@@ -111,10 +108,7 @@ def test_time_column(visits_proxy: Any, sql: str, exact_sql: str | None) -> None
 
 
 def _stderr_of(proxy: Any, sql: str) -> tuple[float, float]:
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
+    with noticed(proxy.dsn()) as (conn, notices):
         (value,) = conn.execute(sql).fetchone()  # type: ignore[misc]
     return float(value), max(_stderrs(notices))
 

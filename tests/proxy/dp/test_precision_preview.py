@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.fixtures.notices import notice_columns
+from tests.fixtures.notices import notice_columns, noticed
 
 STATEMENT = "SELECT category, count(*), sum(amount), avg(amount) FROM events GROUP BY 1"
 
@@ -36,9 +36,7 @@ def test_explain_states_each_columns_standard_error_before_spending(proxy_factor
     """The standard errors EXPLAIN states are the ones the answer is released with; EXPLAIN charges nothing;
     afterwards the statement is stated free; the lines are the same over an emptied table (no data in them)."""
     px = proxy_factory(epsilon=1.0, delta=1e-3, stream_length=200)
-    notices: list[str] = []
-    with psycopg.connect(px.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    with noticed(px.dsn(), show_stderr=False) as (conn, notices):
         before = _budget(conn)
         lines = _explain(conn, STATEMENT)
         assert _budget(conn) == before  # nothing charged

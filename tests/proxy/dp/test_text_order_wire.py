@@ -21,7 +21,7 @@ import psycopg
 import pytest
 
 from proxy.ops.embedded import EmbeddedPostgres
-from tests.fixtures.notices import notice_stderrs
+from tests.fixtures.notices import notice_stderrs, noticed
 
 pytestmark = pytest.mark.process
 
@@ -90,10 +90,7 @@ def test_text_ranges_follow_the_database_collation(people_proxy: Any, where: str
         byte_order = direct.execute(f"SELECT count(*) FROM people WHERE {in_c}").fetchone()[0]  # type: ignore[index]
     assert exact != byte_order  # the statement tells the two orders apart
     assert abs(exact - byte_order) >= 50
-    notices: list[str] = []
-    with psycopg.connect(people_proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
+    with noticed(people_proxy.dsn()) as (conn, notices):
         got = conn.execute(f"SELECT count(*) FROM people WHERE {where}").fetchone()[0]  # type: ignore[index]
     sd = max(_stderrs(notices))
     assert abs(got - exact) <= 5 * sd + 1, (where, got, exact, byte_order, sd)

@@ -8,15 +8,15 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.fixtures.notices import noticed
+
 
 def _budget(conn: psycopg.Connection) -> dict[str, str]:
     return dict(conn.execute("SHOW lapras.budget").fetchall())  # type: ignore[arg-type]
 
 
 def test_virtual_dataset_probe_spends_nothing(proxy) -> None:
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    with noticed(proxy.dsn(), show_stderr=False) as (conn, notices):
         before = _budget(conn)
         # Superset probes a virtual dataset's SQL with LIMIT 1 for its columns and types.
         cur = conn.execute("SELECT age, race AS r, CAST(age AS TEXT) AS t FROM (SELECT * FROM adult WHERE sex = 1) "
@@ -67,10 +67,7 @@ def test_median_and_percentiles_through_the_proxy(proxy_factory) -> None:
     sql = ("SELECT sex, percentile_cont(0.5) WITHIN GROUP (ORDER BY age) AS med, min(age) AS lo, "
            "max(age) AS hi, percentile_disc(0.9) WITHIN GROUP (ORDER BY hours_per_week) AS p90 "
            "FROM adult GROUP BY sex ORDER BY sex")
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
+    with noticed(proxy.dsn()) as (conn, notices):
         before = _budget(conn)
         rows = conn.execute(sql).fetchall()
         after_first = _budget(conn)
@@ -104,10 +101,7 @@ SERIES_LIMITED = (
 def test_superset_series_limit_is_two_dp_statements(proxy, adult_db: str) -> None:
     """Superset's series limit: the top-N subquery is answered first (noisy totals, charged), the chart
     query then restricted to those series (charged); the whole is repeated free."""
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
+    with noticed(proxy.dsn()) as (conn, notices):
         rows = conn.execute(SERIES_LIMITED).fetchall()
         after = _budget(conn)
         assert conn.execute(SERIES_LIMITED).fetchall() == rows and _budget(conn) == after
