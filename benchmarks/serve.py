@@ -7,17 +7,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def start(config: Path, state: Path, timeout: float = 300.0) -> tuple[subprocess.Popen[str], float]:
-    """`serve --config config --state-dir state`; returns once it is ready (raises with its output if not)."""
+def start(config: Path, state: Path, timeout: float = 300.0,
+          extra_args: Sequence[str] = ()) -> tuple[subprocess.Popen[str], float]:
+    """`serve --config config --state-dir state [extra_args]`; returns once it is ready (raises with its
+    output if not) with the seconds it took."""
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(config),
-                             "--state-dir", str(state)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=REPO)
+                             "--state-dir", str(state), *extra_args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=REPO)
     lines: list[str] = []
     ready = threading.Event()
 
