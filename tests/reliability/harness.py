@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from proxy.replay.runner import parse_budget
 from tests.fixtures.databases import demo_database
@@ -53,6 +55,29 @@ def start_proxy(root: Path, upstream_dsn: str, *, epsilon: float = 1.0, delta: f
     if start:
         proc.start()
     return proc
+
+
+def proxy_fixture(prefix: str, **options: Any) -> Any:
+    """A module fixture (assign it to the fixture's name): a proxy started by :func:`start_proxy` with
+    ``options`` on a new database of its own named after ``prefix`` (its conninfo as ``upstream``),
+    stopped after the module."""
+
+    @pytest.fixture(scope="module")
+    def proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+        dsn = new_adult_db(embedded_pg, default_config, prefix)
+        proc = start_proxy(tmp_path_factory.mktemp(prefix), dsn, **options)
+        proc.upstream = dsn
+        try:
+            yield proc
+        finally:
+            proc.stop()
+
+    return proxy
+
+
+def connect(proc: Any) -> psycopg.Connection:
+    """An autocommit analyst connection to the proxy ``proc`` (10 s to connect)."""
+    return psycopg.connect(proc.dsn(), autocommit=True, connect_timeout=10)
 
 
 def kill(proc: Any) -> None:

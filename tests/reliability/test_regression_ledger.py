@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -15,7 +14,7 @@ import pytest
 
 pytest.importorskip("proxy.dp.service")
 
-from .harness import new_adult_db, start_proxy  # noqa: E402
+from .harness import new_adult_db, proxy_fixture  # noqa: E402
 
 
 def _ledger(dsn: str) -> tuple[float, int, dict[str, Any]]:
@@ -57,15 +56,7 @@ def test_kill_at_any_point_never_pays_twice_nor_loses_an_answer(embedded_pg: Any
     assert printed
 
 
-@pytest.fixture(scope="module")
-def proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    dsn = new_adult_db(embedded_pg, default_config, "regcanon")
-    proc = start_proxy(tmp_path_factory.mktemp("regcanon"), dsn, epsilon=1.0)
-    proc.upstream = dsn
-    try:
-        yield proc
-    finally:
-        proc.stop()
+proxy = proxy_fixture("regcanon", epsilon=1.0)
 
 
 def test_spellings_of_one_call_are_one_release(proxy: Any) -> None:

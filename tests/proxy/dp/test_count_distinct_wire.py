@@ -13,6 +13,8 @@ import pytest
 
 from lapras.exact import PostgresExactSource
 from parser import plan_query
+from proxy.replay.runner import parse_provenance
+from tests.fixtures.notices import noticed
 
 STATEMENTS = [
     "SELECT category, COUNT(DISTINCT user_id) AS users FROM events GROUP BY category",
@@ -25,12 +27,6 @@ STATEMENTS = [
 ]
 
 
-def _stderrs(notices: list[str]) -> list[float]:
-    from proxy.replay.runner import parse_provenance
-
-    return parse_provenance(notices)[1]
-
-
 @pytest.mark.parametrize("sql", STATEMENTS)
 def test_count_distinct_over_the_wire(sql: str, proxy: Any, adult_db: str, default_config: Any) -> None:
     events = next(t for t in default_config.catalog.tables if t.name == "events")
@@ -40,16 +36,13 @@ def test_count_distinct_over_the_wire(sql: str, proxy: Any, adult_db: str, defau
         exact = plan.rows(src.answers(events, plan.queries), None)
     finally:
         src.close()
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
+    with noticed(proxy.dsn()) as (conn, notices):
         got = conn.execute(sql).fetchall()
         again = conn.execute(sql).fetchall()
     with psycopg.connect(adult_db) as conn:
         raw = conn.execute(sql.replace("COUNT(DISTINCT", "count(DISTINCT")).fetchall()
     assert again == got  # replayed from the ledger
-    sd = max(_stderrs(notices))
+    sd = max(parse_provenance(notices)[1])
     assert 0 < sd < 50
     assert len(got) == len(exact) == len(raw)
     keyed = {r[:-1] if len(r) > 1 and isinstance(r[0], str) else (): r for r in exact}

@@ -18,6 +18,7 @@ import pytest
 from lapras.exact import PostgresExactSource
 from parser import plan_query
 from proxy.replay.runner import parse_provenance
+from tests.fixtures.notices import noticed
 
 ADULT = [
     "SELECT CASE WHEN age < 30 AND sex = 1 THEN 'young m' WHEN age < 30 THEN 'young f' ELSE 'other' END AS g, "
@@ -44,15 +45,8 @@ EVENTS = [
 ]
 
 
-def _stderrs(notices: list[str]) -> list[float]:
-    return parse_provenance(notices)[1]
-
-
 def _ask(proxy: Any, sql: str) -> tuple[list[tuple[Any, ...]], list[str]]:
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
+    with noticed(proxy.dsn()) as (conn, notices):
         return conn.execute(sql).fetchall(), notices
 
 
@@ -75,7 +69,7 @@ def test_adult_shapes_within_stated_error_of_postgresql(sql: str, proxy: Any, ad
     got, notices = _ask(proxy, sql)
     with psycopg.connect(adult_db) as conn:
         theirs = {r[:k]: r[k:] for r in conn.execute(sql).fetchall()}
-    sd = max(_stderrs(notices))
+    sd = max(parse_provenance(notices)[1])
     assert 0 < sd < float("inf")
     # The proxy lists every group of the public domain; PostgreSQL omits empty ones (their count is 0).
     assert set(theirs) <= {r[:k] for r in got}
@@ -93,7 +87,7 @@ def test_events_shapes_within_stated_error_of_the_bounded_exact_answer(sql: str,
     finally:
         src.close()
     got, notices = _ask(proxy, sql)
-    sd = max(_stderrs(notices))
+    sd = max(parse_provenance(notices)[1])
     assert 0 < sd < float("inf")
     _compare(got, [tuple(r) for r in exact], 1, sd)
     with psycopg.connect(adult_db) as conn:
@@ -108,10 +102,7 @@ def test_count_distinct_in_either_group_order_is_one_release(proxy: Any) -> None
              "GROUP BY category, country")
     second = ("SELECT country, category, COUNT(DISTINCT user_id) FROM events WHERE country IN ('JP', 'KR') "
               "GROUP BY country, category")
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        conn.execute("SET lapras.show_stderr = on")
+    with noticed(proxy.dsn()) as (conn, notices):
         a = conn.execute(first).fetchall()
         b = conn.execute(second).fetchall()
     outcomes = [m.group(1) for n in notices for m in re.finditer(r"outcome=(\w+)", n)]
