@@ -41,14 +41,8 @@ def run(corpus: Any, root: Path) -> list[Any]:
 
     import parser as sqlparser
     from proxy.ops.config import load_config
-    from proxy.ops.embedded import EmbeddedPostgres
 
-    pg = EmbeddedPostgres(root / "pg")
-    pg.start()
-    try:
-        with psycopg.connect(pg.dsn(), autocommit=True) as conn:
-            conn.execute("CREATE DATABASE bicorpus")
-        dsn = pg.dsn("bicorpus")
+    with serve.embedded_database(root / "pg", "bicorpus") as dsn:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(corpus.ddl())
             conn.execute(corpus.fill_sql())
@@ -71,8 +65,6 @@ def run(corpus: Any, root: Path) -> list[Any]:
             return results
         finally:
             serve.stop(proc)
-    finally:
-        pg.destroy()
 
 
 def serve_port() -> int:

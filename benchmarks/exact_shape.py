@@ -24,13 +24,13 @@ sys.path.insert(0, str(HERE.parent))
 
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
+import serve  # noqa: E402  (benchmarks/serve.py, beside this script)
 
 from lapras.exact import PostgresExactSource, statement_ranges  # noqa: E402
 from lapras.factored import answers_from_marginal  # noqa: E402
 from parser import LinearQuery, Planner, TableSchema  # noqa: E402
 from parser.sql import answers_sql_batches  # noqa: E402
 from proxy.ops.config import load_config  # noqa: E402
-from proxy.ops.embedded import EmbeddedPostgres  # noqa: E402
 from tests.fixtures import bi_corpus_wire as corpus  # noqa: E402
 
 MC = corpus.mc("Created (UTC)")
@@ -70,12 +70,7 @@ def main() -> None:
     ap.add_argument("--per-query-n", type=int, default=1, help="runs of the per-query shape (slow)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="lapras-exact-shape-"))
-    pg = EmbeddedPostgres(root / "pg")
-    pg.start()
-    try:
-        with psycopg.connect(pg.dsn(), autocommit=True) as c:
-            c.execute("CREATE DATABASE shape")
-        dsn = pg.dsn("shape")
+    with serve.embedded_database(root / "pg", "shape") as dsn:
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute(corpus.ddl())
             c.execute(corpus.fill_sql(args.rows))
@@ -102,8 +97,6 @@ def main() -> None:
             print(f"{name:<18} {len(qs):>7} {statement_ranges(qs):>7} {sum(map(len, stmts)) / 1000:>7.1f} "
                   f"{t_sql:>12.1f} {t_m:>11.1f} {t_sql / t_m:>6.1f}x")
         src.close()
-    finally:
-        pg.destroy()
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Start a real `lapras-proxy serve` for a benchmark and stop it: the process, and the seconds it took to
-print its ready line."""
+print its ready line; and the embedded PostgreSQL a benchmark serves, with a database of its own."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,6 +39,24 @@ def start(config: Path, state: Path, timeout: float = 300.0,
             stop(proc)
             raise RuntimeError("the proxy did not start:\n" + "".join(lines))
     return proc, time.monotonic() - t0
+
+
+@contextmanager
+def embedded_database(root: Path, name: str) -> Iterator[str]:
+    """The conninfo of a new database ``name`` in an embedded PostgreSQL started under ``root``; the
+    cluster is destroyed after the block."""
+    import psycopg
+
+    from proxy.ops.embedded import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(root)
+    pg.start()
+    try:
+        with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        yield pg.dsn(name)
+    finally:
+        pg.destroy()
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
