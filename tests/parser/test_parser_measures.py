@@ -15,12 +15,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parser import Refusal, plan_query
+from parser import plan_query
 from parser.coltypes import BoolType, FloatType, NumericType, TextType, from_config
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql_batches
 from tests.fixtures.databases import fill_table, table_fixture
 from tests.fixtures.exact_rows import norm, rows_match
+from tests.fixtures.refusals import assert_refused
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 PRICE_EDGES = (0.0, 10.0, 25.0, 50.0, 100.0, 500.0)
@@ -119,10 +120,7 @@ def test_sums_are_clamped_in_sql_and_keep_postgresql_types(sales_conn: psycopg.C
     ("SELECT count(*) FROM sales WHERE price > 'cheap'", "22P02", "numeric"),
 ])
 def test_bad_measure_input_gets_its_sqlstate(sql: str, state: str, words: str) -> None:
-    with pytest.raises(Refusal) as err:
-        plan_query(sql, CATALOG)
-    r = err.value
-    assert r.sqlstate == state and words in r.message + " " + (r.hint or ""), (sql, r.sqlstate, r.message, r.hint)
+    assert_refused(sql, CATALOG, state, words)
 
 
 def test_measure_declarations() -> None:

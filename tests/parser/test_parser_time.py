@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from parser import Refusal, plan_query
+from parser import plan_query
 from parser.coltypes import DeclarationError, TimeType, from_config
 from parser.schema import Attribute, Catalog, TableSchema
 from parser.sql import answers_sql
 from tests.fixtures.databases import table_fixture
+from tests.fixtures.refusals import refused
 
 HOURLY = from_config({"type": "time", "resolution": "hour"})
 MINUTES = from_config({"type": "time", "resolution": "minute", "min": "08:00", "max": "17:59"})
@@ -79,6 +80,5 @@ def test_time_filters_and_keys_plan_to_postgresqls_rows(sql: str, visits: Any) -
     ("SELECT count(*) FROM visits WHERE t = 10", "42883", "operator does not exist"),
 ])
 def test_time_refusals(sql: str, state: str, words: str) -> None:
-    with pytest.raises(Refusal) as err:
-        plan_query(sql, Catalog((TABLE,)))
-    assert err.value.sqlstate == state and words in err.value.message, err.value.message
+    r = refused(sql, Catalog((TABLE,)))
+    assert r.sqlstate == state and words in r.message, r.message

@@ -10,10 +10,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from parser import Refusal, plan_query
+from parser import plan_query
 from parser.regex import Unsupported, matches, similar_to_are, translate
 from parser.schema import Attribute, Catalog, TableSchema, TextType
 from tests.fixtures.databases import table_fixture
+from tests.fixtures.refusals import refused
 
 ALPHABET = "aAbBc1 -.\n_%"
 
@@ -176,6 +177,5 @@ def test_regex_filters_and_keys_plan_to_postgresqls_rows(sql: str, shop: Any) ->
     ("SELECT count(*) FROM shop WHERE regexp_like(city, 'a', 'x')", "0A000", "flags"),
 ])
 def test_regex_refusals_name_the_part(sql: str, state: str, words: str) -> None:
-    with pytest.raises(Refusal) as err:
-        plan_query(sql, Catalog((TABLE,)), ["B"])
-    assert err.value.sqlstate == state and words in err.value.message
+    r = refused(sql, Catalog((TABLE,)), ["B"])
+    assert r.sqlstate == state and words in r.message
