@@ -1,4 +1,4 @@
-"""Issue 18's BI corpus (tests/fixtures/bi_corpus_wire.py): the share of statements answered, per statement shape
+"""Issue 18's BI corpus (tests/fixtures/bi_corpus/): the share of statements answered, per statement shape
 and per tool, through a real proxy, compared with PostgreSQL's exact answers.
 
     python benchmarks/corpus_share.py [--out benchmarks/results/corpus_share]
@@ -31,9 +31,9 @@ import serve  # noqa: E402
 
 
 def _corpus() -> Any:
-    from tests.fixtures import bi_corpus_wire
+    from tests.fixtures import bi_corpus
 
-    return bi_corpus_wire
+    return bi_corpus
 
 
 def run(corpus: Any, root: Path) -> list[Any]:

@@ -2,7 +2,7 @@
 ``extract(hour from ts)``, ``extract(dow from ts)``): one aggregate per group listing every cell range
 (``parser.sql.answers_sql``) beside one GROUP BY over the cells and sums in numpy
 (``parser.sql.marginal_sql`` + ``lapras.factored.answers_from_marginal``), side by side on the BI corpus
-table (tests/fixtures/bi_corpus_wire.py) in an embedded PostgreSQL. Both must give the same exact answers.
+table (tests/fixtures/bi_corpus/) in an embedded PostgreSQL. Both must give the same exact answers.
 
 Usage: python benchmarks/exact_shape.py [--rows 20000] [--n 3] [--per-query-n 1]
 Prints, per statement: queries, ranges written, SQL text size, median ms of each shape and the ratio.
@@ -31,7 +31,7 @@ from lapras.factored import answers_from_marginal  # noqa: E402
 from parser import LinearQuery, Planner, TableSchema  # noqa: E402
 from parser.sql import answers_sql_batches  # noqa: E402
 from proxy.ops.config import load_config  # noqa: E402
-from tests.fixtures import bi_corpus_wire as corpus  # noqa: E402
+from tests.fixtures import bi_corpus as corpus  # noqa: E402
 
 MC = corpus.mc("Created (UTC)")
 STATEMENTS = {

@@ -1,5 +1,5 @@
 """Issue 18's corpus through a real proxy: about 170 statements in the forms Tableau, Power BI, Looker and
-Metabase send (tests/fixtures/bi_corpus_wire.py says which source each group follows), over a table whose names use
+Metabase send (tests/fixtures/bi_corpus/statements.py says which source each group follows), over a table whose names use
 quotes, mixed case, spaces and punctuation, with columns of every type; rows generated in a real embedded
 PostgreSQL; statements sent with psycopg over a socket to `lapras-proxy serve`.
 
@@ -7,7 +7,7 @@ Each statement meets its classification: aggregates answered with every COUNT/SU
 standard errors (SET lapras.show_stderr) of PostgreSQL's exact answer on the same text, value lists
 answered from the public domain (covering every value PostgreSQL returns) or refused with a reason, the
 rest refused with the stated SQLSTATE. Statements waiting for a part of issue 18 that has not landed
-(``bi_corpus_wire.PENDING``) may be refused meanwhile; the share test states the floor reached so far.
+(``bi_corpus.PENDING``) may be refused meanwhile; the share test states the floor reached so far.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.fixtures import bi_corpus_wire as corpus
+from tests.fixtures import bi_corpus as corpus
 
 AGGREGATE_SHARE_FLOOR = 0.94
 """Share of the aggregate statements answered within their stated error, now (raised as #18 lands; the
