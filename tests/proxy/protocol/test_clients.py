@@ -13,7 +13,7 @@ import pytest
 
 from tests.fixtures.local_proxy import Target
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CLIENTS = REPO / "tests" / "clients"
 COUNT = "SELECT COUNT(*) FROM adult"
 PARAM = "SELECT COUNT(*) FROM adult WHERE age > {}"

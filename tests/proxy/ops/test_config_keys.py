@@ -15,7 +15,7 @@ from proxy.dp.engine_factory import engine_settings
 from proxy.ops import keys
 from proxy.ops.config import ConfigError, parse_config
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SHIPPED = tomllib.loads((REPO / "config.toml").read_text())
 
 

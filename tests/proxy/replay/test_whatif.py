@@ -25,7 +25,7 @@ from proxy.ops.cli import main
 from proxy.replay.whatif.exact import SnapshotExactSource
 from proxy.replay.whatif.simulate import WhatIfOptions, simulate
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DAYS = 7
 PANELS = [
     "SELECT COUNT(*) FROM adult WHERE sex = 1",

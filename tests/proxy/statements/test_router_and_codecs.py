@@ -21,7 +21,7 @@ from proxy.statements.sqltext import is_blank, leading_words, split_statements
 def router() -> Router:
     from pathlib import Path
 
-    return Router(load_config(Path(__file__).resolve().parents[2] / "config.toml").catalog)
+    return Router(load_config(Path(__file__).resolve().parents[3] / "config.toml").catalog)
 
 
 @pytest.mark.parametrize("sql,kind,state", [
