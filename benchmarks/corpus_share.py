@@ -1,4 +1,4 @@
-"""Issue 18's BI corpus (tests/bi_corpus_wire.py): the share of statements answered, per statement shape
+"""Issue 18's BI corpus (tests/fixtures/bi_corpus/): the share of statements answered, per statement shape
 and per tool, through a real proxy, compared with PostgreSQL's exact answers.
 
     python benchmarks/corpus_share.py [--out benchmarks/results/corpus_share]
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.util
 import json
 import shutil
 import sys
@@ -32,12 +31,9 @@ import serve  # noqa: E402
 
 
 def _corpus() -> Any:
-    spec = importlib.util.spec_from_file_location("bi_corpus_wire", REPO / "tests/bi_corpus_wire.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bi_corpus_wire"] = module  # dataclasses resolve the module by name
-    spec.loader.exec_module(module)
-    return module
+    from tests.fixtures import bi_corpus
+
+    return bi_corpus
 
 
 def run(corpus: Any, root: Path) -> list[Any]:
@@ -45,14 +41,8 @@ def run(corpus: Any, root: Path) -> list[Any]:
 
     import parser as sqlparser
     from proxy.config import load_config
-    from proxy.upstream.embedded import EmbeddedPostgres
 
-    pg = EmbeddedPostgres(root / "pg")
-    pg.start()
-    try:
-        with psycopg.connect(pg.dsn(), autocommit=True) as conn:
-            conn.execute("CREATE DATABASE bicorpus")
-        dsn = pg.dsn("bicorpus")
+    with serve.embedded_database(root / "pg", "bicorpus") as dsn:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(corpus.ddl())
             conn.execute(corpus.fill_sql())
@@ -75,8 +65,6 @@ def run(corpus: Any, root: Path) -> list[Any]:
             return results
         finally:
             serve.stop(proc)
-    finally:
-        pg.destroy()
 
 
 def serve_port() -> int:

@@ -2,7 +2,7 @@
 ``extract(hour from ts)``, ``extract(dow from ts)``): one aggregate per group listing every cell range
 (``parser.pushdown.sql.answers_sql``) beside one GROUP BY over the cells and sums in numpy
 (``parser.pushdown.sql.marginal_sql`` + ``lapras.factored.answers_from_marginal``), side by side on the BI corpus
-table (tests/bi_corpus_wire.py) in an embedded PostgreSQL. Both must give the same exact answers.
+table (tests/fixtures/bi_corpus/) in an embedded PostgreSQL. Both must give the same exact answers.
 
 Usage: python benchmarks/exact_shape.py [--rows 20000] [--n 3] [--per-query-n 1]
 Prints, per statement: queries, ranges written, SQL text size, median ms of each shape and the ratio.
@@ -21,18 +21,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-sys.path.append(str(HERE.parent / "tests"))
 
-import bi_corpus_wire as corpus  # noqa: E402
 import numpy as np  # noqa: E402
 import psycopg  # noqa: E402
+import serve  # noqa: E402  (benchmarks/serve.py, beside this script)
 
 from lapras.exact import PostgresExactSource, statement_ranges  # noqa: E402
 from lapras.factored import answers_from_marginal  # noqa: E402
 from parser import LinearQuery, Planner, TableSchema  # noqa: E402
-from parser.pushdown.sql import answers_sql_batches  # noqa: E402  # noqa: E402
-from proxy.config import load_config  # noqa: E402  # noqa: E402
-from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402
+from parser.pushdown.sql import answers_sql_batches  # noqa: E402  # noqa: E402  # noqa: E402
+from proxy.config import load_config  # noqa: E402  # noqa: E402  # noqa: E402
+from tests.fixtures import bi_corpus as corpus  # noqa: E402
 
 MC = corpus.mc("Created (UTC)")
 STATEMENTS = {
@@ -71,12 +70,7 @@ def main() -> None:
     ap.add_argument("--per-query-n", type=int, default=1, help="runs of the per-query shape (slow)")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="lapras-exact-shape-"))
-    pg = EmbeddedPostgres(root / "pg")
-    pg.start()
-    try:
-        with psycopg.connect(pg.dsn(), autocommit=True) as c:
-            c.execute("CREATE DATABASE shape")
-        dsn = pg.dsn("shape")
+    with serve.embedded_database(root / "pg", "shape") as dsn:
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute(corpus.ddl())
             c.execute(corpus.fill_sql(args.rows))
@@ -103,8 +97,6 @@ def main() -> None:
             print(f"{name:<18} {len(qs):>7} {statement_ranges(qs):>7} {sum(map(len, stmts)) / 1000:>7.1f} "
                   f"{t_sql:>12.1f} {t_m:>11.1f} {t_sql / t_m:>6.1f}x")
         src.close()
-    finally:
-        pg.destroy()
 
 
 if __name__ == "__main__":

@@ -184,25 +184,10 @@ def start_proxy(workdir: Path) -> tuple[subprocess.Popen[str], int]:
         port = int(s.getsockname()[1])
     cfg = workdir / "config.toml"
     cfg.write_text(_config_text(port))
-    cmd = [sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(cfg), "--state-dir", str(workdir / "state")]
-    if ADULT_CSV.exists():
-        cmd += ["--data", str(ADULT_CSV)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
-    lines: list[str] = []
-    ready = threading.Event()
+    import serve  # benchmarks/serve.py, beside this script
 
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if len(lines) < 200:
-                lines.append(line)
-            if "ready" in line:
-                ready.set()
-
-    threading.Thread(target=pump, daemon=True).start()
-    if not ready.wait(180) or proc.poll() is not None:
-        proc.kill()
-        raise SystemExit("proxy did not start:\n" + "".join(lines))
+    data = ["--data", str(ADULT_CSV)] if ADULT_CSV.exists() else []
+    proc, _ = serve.start(cfg, workdir / "state", timeout=180, extra_args=data)
     return proc, port
 
 

@@ -31,16 +31,14 @@ import psycopg
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-sys.path.insert(0, str(REPO / "tests"))  # the simulated releases the coverage test checks
 
-from simulated import released  # noqa: E402
-
-from parser.plan.quantile import P_EXTREME  # noqa: E402  # noqa: E402
-from parser.pushdown.sql import EXACT_SESSION_SQL, table_ref  # noqa: E402  # noqa: E402
-from proxy.config import load_config  # noqa: E402  # noqa: E402
-from proxy.upstream.demo_data import ensure_table  # noqa: E402
-from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402
-from proxy.upstream.events_data import EventsSpec, ensure_events_table  # noqa: E402
+from parser.plan.quantile import P_EXTREME  # noqa: E402  # noqa: E402  # noqa: E402
+from parser.pushdown.sql import EXACT_SESSION_SQL, table_ref  # noqa: E402  # noqa: E402  # noqa: E402
+from proxy.config import load_config  # noqa: E402  # noqa: E402  # noqa: E402
+from proxy.upstream.demo_data import ensure_table  # noqa: E402  # noqa: E402
+from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402  # noqa: E402
+from proxy.upstream.events_data import EventsSpec, ensure_events_table  # noqa: E402  # noqa: E402
+from tests.fixtures.simulated import released  # noqa: E402
 
 MU = 0.02164  # the grant of one fresh statement under the shipped config (its NOTICE: cost=mu=0.02164)
 END = datetime(2027, 1, 1, tzinfo=UTC)

@@ -22,7 +22,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -173,22 +172,10 @@ def _median_of(runs: list[dict[str, Any]], *path: str) -> float:
     return statistics.median(vals)
 
 
-def _parser_paths(ref: str) -> list[str]:
-    """The parser's directories at ``ref``: ``parser`` and, since issue 28's split, ``pgcore``."""
-    has = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{ref}:pgcore"], capture_output=True)
-    return ["parser", "pgcore"] if has.returncode == 0 else ["parser"]
-
-
 def compare(ref: str, rounds: int, repeat: int, log: Path | None) -> None:
-    with tempfile.TemporaryDirectory(prefix="parse-cost-") as tmp:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, *_parser_paths(ref)], capture_output=True,
-                                 check=True)
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        old: list[dict[str, Any]] = []
-        new: list[dict[str, Any]] = []
-        for _ in range(rounds):  # alternate the trees so machine load hits both alike
-            old.append(_worker(Path(tmp), repeat, log))
-            new.append(_worker(REPO, repeat, log))
+    import ref_tree  # benchmarks/ref_tree.py, beside this script
+
+    old, new = ref_tree.alternate(ref, rounds, lambda root: _worker(root, repeat, log), "parse-cost-")
     print(f"medians of {rounds} alternating rounds; {ref} vs this tree (ratio = this / {ref})")
     print(f"{'query':34s} {'cold ' + ref:>14s} {'cold this':>10s} {'ratio':>6s} {'hit ' + ref:>12s} "
           f"{'hit this':>9s} {'ratio':>6s} {'queries':>8s}")

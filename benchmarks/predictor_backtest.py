@@ -9,7 +9,6 @@ predictor_backtest.png (per-day recall, precision and S). The truth file is read
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import sys
@@ -112,13 +111,8 @@ def sweep(data: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 def synthetic() -> tuple[list[dict[str, Any]], list[str]]:
     """The generalisation scenarios of tests/predictor (other schedules and literal patterns, with noise)."""
-    spec = importlib.util.spec_from_file_location(
-        "predictor_synth", REPO / "tests/predictor/predictor_synth.py"
-    )
-    assert spec and spec.loader
-    synth = importlib.util.module_from_spec(spec)
-    sys.modules["predictor_synth"] = synth  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(synth)
+    from tests.fixtures import predictor_synth as synth
+
     R, const = synth.Recurring, synth.const
     start = synth.START
     regions = ["north", "south", "east", "west"]
@@ -223,11 +217,8 @@ def weekly_volume() -> tuple[list[dict[str, Any]], list[str]]:
     """S on logs with a weekly pattern (issue 14): business-day dashboards, analysts who mostly work Monday
     to Friday, a Monday panel set; the last week of 5, each day predicted from the days before it, with the
     calendar-aware volume forecast and (side by side, same run) the flat one it replaces."""
-    spec = importlib.util.spec_from_file_location("predictor_synth", REPO / "tests/predictor/predictor_synth.py")
-    assert spec and spec.loader
-    synth = importlib.util.module_from_spec(spec)
-    sys.modules["predictor_synth"] = synth
-    spec.loader.exec_module(synth)
+    from tests.fixtures import predictor_synth as synth
+
     R, const = synth.Recurring, synth.const
     items = (
         [R(const(f"SELECT COUNT(*) FROM orders WHERE status = {i}"), synth.business) for i in range(30)]

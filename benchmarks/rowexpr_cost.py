@@ -17,7 +17,6 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -112,22 +111,10 @@ def _cell(runs: list[dict[str, Any]], name: str, key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
-def _parser_paths(ref: str) -> list[str]:
-    """The parser's directories at ``ref``: ``parser`` and, since issue 28's split, ``pgcore``."""
-    has = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{ref}:pgcore"], capture_output=True)
-    return ["parser", "pgcore"] if has.returncode == 0 else ["parser"]
-
-
 def compare(ref: str, rounds: int, repeat: int) -> None:
-    with tempfile.TemporaryDirectory(prefix="rowexpr-cost-") as tmp:
-        archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, *_parser_paths(ref)], capture_output=True,
-                                 check=True)
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        old: list[dict[str, Any]] = []
-        new: list[dict[str, Any]] = []
-        for _ in range(rounds):  # alternate the trees so machine load hits both alike
-            old.append(_worker(Path(tmp), repeat))
-            new.append(_worker(REPO, repeat))
+    import ref_tree  # benchmarks/ref_tree.py, beside this script
+
+    old, new = ref_tree.alternate(ref, rounds, lambda root: _worker(root, repeat), "rowexpr-cost-")
     print(f"cold plan, medians of {rounds} alternating rounds x {repeat} runs; {ref} vs this tree")
     print(f"{'statement':32s} {'plan ' + ref[:10]:>16s} {'plan this':>11s} {'ratio':>7s} {'parse':>9s} {'queries':>8s}")
     for name in STATEMENTS:

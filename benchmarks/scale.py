@@ -32,7 +32,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -108,26 +107,10 @@ class Proxy:
     """The real `lapras-proxy serve` process."""
 
     def __init__(self, config: Path, state: Path, port: int) -> None:
+        import serve  # benchmarks/serve.py, beside this script
+
         self.port = port
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(config), "--state-dir", str(state)],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        ready = threading.Event()
-        self.output: list[str] = []
-
-        def pump() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.output.append(line)
-                if "ready" in line:
-                    ready.set()
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + 600
-        while not ready.wait(0.2):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("proxy did not start:\n" + "".join(self.output[-30:]))
+        self.proc, _ = serve.start(config, state, timeout=600)
 
     def dsn(self) -> str:
         return f"host=127.0.0.1 port={self.port} user=analyst password=lapras dbname=adult sslmode=disable"

@@ -1,5 +1,5 @@
 """Start a real `lapras-proxy serve` for a benchmark and stop it: the process, and the seconds it took to
-print its ready line."""
+print its ready line; and the embedded PostgreSQL a benchmark serves, with a database of its own."""
 
 from __future__ import annotations
 
@@ -7,17 +7,21 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def start(config: Path, state: Path, timeout: float = 300.0) -> tuple[subprocess.Popen[str], float]:
-    """`serve --config config --state-dir state`; returns once it is ready (raises with its output if not)."""
+def start(config: Path, state: Path, timeout: float = 300.0,
+          extra_args: Sequence[str] = ()) -> tuple[subprocess.Popen[str], float]:
+    """`serve --config config --state-dir state [extra_args]`; returns once it is ready (raises with its
+    output if not) with the seconds it took."""
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(config),
-                             "--state-dir", str(state)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, cwd=REPO)
+                             "--state-dir", str(state), *extra_args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=REPO)
     lines: list[str] = []
     ready = threading.Event()
 
@@ -35,6 +39,24 @@ def start(config: Path, state: Path, timeout: float = 300.0) -> tuple[subprocess
             stop(proc)
             raise RuntimeError("the proxy did not start:\n" + "".join(lines))
     return proc, time.monotonic() - t0
+
+
+@contextmanager
+def embedded_database(root: Path, name: str) -> Iterator[str]:
+    """The conninfo of a new database ``name`` in an embedded PostgreSQL started under ``root``; the
+    cluster is destroyed after the block."""
+    import psycopg
+
+    from proxy.upstream.embedded import EmbeddedPostgres
+
+    pg = EmbeddedPostgres(root)
+    pg.start()
+    try:
+        with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        yield pg.dsn(name)
+    finally:
+        pg.destroy()
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -1,7 +1,7 @@
 """A Superset dashboard on the proxy, rendered by headless Chromium: the picture a new user gets.
 
 Starts the proxy on the embedded default (its own PostgreSQL, the shipped config: epsilon 1 per epoch,
-`adult` and `events`), Apache Superset from the `superset` extra (tests/superset_harness.py: own
+`adult` and `events`), Apache Superset from the `superset` extra (tests/fixtures/superset_harness.py: own
 virtualenv, SQLite metadata), adds the proxy as a PostgreSQL database, creates datasets (a virtual one
 too), six charts and a dashboard through Superset's REST API, then logs in with Chromium (Debian's
 `chromium` and `chromium-driver`, driven by the selenium that Superset itself depends on) and writes a
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
-from superset_harness import ADMIN, SupersetServer, ensure_installed  # noqa: E402
+from tests.fixtures.superset_harness import ADMIN, SupersetServer, ensure_installed  # noqa: E402
 
 OUT = REPO / "benchmarks" / "results" / "superset_dashboard.png"
 STATE = REPO / "benchmarks" / "scratch" / "superset-dashboard"
@@ -239,7 +239,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     # Here, not at the top: the screenshot step runs this file in Superset's virtualenv, without pytest.
-    from conftest import ProxyProcess, free_port
+    from tests.fixtures.proxy_process import ProxyProcess, free_port
 
     t0 = time.monotonic()
     venv = ensure_installed()

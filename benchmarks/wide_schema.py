@@ -33,14 +33,10 @@ import serve  # noqa: E402
 
 
 def _generator() -> Any:
-    """tests/wide_schema_config.py (the schema the lean test loads too)."""
-    import importlib.util
+    """tests/fixtures/wide_schema_config.py (the schema the lean test loads too)."""
+    from tests.fixtures import wide_schema_config
 
-    spec = importlib.util.spec_from_file_location("wide_schema_config", REPO / "tests/wide_schema_config.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return wide_schema_config
 
 
 W = _generator()
@@ -85,35 +81,27 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks/results/wide_schema.json")
     args = ap.parse_args()
 
-    from proxy.upstream.embedded import EmbeddedPostgres
 
     root = Path(tempfile.mkdtemp(prefix="lapras-wide-"))
-    pg = EmbeddedPostgres(root / "pg")
-    pg.start()
     try:
-        import psycopg
-
-        with psycopg.connect(pg.dsn(), autocommit=True) as conn:
-            conn.execute("CREATE DATABASE wide")
-        dsn = pg.dsn("wide")
-        wide = W.widths()
-        t0 = time.perf_counter()
-        W.create_tables(dsn, wide)
-        print(f"created {len(wide)} tables, {sum(wide.values()):,} columns in {time.perf_counter() - t0:.1f} s",
-              file=sys.stderr)
-        configs = {"150 tables": dict(wide), "1 table": {"Wide_0": wide["Wide_0"]}}
-        paths = {}
-        for label, tables in configs.items():
-            path = root / f"{label.replace(' ', '_')}.toml"
-            path.write_text(W.config_text(dsn, _free_port(), tables))
-            paths[label] = path
-        starts: dict[str, list[tuple[float, float]]] = {k: [] for k in configs}
-        for _ in range(args.starts):
-            for label in configs:
-                starts[label].append(start_once(paths[label], root / f"state-{label.replace(' ', '_')}"))
-        plan = planning(paths["150 tables"], args.repeat)
+        with serve.embedded_database(root / "pg", "wide") as dsn:
+            wide = W.widths()
+            t0 = time.perf_counter()
+            W.create_tables(dsn, wide)
+            print(f"created {len(wide)} tables, {sum(wide.values()):,} columns in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr)
+            configs = {"150 tables": dict(wide), "1 table": {"Wide_0": wide["Wide_0"]}}
+            paths = {}
+            for label, tables in configs.items():
+                path = root / f"{label.replace(' ', '_')}.toml"
+                path.write_text(W.config_text(dsn, _free_port(), tables))
+                paths[label] = path
+            starts: dict[str, list[tuple[float, float]]] = {k: [] for k in configs}
+            for _ in range(args.starts):
+                for label in configs:
+                    starts[label].append(start_once(paths[label], root / f"state-{label.replace(' ', '_')}"))
+            plan = planning(paths["150 tables"], args.repeat)
     finally:
-        pg.destroy()
         shutil.rmtree(root, ignore_errors=True)
 
     result: dict[str, Any] = {"columns_150": sum(wide.values()), "starts": args.starts, "planning": plan}

@@ -28,7 +28,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import betaln
 
-ClassFn = Callable[[int], int]
+from predictor.volume import ClassFn
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ MOVES = {
     "proxy.ops.reload": "proxy.config.reload",
     "proxy.ops.shared_settings": "proxy.config.stored",
     "proxy.ops.version": "proxy.observability.version",
+    "parser.sqlscan": "pgcore.sqlscan",
     # the ground floor: PostgreSQL basics every package imports, without loading the front end
     "parser.sqlstate": "pgcore.sqlstate",
     "parser.pgtypes": "pgcore.pgtypes",

@@ -10,8 +10,8 @@ updated in the same step, so a restart resumes the epoch exactly.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -167,6 +167,10 @@ def settings_differences(ours: Mapping[str, Any], stored: Mapping[str, Any]) -> 
     return [(k, ours.get(k), stored.get(k)) for k in sorted(set(ours) | set(stored)) if ours.get(k) != stored.get(k)]
 
 
+StoredSettings = tuple[Mapping[str, Any] | None, Callable[[dict[str, Any]], None]]
+"""The privacy settings a ledger holds (None before any) and the function storing new ones."""
+
+
 class Ledger(ABC):
     _settings: dict[str, Any] | None = None
 
@@ -174,15 +178,24 @@ class Ledger(ABC):
         """The privacy settings every process on this ledger uses: stored by the first one, then compared.
 
         ``check``: differing settings raise :class:`SettingsDiffer` naming each; ``adopt``: the stored ones
-        are returned; ``replace``: ``settings`` become the stored ones. (In memory: one process's own.)"""
-        stored = self._settings
-        if stored is None or mode == "replace":
-            self._settings = dict(settings)
-            return dict(settings)
+        are returned; ``replace``: ``settings`` become the stored ones."""
+        with self._stored_settings() as (stored, store):
+            if stored is None or mode == "replace":
+                store(dict(settings))
+                return dict(settings)
         diff = settings_differences(settings, stored)
         if diff and mode == "check":
             raise SettingsDiffer(diff)
         return dict(stored)
+
+    @contextmanager
+    def _stored_settings(self) -> Iterator[StoredSettings]:
+        """The stored settings (None before the first process stored any) and how to store new ones, both
+        under one lock held until the block ends. In memory: one process's own."""
+        def store(settings: dict[str, Any]) -> None:
+            self._settings = settings
+
+        yield self._settings, store
 
     @abstractmethod
     def current_epoch(self) -> EpochRecord | None: ...

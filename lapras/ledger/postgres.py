@@ -13,7 +13,7 @@ exact data to anyone who can read the ledger; the measurements alone are all ans
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -22,7 +22,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from lapras.allocation import AllocState
-from lapras.errors import LedgerError, SettingsDiffer
+from lapras.errors import LedgerError
 from lapras.ledger.base import (
     EpochRecord,
     EpochSpan,
@@ -34,11 +34,11 @@ from lapras.ledger.base import (
     ReleaseRecord,
     StaleEpoch,
     StoredAnswer,
+    StoredSettings,
     check_partition,
     check_regression,
     check_reserved,
     iter_parts,
-    settings_differences,
 )
 from lapras.mechanisms import Cost
 
@@ -286,22 +286,19 @@ class PostgresLedger(Ledger):
                       "UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()",
                       (json.dumps(SCHEMA_VERSION),))
 
-    def agree_settings(self, settings: Mapping[str, Any], mode: str = "check") -> dict[str, Any]:
+    @contextmanager
+    def _stored_settings(self) -> Iterator[StoredSettings]:
         """Stored with the ledger (lapras.meta 'privacy_settings') by the first process; later ones compare
-        theirs under the schema lock (see :meth:`Ledger.agree_settings`)."""
+        theirs under the schema lock, held in one transaction (see :meth:`Ledger.agree_settings`)."""
         with self._tx() as c:
             c.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             row = c.execute("SELECT value FROM lapras.meta WHERE key = 'privacy_settings'").fetchone()
-            stored = row[0] if row is not None else None
-            if stored is None or mode == "replace":
+
+            def store(settings: dict[str, Any]) -> None:
                 c.execute("INSERT INTO lapras.meta (key, value) VALUES ('privacy_settings', %s) ON CONFLICT (key) "
-                          "DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()",
-                          (json.dumps(dict(settings)),))
-                return dict(settings)
-        diff = settings_differences(settings, stored)
-        if diff and mode == "check":
-            raise SettingsDiffer(diff)
-        return dict(stored)
+                          "DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()", (json.dumps(settings),))
+
+            yield (row[0] if row is not None else None), store
 
     @contextmanager
     def _tx(self) -> Iterator[psycopg.Connection[Any]]:

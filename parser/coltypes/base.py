@@ -26,6 +26,22 @@ Value = Any
 CMP_OPS = ("=", "<>", "<", "<=", ">", ">=")
 
 
+class RangeBounds:
+    """For a column type whose values lie in ``lo..hi`` (integers, clamped measures): SUM's sensitivity and
+    AVG's clamp read from the range, without building the per-cell weights."""
+
+    lo: Any
+    hi: Any
+
+    @property
+    def max_abs(self) -> float:
+        return float(max(abs(self.lo), abs(self.hi)))
+
+    @property
+    def sum_bounds(self) -> tuple[float, float]:
+        return float(self.lo), float(self.hi)
+
+
 class DeclarationError(ValueError):
     """A column declaration in config.toml is wrong; ``problems`` are (key suffix, message) pairs."""
 

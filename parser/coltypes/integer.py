@@ -11,13 +11,13 @@ import numpy as np
 
 from pgcore import pgtypes as T
 
-from .base import ColumnType, DeclarationError, Value, clamp_sql
+from .base import ColumnType, DeclarationError, RangeBounds, Value, clamp_sql
 from .intbins import BinnedBigIntType, BinnedIntType, BinnedSmallIntType
 from .intvalues import _NUMERIC_CASTS, check_int_literal, int_ranges, read_int
 
 MAX_CELLS = 1_000_000
 @dataclass(frozen=True)
-class IntType(ColumnType):
+class IntType(RangeBounds, ColumnType):
     """Integers ``lo..hi`` (with ``bins``, a wide range in bins). Stored values outside are clipped into the range (which bounds a row's SUM
     contribution); a NULL in a non-nullable domain lands on ``lo`` (GREATEST ignores NULLs)."""
 
@@ -61,14 +61,6 @@ class IntType(ColumnType):
     def numeric_weights(self) -> np.ndarray:
         w = np.arange(self.lo, self.hi + 1, dtype=np.float64)
         return np.append(w, 0.0) if self.nullable else w
-
-    @property
-    def max_abs(self) -> float:
-        return float(max(abs(self.lo), abs(self.hi)))
-
-    @property
-    def sum_bounds(self) -> tuple[float, float]:
-        return float(self.lo), float(self.hi)
 
     def check_literal(self, value: Value, position: int | None) -> Value:
         return check_int_literal(value, position, self.sql_type)

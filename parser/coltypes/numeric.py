@@ -23,7 +23,7 @@ from pgcore import errors as E
 from pgcore import pgtypes as T
 from pgcore.errors import Refusal
 
-from .base import ColumnType, DeclarationError, Value, clamp_sql
+from .base import ColumnType, DeclarationError, RangeBounds, Value, clamp_sql
 from .split import Cut
 
 MAX_BINS = 100_000
@@ -49,7 +49,7 @@ def _fmt(x: Fraction | float | int) -> str:
 
 
 @dataclass(frozen=True)
-class NumericType(ColumnType):
+class NumericType(RangeBounds, ColumnType):
     """A clamped measure; ``edges`` (ascending, from ``lo`` to ``hi``) cut it into cells when declared."""
     raw_exact = True
 
@@ -112,14 +112,6 @@ class NumericType(ColumnType):
         # Only sizes a SUM's sensitivity (LinearQuery.factors with a measure): each cell's largest |value|.
         w = np.full(self.base_size, self.max_abs)
         return np.append(w, 0.0) if self.nullable else w
-
-    @property
-    def max_abs(self) -> float:
-        return float(max(abs(self.lo), abs(self.hi)))
-
-    @property
-    def sum_bounds(self) -> tuple[float, float]:
-        return float(self.lo), float(self.hi)
 
     def check_literal(self, value: Value, position: int | None) -> Value:
         if isinstance(value, bool) or not isinstance(value, int | float | Decimal | str):

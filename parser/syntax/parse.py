@@ -13,6 +13,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from pgcore.errors import FEATURE_NOT_SUPPORTED, SYNTAX_ERROR, Refusal
+from pgcore.sqlscan import token_end
 
 INVALID_UNICODE_ESCAPE = "22025"  # PostgreSQL: invalid_escape_sequence for a malformed \u escape
 CHARACTER_NOT_IN_REPERTOIRE = "22021"
@@ -76,24 +77,6 @@ def folded_items(node: exp.Expr) -> list[tuple[str | int | Decimal, int]] | None
     return items
 
 
-def quoted_end(sql: str, i: int, backslash: bool = False) -> int:
-    """The index just past the string or quoted name whose opening quote is ``sql[i]`` (a doubled quote
-    stands for itself; with ``backslash``, as in an E'' string, a backslash escapes the next character),
-    or ``len(sql)`` when it is not closed."""
-    quote, n, j = sql[i], len(sql), i + 1
-    while j < n:
-        if backslash and sql[j] == "\\":
-            j += 2
-            continue
-        if sql[j] == quote:
-            if j + 1 < n and sql[j + 1] == quote:
-                j += 2
-                continue
-            return j + 1
-        j += 1
-    return n
-
-
 def _fold_in_lists(sql: str) -> str:
     """``sql`` with each long IN list of plain literals replaced by a placeholder (its items registered).
     Strings, quoted names and comments are skipped as the tokenizer would."""
@@ -103,23 +86,11 @@ def _fold_in_lists(sql: str) -> str:
     i, n, last = 0, len(sql), 0
     while i < n:
         ch = sql[i]
-        if ch == "'" or ch == '"':  # a string or quoted name: skip to its end
-            i = quoted_end(sql, i, backslash=ch == "'" and i > 0 and sql[i - 1] in "eE")
-            continue
-        if ch == "$":  # a dollar-quoted string $tag$...$tag$ (or a parameter $1)
-            m = re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:i + 70])
-            if m:
-                end = sql.find(m.group(0), i + len(m.group(0)))
-                i = n if end < 0 else end + len(m.group(0))
+        if ch in "'\"$-/":  # a string, quoted name, dollar-quoted body or comment: skip to its end
+            end = token_end(sql, i)
+            if end is not None:
+                i = end
                 continue
-        if sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        if sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-            continue
         if ch in "iI" and (i == 0 or not (sql[i - 1].isalnum() or sql[i - 1] in "_$")):
             head = _IN_HEAD.match(sql, i)
             if head is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from parser.syntax.parse import quoted_end
+from pgcore.sqlscan import quoted_end
 
 _DURATION = re.compile(r"^duration:\s*[\d.]+\s*ms\s*")
 _STATEMENT = re.compile(r"^statement:\s?", re.S)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from engine_helpers import CATALOG, make_hist
 
 from lapras.exact import HistogramExactSource
 from parser.model.schema import Catalog
+from tests.fixtures.engine_helpers import CATALOG, make_hist
 
 
 @pytest.fixture

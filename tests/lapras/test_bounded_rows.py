@@ -24,6 +24,7 @@ from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextTy
 from parser.pushdown.bounding import bounded_rows_sql, bounding_seed
 from parser.pushdown.sql import EXACT_SESSION_SQL
 from pgcore.identifiers import quote_ident
+from tests.fixtures.databases import fill_table
 
 K = 3
 VISITS = TableSchema("visits", (Attribute("a", IntType(0, 9)), Attribute("c", IntType(0, 39)),
@@ -49,11 +50,7 @@ def _rows(seed: int, users: int = 1500, start: int = 0) -> list[tuple[int | None
 
 def _load(dsn: str, rows: list[tuple[int | None, int, int, str | None, str]], create: bool = True) -> None:
     with psycopg.connect(dsn) as conn:
-        if create:
-            conn.execute("CREATE TABLE visits (user_id bigint, a int, c int, tag text, note text)")
-        with conn.cursor().copy("COPY visits (user_id, a, c, tag, note) FROM STDIN") as cp:
-            for r in rows:
-                cp.write_row(r)
+        fill_table(conn, "visits (user_id bigint, a int, c int, tag text, note text)", rows, create)
 
 
 @pytest.fixture

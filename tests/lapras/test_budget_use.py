@@ -10,7 +10,8 @@ no answer), so there is no false-failure rate to state."""
 from __future__ import annotations
 
 import pytest
-from budget_sim import PANELS, run
+
+from tests.fixtures.budget_sim import PANELS, run
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -6,11 +6,11 @@ import time
 
 import numpy as np
 import pytest
-from engine_helpers import CATALOG, plan, range_sqls
 from scipy.stats import chi2
 
 from lapras import BudgetExhausted, Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.report import budget_report
+from tests.fixtures.engine_helpers import CATALOG, plan, range_sqls
 
 
 def _engine(exact, **kw) -> Engine:  # type: ignore[no-untyped-def]

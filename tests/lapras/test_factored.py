@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from engine_helpers import CATALOG, TABLE, plan
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from lapras import Engine, EngineSettings, HistogramExactSource, MemoryLedger, P
 from lapras.errors import StatementTooComplex
 from lapras.factored import answers_from_marginal
 from lapras.mechanisms.sensitivity import statement_sensitivity
+from tests.fixtures.engine_helpers import CATALOG, TABLE, plan
 
 
 def dense_sensitivity(queries) -> float:  # type: ignore[no-untyped-def]

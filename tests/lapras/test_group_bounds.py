@@ -11,7 +11,6 @@ from dataclasses import replace
 import numpy as np
 import psycopg
 import pytest
-from engine_helpers import events_database
 from scipy.stats import chi2
 
 import lapras.exact
@@ -21,6 +20,7 @@ from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
 from parser.pushdown.bounding import bounding_seed, groups_seed, statement_groups
+from tests.fixtures.engine_helpers import events_database
 
 K, C, G = 10, 2, 2
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),

@@ -9,7 +9,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from scipy.stats import chi2
-from visits_data import visits_in_two_orders
 
 import parser as sqlparser
 from lapras import Engine, EngineSettings, MemoryLedger, Prediction
@@ -17,6 +16,7 @@ from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from lapras.regression.service import RegressionError, row_level_budget, run_regression
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
+from tests.fixtures.visits_data import visits_in_two_orders
 
 K = 3
 ROWLEVEL = TableSchema("visits", (Attribute("a", IntType(0, 9)), Attribute("c", IntType(0, 39))))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 import pytest
-from engine_helpers import events_database
 
 import parser as sqlparser
 from lapras.exact import PostgresExactSource
@@ -16,6 +15,7 @@ from lapras.snapshot import SnapshotExactSource
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
 from parser.pushdown.bounding import bounding_seed
 from parser.pushdown.sql import EXACT_SESSION_SQL
+from tests.fixtures.engine_helpers import events_database
 
 K = 3
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),

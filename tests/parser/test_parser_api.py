@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from parser_catalog import ADULT, CATALOG, MIXED, PEOPLE
 
 from parser import (
     Column,
@@ -25,6 +24,7 @@ from parser import (
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
 from parser.pushdown.histogram import to_dense
 from parser.pushdown.sql import answers_sql, answers_sql_batches, marginal_sql
+from tests.fixtures.parser_catalog import ADULT, CATALOG, MIXED, PEOPLE
 
 
 def refusal(sql: str, params: Any = None, catalog: Catalog = CATALOG, **kw: Any) -> Refusal:

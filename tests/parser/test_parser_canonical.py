@@ -19,9 +19,9 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from parser_catalog import ADULT, CATALOG
 
 from parser import plan_query
+from tests.fixtures.parser_catalog import ADULT, CATALOG
 
 EXAMPLES = int(os.environ.get("PARSER_CANON_EXAMPLES", "300"))
 GRID = {"age": (17, 90), "sex": (0, 1), "race": (0, 4), "relationship": (0, 5)}
@@ -266,13 +266,14 @@ def test_keys_are_stable_across_processes() -> None:
     sqls = [g[0] for g in EQUIVALENT] + DIFFERENT
     here = [keys(s) for s in sqls]
     code = (
-        "import json, sys; sys.path[:0] = sys.argv[1:3]\n"
-        "from parser_catalog import CATALOG\nfrom parser import plan_query\n"
+        "import json, sys\n"
+        "from tests.fixtures.parser_catalog import CATALOG\nfrom parser import plan_query\n"
         "sqls = json.loads(sys.stdin.read())\n"
         "print(json.dumps([[q.key for q in plan_query(s, CATALOG).queries] for s in sqls]))\n"
     )
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONHASHSEED="12345")
-    out = subprocess.run([sys.executable, "-c", code, str(repo), str(Path(__file__).parent)],
-                         input=json.dumps(sqls), capture_output=True, text=True, check=True, env=env)
+    # `python -c` puts its working directory (the repository) first on the path.
+    out = subprocess.run([sys.executable, "-c", code], input=json.dumps(sqls), capture_output=True, text=True,
+                         check=True, env=env, cwd=repo)
     assert json.loads(out.stdout) == here

@@ -7,12 +7,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import Histograms, leading_keys, rows_match
-from parser_catalog import ADULT, MIXED, PEOPLE
-from parser_corpus import CORPUS, OK
 from test_parser_differential import exact_values, run_pg
 
 from parser import Refusal, plan_query
+from tests.fixtures.exact_rows import Histograms, leading_keys, rows_match
+from tests.fixtures.parser_catalog import ADULT, MIXED, PEOPLE
+from tests.fixtures.parser_corpus import CORPUS, OK
 
 # SQLSTATEs PostgreSQL raises itself for these statements; the others are the proxy's own policy.
 PG_RAISES = {"42601", "42703", "42P01", "42803", "42883", "22P02", "42P10", "2201W"}

@@ -9,16 +9,16 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from conftest import Histograms, rows_match
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from parser_catalog import ADULT, CATALOG, MIXED, PEOPLE
-from parser_strategies import Case, adult_queries, people_queries
-from simulated import as_answered
 
 from parser import QueryPlan, plan_query
 from parser.model.schema import TableSchema
 from parser.pushdown.sql import answers_sql
+from tests.fixtures.exact_rows import Histograms, rows_match
+from tests.fixtures.parser_catalog import ADULT, CATALOG, MIXED, PEOPLE
+from tests.fixtures.parser_strategies import Case, adult_queries, people_queries
+from tests.fixtures.simulated import as_answered
 
 EXAMPLES = int(os.environ.get("PARSER_DIFF_EXAMPLES", "600"))
 """Random Adult statements per run (1,200 until 2026-12: a run of 400 reached the same 510 parser functions

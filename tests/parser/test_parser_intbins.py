@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import _new_database, rows_match
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_parser_measures import exact_rows as _exact_rows
@@ -23,6 +21,9 @@ from parser import Refusal, plan_query
 from parser.coltypes import BigIntType, BinnedBigIntType, BinnedIntType, IntType, SmallIntType, from_config
 from parser.model.schema import Attribute, Catalog, TableSchema
 from pgcore import pgtypes as T
+from tests.fixtures.databases import table_fixture
+from tests.fixtures.exact_rows import rows_match
+from tests.fixtures.refusals import assert_refused
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 DAY = 86_400
@@ -53,14 +54,8 @@ def tick_rows(n: int = 3000, seed: int = 5) -> list[tuple[Any, ...]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def ticks_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(_new_database(embedded_pg, "parser_ticks"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE ticks (ts_epoch bigint, cents integer, account bigint, qty smallint)")
-        with conn.cursor().copy("COPY ticks (ts_epoch, cents, account, qty) FROM STDIN") as copy:
-            for row in tick_rows():
-                copy.write_row(row)
-        yield conn
+ticks_conn = table_fixture("parser_ticks", "ticks (ts_epoch bigint, cents integer, account bigint, qty smallint)",
+                           tick_rows)
 
 
 def exact_rows(sql: str, conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:
@@ -119,10 +114,7 @@ def test_result_types_follow_postgresql(ticks_conn: psycopg.Connection) -> None:
     ("SELECT count(*) FROM ticks WHERE account = DATE '2026-01-01'", "42883", "bigint = date"),
 ])
 def test_bad_wide_integer_input_gets_its_sqlstate(sql: str, state: str, words: str) -> None:
-    with pytest.raises(Refusal) as err:
-        plan_query(sql, CATALOG)
-    r = err.value
-    assert r.sqlstate == state and words in r.message + " " + (r.hint or ""), (sql, r.sqlstate, r.message, r.hint)
+    assert_refused(sql, CATALOG, state, words)
 
 
 @pytest.mark.parametrize("sql", [f"SELECT count(*), sum(cents) FROM ticks WHERE ts_epoch >= {T0 + 5}",

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from parser_catalog import ADULT, CATALOG
 
 from parser import Limits, Planner, Refusal, plan_query
+from tests.fixtures.parser_catalog import ADULT, CATALOG
 
 
 def chain(steps: int) -> str:

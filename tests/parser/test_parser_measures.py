@@ -6,21 +6,22 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import numpy as np
 import psycopg
 import pytest
-from conftest import _new_database, norm, rows_match
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from parser import Refusal, plan_query
+from parser import plan_query
 from parser.coltypes import BoolType, FloatType, NumericType, TextType, from_config
 from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.pushdown.sql import answers_sql_batches
+from tests.fixtures.databases import fill_table, table_fixture
+from tests.fixtures.exact_rows import norm, rows_match
+from tests.fixtures.refusals import assert_refused
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 PRICE_EDGES = (0.0, 10.0, 25.0, 50.0, 100.0, 500.0)
@@ -48,15 +49,8 @@ def sales_rows(n: int = 3000, seed: int = 3) -> list[tuple[Any, ...]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def sales_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(_new_database(embedded_pg, "parser_sales"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE sales (amount numeric(10,2), price numeric(10,2), dur double precision, "
-                     "paid boolean, cat text)")
-        with conn.cursor().copy("COPY sales (amount, price, dur, paid, cat) FROM STDIN") as copy:
-            for row in sales_rows():
-                copy.write_row(row)
-        yield conn
+sales_conn = table_fixture("parser_sales", "sales (amount numeric(10,2), price numeric(10,2), dur double precision, "
+                           "paid boolean, cat text)", sales_rows)
 
 
 def exact_rows(sql: str, conn: psycopg.Connection, catalog: Catalog = CATALOG) -> tuple[list[tuple[Any, ...]], Any]:
@@ -124,10 +118,7 @@ def test_sums_are_clamped_in_sql_and_keep_postgresql_types(sales_conn: psycopg.C
     ("SELECT count(*) FROM sales WHERE price > 'cheap'", "22P02", "numeric"),
 ])
 def test_bad_measure_input_gets_its_sqlstate(sql: str, state: str, words: str) -> None:
-    with pytest.raises(Refusal) as err:
-        plan_query(sql, CATALOG)
-    r = err.value
-    assert r.sqlstate == state and words in r.message + " " + (r.hint or ""), (sql, r.sqlstate, r.message, r.hint)
+    assert_refused(sql, CATALOG, state, words)
 
 
 @pytest.mark.parametrize("sql", ["SELECT count(*), sum(price) FROM sales WHERE price >= 20",
@@ -157,13 +148,10 @@ def test_decimal_bin_edges_read_as_written(sales_conn: psycopg.Connection) -> No
     disc = TableSchema("disc", (Attribute("d", from_config({"type": "float", "min": 0, "max": 1, "bins": 0.1})),
                                 Attribute("n", from_config({"type": "numeric", "min": 0, "max": 1, "bins": 0.1}))))
     assert disc.attributes[0].domain.edges[3] == 0.3  # type: ignore[attr-defined]
-    sales_conn.execute("CREATE TABLE disc (d double precision, n numeric(4,2))")
     rng = random.Random(11)
     # below max: a value exactly at max counts in the last (closed) bin, which floor(n * 10) would not
     rows = [(v, v) for v in (rng.choice([rng.randrange(0, 100) / 100, rng.randrange(0, 10) / 10]) for _ in range(500))]
-    with sales_conn.cursor().copy("COPY disc (d, n) FROM STDIN") as copy:
-        for r in rows:
-            copy.write_row(r)
+    fill_table(sales_conn, "disc (d double precision, n numeric(4,2))", rows)
     try:
         for sql in ("SELECT count(*) FROM disc WHERE d >= 0.2 AND d < 0.3", "SELECT count(*) FROM disc WHERE n >= 0.2",
                     "SELECT sum(d), count(*) FROM disc WHERE n < 0.7 AND d >= 0.3",

@@ -17,7 +17,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import leading_keys, rows_match
 from psycopg import sql
 
 from lapras.exact import PostgresExactSource
@@ -25,6 +24,7 @@ from parser import Planner, Refusal
 from parser.model.schema import Catalog
 from pgcore.identifiers import quote_ident
 from proxy.config import parse_config, toml_key
+from tests.fixtures.exact_rows import leading_keys, rows_match
 
 LONG = "L" + "ö" * 31  # 63 bytes in UTF-8: the longest name PostgreSQL keeps
 ODD_SCHEMA, ODD_TABLE = "Odd Schema.ü", 'Sales_3 "Q"; x'

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 import pytest
-from conftest import Histograms, leading_keys, rows_match
-from parser_catalog import ADULT, MIXED
 from test_parser_differential import exact_values, run_pg
 
 from parser import Refusal, plan_query
 from parser.plan.quantile import build_tree
+from tests.fixtures.exact_rows import Histograms, leading_keys, rows_match
+from tests.fixtures.parser_catalog import ADULT, MIXED
 
 EXACT = [
     "SELECT min(age), max(age) FROM adult",

@@ -8,11 +8,11 @@ from pathlib import Path
 from random import Random
 
 import psycopg
-from conftest import Histograms, leading_keys, rows_match
-from parser_catalog import ADULT, CATALOG
 from test_parser_differential import exact_values, run_pg
 
 from parser import plan_query
+from tests.fixtures.exact_rows import Histograms, leading_keys, rows_match
+from tests.fixtures.parser_catalog import ADULT, CATALOG
 
 
 def log_statements(bi_log: dict[str, Path]) -> list[str]:

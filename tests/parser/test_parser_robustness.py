@@ -10,10 +10,10 @@ from random import Random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from parser_catalog import MIXED
-from parser_corpus import CORPUS
 
 from parser import QueryPlan, Refusal, describe, plan_query, references_protected
+from tests.fixtures.parser_catalog import MIXED
+from tests.fixtures.parser_corpus import CORPUS
 
 EXAMPLES = int(os.environ.get("PARSER_FUZZ_EXAMPLES", "1000"))
 TOKENS = sorted({t for sql, _, _ in CORPUS for t in re.findall(r'"[^"]*"|\'[^\']*\'|\$\d|\w+|[^\s\w]', sql)})

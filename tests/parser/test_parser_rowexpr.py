@@ -6,7 +6,6 @@ answer to the same SQL on the same rows. Refusals carry their SQLSTATE and name 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -14,12 +13,14 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from conftest import _new_database, leading_keys, norm, rows_match
 
 from parser import Refusal, plan_query
 from parser.coltypes import BoolType, DateType, IntType, NumericType, TextType
 from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.pushdown.sql import answers_sql_batches
+from tests.fixtures.databases import table_fixture
+from tests.fixtures.exact_rows import leading_keys, norm, rows_match
+from tests.fixtures.refusals import assert_refused
 
 CITIES = ("Berlin", "Lyon", "Oslo", "new york", "São Paulo", "O'Hare")
 SHOP = TableSchema("shop", (
@@ -50,15 +51,8 @@ def shop_rows(n: int = 3000, seed: int = 18) -> list[tuple[Any, ...]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def shop_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    with psycopg.connect(_new_database(embedded_pg, "parser_rowexpr"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE shop (n integer, k integer, city text, d date, amount numeric(10,2), "
-                     "paid boolean, s integer)")
-        with conn.cursor().copy("COPY shop (n, k, city, d, amount, paid, s) FROM STDIN") as copy:
-            for row in shop_rows():
-                copy.write_row(row)
-        yield conn
+shop_conn = table_fixture("parser_rowexpr", "shop (n integer, k integer, city text, d date, amount numeric(10,2), "
+                          "paid boolean, s integer)", shop_rows)
 
 
 def exact_rows(sql: str, conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:
@@ -206,10 +200,7 @@ def test_form_matches_postgresql(sql: str, shop_conn: psycopg.Connection) -> Non
     ("SELECT TO_CHAR(k, '999') AS m, COUNT(*) FROM shop GROUP BY 1", "42883", "to_char(integer, text)"),
 ])
 def test_refusal_names_the_part(sql: str, state: str, words: str) -> None:
-    with pytest.raises(Refusal) as err:
-        plan_query(sql, CATALOG)
-    r = err.value
-    assert r.sqlstate == state and words in r.message + " " + (r.hint or ""), (sql, r.sqlstate, r.message, r.hint)
+    assert_refused(sql, CATALOG, state, words)
 
 
 @pytest.mark.parametrize("sql", [
@@ -290,7 +281,4 @@ def test_statement_sensitivity_with_weights_matches_the_dense_matrix() -> None:
     ("SELECT SUM(n / (k - 2)) FROM shop", "22012", "division by zero"),
 ])
 def test_aggregate_refusals_name_the_part(sql: str, state: str, words: str) -> None:
-    with pytest.raises(Refusal) as err:
-        plan_query(sql, CATALOG)
-    r = err.value
-    assert r.sqlstate == state and words in r.message + " " + (r.hint or ""), (sql, r.sqlstate, r.message, r.hint)
+    assert_refused(sql, CATALOG, state, words)

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from conftest import rows_match, table_database
 from test_parser_measures import exact_rows as _exact_rows
 
 from lapras.matrix_mechanism import p_workloads
@@ -27,6 +26,8 @@ from parser.bind.splits import MAX_CUTS, describe, has_splits
 from parser.coltypes import from_config
 from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.pushdown.sql import answers_sql
+from tests.fixtures.databases import table_database
+from tests.fixtures.exact_rows import rows_match
 
 T0 = datetime(2026, 1, 1)
 PAY = TableSchema("pay", (

@@ -10,12 +10,13 @@ from datetime import time
 from typing import Any
 
 import pytest
-from conftest import table_database
 
-from parser import Refusal, plan_query
+from parser import plan_query
 from parser.coltypes import DeclarationError, TimeType, from_config
 from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.pushdown.sql import answers_sql
+from tests.fixtures.databases import table_fixture
+from tests.fixtures.refusals import refused
 
 HOURLY = from_config({"type": "time", "resolution": "hour"})
 MINUTES = from_config({"type": "time", "resolution": "minute", "min": "08:00", "max": "17:59"})
@@ -33,17 +34,15 @@ def test_declaration() -> None:
         assert err.value.problems[0][0] == key, (spec, err.value.problems)
 
 
-@pytest.fixture(scope="module")
-def visits(embedded_pg: Any) -> Any:
-    def rows() -> Iterator[tuple[time, time]]:
-        for i in range(3000):
-            s = (i * 7919) % 86400
-            t = time(s // 3600, (s // 60) % 60, s % 60, (i * 37) % 1_000_000)
-            ms = 8 * 3600 + (i * 104729) % (10 * 3600)
-            yield (t, time(ms // 3600, (ms // 60) % 60, ms % 60))
+def visit_rows() -> Iterator[tuple[time, time]]:
+    for i in range(3000):
+        s = (i * 7919) % 86400
+        t = time(s // 3600, (s // 60) % 60, s % 60, (i * 37) % 1_000_000)
+        ms = 8 * 3600 + (i * 104729) % (10 * 3600)
+        yield (t, time(ms // 3600, (ms // 60) % 60, ms % 60))
 
-    with table_database(embedded_pg, "timecol", "visits (t time, m time)", rows()) as conn:
-        yield conn
+
+visits = table_fixture("timecol", "visits (t time, m time)", visit_rows)
 
 
 @pytest.mark.parametrize("sql", [
@@ -82,6 +81,5 @@ def test_time_filters_and_keys_plan_to_postgresqls_rows(sql: str, visits: Any) -
     ("SELECT count(*) FROM visits WHERE t = 10", "42883", "operator does not exist"),
 ])
 def test_time_refusals(sql: str, state: str, words: str) -> None:
-    with pytest.raises(Refusal) as err:
-        plan_query(sql, Catalog((TABLE,)))
-    assert err.value.sqlstate == state and words in err.value.message, err.value.message
+    r = refused(sql, Catalog((TABLE,)))
+    assert r.sqlstate == state and words in r.message, r.message

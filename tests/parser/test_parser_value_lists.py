@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 import pytest
-from conftest import Histograms, leading_keys, rows_match
-from parser_catalog import ADULT, MIXED, PEOPLE
 from test_parser_differential import exact_values, run_pg
 
 from parser import Refusal, plan_query
+from tests.fixtures.exact_rows import Histograms, leading_keys, rows_match
+from tests.fixtures.parser_catalog import ADULT, MIXED, PEOPLE
 
 VALUE_LISTS = [
     # Superset's filter picker, Metabase's field values, Tableau's dimension list, Grafana's variable query

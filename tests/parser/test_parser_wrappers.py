@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from conftest import Histograms, leading_keys, rows_match
-from parser_catalog import ADULT, MIXED
 from test_parser_differential import exact_values, run_pg
 
 from parser import Column, Refusal, describe, plan_query
+from tests.fixtures.exact_rows import Histograms, leading_keys, rows_match
+from tests.fixtures.parser_catalog import ADULT, MIXED
 
 # Each shape below is what a tool sends (structure from the tools' public sources: Superset's
 # `get_from_clause` wraps a virtual dataset as `(...) AS virtual_table`; Metabase nests a model's query

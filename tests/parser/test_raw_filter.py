@@ -5,14 +5,12 @@ clip or fold: below and above the range, NULLs, unlisted text, instants between 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import psycopg
 import pytest
-from conftest import _new_database
 
 from parser.coltypes import DateType, IntType, NumericType, TextType, TimestampType, TimestamptzType
 from parser.model.linear import LinearQuery
@@ -20,6 +18,7 @@ from parser.model.schema import Attribute, TableSchema
 from parser.pushdown.cellsql import attr_condition, cell_expr
 from parser.pushdown.sql import answers_sql
 from pgcore.identifiers import quote_ident
+from tests.fixtures.databases import table_fixture
 
 _T0 = datetime(2026, 3, 1)
 DOMAINS: dict[str, tuple[str, Any]] = {
@@ -48,17 +47,14 @@ def _value(name: str, rng: random.Random) -> Any:
     return Decimal(rng.randint(-2000, 13000)) / 100
 
 
-@pytest.fixture(scope="module")
-def raw_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
+def raw_rows() -> list[list[Any]]:
     rng = random.Random(3)
-    with psycopg.connect(_new_database(embedded_pg, "parser_raw_cells"), autocommit=True) as conn:
-        conn.execute("SET TimeZone = 'UTC'")
-        cols = ", ".join(f"{quote_ident(n)} {t}" for n, (t, _) in DOMAINS.items())
-        conn.execute(f"CREATE TABLE raw_cells ({cols})")
-        with conn.cursor().copy(f"COPY raw_cells ({', '.join(DOMAINS)}) FROM STDIN") as copy:
-            for _ in range(4000):
-                copy.write_row([_value(n, rng) for n in DOMAINS])
-        yield conn
+    return [[_value(n, rng) for n in DOMAINS] for _ in range(4000)]
+
+
+raw_conn = table_fixture("parser_raw_cells",
+                         "raw_cells (" + ", ".join(f"{quote_ident(n)} {t}" for n, (t, _) in DOMAINS.items()) + ")",
+                         raw_rows, setup=["SET TimeZone = 'UTC'"])
 
 
 def _random_ranges(size: int, rng: random.Random) -> list[tuple[int, int]]:

@@ -9,11 +9,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import _new_database
 
-from parser import Refusal, plan_query
+from parser import plan_query
 from parser.model.schema import Attribute, Catalog, TableSchema, TextType
 from parser.semantics.regex import Unsupported, matches, similar_to_are, translate
+from tests.fixtures.databases import table_fixture
+from tests.fixtures.refusals import refused
 
 ALPHABET = "aAbBc1 -.\n_%"
 
@@ -138,15 +139,12 @@ CITIES = ("Aachen", "Berlin", "Bern", "Lyon", "Oslo", "Paris", "St. Gallen", "sa
 TABLE = TableSchema("shop", (Attribute("city", TextType(values=CITIES, nullable=True)),))
 
 
-@pytest.fixture(scope="module")
-def shop(embedded_pg: Any) -> Any:
-    with psycopg.connect(_new_database(embedded_pg, "regex"), autocommit=True) as conn:
-        conn.execute("CREATE TABLE shop (city text)")
-        rng = random.Random(3)
-        with conn.cursor().copy("COPY shop (city) FROM STDIN") as cp:
-            for _ in range(1500):
-                cp.write_row((rng.choice((*CITIES, None)),))
-        yield conn
+def shop_rows() -> list[tuple[str | None]]:
+    rng = random.Random(3)
+    return [(rng.choice((*CITIES, None)),) for _ in range(1500)]
+
+
+shop = table_fixture("regex", "shop (city text)", shop_rows)
 
 
 @pytest.mark.parametrize("sql", [
@@ -179,6 +177,5 @@ def test_regex_filters_and_keys_plan_to_postgresqls_rows(sql: str, shop: Any) ->
     ("SELECT count(*) FROM shop WHERE regexp_like(city, 'a', 'x')", "0A000", "flags"),
 ])
 def test_regex_refusals_name_the_part(sql: str, state: str, words: str) -> None:
-    with pytest.raises(Refusal) as err:
-        plan_query(sql, Catalog((TABLE,)), ["B"])
-    assert err.value.sqlstate == state and words in err.value.message
+    r = refused(sql, Catalog((TABLE,)), ["B"])
+    assert r.sqlstate == state and words in r.message

@@ -13,7 +13,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import table_database
 from sqlglot import exp
 
 from parser import Refusal, plan_query
@@ -23,6 +22,8 @@ from parser.model.limits import Budget, Limits
 from parser.model.schema import Attribute, Catalog, TableSchema, TextType
 from parser.semantics.collation import C_LOCALE, using
 from parser.syntax.parse import parse_statements
+from tests.fixtures.databases import table_fixture
+from tests.fixtures.refusals import refused
 
 # Case functions (lower, upper, initcap, ILIKE) follow the database's LC_CTYPE: the test cluster's is C
 # (ASCII letters only), told to the planner as the catalog's collation (parser.semantics.collation.C_LOCALE).
@@ -131,20 +132,16 @@ def test_errors_carry_postgresqls_sqlstate(expr: str, pg: Any) -> None:
 ])
 def test_other_string_functions_are_refused_naming_them(call: str, name: str) -> None:
     table = TableSchema("t", (Attribute("col", TextType(ASCII)),))
-    with pytest.raises(Refusal) as err:
-        plan_query(f"SELECT {call} AS k, count(*) FROM t GROUP BY 1", Catalog((table,)))
-    assert err.value.sqlstate == "0A000" and name in err.value.message.lower(), err.value.message
+    r = refused(f"SELECT {call} AS k, count(*) FROM t GROUP BY 1", Catalog((table,)))
+    assert r.sqlstate == "0A000" and name in r.message.lower(), r.message
 
 
 SHOP_VALUES = VALUES
 SHOP = TableSchema("shop", (Attribute("col", TextType(SHOP_VALUES)), Attribute("n", TextType(("a", "b")))))
 
 
-@pytest.fixture(scope="module")
-def shop(embedded_pg: Any) -> Any:
-    rows = ((SHOP_VALUES[(i * 7) % len(SHOP_VALUES)], "ab"[i % 2]) for i in range(600))
-    with table_database(embedded_pg, "textfns", "shop (col text, n text)", rows) as conn:
-        yield conn
+shop = table_fixture("textfns", "shop (col text, n text)",
+                     lambda: ((SHOP_VALUES[(i * 7) % len(SHOP_VALUES)], "ab"[i % 2]) for i in range(600)))
 
 
 @pytest.mark.parametrize("sql", [

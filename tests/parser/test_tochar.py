@@ -9,12 +9,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import _new_database
 
 from parser import Refusal, plan_query
 from parser.coltypes import DateType, TimestampType
 from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.semantics.tochar import Unsupported, parse, pg_pattern, to_char
+from tests.fixtures.databases import table_fixture
 
 PATTERNS = [
     "Month", "MONTH", "month", "FMMonth", "Mon", "MON", "mon", "YYYY-MM", "YYYY-MM-DD", "Day", "DAY", "day",
@@ -72,17 +72,10 @@ TABLE = TableSchema("shop", (Attribute("d", DateType(datetime(2025, 12, 1), date
                              Attribute("h", TimestampType(datetime(2026, 1, 1), datetime(2026, 1, 3, 23), "hour"))))
 
 
-@pytest.fixture(scope="module")
-def shop(embedded_pg: Any) -> Any:
-    with psycopg.connect(_new_database(embedded_pg, "tochar"), autocommit=True) as conn:
-        conn.execute("SET TimeZone = 'UTC'")
-        conn.execute("CREATE TABLE shop (d date, h timestamp)")
-        rows = [(date(2025, 12, 1) + timedelta(days=(i * 7) % 121),
-                 datetime(2026, 1, 1) + timedelta(hours=(i * 5) % 72)) for i in range(2000)]
-        with conn.cursor().copy("COPY shop (d, h) FROM STDIN") as cp:
-            for r in rows:
-                cp.write_row(r)
-        yield conn
+shop = table_fixture("tochar", "shop (d date, h timestamp)",
+                     lambda: [(date(2025, 12, 1) + timedelta(days=(i * 7) % 121),
+                               datetime(2026, 1, 1) + timedelta(hours=(i * 5) % 72)) for i in range(2000)],
+                     setup=["SET TimeZone = 'UTC'"])
 
 
 @pytest.mark.parametrize("sql", [

@@ -6,12 +6,12 @@ import argparse
 import json
 from pathlib import Path
 
-import predictor_synth as synth
 import pytest
-from predictor_synth import Recurring, const, daily
 
 from predictor.cli import add_parser, main, run
 from predictor.output import load_prediction
+from tests.fixtures import predictor_synth as synth
+from tests.fixtures.predictor_synth import Recurring, const, daily
 
 
 @pytest.fixture

@@ -9,13 +9,13 @@ from __future__ import annotations
 from datetime import date, timedelta
 from pathlib import Path
 
-import predictor_synth as synth
 import pytest
-from predictor_synth import Recurring, business, const, daily, every, weekly
 
 from predictor.backtest import backtest, load_truth
 from predictor.logs import read_log
 from predictor.predict import bucket, train
+from tests.fixtures import predictor_synth as synth
+from tests.fixtures.predictor_synth import Recurring, business, const, daily, every, weekly
 
 
 def _run(

@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import predictor_synth as synth
 import pytest
-from predictor_synth import Recurring, business, const, daily, weekly
 
 from predictor.backtest import backtest
 from predictor.logs import read_log
 from predictor.predict import bucket, train
 from predictor.volume import LevelModel, forecast, level_models
+from tests.fixtures import predictor_synth as synth
+from tests.fixtures.predictor_synth import Recurring, business, const, daily, weekly
 
 
 def _weekly_log(tmp_path: Path, seed: int) -> Path:

@@ -3,37 +3,23 @@ budget readings that spend nothing, and exact answers straight from PostgreSQL."
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import psycopg
+import pytest
 
 from proxy.replay.runner import parse_budget
+from tests.fixtures.databases import demo_database
+from tests.fixtures.proxy_process import ProxyProcess, free_port, make_test_config
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _lead_conftest() -> ModuleType:
-    # tests/conftest.py holds ProxyProcess and make_test_config; several conftest.py files share the module
-    # name "conftest", so it is loaded by path under a name of its own.
-    spec = importlib.util.spec_from_file_location("lapras_tests_conftest", REPO / "tests" / "conftest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_CONFTEST = _lead_conftest()
-ProxyProcess: Any = _CONFTEST.ProxyProcess
-make_test_config = _CONFTEST.make_test_config
-free_port = _CONFTEST.free_port
-create_database = _CONFTEST.create_database
-fill_demo_tables = _CONFTEST.fill_demo_tables
 
 
 def set_server_keys(text: str, **values: object) -> str:
@@ -49,7 +35,7 @@ def set_server_keys(text: str, **values: object) -> str:
 
 def new_adult_db(embedded_pg: Any, default_config: Any, prefix: str = "rel") -> str:
     """A database of its own with the shipped config's tables, so a test's ledger starts empty."""
-    return str(_CONFTEST.demo_database(embedded_pg, default_config, prefix))
+    return str(demo_database(embedded_pg, default_config, prefix))
 
 
 def start_proxy(root: Path, upstream_dsn: str, *, epsilon: float = 1.0, delta: float = 1e-3,
@@ -69,6 +55,29 @@ def start_proxy(root: Path, upstream_dsn: str, *, epsilon: float = 1.0, delta: f
     if start:
         proc.start()
     return proc
+
+
+def proxy_fixture(prefix: str, **options: Any) -> Any:
+    """A module fixture (assign it to the fixture's name): a proxy started by :func:`start_proxy` with
+    ``options`` on a new database of its own named after ``prefix`` (its conninfo as ``upstream``),
+    stopped after the module."""
+
+    @pytest.fixture(scope="module")
+    def proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+        dsn = new_adult_db(embedded_pg, default_config, prefix)
+        proc = start_proxy(tmp_path_factory.mktemp(prefix), dsn, **options)
+        proc.upstream = dsn
+        try:
+            yield proc
+        finally:
+            proc.stop()
+
+    return proxy
+
+
+def connect(proc: Any) -> psycopg.Connection:
+    """An autocommit analyst connection to the proxy ``proc`` (10 s to connect)."""
+    return psycopg.connect(proc.dsn(), autocommit=True, connect_timeout=10)
 
 
 def kill(proc: Any) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -25,18 +25,14 @@ from proxy.catalog.pgclient import BackendPool
 from proxy.catalog.relay import ensure_shadow, reader_role
 from proxy.ops.app import shadow_name
 
-from .harness import new_adult_db, start_proxy
+from .harness import proxy_fixture, start_proxy
+
+proxy = proxy_fixture("catiso", epsilon=10.0, server={"queries_per_minute": 1_000_000})
 
 
 @pytest.fixture(scope="module")
-def setup(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    dsn = new_adult_db(embedded_pg, default_config, "catiso")
-    proc = start_proxy(tmp_path_factory.mktemp("catiso"), dsn, epsilon=10.0,
-                       server={"queries_per_minute": 1_000_000})
-    try:
-        yield dsn, proc
-    finally:
-        proc.stop()
+def setup(proxy: Any) -> tuple[str, Any]:
+    return proxy.upstream, proxy
 
 
 def reader_dsn(upstream_dsn: str) -> str:

@@ -43,7 +43,7 @@ EXPECTED_REFUSALS = {"53400"}
 
 def _log_stream(rng: random.Random, n: int) -> list[Statement]:
     """Statements of a generated BI log (recurring dashboards, reports and ad-hoc queries)."""
-    import bi_log_fixture
+    from tests.fixtures import bi_log_fixture
 
     base = [sql for _, _, _, sql in bi_log_fixture.generate()]
     start = rng.randrange(len(base))

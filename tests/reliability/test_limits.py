@@ -6,7 +6,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +16,13 @@ pytest.importorskip("proxy.server.listener")
 pytest.importorskip("proxy.dp.service")
 
 from . import wire  # noqa: E402
-from .harness import new_adult_db, start_proxy  # noqa: E402
+from .harness import proxy_fixture  # noqa: E402
 
 LIMITS = {"max_connections": 6, "max_message_bytes": 8192, "statement_timeout_s": 1.0, "idle_timeout_s": 2.0,
           "auth_timeout_s": 1.0, "queries_per_minute": 40}
 
 
-@pytest.fixture(scope="module")
-def limited(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    dsn = new_adult_db(embedded_pg, default_config, "limits")
-    proc = start_proxy(tmp_path_factory.mktemp("limits"), dsn, epsilon=1e4, server=LIMITS)
-    try:
-        yield proc
-    finally:
-        proc.stop()
+limited = proxy_fixture("limits", epsilon=1e4, server=LIMITS)
 
 
 def _connect(proc: Any, user: str = "trustuser", password: str | None = None, **kw: Any) -> psycopg.Connection:

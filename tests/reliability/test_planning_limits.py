@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -20,7 +19,7 @@ import pytest
 
 pytest.importorskip("proxy.dp.service")
 
-from .harness import budget_remaining, new_adult_db, start_proxy  # noqa: E402
+from .harness import budget_remaining, connect, proxy_fixture  # noqa: E402
 
 SIZES = {"age": (17, 90), "capital_gain": (0, 99), "capital_loss": (0, 99), "education_num": (0, 15),
          "fnlwgt": (0, 99), "hours_per_week": (0, 98), "marital_status": (0, 6), "native_country": (0, 41),
@@ -67,19 +66,8 @@ SLOW = ("SELECT fnlwgt, capital_gain, count(*), sum(age), avg(hours_per_week), s
         "WHERE age BETWEEN 30 AND 60 AND sex = 1 AND race IN ({}) GROUP BY 1, 2")
 
 
-@pytest.fixture(scope="module")
-def proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    dsn = new_adult_db(embedded_pg, default_config, "planlimits")
-    proc = start_proxy(tmp_path_factory.mktemp("planlimits"), dsn, epsilon=1e4,
-                       server={"statement_timeout_s": 30.0, "max_message_bytes": 1 << 20})
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-def _connect(proc: Any) -> psycopg.Connection:
-    return psycopg.connect(proc.dsn(), autocommit=True, connect_timeout=10)
+proxy = proxy_fixture("planlimits", epsilon=1e4,
+                      server={"statement_timeout_s": 30.0, "max_message_bytes": 1 << 20})
 
 
 def _fails(conn: psycopg.Connection, sql: str, params: Any = None) -> tuple[str | None, float]:
@@ -93,7 +81,7 @@ def test_exploding_where_is_refused_by_the_work_limits_and_the_session_goes_on(p
     boxes, diagram = box_bomb(80), diagram_bomb(80)
     assert len(boxes) > 80_000 and len(diagram) > 80_000
     before = budget_remaining(proxy)
-    with _connect(proxy) as conn:
+    with connect(proxy) as conn:
         # A timeout far beyond the planning time: the work limits, not the clock, refuse these (a 5 s
         # timeout made this a race on a loaded CI machine, where planning up to the refusal took 5.5 s).
         conn.execute("SET statement_timeout = '30s'")
@@ -110,7 +98,7 @@ def test_exploding_where_is_refused_by_the_work_limits_and_the_session_goes_on(p
         assert state in ("54000", "57014") and took < 8.0, (state, took)
         assert conn.execute("SELECT count(*) FROM adult WHERE sex = 1").fetchone() is not None
     assert budget_remaining(proxy) < before  # the last statement was answered and charged ...
-    with _connect(proxy) as conn:  # ... and a repeat of it is free: the refusals spent nothing
+    with connect(proxy) as conn:  # ... and a repeat of it is free: the refusals spent nothing
         mid = budget_remaining(proxy)
         conn.execute("SELECT count(*) FROM adult WHERE sex = 1").fetchone()
     assert budget_remaining(proxy) == mid
@@ -119,7 +107,7 @@ def test_exploding_where_is_refused_by_the_work_limits_and_the_session_goes_on(p
 def test_planning_past_the_statement_timeout_is_cancelled_while_others_are_served(proxy: Any) -> None:
     sql = SLOW.format(", ".join(str(i % 5) for i in range(1_500)))
     repeat = "SELECT count(*) FROM adult WHERE age > 45"
-    with _connect(proxy) as slow, _connect(proxy) as other:
+    with connect(proxy) as slow, connect(proxy) as other:
         other.execute(repeat).fetchone()  # answered once: its repeats come from memory, on the event loop
         slow.execute("SET statement_timeout = '3s'")
         seen: dict[str, Any] = {}

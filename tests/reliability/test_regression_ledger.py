@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -16,9 +14,7 @@ import pytest
 
 pytest.importorskip("proxy.dp.service")
 
-from .harness import new_adult_db, start_proxy  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
+from .harness import new_adult_db, proxy_fixture  # noqa: E402
 
 
 def _ledger(dsn: str) -> tuple[float, int, dict[str, Any]]:
@@ -34,14 +30,14 @@ def _ledger(dsn: str) -> tuple[float, int, dict[str, Any]]:
 def test_kill_at_any_point_never_pays_twice_nor_loses_an_answer(embedded_pg: Any, default_config: Any) -> None:
     """Six rounds of the worker, each SIGKILLed at a moment in its own slice of 0.05-2 s (stratified, so
     early and late kills both happen); a round is a process forked from one that imported the engine once
-    (tests/forkserver.py), so it costs its engine start and its calls, not a new interpreter's imports."""
-    from forkserver import Forkserver, kill_moment
+    (tests/fixtures/forkserver.py), so it costs its engine start and its calls, not a new interpreter's imports."""
+    from tests.fixtures.forkserver import Forkserver, kill_moment
 
     dsn = new_adult_db(embedded_pg, default_config, "regcrash")
     printed: dict[str, list[Any]] = {}
     rnd = random.Random()
     rounds = 6
-    with Forkserver(HERE / "regression_crash_worker.py", dict(os.environ)) as server:
+    with Forkserver("tests.fixtures.regression_crash_worker", dict(os.environ)) as server:
         for round_ in range(rounds):
             pid = server.start(dsn)
             assert server.readline().strip() == "ready"
@@ -60,15 +56,7 @@ def test_kill_at_any_point_never_pays_twice_nor_loses_an_answer(embedded_pg: Any
     assert printed
 
 
-@pytest.fixture(scope="module")
-def proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    dsn = new_adult_db(embedded_pg, default_config, "regcanon")
-    proc = start_proxy(tmp_path_factory.mktemp("regcanon"), dsn, epsilon=1.0)
-    proc.upstream = dsn
-    try:
-        yield proc
-    finally:
-        proc.stop()
+proxy = proxy_fixture("regcanon", epsilon=1.0)
 
 
 def test_spellings_of_one_call_are_one_release(proxy: Any) -> None:

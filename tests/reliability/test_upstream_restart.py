@@ -18,9 +18,10 @@ import pytest
 pytest.importorskip("proxy.server.listener")
 pytest.importorskip("proxy.dp.service")
 
-from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402
+from proxy.upstream.embedded import EmbeddedPostgres  # noqa: E402  # noqa: E402
+from tests.fixtures.databases import fill_demo_tables  # noqa: E402
 
-from .harness import budget_remaining, fill_demo_tables, ledger_problems, start_proxy  # noqa: E402
+from .harness import budget_remaining, ledger_problems, start_proxy  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -22,38 +21,26 @@ import pytest
 
 pytest.importorskip("proxy.dp.service")
 
-from .harness import budget_remaining, new_adult_db, start_proxy  # noqa: E402
+from .harness import budget_remaining, connect, proxy_fixture  # noqa: E402
 
 WIDE = "SELECT age, education_num, marital_status, count(*) FROM adult GROUP BY 1, 2, 3"
 GROUPS = 74 * 16 * 7
 
 
-@pytest.fixture(scope="module")
-def proxy(embedded_pg: Any, default_config: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    dsn = new_adult_db(embedded_pg, default_config, "wide")
-    proc = start_proxy(tmp_path_factory.mktemp("wide"), dsn, epsilon=1e4,
-                       server={"statement_timeout_s": 300.0})
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
-def _connect(proc: Any) -> psycopg.Connection:
-    return psycopg.connect(proc.dsn(), autocommit=True, connect_timeout=10)
+proxy = proxy_fixture("wide", epsilon=1e4, server={"statement_timeout_s": 300.0})
 
 
 def test_wide_group_by_beside_a_bystander(proxy: Any) -> None:
     result: dict[str, Any] = {}
 
     def wide() -> None:
-        with _connect(proxy) as conn:
+        with connect(proxy) as conn:
             t = time.monotonic()
             result["rows"] = conn.execute(WIDE).fetchall()
             result["took"] = time.monotonic() - t
 
     thread = threading.Thread(target=wide, daemon=True)
-    with _connect(proxy) as by:
+    with connect(proxy) as by:
         by.execute("SELECT count(*) FROM adult WHERE age > 20").fetchone()  # warm the bystander's session
         thread.start()
         fresh: list[float] = []
@@ -78,7 +65,7 @@ def test_wide_group_by_beside_a_bystander(proxy: Any) -> None:
     assert i >= 5 and len(result["rows"]) == GROUPS
     # The wide statement was answered: a repeat is served from the stored answers, free.
     before = budget_remaining(proxy)
-    with _connect(proxy) as conn:
+    with connect(proxy) as conn:
         assert len(conn.execute(WIDE).fetchall()) == GROUPS
     assert budget_remaining(proxy) == before
 
@@ -87,7 +74,7 @@ def test_statement_past_the_work_limit_is_refused_before_any_spend(proxy: Any) -
     odd = {"fnlwgt": 100, "capital_gain": 100, "capital_loss": 100, "hours_per_week": 99}
     where = " AND ".join(f"{c} IN ({', '.join(str(v) for v in range(1, n, 2))})" for c, n in odd.items())
     before = budget_remaining(proxy)
-    with _connect(proxy) as conn:
+    with connect(proxy) as conn:
         with pytest.raises(psycopg.Error) as info:
             conn.execute(f"SELECT count(*), sum(age) FROM adult WHERE {where}")
         assert info.value.sqlstate == "54000" and info.value.diag.message_hint

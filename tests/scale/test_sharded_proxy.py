@@ -6,8 +6,6 @@ is down and loses nothing, and two proxies on the coordinator share one budget."
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -17,8 +15,10 @@ import psycopg
 import pytest
 
 from proxy.devcluster.cluster import DevCluster
+from tests.fixtures.parser_corpus import CORPUS, OK
+from tests.fixtures.proxy_process import ProxyProcess, free_port, make_test_config
 
-from .conftest import REPO, Running
+from .conftest import Running
 
 pytestmark = [pytest.mark.slow, pytest.mark.process]
 
@@ -26,27 +26,16 @@ EPSILON = 1e10          # noise stderr ~1e-4 on a count, ~1e-2 on a sum of hours
 STREAM = 600
 
 
-def _load(name: str, path: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-_LEAD = _load("lapras_scale_lead_conftest", REPO / "tests" / "conftest.py")
-_CORPUS = _load("lapras_scale_parser_corpus", REPO / "tests" / "parser" / "parser_corpus.py")
-ADULT_CORPUS = [(sql, params) for sql, expected, params in _CORPUS.CORPUS
-                if expected == _CORPUS.OK and "hr.people" not in sql]
+ADULT_CORPUS = [(sql, params) for sql, expected, params in CORPUS
+                if expected == OK and "hr.people" not in sql]
 
 
 def _proxy(upstream: str, root: Path) -> Any:
     root.mkdir(parents=True, exist_ok=True)
-    port = _LEAD.free_port()
+    port = free_port()
     cfg = root / "config.toml"
-    cfg.write_text(_LEAD.make_test_config(upstream, port, epsilon=EPSILON, stream_length=STREAM))
-    p = _LEAD.ProxyProcess(cfg, root / "state", port)
+    cfg.write_text(make_test_config(upstream, port, epsilon=EPSILON, stream_length=STREAM))
+    p = ProxyProcess(cfg, root / "state", port)
     p.start(timeout=120)
     return p
 
