@@ -43,6 +43,8 @@ from lapras.ledger.base import (
 from lapras.matrix_mechanism import (
     MMGroup,
     MMRelease,
+    StatementCells,
+    Workloads,
     expected_relative_variance,
     p_workloads,
     plan_groups,
@@ -55,7 +57,6 @@ from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivit
 from lapras.mechanisms.threshold import GaussianThreshold
 from lapras.online import OnlinePolicy, combine
 from lapras.settings import EngineSettings
-from lapras.strategy import ProductQuery
 from lapras.strategy.cache import StrategyCache
 from lapras.svd_bound import svd_bound
 from parser.bounding import clamped, clamped_sensitivity
@@ -65,7 +66,6 @@ from parser.schema import Catalog, TableSchema, listed_values, with_value_lists
 
 log = logging.getLogger("lapras.engine")
 
-Workloads = dict[tuple[str, tuple[str, ...]], tuple[tuple[int, ...], list[ProductQuery]]]
 
 
 class Statement(Protocol):
@@ -86,6 +86,9 @@ class Prediction:
     s_estimate: int | None = None
     rho_estimate: float | None = None
     source: str = ""  # where P came from, for EXPLAIN: a file, declared templates, the proxy's history
+    statements: tuple[tuple[str, ...], ...] = ()
+    """Per predicted statement, the keys of its queries: under ``bounding = "statement"`` P's release bounds
+    units per region of the cells a statement reads (``p_workloads``); empty: one group per marginal."""
 
 
 def load_prediction(path: str | Path, catalog: Catalog) -> Prediction:
@@ -101,15 +104,19 @@ def prediction_from_sql(sqls: Sequence[str], s_estimate: int | None, rho_estimat
     import parser as sqlparser
 
     qs: dict[str, LinearQuery] = {}
+    statements: list[tuple[str, ...]] = []
     for sql in sqls:
         try:
             plan = sqlparser.plan_query(sql, catalog)
         except Exception:  # noqa: BLE001 - a query the parser refuses cannot be predicted
             continue
+        keys = tuple(q.key for q in plan.queries if not q.is_zero)
         for q in plan.queries:
             if not q.is_zero:
                 qs.setdefault(q.key, q)
-    return Prediction(tuple(qs.values()), s_estimate, rho_estimate, source)
+        if keys:
+            statements.append(keys)
+    return Prediction(tuple(qs.values()), s_estimate, rho_estimate, source, tuple(statements))
 
 
 class StalePlan(LaprasError):
@@ -287,15 +294,15 @@ class Engine:
         st = self.settings
         s = int(pred.s_estimate or st.stream_length)
         (eps_q, delta_q), (eps_r, delta_r), (eps_p, delta_p) = st.stream_budget, st.regression_budget, st.partition_budget
-        groups_in = self._p_workloads(pred.queries, catalog)
+        groups_in = self._p_workloads(pred, catalog)
         if quick:
             groups = quick_groups(groups_in)
         else:
             plan = self.strategies.plan_groups if self.strategies is not None else plan_groups
             groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
                           time_limit=st.mm_time_limit, progress=self._progress(len(groups_in)))
-            for g in groups:  # how far each strategy is from the best possible one (EXPLAIN, benchmarks)
-                g.svd_error = svd_bound(groups_in[(g.table, g.marginal)][1], g.shape)
+            for g, (_, units) in zip(groups, groups_in.values(), strict=True):
+                g.svd_error = svd_bound(units, g.shape)  # how far from the best strategy (EXPLAIN, benchmarks)
         budget = Budget(st.accounting, eps_q, delta_q)
         v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self._unit_rows(), self._unit_tables(),
                                              self._presence()) if groups else None)
@@ -308,7 +315,8 @@ class Engine:
                          predicted_keys=n_pred, partition_epsilon=eps_p, partition_delta=delta_p,
                          partition_selections=st.partition_selections,
                          value_lists={k: tuple(v) for k, v in lists.items()})
-        keys = tuple(q.key for q in pred.queries if self._group_of(q) in groups_in)
+        marginals = {(k[0], k[1]) for k in groups_in}
+        keys = tuple(q.key for q in pred.queries if self._group_of(q) in marginals)
         derived = {q.source.name: q.source for q in pred.queries if q.source is not None}
         return PreparedEpoch(spec, None if quick else groups, keys, pred, catalog, derived)
 
@@ -372,15 +380,16 @@ class Engine:
         a unit's rows outside its window; a free answer is then estimated only from a group whose cells
         hold every cell it reads (``MMRelease.estimate``)."""
         view = getattr(self.exact, "release_table", None)
-        work = self._p_workloads(prepared.prediction.queries, prepared.catalog) if view is not None else {}
+        # The groups are planned in the order of P's workloads (one per marginal, or per region of it).
+        work = list(self._p_workloads(prepared.prediction, prepared.catalog).items()) if view is not None else []
         out: list[tuple[TableSchema, np.ndarray | None]] = []
-        for g in groups:
+        for i, g in enumerate(groups):
             table = prepared.derived.get(g.table) or prepared.catalog.table(g.table)
-            found = work.get((g.table, tuple(g.marginal)))
+            found = work[i] if i < len(work) and work[i][0][:2] == (g.table, tuple(g.marginal)) else None
             if view is None or found is None or table.privacy_unit is None or table.derived is not None:
                 out.append((table, None))
                 continue
-            shape, units = found
+            shape, units = found[1]
             out.append(view(table, g.marginal, workload_cells(shape, units)))
         return out
 
@@ -459,11 +468,15 @@ class Engine:
     def _group_of(self, q: LinearQuery) -> tuple[str, tuple[str, ...]]:
         return (q.table, tuple(q.marginal))
 
-    def _p_workloads(self, queries: Sequence[LinearQuery], catalog: Catalog) -> Workloads:
-        for q in queries:
+    def _p_workloads(self, pred: Prediction, catalog: Catalog) -> Workloads:
+        """P's release groups: per marginal, and under ``bounding = "statement"`` per region of the cells a
+        predicted statement reads in it (each bounded among its own cells: docs/bounding.md)."""
+        for q in pred.queries:
             if q.source is not None:
                 self._derived.setdefault(q.source.name, q.source)  # unit bounds, by name
-        return p_workloads(catalog, queries, self.settings.mm_max_cells)
+        by_region = getattr(self.exact, "bounding", None) == "statement" and bool(pred.statements)
+        return p_workloads(catalog, pred.queries, self.settings.mm_max_cells,
+                           pred.statements if by_region else None)
 
     def _maybe_roll(self) -> None:
         if self.background:
@@ -534,7 +547,7 @@ class Engine:
         for i, q in zip(todo, effective, strict=True):
             queries[i] = q
         sens_todo = sensitivity(effective, self.settings.max_statement_work)
-        free, free_var = self._free_estimates(table, [queries[i] for i in todo], mm)
+        free, free_var = self._free_estimates(table, [queries[i] for i in todo], mm, queries)
         if ep.id in self._stopped and not np.isfinite(free_var).all():
             # The stream stopped for good: a query with neither a stored answer (another process may have
             # released it) nor a free estimate is refused, before any exact aggregate or any write.
@@ -626,7 +639,7 @@ class Engine:
         info: dict[str, object] = {"predicted": predicted, "source": source}
         if not predicted or mm is None or table is None:
             return info
-        _, var = self._free_estimates(table, queries, mm)
+        _, var = self._free_estimates(table, queries, mm, queries)
         info["stderr"] = [math.sqrt(v) for v in var]
         groups = []
         for q in queries:
@@ -721,13 +734,16 @@ class Engine:
                    "this query",
             hint="repeat a query already answered, or wait for the next epoch")
 
-    def _free_estimates(self, table: TableSchema, queries: Sequence[LinearQuery],
-                        mm: MMRelease | None) -> tuple[np.ndarray, np.ndarray]:
+    def _free_estimates(self, table: TableSchema, queries: Sequence[LinearQuery], mm: MMRelease | None,
+                        statement: Sequence[LinearQuery] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """Free estimates (inf variance: none) of ``queries`` from P's release, using only groups whose
+        rows are bounded among cells ``statement`` (all the asking statement's queries) reads."""
         vals = np.full(len(queries), np.nan)
         var = np.full(len(queries), np.inf)
         if mm is None:
             return vals, var
         sizes_of: dict[str, dict[str, int]] = {}
+        reads_of: dict[str, StatementCells] = {}
         for i, q in enumerate(queries):
             if q.measure:
                 continue  # the release measured counts; a measure's sum is not a function of them
@@ -735,7 +751,12 @@ class Engine:
             sizes = sizes_of.get(t.name)
             if sizes is None:
                 sizes = sizes_of[t.name] = {a.name: a.domain.size for a in t.attributes}
-            est = mm.estimate(t.name, tuple(q.marginal), q.factors(t), sizes)
+            reads = reads_of.get(t.name)
+            if reads is None:
+                reads = reads_of[t.name] = StatementCells(
+                    [(tuple(r.marginal), r.factors(t)) for r in (statement or queries)
+                     if not r.is_zero and not r.measure and _source_name(r) == _source_name(q)], sizes)
+            est = mm.estimate(t.name, tuple(q.marginal), q.factors(t), sizes, reads)
             if est is not None:
                 vals[i], var[i] = est
         return vals, var
@@ -940,6 +961,11 @@ def _check_planned_over(plan: Statement, catalog: Catalog) -> None:
 
 def _key_order(k: list[object]) -> tuple[tuple[bool, str, object], ...]:
     return tuple((v is None, type(v).__name__, v if isinstance(v, int) else str(v)) for v in k)
+
+
+def _source_name(q: LinearQuery) -> str | None:
+    """The derived histogram a query reads (COUNT(DISTINCT)), None for the table itself."""
+    return q.source.name if q.source is not None else None
 
 
 def _pick(items: Sequence[LinearQuery], mask: np.ndarray) -> list[LinearQuery]:
