@@ -112,6 +112,7 @@ class LaprasSettings:
     warmup: int = default("lapras.warmup")
     prediction: str = default("lapras.prediction")
     learn_prediction: bool = default("lapras.learn_prediction")
+    learn_stream: bool = default("lapras.learn_stream")
     free_answer_max_stderr: float = default("lapras.free_answer_max_stderr")
     mm_time_limit: float = default("lapras.mm_time_limit")
     max_statement_work: int = default("lapras.max_statement_work")

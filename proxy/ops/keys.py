@@ -184,7 +184,11 @@ KEYS: tuple[Key, ...] = (
         "proxy's own history (learn_prediction), else none; relative to the config file"),
     Key("lapras", "learn_prediction", bool, True, "keep an operator-only history of the statements asked "
         "(texts, parameters, times; no values) in the upstream's lapras schema and learn P and S from it at "
-        "each epoch start; a prediction file or [[predictor.templates]] win when given; false = neither"),
+        "each epoch start; a prediction file or [[predictor.templates]] win when given; false = no P (S: "
+        "learn_stream)"),
+    Key("lapras", "learn_stream", bool, True, "learn S (stream items per epoch, which paces the budget) from "
+        "the same history even with learn_prediction = false, so switching P off keeps the pacing; false with "
+        "learn_prediction = false keeps no history and S is stream_length"),
     Key("lapras", "free_answer_max_stderr", float, 0.0, "answer a query free from released measurements "
         "when its standard error is at most this; 0 = only exact reuse", engine="free_answer_max_stderr",
         check=_nonnegative),

@@ -43,13 +43,14 @@ def ad_hoc(day: int, k: int, seed: int) -> list[str]:
 
 
 def run(days: int, ad_hoc_per_day: list[int] | int = 4, opens: int = 4, seed: int = 0,
-        settings: EngineSettings | None = None) -> list[EpochResult]:
+        settings: EngineSettings | None = None, predict: bool = True) -> list[EpochResult]:
+    """``predict`` false: the learner learns S only (``learn_prediction = false``, ``learn_stream = true``)."""
     st = settings or EngineSettings(epsilon=1.0, delta=1e-3, epoch="manual", stream_length=200,
                                     mm_time_limit=5.0)
     ledger = MemoryLedger()
     history = StatementHistory(ledger, background=False)
     engine = Engine(CATALOG, ledger, HistogramExactSource({"t": (("a", "b", "c"), make_hist())}), st,
-                    predictions=history_learner(ledger, history, None, st.split), history=history,
+                    predictions=history_learner(ledger, history, None, st.split, predict=predict), history=history,
                     rng=np.random.default_rng(seed))
     rng = np.random.default_rng(seed)
     out: list[EpochResult] = []
