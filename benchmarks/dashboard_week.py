@@ -383,6 +383,7 @@ class DayRecord:
     budget_used: float | None = None
     outcomes: dict[str, int] = field(default_factory=dict)
     panel_errors: dict[str, float] = field(default_factory=dict)
+    panel_outcomes: dict[str, list[str]] = field(default_factory=dict)  # per panel, each distinct SQL's first
     median_panel_error: float | None = None
     release_wait_s: float = 0.0
 
@@ -537,6 +538,7 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
                 if panel.sql in seen:       # a repeat: the same released answer, counted once
                     continue
                 seen.add(panel.sql)
+                rec.panel_outcomes.setdefault(panel.name, []).append(outcome)
                 if i == 0:
                     day1[panel.sql] = rows
                 errs = rel_errors(rows, exact(panel.sql), panel.keys)
