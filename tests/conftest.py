@@ -233,8 +233,9 @@ def make_test_config(upstream_dsn: str, port: int, *, epsilon: float = 1.0, delt
                      lapras_extra: str = "", learn_prediction: bool = True) -> str:
     """config.toml for tests: the shipped default pointed at a test database, plus md5 and trust users."""
     text = (REPO / "config.toml").read_text()
-    if not learn_prediction:
+    if not learn_prediction:  # nothing learnt: neither P nor S (S would pace the budget to the few statements)
         text = text.replace("learn_prediction = true ", "learn_prediction = false ", 1)
+        text = text.replace("learn_stream = true ", "learn_stream = false ", 1)
     text = text.replace('listen = "127.0.0.1:6432"', f'listen = "127.0.0.1:{port}"')
     text = text.replace('dsn = ""', f"dsn = {upstream_dsn!r}".replace("'", '"'))
     text = text.replace("epsilon = 1.0\n", f"epsilon = {epsilon!r}\n", 1)
