@@ -43,12 +43,12 @@ def _rows(drop: int | None = None) -> list[tuple[int | None, int, int, int]]:
 
 
 @pytest.fixture(scope="module")
-def daily(embedded_pg) -> str:  # type: ignore[no-untyped-def]
+def daily(embedded_pg) -> str:
     return events_database(embedded_pg, "regions_daily", _rows())
 
 
 @pytest.fixture(scope="module")
-def without_heavy(embedded_pg) -> str:  # type: ignore[no-untyped-def]
+def without_heavy(embedded_pg) -> str:
     return events_database(embedded_pg, "regions_minus", _rows(drop=7))
 
 
