@@ -307,6 +307,8 @@ class Engine:
         v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self._unit_rows(), self._unit_tables(),
                                              self._presence()) if groups else None)
         rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
+        if rho is not None and pred.statements:
+            rho *= self._answerable(pred, groups_in)
         split = st.resolve_split(s, rho, v_unit, bool(groups))
         n_pred = sum(g.n_queries for g in groups)
         spec = EpochSpec(st.accounting, eps_q, delta_q, st.epsilon, st.delta, eps_r, delta_r,
@@ -464,6 +466,17 @@ class Engine:
                 bar.close()
 
         return step
+
+    def _answerable(self, pred: Prediction, groups_in: Workloads) -> float:
+        """The share of P's statements the release can answer whole (every query a count in one of its
+        marginals; a SUM over a measure is always fresh): rho counts a statement as predicted, but one with
+        a SUM costs a fresh release all the same, so the split (a public function of P) must not starve
+        those statements to pay for a release that does not answer them."""
+        marginals = {(k[0], k[1]) for k in groups_in}
+        by_key = {q.key: q for q in pred.queries}
+        whole = sum(all(k in by_key and not by_key[k].measure and self._group_of(by_key[k]) in marginals for k in st)
+                    for st in pred.statements)
+        return whole / len(pred.statements)
 
     def _group_of(self, q: LinearQuery) -> tuple[str, tuple[str, ...]]:
         return (q.table, tuple(q.marginal))
