@@ -148,3 +148,25 @@ def test_one_unit_moves_the_split_release_by_at_most_its_joint_sensitivity(daily
     assert shift <= bound + 1e-9
     src.close()
     minus.close()
+
+
+def test_the_split_counts_only_statements_the_release_answers_whole(daily: str) -> None:
+    """rho (the share of the epoch's statements predicted) is scaled by the share of P's statements the
+    release answers whole: a predicted SUM over a measure is answered fresh all the same, so with one count
+    statement and one SUM statement predicted at rho = 1 the epoch plans for half of its statements good."""
+    from parser.coltypes.numeric import NumericType
+
+    measured = TableSchema("events", (*EVENTS.attributes[:2], Attribute("amount", NumericType(lo=0.0, hi=99.0))),
+                           privacy_unit="user_id", max_rows_per_unit=K)
+    catalog = Catalog((measured,))
+    src = PostgresExactSource(daily)
+    pred = prediction_from_sql([WINDOW, "SELECT sum(amount) FROM events WHERE day BETWEEN 200 AND 227"], 10, 1.0,
+                               catalog)
+    assert len(pred.statements) == 2 and any(q.measure for q in pred.queries)
+    eng = Engine(catalog, MemoryLedger(), src,
+                 EngineSettings(epsilon=1e4, split="matrix_heavy", rho_estimate=1.0, joint_max_cells=0,
+                                mm_time_limit=2.0),
+                 predictions=lambda _c: pred)
+    ep = eng._epoch
+    assert ep is not None and ep.spec.rho_estimate == 0.5
+    src.close()
