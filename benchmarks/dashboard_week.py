@@ -31,8 +31,10 @@ over the rows the proxy keeps, against the truth: ``bounded_bias`` with ``boundi
 ``statement_bias`` with ``"statement"``) and its noise alone (the proxy's answers against that).
 
 ``--prediction on|off|both``: "off" sets ``[lapras] prediction = ""`` and every boolean [lapras] or
-[predictor] key whose name says it learns P by itself (``learn``/``auto``/``history``) to false, plus
-``--off-set SECTION.KEY=VALUE``; "on" leaves the shipped defaults (whatever the proxy does by itself).
+[predictor] key whose name says it learns P by itself (``learn``/``auto``/``history``) to false, but not
+``learn_stream`` (S, the pacing, is still learnt from the history: "off" switches P off, nothing else; add
+``--off-set lapras.learn_stream=false`` for the configured S as well), plus ``--off-set SECTION.KEY=VALUE``;
+"on" leaves the shipped defaults (whatever the proxy does by itself).
 Each run starts on a fresh ledger (the upstream's ``lapras`` schema is dropped between runs).
 
 Peer (``--peer smartnoise``, the default; ``--peer none`` skips it): SmartNoise SQL 1.0.10 in its own
@@ -189,13 +191,14 @@ def _set_key(text: str, section: str, key: str, value: str) -> str:
 
 
 def learning_keys() -> list[str]:
-    """Boolean [lapras]/[predictor] keys that switch the proxy's own learning of P (none at issue 24's start)."""
+    """Boolean [lapras]/[predictor] keys that switch the proxy's own learning of P (none at issue 24's start;
+    ``learn_stream``, S's learning, is left on: prediction off is P off)."""
     try:
         from proxy.config.keys import KEYS
     except ImportError:
         return []
     return [k.path for k in KEYS if k.section in ("lapras", "predictor") and k.type is bool
-            and any(w in k.name for w in ("learn", "auto", "history"))]
+            and any(w in k.name for w in ("learn", "auto", "history")) and "stream" not in k.name]
 
 
 @dataclass(frozen=True)
@@ -380,6 +383,7 @@ class DayRecord:
     budget_used: float | None = None
     outcomes: dict[str, int] = field(default_factory=dict)
     panel_errors: dict[str, float] = field(default_factory=dict)
+    panel_outcomes: dict[str, list[str]] = field(default_factory=dict)  # per panel, each distinct SQL's first
     median_panel_error: float | None = None
     release_wait_s: float = 0.0
 
@@ -534,6 +538,7 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
                 if panel.sql in seen:       # a repeat: the same released answer, counted once
                     continue
                 seen.add(panel.sql)
+                rec.panel_outcomes.setdefault(panel.name, []).append(outcome)
                 if i == 0:
                     day1[panel.sql] = rows
                 errs = rel_errors(rows, exact(panel.sql), panel.keys)

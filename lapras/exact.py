@@ -161,13 +161,16 @@ class PostgresExactSource:
         """``table`` as a release's histogram over the marginal ``attrs`` reads it, and the cells it holds
         rows of: with ``bounding = "statement"`` and a privacy unit, each unit's rows among ``cells`` (the
         cells the release's queries read, ``lapras.matrix_mechanism.workload_cells``) bounded to k; else
-        ``table`` and None (every cell, each unit's rows bounded over all rows)."""
+        ``table`` and None (every cell, each unit's rows bounded over all rows, as every fresh answer is).
+        When the cells are more than ``MAX_BOUNDING_BOXES`` boxes, or all of them, the histogram bounds each
+        unit over all rows and says so: every cell (then only statements reading every cell of the
+        marginal are estimated from it, ``MMRelease.estimate``)."""
         if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
                 or table.rows_from is not None):
             return table, None
         where = cells_filter(table, attrs, cells)
         if where is None:
-            return table, None
+            return table, np.ones(np.shape(cells), dtype=bool)
         return replace(table, rows_from=statement_rows(table, where)), np.asarray(cells, dtype=bool)
 
     def prepare(self, tables: Sequence[TableSchema]) -> None:

@@ -11,6 +11,7 @@ mode, since the whole release is calibrated once.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import time
@@ -27,6 +28,10 @@ from parser.model.linear import LinearQuery
 from parser.model.schema import Catalog
 
 Marginal = tuple[str, ...]
+GroupKey = tuple[str, Marginal] | tuple[str, Marginal, str]
+"""A release group: (table, marginal), or (table, marginal, region) when P's queries of one marginal are
+split by the cells their statements read (``p_workloads``'s ``statements``)."""
+Workloads = dict[GroupKey, tuple[tuple[int, ...], list[ProductQuery]]]
 # An axis that P cuts into more atoms than this leaves its marginal to online answers (see p_workloads).
 MAX_ATOMS = 4096
 # Every marginal gets at least this long, whatever the total limit (the identity is computed regardless).
@@ -62,15 +67,25 @@ def group_weights(errors: Sequence[float]) -> np.ndarray:
 
 
 def p_workloads(
-    catalog: Catalog, queries: Sequence[LinearQuery], max_cells: int = 1 << 20
-) -> dict[tuple[str, Marginal], tuple[tuple[int, ...], list[ProductQuery]]]:
+    catalog: Catalog, queries: Sequence[LinearQuery], max_cells: int = 1 << 20,
+    statements: Sequence[Sequence[str]] | None = None,
+) -> Workloads:
     """P grouped by (table, marginal) as product queries, each divided by its sensitivity.
 
     Marginals over more than ``max_cells`` cells are left out: those predictions are answered online; so
     are marginals with an axis that P cuts into more than ``MAX_ATOMS`` atoms (a block measuring them would
     be a dense ``MAX_ATOMS``-square identity at least, stored with the release).
+
+    ``statements`` (per predicted statement, the keys of its queries; ``bounding = "statement"``): on a
+    table with a privacy unit, a marginal's queries are split further into one group per *region*, the
+    cells one predicted statement's queries of that marginal read (statements reading the same cells share
+    a group; a query asked by statements of several regions is in each). Each group's histogram bounds a
+    unit's k rows among its region's cells (``workload_cells``), as the fresh statement does among the
+    rows it reads, so a windowed query is not released from rows bounded over a year another statement of
+    the marginal reads (docs/bounding.md). Queries of no listed statement keep one group per marginal.
     """
-    out: dict[tuple[str, Marginal], tuple[tuple[int, ...], list[ProductQuery]]] = {}
+    out: Workloads = {}
+    units_of: dict[str, tuple[GroupKey, tuple[int, ...], ProductQuery]] = {}
     for q in queries:
         t = q.source if q.source is not None else catalog.table(q.table)
         if t is None or q.is_zero or q.measure or any(t.attribute(a) is None for a in q.marginal):
@@ -82,16 +97,48 @@ def p_workloads(
         # Each query enters the strategy objective divided by its sensitivity: a SUM over values up
         # to 90 must not buy its accuracy with the counts' (answers still use the true factors).
         unit: ProductQuery = [(w / q.sensitivity, vecs) for w, vecs in q.factors(t)]
-        key = (q.table, tuple(q.marginal))
+        key: GroupKey = (q.table, tuple(q.marginal))
+        if statements is not None and t.privacy_unit is not None and t.derived is None:
+            units_of[q.key] = (key, tuple(shape), unit)
+            continue
         out.setdefault(key, (tuple(shape), []))[1].append(unit)
+    if units_of:
+        _split_by_region(out, units_of, statements or ())
     for key, (shape, units) in list(out.items()):
         if any(lab is not None and int(lab.max()) + 1 > MAX_ATOMS for lab in coarse_labels(shape, units, MAX_ATOMS)):
             del out[key]
     return out
 
 
+def _split_by_region(out: Workloads, units_of: Mapping[str, tuple[GroupKey, tuple[int, ...], ProductQuery]],
+                     statements: Sequence[Sequence[str]]) -> None:
+    """Add to ``out`` one group per (table, marginal, region) of the queries in ``units_of`` (by key): a
+    statement's region in a marginal is the union of the cells its queries there read; the region's name
+    is a digest of those cells (public: a function of the predicted SQL only)."""
+    placed: set[str] = set()
+    members: dict[GroupKey, list[str]] = {}
+    for keys in statements:
+        by_marginal: dict[GroupKey, list[str]] = {}
+        for k in dict.fromkeys(keys):
+            if k in units_of:
+                by_marginal.setdefault(units_of[k][0], []).append(k)
+        for base, ks in by_marginal.items():
+            shape = units_of[ks[0]][1]
+            mask = workload_cells(shape, [units_of[k][2] for k in ks])
+            digest = hashlib.blake2b(np.packbits(mask).tobytes() + str(shape).encode(), digest_size=8).hexdigest()
+            region: GroupKey = (base[0], base[1], digest)
+            have = members.setdefault(region, [])
+            have.extend(k for k in ks if k not in have)
+            placed.update(ks)
+    for k, (base, _, _) in units_of.items():
+        if k not in placed:
+            members.setdefault(base, []).append(k)  # no statement listed it: one group per marginal
+    for key, ks in members.items():
+        out[key] = (units_of[ks[0]][1], [units_of[k][2] for k in ks])
+
+
 def plan_groups(
-    workloads: Mapping[tuple[str, Marginal], tuple[tuple[int, ...], Sequence[ProductQuery]]],
+    workloads: Mapping[GroupKey, tuple[tuple[int, ...], Sequence[ProductQuery]]],
     *,
     joint_max_cells: int = JOINT_MAX_CELLS,
     maxiter: int = 200,
@@ -113,7 +160,8 @@ def plan_groups(
     end = time.monotonic() + time_limit if time_limit is not None else None
     planned: dict[int, MMGroup] = {}
     for done, i in enumerate(order):
-        (table, marginal), (shape, queries) = items[i]
+        key, (shape, queries) = items[i]
+        table, marginal = key[0], key[1]
         share = None if end is None else max(MIN_SHARE_S, (end - time.monotonic()) / (len(order) - done))
         strat = kron_strategy(shape, queries, joint_max_cells=joint_max_cells, rng=rng, maxiter=maxiter,
                               rounds=rounds, time_limit=share, on_block=progress)
@@ -125,7 +173,7 @@ def plan_groups(
 
 
 def quick_groups(
-    workloads: Mapping[tuple[str, Marginal], tuple[tuple[int, ...], Sequence[ProductQuery]]],
+    workloads: Mapping[GroupKey, tuple[tuple[int, ...], Sequence[ProductQuery]]],
 ) -> list[MMGroup]:
     """Groups with an instant error estimate and no optimisation: per marginal the lower of two strategies'
     exact errors, the identity (sum of the queries' squared norms) and the queries themselves (rank of the
@@ -133,7 +181,8 @@ def quick_groups(
     what :func:`plan_groups` reaches. Their strategy is a placeholder identity: these groups size the
     budget split of an epoch whose release is prepared later; they are never released."""
     groups = []
-    for (table, marginal), (shape, queries) in workloads.items():
+    for key, (shape, queries) in workloads.items():
+        table, marginal = key[0], key[1]
         k = len(queries)
         gram = np.zeros((k, k))  # q_i . q_j from the product form: no marginal-sized vector needed
         for i, qi in enumerate(queries):
@@ -177,6 +226,38 @@ def workload_cells(shape: Sequence[int], queries: Sequence[ProductQuery]) -> np.
             if w != 0:
                 mask[np.ix_(*[np.asarray(v) != 0 for v in vs])] = True
     return mask
+
+
+class StatementCells:
+    """The cells one asking statement reads, per group of a release (embedded in the group's marginal), so
+    that a group whose histogram bounds units among cells the statement does not read is not used for it:
+    under ``bounding = "statement"`` the fresh answer bounds a unit's k rows among the rows the statement
+    reads (a superset of this union), and a group bounded among a subset of them keeps, in every cell the
+    statement reads, every row the fresh answer keeps (docs/bounding.md): its bias is never worse.
+    Computed once per group and statement."""
+
+    def __init__(self, reads: Sequence[tuple[Marginal, ProductQuery]], sizes: Mapping[str, int]) -> None:
+        self.reads = list(reads)
+        self.sizes = sizes
+        self._covers: dict[int, bool] = {}
+
+    def covers(self, i: int, group: MMGroup, cells: np.ndarray) -> bool:
+        """Every cell of ``cells`` (group ``i``'s) is read by some query of the statement whose marginal
+        lies in the group's (queries over other axes are left out: the union is then smaller, never larger
+        than the rows the statement reads)."""
+        if i not in self._covers:
+            mask = np.zeros(cells.shape, dtype=bool)
+            have = set(group.marginal)
+            for marginal, query in self.reads:
+                if not set(marginal) <= have:
+                    continue
+                pos = {a: k for k, a in enumerate(marginal)}
+                for w, vs in query:
+                    if w != 0:
+                        mask[np.ix_(*[np.asarray(vs[pos[a]]) != 0 if a in pos else np.ones(self.sizes[a], dtype=bool)
+                                      for a in group.marginal])] = True
+            self._covers[i] = not bool((cells & ~mask).any())
+        return self._covers[i]
 
 
 def _within(query: ProductQuery, cells: np.ndarray) -> bool:
@@ -286,9 +367,14 @@ class MMRelease:
         return [i for i, g in enumerate(self.groups) if g.table == table and want <= set(g.marginal)]
 
     def estimate(
-        self, table: str, marginal: Marginal, query: ProductQuery, sizes: Mapping[str, int]
+        self, table: str, marginal: Marginal, query: ProductQuery, sizes: Mapping[str, int],
+        reads: StatementCells | None = None,
     ) -> tuple[float, float] | None:
-        """Least-squares estimate and variance of a query from the best group covering it, or None."""
+        """Least-squares estimate and variance of a query from the best group covering it, or None.
+
+        ``reads``: the cells the asking statement reads; a group read over cells (``group_cells``) is used
+        only when they are all among them (its rows bounded as the statement's fresh answer would, or
+        tighter): a windowed query is never estimated from a group bounded over a year."""
         best: tuple[float, float] | None = None
         for i in self.find(table, marginal):
             g = self.groups[i]
@@ -300,6 +386,8 @@ class MMRelease:
                 continue
             cells = self.group_cells(i)
             if cells is not None and not _within(emb, cells):
+                continue
+            if cells is not None and reads is not None and not reads.covers(i, g, cells):
                 continue
             var = self.group_sigma(i) ** 2 * g.strategy.query_variance(emb)
             if best is None or var < best[1]:

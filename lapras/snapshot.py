@@ -54,8 +54,9 @@ class SnapshotExactSource:
 
     def __getattr__(self, name: str) -> object:
         # The inner source's bounding hooks (prepare, reading_live, bounded_table, statement_table, release_table,
-        # group_bounds), where it has them.
-        if name in ("prepare", "reading_live", "bounded_table", "statement_table", "release_table", "group_bounds"):
+        # group_bounds) and mode (bounding), where it has them.
+        if name in ("prepare", "reading_live", "bounded_table", "statement_table", "release_table", "group_bounds",
+                    "bounding"):
             return getattr(self.inner, name)
         raise AttributeError(name)
 

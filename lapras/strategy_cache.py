@@ -19,7 +19,8 @@ from lapras.matrix_mechanism import MMGroup, group_weights, plan_groups
 from lapras.strategy import KronStrategy, ProductQuery
 
 Marginal = tuple[str, ...]
-Workloads = Mapping[tuple[str, Marginal], tuple[tuple[int, ...], Sequence[ProductQuery]]]
+# Keyed by (table, marginal) or (table, marginal, region): lapras.matrix_mechanism.GroupKey.
+Workloads = Mapping[tuple[str, Marginal] | tuple[str, Marginal, str], tuple[tuple[int, ...], Sequence[ProductQuery]]]
 
 
 def workload_digest(table: str, marginal: Marginal, shape: tuple[int, ...], queries: Sequence[ProductQuery]) -> str:

@@ -168,7 +168,7 @@ class StreamAnswerer:
         for i, q in zip(todo, effective, strict=True):
             queries[i] = q
         sens_todo = sensitivity(effective, epochs.settings.max_statement_work)
-        free, free_var = free_estimates(table, [queries[i] for i in todo], mm)
+        free, free_var = free_estimates(table, [queries[i] for i in todo], mm, queries)
         predicted = all(queries[i].key in epochs.pkeys for i in todo)
         return _Asked(ep, mm, policy, table, queries, todo, sensitivity, sens_todo, free, free_var, predicted)
 
@@ -309,7 +309,7 @@ class StreamAnswerer:
         info: dict[str, object] = {"predicted": predicted, "source": source}
         if not predicted or mm is None or table is None:
             return info
-        _, var = free_estimates(table, queries, mm)
+        _, var = free_estimates(table, queries, mm, queries)
         info["stderr"] = [math.sqrt(v) for v in var]
         groups = []
         for q in queries:

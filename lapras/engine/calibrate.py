@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from lapras.exact import ExactSource
-from lapras.matrix_mechanism import MMRelease
+from lapras.matrix_mechanism import MMRelease, StatementCells
 from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
 from parser.model.linear import LinearQuery
 from parser.model.schema import TableSchema
@@ -49,14 +49,16 @@ def calibration(exact: ExactSource, table: TableSchema,
     return effective, sensitivity
 
 
-def free_estimates(table: TableSchema, queries: Sequence[LinearQuery],
-                   mm: MMRelease | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per query the estimate P's release gives and its variance (nan and inf where it gives none)."""
+def free_estimates(table: TableSchema, queries: Sequence[LinearQuery], mm: MMRelease | None,
+                   statement: Sequence[LinearQuery] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """Per query the estimate P's release gives and its variance (nan and inf where it gives none), using
+    only groups whose rows are bounded among cells ``statement`` (all the asking statement's queries) reads."""
     vals = np.full(len(queries), np.nan)
     var = np.full(len(queries), np.inf)
     if mm is None:
         return vals, var
     sizes_of: dict[str, dict[str, int]] = {}
+    reads_of: dict[str, StatementCells] = {}
     for i, q in enumerate(queries):
         if q.measure:
             continue  # the release measured counts; a measure's sum is not a function of them
@@ -64,7 +66,17 @@ def free_estimates(table: TableSchema, queries: Sequence[LinearQuery],
         sizes = sizes_of.get(t.name)
         if sizes is None:
             sizes = sizes_of[t.name] = {a.name: a.domain.size for a in t.attributes}
-        est = mm.estimate(t.name, tuple(q.marginal), q.factors(t), sizes)
+        reads = reads_of.get(t.name)
+        if reads is None:
+            reads = reads_of[t.name] = StatementCells(
+                [(tuple(r.marginal), r.factors(t)) for r in (statement or queries)
+                 if not r.is_zero and not r.measure and _source_name(r) == _source_name(q)], sizes)
+        est = mm.estimate(t.name, tuple(q.marginal), q.factors(t), sizes, reads)
         if est is not None:
             vals[i], var[i] = est
     return vals, var
+
+
+def _source_name(q: LinearQuery) -> str | None:
+    """The derived histogram a query reads (COUNT(DISTINCT)), None for the table itself."""
+    return q.source.name if q.source is not None else None

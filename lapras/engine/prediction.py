@@ -21,6 +21,9 @@ class Prediction:
     s_estimate: int | None = None
     rho_estimate: float | None = None
     source: str = ""  # where P came from, for EXPLAIN: a file, declared templates, the proxy's history
+    statements: tuple[tuple[str, ...], ...] = ()
+    """Per predicted statement, the keys of its queries: under ``bounding = "statement"`` P's release bounds
+    units per region of the cells a statement reads (``p_workloads``); empty: one group per marginal."""
 
 
 def load_prediction(path: str | Path, catalog: Catalog) -> Prediction:
@@ -34,12 +37,16 @@ def prediction_from_sql(sqls: Sequence[str], s_estimate: int | None, rho_estimat
                         catalog: Catalog, source: str = "") -> Prediction:
     """P from SQL texts, each planned into canonical linear queries (SQL the parser refuses is skipped)."""
     qs: dict[str, LinearQuery] = {}
+    statements: list[tuple[str, ...]] = []
     for sql in sqls:
         try:
             plan = sqlparser.plan_query(sql, catalog)
         except Exception:  # noqa: BLE001 - a query the parser refuses cannot be predicted
             continue
+        keys = tuple(q.key for q in plan.queries if not q.is_zero)
         for q in plan.queries:
             if not q.is_zero:
                 qs.setdefault(q.key, q)
-    return Prediction(tuple(qs.values()), s_estimate, rho_estimate, source)
+        if keys:
+            statements.append(keys)
+    return Prediction(tuple(qs.values()), s_estimate, rho_estimate, source, tuple(statements))

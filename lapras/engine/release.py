@@ -21,6 +21,7 @@ from lapras.ledger.base import EpochSpec, ReleaseRecord
 from lapras.matrix_mechanism import (
     MMGroup,
     MMRelease,
+    Workloads,
     expected_relative_variance,
     p_workloads,
     plan_groups,
@@ -30,13 +31,9 @@ from lapras.matrix_mechanism import (
 )
 from lapras.mechanisms import Gaussian, new_rng
 from lapras.settings import EngineSettings
-from lapras.strategy import ProductQuery
 from lapras.strategy_cache import StrategyCache
 from lapras.svd_bound import svd_bound
-from parser.model.linear import LinearQuery
 from parser.model.schema import Catalog, TableSchema
-
-Workloads = dict[tuple[str, tuple[str, ...]], tuple[tuple[int, ...], list[ProductQuery]]]
 
 
 @dataclass(frozen=True)
@@ -75,19 +72,21 @@ class ReleasePlanner:
         st = settings
         s = int(pred.s_estimate or st.stream_length)
         (eps_q, delta_q), (eps_r, delta_r), (eps_p, delta_p) = st.stream_budget, st.regression_budget, st.partition_budget
-        groups_in = self.workloads(pred.queries, catalog, st)
+        groups_in = self.workloads(pred, catalog, st)
         if quick:
             groups = quick_groups(groups_in)
         else:
             plan = self.strategies.plan_groups if self.strategies is not None else plan_groups
             groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
                           time_limit=st.mm_time_limit, progress=_progress(len(groups_in), st))
-            for g in groups:  # how far each strategy is from the best possible one (EXPLAIN, benchmarks)
-                g.svd_error = svd_bound(groups_in[(g.table, g.marginal)][1], g.shape)
+            for g, (_, units) in zip(groups, groups_in.values(), strict=True):
+                g.svd_error = svd_bound(units, g.shape)  # how far from the best strategy (EXPLAIN, benchmarks)
         budget = Budget(st.accounting, eps_q, delta_q)
         v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self.unit_rows(catalog), self.unit_tables(),
                                              self.presence()) if groups else None)
         rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
+        if rho is not None and getattr(pred, "statements", ()):
+            rho *= answerable(pred, groups_in)
         split = st.resolve_split(s, rho, v_unit, bool(groups))
         n_pred = sum(g.n_queries for g in groups)
         spec = EpochSpec(st.accounting, eps_q, delta_q, st.epsilon, st.delta, eps_r, delta_r,
@@ -96,7 +95,8 @@ class ReleasePlanner:
                          predicted_keys=n_pred, partition_epsilon=eps_p, partition_delta=delta_p,
                          partition_selections=st.partition_selections,
                          value_lists={k: tuple(v) for k, v in lists.items()})
-        keys = tuple(q.key for q in pred.queries if (q.table, tuple(q.marginal)) in groups_in)
+        marginals = {(k[0], k[1]) for k in groups_in}
+        keys = tuple(q.key for q in pred.queries if (q.table, tuple(q.marginal)) in marginals)
         derived = {q.source.name: q.source for q in pred.queries if q.source is not None}
         return PreparedEpoch(spec, None if quick else groups, keys, pred, catalog, derived)
 
@@ -125,24 +125,29 @@ class ReleasePlanner:
         a unit's rows outside its window; a free answer is then estimated only from a group whose cells
         hold every cell it reads (``MMRelease.estimate``)."""
         view = getattr(self.exact, "release_table", None)
-        work = self.workloads(prepared.prediction.queries, prepared.catalog, settings) if view is not None else {}
+        # The groups are planned in the order of P's workloads (one per marginal, or per region of it).
+        work = list(self.workloads(prepared.prediction, prepared.catalog, settings).items()) if view is not None else []
         out: list[tuple[TableSchema, np.ndarray | None]] = []
-        for g in groups:
+        for i, g in enumerate(groups):
             table = prepared.derived.get(g.table) or prepared.catalog.table(g.table)
-            found = work.get((g.table, tuple(g.marginal)))
+            found = work[i] if i < len(work) and work[i][0][:2] == (g.table, tuple(g.marginal)) else None
             if view is None or found is None or table.privacy_unit is None or table.derived is not None:
                 out.append((table, None))
                 continue
-            shape, units = found
+            shape, units = found[1]
             out.append(view(table, g.marginal, workload_cells(shape, units)))
         return out
 
-    def workloads(self, queries: Sequence[LinearQuery], catalog: Catalog, settings: EngineSettings) -> Workloads:
-        """P's queries grouped by marginal, as product queries (derived tables remembered by name)."""
-        for q in queries:
+    def workloads(self, pred: Any, catalog: Catalog, settings: EngineSettings) -> Workloads:
+        """P's release groups as product queries: per marginal, and under ``bounding = "statement"`` per
+        region of the cells a predicted statement reads in it (each bounded among its own cells:
+        docs/bounding.md); derived tables remembered by name."""
+        for q in pred.queries:
             if q.source is not None:
                 self.derived.setdefault(q.source.name, q.source)  # unit bounds, by name
-        return p_workloads(catalog, queries, settings.mm_max_cells)
+        statements = getattr(pred, "statements", ())
+        by_region = getattr(self.exact, "bounding", None) == "statement" and bool(statements)
+        return p_workloads(catalog, pred.queries, settings.mm_max_cells, statements if by_region else None)
 
     def unit_rows(self, catalog: Catalog) -> dict[str, int]:
         return {t.name: t.unit_rows for t in (*catalog.tables, *self.derived.values())}
@@ -153,6 +158,18 @@ class ReleasePlanner:
 
     def unit_tables(self) -> dict[str, str]:
         return {name: t.unit_table for name, t in self.derived.items()}
+
+
+def answerable(pred: Any, groups_in: Workloads) -> float:
+    """The share of P's statements the release can answer whole (every query a count in one of its
+    marginals; a SUM over a measure is always fresh): rho counts a statement as predicted, but one with a
+    SUM costs a fresh release all the same, so the split (a public function of P) must not starve those
+    statements to pay for a release that does not answer them."""
+    marginals = {(k[0], k[1]) for k in groups_in}
+    by_key = {q.key: q for q in pred.queries}
+    whole = sum(all(k in by_key and not by_key[k].measure and (by_key[k].table, tuple(by_key[k].marginal))
+                    in marginals for k in st) for st in pred.statements)
+    return float(whole) / len(pred.statements)
 
 
 def _progress(total: int, settings: EngineSettings) -> Callable[[float], None] | None:

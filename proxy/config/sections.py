@@ -252,9 +252,15 @@ class LaprasSettings:
     )
     learn_prediction: bool = setting(
         default=True,
-        doc="keep an operator-only history of the statements asked "
-        "(texts, parameters, times; no values) in the upstream's lapras schema and learn P and S from it at "
-        "each epoch start; a prediction file or [[predictor.templates]] win when given; false = neither",
+        doc="keep an operator-only history of the statements asked (texts, parameters, times; no values) in the "
+        "upstream's lapras schema and learn P and S from it at each epoch start; a prediction file or "
+        "[[predictor.templates]] win when given; false = no P (S: learn_stream)",
+    )
+    learn_stream: bool = setting(
+        default=True,
+        doc="learn S (stream items per epoch, which paces the budget) from the same history even with "
+        "learn_prediction = false, so switching P off keeps the pacing; false with learn_prediction = false "
+        "keeps no history and S is stream_length",
     )
     free_answer_max_stderr: float = setting(
         default=ENGINE_DEFAULT,

@@ -66,10 +66,10 @@ def declared_queries(cfg: Config, catalog: Catalog | None = None) -> list[Linear
 def _predictions(cfg: Config, ledger: Ledger | None = None, history: StatementHistory | None = None) -> Any:
     path = prediction_path(cfg)
     if path is None and not cfg.predictor.get("templates"):
-        if ledger is not None and cfg.lapras.learn_prediction:
+        if ledger is not None and (cfg.lapras.learn_prediction or cfg.lapras.learn_stream):
             settings = engine_settings(cfg, progress=False)
             return history_learner(ledger, history, settings.epoch_length, cfg.lapras.split,
-                                   settings.mm_time_limit)
+                                   settings.mm_time_limit, predict=cfg.lapras.learn_prediction)
         return None
 
     def load(catalog: Catalog) -> Prediction:
@@ -88,10 +88,12 @@ def _predictions(cfg: Config, ledger: Ledger | None = None, history: StatementHi
 
 
 def history_learner(ledger: Ledger, history: StatementHistory | None, length: float | None,
-                    split: str = "auto", time_limit: float = 30.0) -> Callable[[Catalog], Prediction]:
+                    split: str = "auto", time_limit: float = 30.0, predict: bool = True) -> Callable[[Catalog], Prediction]:
     """P and S learnt at each epoch's preparation from the proxy's own statement history in the ledger
     (``[lapras] learn_prediction``): the predictor's model over one bucket per ledger epoch (``length``:
-    the configured epoch length in seconds, None for manual epochs)."""
+    the configured epoch length in seconds, None for manual epochs). ``predict`` false
+    (``learn_prediction = false``, ``learn_stream = true``): S only, P empty (nothing is answered from P)."""
+
     cost = CostModel.for_split(split if split in SPLIT_NAMES else "auto")
 
     def load(catalog: Catalog) -> Prediction:
@@ -107,6 +109,11 @@ def history_learner(ledger: Ledger, history: StatementHistory | None, length: fl
         ledger.prune_history(MAX_EPOCHS)
         if pset is None:
             return Prediction()
+        if not predict:
+            log.info("S learnt from %d statements over %d epochs: %s (P not learnt: learn_prediction = false)",
+                     len(rows), len(spans), pset.s_estimate)
+            return Prediction(s_estimate=pset.s_estimate or None,
+                              source=f"S learnt from the proxy's history of {len(spans)} epochs")
         rho = None if pset.stats.get("rho_unknown") else pset.rho_estimate
         pred = prediction_from_sql([q.sql for q in pset.queries], pset.s_estimate or None, rho,
                                    catalog, f"learnt from the proxy's history of {len(spans)} epochs")
@@ -129,7 +136,7 @@ def build_engine(cfg: Config, upstream_dsn: str, *, background: bool = False,
 
     ``background``: epochs are prepared by the engine's own thread, off the serving path (the proxy)."""
     ledger = PostgresLedger(upstream_dsn)
-    history = StatementHistory(ledger) if cfg.lapras.learn_prediction else None
+    history = StatementHistory(ledger) if cfg.lapras.learn_prediction or cfg.lapras.learn_stream else None
     return Engine(cfg.catalog, ledger, exact_source(cfg, upstream_dsn),
                   engine_settings(cfg), _predictions(cfg, ledger, history), strategies=strategy_store(state_dir),
                   background=background, value_lists=lambda: read_value_lists(cfg.catalog, upstream_dsn),

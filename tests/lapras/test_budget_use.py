@@ -32,3 +32,16 @@ def test_doubled_day_is_refused_at_most_in_its_last_5_percent(seed: int) -> None
         assert d.items == 32
         assert all(p > 0.95 * d.items for p in d.refused), d.refused
         assert d.spent <= 1.0 + 1e-9
+
+
+def test_switching_p_off_keeps_the_learnt_pacing() -> None:
+    """``learn_prediction = false`` with ``learn_stream = true`` (the default): nothing is answered from P,
+    and S is still learnt from the history, so from the second epoch the fresh statements spend at least
+    90% of each epoch (with neither, S stays the configured 200 and a 16-item day spends a few percent)."""
+    days = run(4, ad_hoc_per_day=4, opens=4, seed=0, predict=False)
+    assert all(d.predicted == 0 for d in days)
+    assert all(d.spent <= 1.0 + 1e-9 for d in days)
+    for d in days[1:]:
+        assert d.s == 16
+        assert d.spent >= 0.90, [round(x.spent, 3) for x in days]
+        assert not d.refused
