@@ -170,16 +170,30 @@ def make_linear_query(
     sens = abs(scale)
     if value is not None:
         dom = _domain(table, value)
-        w = value_weights(table, value, weights)
         full: Ranges = ((0, dom.size - 1),)
-        sens *= max(
-            max(float(np.max(np.abs(w[lo:hi + 1]))) for lo, hi in dict(b).get(value, full))
-            for b in boxes
-        )
+        sens *= max(_abs_max(table, value, weights, rs) for rs in {dict(b).get(value, full) for b in boxes})
     q = LinearQuery(table.name, table.schema, marginal, boxes, value, float(scale), measure, sens, weights=weights,
                     expr=expr)
     object.__setattr__(q, "key", _key(table, q))
     return q
+
+
+def _abs_max(table: TableSchema, value: str, weights: tuple[float, ...] | None, rs: Ranges) -> float:
+    """The largest absolute weight of ``value`` over the cells ``rs``; cached on the domain for its own
+    values (every group of a GROUP BY asks it again)."""
+    if weights is not None:
+        w = np.abs(value_weights(table, value, weights))
+        return max(float(np.max(w[lo:hi + 1])) for lo, hi in rs)
+    dom = _domain(table, value)
+    cache: dict[Ranges, float] | None = dom.__dict__.get("_abs_max")
+    if cache is None or len(cache) > 10_000:
+        cache = {}
+        object.__setattr__(dom, "_abs_max", cache)  # not a field: equality and hashing ignore it
+    hit = cache.get(rs)
+    if hit is None:
+        w = np.abs(dom.numeric_weights())
+        hit = cache[rs] = max(float(np.max(w[lo:hi + 1])) for lo, hi in rs)
+    return hit
 
 
 def unit(q: LinearQuery) -> tuple[LinearQuery, float]:

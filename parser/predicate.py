@@ -27,12 +27,15 @@ Ranges = tuple[tuple[int, int], ...]
 class Node:
     """One decision node: ``level`` indexes the space's attribute order; ``edges`` are (ranges, child)."""
 
-    __slots__ = ("level", "edges", "_hash")
+    __slots__ = ("level", "edges", "_hash", "levels", "n_paths")
 
     def __init__(self, level: int, edges: tuple[tuple[Ranges, Pred], ...]) -> None:
         self.level = level
         self.edges = edges
         self._hash = hash((level, edges))
+        # Its support and box count, computed once (a GROUP BY's queries share their lower nodes).
+        self.levels: frozenset[int] | None = None
+        self.n_paths = -1
 
     def __hash__(self) -> int:
         return self._hash
@@ -166,11 +169,20 @@ class Space:
     def _apply(self, op: Callable[[bool, bool], bool], u: Pred, v: Pred, memo: dict[tuple[Pred, Pred], Pred]) -> Pred:
         if isinstance(u, bool) and isinstance(v, bool):
             return op(u, v)
+        short = _shortcut(op, u, v)
+        if short is not None:
+            return short
         key = (u, v)
         hit = memo.get(key)
         if hit is not None:
             return hit
         level = min(_level(u), _level(v))
+        if _flat_at(u, level) and _flat_at(v, level):
+            # One attribute's index sets on both sides (IN lists, ranges, their NULL complements): combined
+            # as masks in numpy, not segment by segment (an IN list of 10,000 values is 20,000 segments).
+            result = self._flat(level, op, u, v)
+            memo[key] = result
+            return result
         su, sv = self._segments(u, level), self._segments(v, level)
         b = self.budget
         if b is not None:  # Budget.tick, inlined (the hottest loop of planning): work ~ segments swept
@@ -192,6 +204,19 @@ class Space:
         result = self._node(level, out)
         memo[key] = result
         return result
+
+    def _flat(self, level: int, op: Callable[[bool, bool], bool], u: Pred, v: Pred) -> Pred:
+        n = self.sizes[level]
+        if self.budget is not None:
+            self.budget.tick(2 + (len(u.edges[0][0]) if isinstance(u, Node) else 0)
+                             + (len(v.edges[0][0]) if isinstance(v, Node) else 0))
+        a, b = _mask_of(u, n), _mask_of(v, n)
+        m = a & b if op is _and else (a | b if op is _or else a & ~b)
+        if not m.any():
+            return False
+        if m.all():
+            return True
+        return Node(level, ((runs(m), True),))
 
     def and_(self, u: Pred, v: Pred) -> Pred:
         if u is False or v is False:
@@ -267,31 +292,11 @@ class Space:
 
     def support(self, p: Pred) -> tuple[str, ...]:
         """Attributes the set depends on, in the space's (sorted) order."""
-        levels: set[int] = set()
-        stack = [p]
-        seen: set[int] = set()
-        while stack:
-            q = stack.pop()
-            if not isinstance(q, Node) or id(q) in seen:
-                continue
-            seen.add(id(q))
-            levels.add(q.level)
-            stack.extend(child for _, child in q.edges)
-        return tuple(self.attrs[i] for i in sorted(levels))
+        return tuple(self.attrs[i] for i in sorted(_levels(p)))
 
     def count_boxes(self, p: Pred) -> int:
         """How many disjoint boxes ``boxes(p)`` yields (root-to-TRUE paths), counted without listing them."""
-        memo: dict[int, int] = {}
-
-        def paths(q: Pred) -> int:
-            if not isinstance(q, Node):
-                return 1 if q else 0
-            hit = memo.get(id(q))
-            if hit is None:
-                hit = memo[id(q)] = sum(paths(child) for _, child in q.edges)
-            return hit
-
-        return paths(p)
+        return _n_paths(p)
 
     def boxes(self, p: Pred) -> Iterator[dict[int, Ranges]]:
         """The root-to-TRUE paths as disjoint boxes: level -> index ranges (absent levels are free)."""
@@ -300,6 +305,22 @@ class Space:
             if b is not None:
                 b.tick(10)  # a box costs about ten diagram steps downstream (its query key, its SQL)
             yield box
+
+
+def _levels(p: Pred) -> frozenset[int]:
+    if not isinstance(p, Node):
+        return frozenset()
+    if p.levels is None:
+        p.levels = frozenset({p.level}).union(*(_levels(child) for _, child in p.edges))
+    return p.levels
+
+
+def _n_paths(p: Pred) -> int:
+    if not isinstance(p, Node):
+        return 1 if p else 0
+    if p.n_paths < 0:
+        p.n_paths = sum(_n_paths(child) for _, child in p.edges)
+    return p.n_paths
 
 
 def _paths(p: Pred) -> Iterator[dict[int, Ranges]]:
@@ -313,6 +334,36 @@ def _paths(p: Pred) -> Iterator[dict[int, Ranges]]:
             box = {p.level: rs}
             box.update(rest)
             yield box
+
+
+def _flat_at(p: Pred, level: int) -> bool:
+    """True when ``p`` is a terminal or one index set of the attribute at ``level`` (a node whose single
+    edge leads to TRUE: reduced, all its cells share that child)."""
+    return not isinstance(p, Node) or (p.level == level and len(p.edges) == 1 and p.edges[0][1] is True)
+
+
+def _mask_of(p: Pred, n: int) -> np.ndarray:
+    """The boolean mask over ``n`` cells of a terminal or a flat node (``_flat_at``)."""
+    if not isinstance(p, Node):
+        return np.full(n, p, dtype=bool)
+    rs = np.asarray(p.edges[0][0], dtype=np.int64).reshape(-1, 2)
+    delta = np.bincount(rs[:, 0], minlength=n + 1) - np.bincount(rs[:, 1] + 1, minlength=n + 1)
+    return np.cumsum(delta[:n]) > 0
+
+
+def _shortcut(op: Callable[[bool, bool], bool], u: Pred, v: Pred) -> Pred | None:
+    """The result when one side is a terminal that decides it without a sweep (TRUE AND v is v), else None."""
+    if op is _and:
+        if u is True or v is True:
+            return v if u is True else u
+        return False if u is False or v is False else None
+    if op is _or:
+        if u is False or v is False:
+            return v if u is False else u
+        return True if u is True or v is True else None
+    if v is False:
+        return u
+    return False if u is False or v is True else None
 
 
 def _and(a: bool, b: bool) -> bool:
