@@ -11,6 +11,8 @@ from .identifiers import display_ident, qualified
 from .predicate import Pred, Ranges, Space
 from .schema import Domain, TableSchema
 
+_MAX_KEY_BODY = 2000  # bytes of a query key's cell conditions written out; longer ones become a digest
+
 Box = tuple[tuple[str, Ranges], ...]
 """One product of per-attribute index sets: (attribute, index ranges) for each constrained attribute."""
 
@@ -284,4 +286,9 @@ def _key(table: TableSchema, q: LinearQuery) -> str:
         for attr, rs in box:
             conds.append(f"{display_ident(attr)}={_domain(table, attr).format_ranges(rs)}")
         parts.append("&".join(conds))
-    return f"{table.qualified_name}|{weight}|{'|'.join(parts)}"
+    body = "|".join(parts)
+    if len(body) > _MAX_KEY_BODY and len(body.encode()) > _MAX_KEY_BODY:
+        # The ledger indexes keys (a btree entry holds at most about 2,700 bytes): a long cell list (an IN
+        # list of 10,000 values) is named by the digest of its canonical text, as stable as the text itself.
+        body = "#" + hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
+    return f"{table.qualified_name}|{weight}|{body}"

@@ -32,6 +32,8 @@ NAMED = [
                                 'resolution = "hour" }'),
     ("Order Hour", "time", '{ type = "time", resolution = "hour" }'),
     ("Returned", "boolean", '{ type = "boolean", nullable = true }'),
+    ("Zip", "integer", '{ type = "int", keys = "private" }'),
+    ("NPI", "bigint", '{ type = "bigint", keys = "private" }'),
 ]
 FILLER = (
     ("Attr", "text", '{ type = "text", values = ["Alpha", "Beta", "Gamma", "Delta", "Epsilon"], nullable = true }'),
@@ -58,11 +60,14 @@ def columns() -> list[tuple[str, str, str]]:
     return out
 
 
-def config_text(dsn: str, port: int, partition_fraction: float = 0.1) -> str:
+def config_text(dsn: str, port: int, partition_fraction: float = 0.1, epsilon: float = 1.0,
+                stream_length: int = 200) -> str:
     cols = "\n".join(f'"{c}" = {spec}' for c, _, spec in columns())
-    return (f'[server]\nlisten = "127.0.0.1:{port}"\ndatabase = "wide"\n\n[upstream]\ndsn = "{dsn}"\n\n'
+    return (f'[server]\nlisten = "127.0.0.1:{port}"\ndatabase = "wide"\nstatement_timeout_s = 120.0\n'
+            f'queries_per_minute = 100000\n\n[upstream]\ndsn = "{dsn}"\n\n'
             '[[users]]\nname = "analyst"\nauth = "trust"\n\n'
-            f"[privacy]\nepsilon = 1.0\ndelta = 1e-6\npartition_fraction = {partition_fraction}\n\n"
+            f"[privacy]\nepsilon = {epsilon!r}\ndelta = 1e-6\nstream_length = {stream_length}\n"
+            f"regression_fraction = 0.0\npartition_fraction = {partition_fraction}\npartition_selections = 8\n\n"
             '[tables."Extract"]\nschema = "public"\nprivacy_unit = "user_id"\nmax_rows_per_unit = 10\n'
             f'max_groups_per_unit = 4\n\n[tables."Extract".columns]\n{cols}\n')
 
@@ -70,6 +75,45 @@ def config_text(dsn: str, port: int, partition_fraction: float = 0.1) -> str:
 def ddl() -> str:
     cols = ", ".join(f'"{c}" {t}' for c, t, _ in columns())
     return f'CREATE TABLE "Extract" (user_id bigint, {cols})'
+
+
+def _fill_expr(j: int, name: str, pg: str, spec: str) -> str:
+    """A generated value of column ``j`` for row ``g``: within the declared domain, text keys correlated
+    (``g % 7`` picks them) so a many-column GROUP BY holds a few popular combinations."""
+    import tomllib
+
+    d = tomllib.loads("x = " + spec)["x"]
+    if name == "Zip":  # four popular ZIP codes and one single-user ZIP in every 50 rows
+        return "CASE WHEN g % 50 = 0 THEN 90000 + g ELSE (ARRAY[98101, 10001, 60601, 94105])[1 + g % 4] END"
+    if name == "NPI":
+        return "CASE WHEN g % 40 = 0 THEN 2000000000 + g ELSE 1000000000 + g % 3 END"
+    kind = d["type"]
+    if kind == "text":
+        vals = ", ".join("'" + v.replace("'", "''") + "'" for v in d["values"])
+        return f"(ARRAY[{vals}])[1 + ((g % 7) * {j + 1}) % {len(d['values'])}]"
+    if kind in ("int", "smallint"):
+        return f"({d['min']} + (g * 31 + {j}) % {d['max'] - d['min'] + 1})::{pg}"
+    if kind in ("numeric", "float"):
+        return f"({d['min']} + ((g * 37 + {j}) % 1000) / 1000.0 * {d['max'] - d['min']})::{pg}"
+    if kind == "date":
+        days = (d["max"] - d["min"]).days + 1
+        return f"DATE '{d['min']}' + ((g * 13 + {j}) % {days})"
+    if kind == "timestamp":
+        hours = int((d["max"] - d["min"]).total_seconds() // 3600) + 1
+        return f"TIMESTAMP '{d['min']}' + ((g * 7 + {j}) % {hours}) * interval '1 hour'"
+    if kind == "time":
+        return f"make_time((g + {j}) % 24, 0, 0)"  # on the hour: GROUP BY the column groups by its cells
+    if kind == "boolean":
+        return f"(g + {j}) % 3 = 0"
+    raise AssertionError(kind)
+
+
+def fill_sql(rows: int) -> str:
+    """INSERT of ``rows`` generated rows, 3 a user (so a user is in at most 3 groups of anything)."""
+    cols = columns()
+    names = ", ".join(f'"{c}"' for c, _, _ in cols)
+    exprs = ", ".join(_fill_expr(j, c, pg, spec) for j, (c, pg, spec) in enumerate(cols))
+    return f'INSERT INTO "Extract" (user_id, {names}) SELECT g / 3, {exprs} FROM generate_series(1, {rows}) AS g'
 
 
 T = '"Extract"."{}"'
@@ -120,6 +164,15 @@ def statements() -> dict[str, Callable[[int], str]]:
             f"{src} WHERE {_c('Quantity')} >= {1 + i % 10} GROUP BY 1"),
         "IN list of 10,000 values": lambda i: (
             f'SELECT COUNT(*) AS "cnt" {src} WHERE {_c("Row ID")} IN ({ids}) AND {_c("Quantity")} > {i % 10}'),
+        "text BETWEEN, CAST AS DOUBLE": lambda i: (
+            f'SELECT {_c("Segment")} AS "Segment", SUM(CAST({_c("Quantity")} AS DOUBLE PRECISION)) AS "sum:q" {src} '
+            f"WHERE ({_c('City')} BETWEEN 'City B' AND 'City {chr(70 + i % 10)}') GROUP BY 1"),
+        "GROUP BY an integer ID (zip)": lambda i: (
+            f'SELECT {_c("Zip")} AS "Zip", SUM(CAST(1 AS BIGINT)) AS "cnt:Extract:ok" {src} '
+            f"WHERE {_c('Quantity')} >= {1 + i % 3} GROUP BY 1"),
+        "GROUP BY a bigint ID (NPI), text filter": lambda i: (
+            f'SELECT {_c("NPI")} AS "NPI", SUM({_c("Sales")}) AS "sum:Sales:ok" {src} '
+            f"WHERE {_c('Region')} <> 'North {i}' GROUP BY 1"),
         "filler: 3 text keys, 4 filters": lambda i: (
             f'SELECT {_c("Attr 0")}, {_c("Code 8")}, {_c("Flag 6")}, SUM({_c("Amount 1")}), AVG({_c("Rate 2")}) '
             f"{src} WHERE {_c('Level 3')} BETWEEN {i % 5} AND 15 AND {_c('Day 4')} >= DATE '2024-06-01' "
