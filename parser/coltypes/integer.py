@@ -212,7 +212,7 @@ class IntType(ColumnType):
         if hi - lo + 1 > MAX_CELLS:
             raise DeclarationError([("", f"domain of {hi - lo + 1} values is too large; bin the column "
                                          f"(at most {MAX_CELLS:,}): bins = WIDTH makes a wide range a "
-                                         "column of bins")])
+                                         "column of bins; an identifier (ZIP, NPI) takes keys = \"private\"")])
         return cls(lo, hi, nullable=nullable)
 
 
