@@ -166,7 +166,7 @@ def make_linear_query(
     level_boxes = list(space.boxes(pred))
     if value is not None and not measure:
         value, scale, weights = _canonical_value(table, space, level_boxes, value, scale, weights)
-    support = space.support(pred)
+    support = space.support(pred, level_boxes)
     marginal = tuple(sorted(set(support) | ({value} if value else set())))
     boxes = tuple(tuple((space.attrs[lv], rs) for lv, rs in sorted(b.items())) for b in level_boxes)
     sens = abs(scale)

@@ -81,6 +81,13 @@ def merge_ranges(indices: Sequence[tuple[int, int]]) -> Ranges:
     return tuple((a, b) for a, b in out)
 
 
+def _merged(rs: list[tuple[int, int]]) -> Ranges:
+    """``merge_ranges``, without its sort for the common single range."""
+    if len(rs) == 1 and rs[0][0] <= rs[0][1]:
+        return (rs[0],)
+    return merge_ranges(rs)
+
+
 class Space:
     """The ordered attributes of one table and their domain sizes; builds and combines predicates.
 
@@ -93,11 +100,15 @@ class Space:
         self.sizes = tuple(sizes)
         self.level_of = {a: i for i, a in enumerate(self.attrs)}
         self.budget = budget
+        self.memos: dict[Callable[[bool, bool], bool], dict[tuple[Pred, Pred], Pred]] | None = None
 
     def with_budget(self, budget: Budget | None) -> Space:
         """The same space, counting its work against ``budget``."""
         out = Space.__new__(Space)
         out.attrs, out.sizes, out.level_of, out.budget = self.attrs, self.sizes, self.level_of, budget
+        # One statement's operations share their results (the diagrams are canonical, so a pair's result
+        # never changes): a GROUP BY's groups meet the same lower nodes again and again.
+        out.memos = {_and: {}, _or: {}, _diff: {}}
         return out
 
     # -- construction -------------------------------------------------------------------------------
@@ -113,11 +124,12 @@ class Space:
             return False
         if len(groups) == 1:
             (child, rs), = groups.items()
-            merged = merge_ranges(rs)
+            merged = _merged(rs)
             if merged == ((0, self.sizes[level] - 1),):
                 return child
+            return Node(level, ((merged, child),))
         # Ranges of different groups are disjoint, so sorting never compares children.
-        edges = sorted((merge_ranges(rs), child) for child, rs in groups.items())
+        edges = sorted((_merged(rs), child) for child, rs in groups.items())
         return Node(level, tuple(edges))
 
     def cells(self, attr: str, ranges: Sequence[tuple[int, int]]) -> Pred:
@@ -218,6 +230,9 @@ class Space:
             return True
         return Node(level, ((runs(m), True),))
 
+    def _memo(self, op: Callable[[bool, bool], bool]) -> dict[tuple[Pred, Pred], Pred]:
+        return {} if self.memos is None else self.memos[op]
+
     def and_(self, u: Pred, v: Pred) -> Pred:
         if u is False or v is False:
             return False
@@ -225,7 +240,7 @@ class Space:
             return v
         if v is True or u == v:
             return u
-        return self._apply(_and, u, v, {})
+        return self._apply(_and, u, v, self._memo(_and))
 
     def or_(self, u: Pred, v: Pred) -> Pred:
         if u is True or v is True:
@@ -234,7 +249,7 @@ class Space:
             return v
         if v is False or u == v:
             return u
-        return self._apply(_or, u, v, {})
+        return self._apply(_or, u, v, self._memo(_or))
 
     def diff(self, u: Pred, v: Pred) -> Pred:
         """Cells in ``u`` and not in ``v``."""
@@ -242,7 +257,7 @@ class Space:
             return False
         if v is False:
             return u
-        return self._apply(_diff, u, v, {})
+        return self._apply(_diff, u, v, self._memo(_diff))
 
     def restrict(self, p: Pred, attr: str, ranges: Ranges) -> Pred:
         """``p AND attr in ranges``; only the nodes above ``attr``'s level are rebuilt (GROUP BY cells)."""
@@ -290,9 +305,11 @@ class Space:
 
     # -- inspection ---------------------------------------------------------------------------------
 
-    def support(self, p: Pred) -> tuple[str, ...]:
-        """Attributes the set depends on, in the space's (sorted) order."""
-        return tuple(self.attrs[i] for i in sorted(_levels(p)))
+    def support(self, p: Pred, boxes: Sequence[dict[int, Ranges]] | None = None) -> tuple[str, ...]:
+        """Attributes the set depends on, in the space's (sorted) order. Given ``boxes(p)``, read from them:
+        every node of a reduced diagram lies on a path to TRUE, so its level is in some box."""
+        levels = _levels(p) if boxes is None else set().union(*boxes)
+        return tuple(self.attrs[i] for i in sorted(levels))
 
     def count_boxes(self, p: Pred) -> int:
         """How many disjoint boxes ``boxes(p)`` yields (root-to-TRUE paths), counted without listing them."""

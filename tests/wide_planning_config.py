@@ -49,9 +49,10 @@ FILLER = (
 )
 
 
-def columns() -> list[tuple[str, str, str]]:
-    """(name, PostgreSQL type, declaration) of the table's 300 columns."""
-    out = list(NAMED)
+def columns(id_keys: bool = True) -> list[tuple[str, str, str]]:
+    """(name, PostgreSQL type, declaration) of the table's 300 columns (``id_keys=False``: without the
+    identifier columns, for a parser that predates them)."""
+    out = [c for c in NAMED if id_keys or "keys" not in c[2]]
     j = 0
     while len(out) < N_COLUMNS:
         name, pg, spec = FILLER[j % len(FILLER)]
@@ -61,8 +62,8 @@ def columns() -> list[tuple[str, str, str]]:
 
 
 def config_text(dsn: str, port: int, partition_fraction: float = 0.1, epsilon: float = 1.0,
-                stream_length: int = 200) -> str:
-    cols = "\n".join(f'"{c}" = {spec}' for c, _, spec in columns())
+                stream_length: int = 200, id_keys: bool = True) -> str:
+    cols = "\n".join(f'"{c}" = {spec}' for c, _, spec in columns(id_keys))
     return (f'[server]\nlisten = "127.0.0.1:{port}"\ndatabase = "wide"\nstatement_timeout_s = 120.0\n'
             f'queries_per_minute = 100000\n\n[upstream]\ndsn = "{dsn}"\n\n'
             '[[users]]\nname = "analyst"\nauth = "trust"\n\n'
