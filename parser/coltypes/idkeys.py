@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +27,7 @@ class IntKeysType(TextType):
     """An integer column whose values are private keys (no values list, no range)."""
 
     type_name = "int"
-    config_names: ClassVar[tuple[str, ...]] = ()  # reached through the integer and numeric types' `keys`
+    config_names = ()  # type: ignore[assignment]  # reached through the integer and numeric types' `keys`
     config_keys = frozenset({"keys"})
     sql_type = "integer"
     oid = T.INT4
@@ -57,7 +57,7 @@ class IntKeysType(TextType):
 
     def sorted_keys(self, keys: list[str]) -> tuple[str, ...]:
         """Released keys in the column's numeric order, each written as PostgreSQL's ``::text`` writes it."""
-        return tuple(str(n) for n in sorted({self.number(k) for k in keys}))  # type: ignore[type-var]
+        return tuple(str(n) for n in sorted({self.number(k) for k in keys}))
 
 
 @dataclass(frozen=True)
