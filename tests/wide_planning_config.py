@@ -156,7 +156,7 @@ def statements() -> dict[str, Callable[[int], str]]:
         "month of date, boolean filter": lambda i: (
             f"SELECT DATE_TRUNC('month', CAST({_c('Order Date')} AS TIMESTAMP)) AS \"tmn:Order Date:ok\", "
             f'SUM({_c("Sales")}) AS "sum:Sales:ok" {src} WHERE ({_c("Returned")} = {"TRUE" if i % 2 else "FALSE"}) '
-            "GROUP BY 1"),
+            f"AND {_c('Quantity')} <= {14 - i % 10} GROUP BY 1"),
         "hour of day by segment": lambda i: (
             f'SELECT {_c("Order Hour")} AS "Order Hour", {_c("Segment")}, COUNT(*) {src} '
             f"WHERE {_c('Order Hour')} >= TIME '{i % 12:02d}:00' GROUP BY 1, 2"),
