@@ -44,8 +44,8 @@ CHECKED = ("cnt", "count", "sum", "u", "x")  # COUNT / SUM outputs (AVG states n
 def wide_env(embedded_pg: Any, harness: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     dsn = harness.create_database(embedded_pg, "widetab")
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(wide.ddl())  # type: ignore[call-overload]
-        conn.execute(wide.fill_sql(ROWS))  # type: ignore[call-overload]
+        conn.execute(wide.ddl())
+        conn.execute(wide.fill_sql(ROWS))
     root = tmp_path_factory.mktemp("widetab")
     port = harness.free_port()
     cfg = root / "config.toml"
