@@ -11,7 +11,7 @@ from .identifiers import display_ident, qualified
 from .predicate import Pred, Ranges, Space
 from .schema import Domain, TableSchema
 
-_MAX_KEY_BODY = 2000  # bytes of a query key's cell conditions written out; longer ones become a digest
+_MAX_KEY = 2600  # bytes of a query key written out; past them its cell conditions become a digest
 
 Box = tuple[tuple[str, Ranges], ...]
 """One product of per-attribute index sets: (attribute, index ranges) for each constrained attribute."""
@@ -287,8 +287,9 @@ def _key(table: TableSchema, q: LinearQuery) -> str:
             conds.append(f"{display_ident(attr)}={_domain(table, attr).format_ranges(rs)}")
         parts.append("&".join(conds))
     body = "|".join(parts)
-    if len(body) > _MAX_KEY_BODY and len(body.encode()) > _MAX_KEY_BODY:
+    head = f"{table.qualified_name}|{weight}|"
+    if 4 * (len(head) + len(body)) > _MAX_KEY and len((head + body).encode()) > _MAX_KEY:  # UTF-8: <= 4 a char
         # The ledger indexes keys (a btree entry holds at most about 2,700 bytes): a long cell list (an IN
         # list of 10,000 values) is named by the digest of its canonical text, as stable as the text itself.
         body = "#" + hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
-    return f"{table.qualified_name}|{weight}|{body}"
+    return head + body
