@@ -92,6 +92,7 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+@lru_cache(maxsize=65536)
 def display_ident(name: str) -> str:
     """``name`` as PostgreSQL shows it in SQL text: bare when it reads back unchanged unquoted (lower case
     letters, digits, ``_``, ``$``), else quoted. Used in hints, EXPLAIN and canonical keys, where it is

@@ -85,7 +85,7 @@ class ReleasePlanner:
         v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self.unit_rows(catalog), self.unit_tables(),
                                              self.presence()) if groups else None)
         rho = pred.rho_estimate if pred.rho_estimate is not None else st.rho_estimate
-        if rho is not None and getattr(pred, "statements", ()):
+        if rho is not None and tuple(getattr(pred, "statements", ())):
             rho *= answerable(pred, groups_in)
         split = st.resolve_split(s, rho, v_unit, bool(groups))
         n_pred = sum(g.n_queries for g in groups)

@@ -36,10 +36,11 @@ def plain_dim(attr: Attribute) -> GroupDim:
 
 def _plain(attr: Attribute, node: exp.Expr) -> GroupDim:
     if attr.domain.measure and not getattr(attr.domain, "edges", ()):
+        kind = "numeric" if attr.domain.type_name == "float" else attr.domain.type_name  # a float is never a key
         raise unsupported(f"GROUP BY {attr.domain.type_name} measure {attr.name}", node,
                           hint=f"A measure's values are not public keys: declare bins for {attr.name} (one group "
                           "a bin, keyed by its lower edge), or declare an identifier such as a ZIP code as "
-                          "{ type = \"text\", keys = \"private\" } (its keys chosen by DP partition selection).")
+                          f"{{ type = \"{kind}\", keys = \"private\" }} (its keys chosen by DP partition selection).")
     return plain_dim(attr)  # a binned measure: one group a bin, keyed by the bin's lower edge (as time cells)
 
 

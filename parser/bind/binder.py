@@ -34,8 +34,7 @@ from .partition import (
 )
 from .splits import cut_compare, cutting, split_axes, split_table
 
-TF = tuple[Pred, Pred]
-"""(cells where the condition is TRUE, cells where it is FALSE); the rest are NULL (unknown)."""
+TF = tuple[Pred, Pred]  # (cells where the condition is TRUE, where it is FALSE); the rest are NULL
 
 
 @lru_cache(maxsize=64)
@@ -348,10 +347,17 @@ class _GroupCells:
         # not the product's size (bounded at analysis by joint.MAX_GROUP_WORK).
         self.free = space.with_budget(None)
         self.preds: dict[tuple[tuple[str, ...], Ranges], Pred] = {}
+        # Groups are listed in key order, so consecutive groups share their first dimensions' cells: each
+        # prefix is restricted once (5 text keys: about 1.3 restrictions a group instead of 5).
+        self.done: dict[tuple[Pred, str, Ranges], Pred] = {}
 
     def restrict(self, p: Pred, attr: str | tuple[str, ...], ranges: Ranges) -> Pred:
         if isinstance(attr, str):
-            return self.space.restrict(p, attr, ranges)
+            key3 = (p, attr, ranges)
+            hit = self.done.get(key3)
+            if hit is None:
+                hit = self.done[key3] = self.space.restrict(p, attr, ranges)
+            return hit
         key = (attr, ranges)
         cells = self.preds.get(key)
         if cells is None:

@@ -22,6 +22,7 @@ from pgcore.errors import Refusal
 from pgcore.identifiers import display_ident, qualified, quote_ident
 
 from ..coltypes.base import ColumnType
+from ..coltypes.idkeys import IntKeysType
 from ..coltypes.text import TextType
 from ..model.linear import make_linear_query
 from ..model.predicate import Pred, Ranges, Space
@@ -149,11 +150,15 @@ def selected_table(table: TableSchema, columns: Sequence[str], keys: Sequence[Se
     if len(columns) != 1:
         raise Refusal(E.FEATURE_NOT_SUPPORTED, "GROUP BY more than one column with private keys is not supported",
                       hint="Group by one private-keys column (with any public ones).")
-    values = tuple(sorted({str(k[0]) for k in keys}))
     attrs = []
     for a in table.attributes:
         if a.name == columns[0]:
-            a = Attribute(a.name, TextType(values=values, keys="selected", nullable=False), a.description)
+            dom = a.domain
+            released = [str(k[0]) for k in keys]
+            # Numeric identifiers (coltypes/idkeys.py) keep their type and numeric order; text sorts as text.
+            values = dom.sorted_keys(released) if isinstance(dom, IntKeysType) else tuple(sorted(set(released)))
+            kind = type(dom) if isinstance(dom, TextType) else TextType
+            a = Attribute(a.name, kind(values=values, keys="selected", nullable=False), a.description)
         attrs.append(a)
     return replace(table, attributes=tuple(attrs), _by_name={})
 

@@ -23,6 +23,7 @@ from pgcore.pgtypes import FLOAT8, INT8
 Value = Any
 """A cell value as Python carries it: int, str, Decimal, bool, date, datetime; None is NULL."""
 
+_FORMAT_CACHE = 100_000  # cell sets a domain keeps formatted before its cache starts over
 CMP_OPS = ("=", "<>", "<", "<=", ">", ">=")
 
 
@@ -268,7 +269,19 @@ class ColumnType:
         raise NotImplementedError
 
     def format_ranges(self, rs: Sequence[tuple[int, int]]) -> str:
-        """Cells in a query key: runs written ``a..b`` where the type is ordered, values listed otherwise."""
+        """Cells in a query key: runs written ``a..b`` where the type is ordered, values listed otherwise.
+        Cached per domain: a GROUP BY's thousands of queries write the same few cell sets again and again."""
+        cache: dict[Sequence[Sequence[int]], str] | None = self.__dict__.get("_formatted")
+        if cache is None or len(cache) > _FORMAT_CACHE:
+            cache = {}
+            object.__setattr__(self, "_formatted", cache)  # not a field: equality and hashing ignore it
+        key = rs if isinstance(rs, tuple) else tuple(map(tuple, rs))
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = self._format_ranges(rs)
+        return hit
+
+    def _format_ranges(self, rs: Sequence[tuple[int, int]]) -> str:
         items: list[str] = []
         for lo, hi in rs:
             top = hi - 1 if self.nullable and hi == self.null_index else hi

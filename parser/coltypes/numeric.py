@@ -24,6 +24,7 @@ from pgcore import pgtypes as T
 from pgcore.errors import Refusal
 
 from .base import ColumnType, DeclarationError, RangeBounds, Value, clamp_sql
+from .idkeys import id_keys_from_config
 from .split import Cut
 
 MAX_BINS = 100_000
@@ -55,7 +56,7 @@ class NumericType(RangeBounds, ColumnType):
 
     type_name = "numeric"
     config_names: ClassVar[tuple[str, ...]] = ("numeric", "decimal")
-    config_keys = frozenset({"min", "max", "bins"})
+    config_keys = frozenset({"min", "max", "bins", "keys"})
     sql_type = "numeric"
     oid = T.NUMERIC
     param_oid = T.NUMERIC
@@ -229,6 +230,8 @@ class NumericType(RangeBounds, ColumnType):
 
     @classmethod
     def from_config(cls, spec: Mapping[str, Any], nullable: bool) -> ColumnType:
+        if "keys" in spec:  # an identifier stored as numeric: keys released by DP partition selection
+            return id_keys_from_config(cls.sql_type, spec, nullable)
         lo, hi = spec.get("min"), spec.get("max")
         for k, v in (("min", lo), ("max", hi)):
             if v is None:
@@ -268,6 +271,7 @@ class FloatType(NumericType):
 
     type_name = "float"
     config_names = ("float", "double precision", "float8")
+    config_keys = frozenset({"min", "max", "bins"})  # a float's text is not exact: never a key
     sql_type = "double precision"
     oid = T.FLOAT8
     param_oid = T.FLOAT8

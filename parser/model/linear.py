@@ -12,6 +12,8 @@ from pgcore.identifiers import display_ident, qualified
 from .predicate import Pred, Ranges, Space
 from .schema import Domain, TableSchema
 
+_MAX_KEY = 2600  # bytes of a query key written out; past them its cell conditions become a digest
+
 Box = tuple[tuple[str, Ranges], ...]
 """One product of per-attribute index sets: (attribute, index ranges) for each constrained attribute."""
 
@@ -171,22 +173,36 @@ def make_linear_query(
     level_boxes = list(space.boxes(pred))
     if value is not None and not measure:
         value, scale, weights = _canonical_value(table, space, level_boxes, value, scale, weights)
-    support = space.support(pred)
+    support = space.support(pred, level_boxes)
     marginal = tuple(sorted(set(support) | ({value} if value else set())))
     boxes = tuple(tuple((space.attrs[lv], rs) for lv, rs in sorted(b.items())) for b in level_boxes)
     sens = abs(scale)
     if value is not None:
         dom = _domain(table, value)
-        w = value_weights(table, value, weights)
         full: Ranges = ((0, dom.size - 1),)
-        sens *= max(
-            max(float(np.max(np.abs(w[lo:hi + 1]))) for lo, hi in dict(b).get(value, full))
-            for b in boxes
-        )
+        sens *= max(_abs_max(table, value, weights, rs) for rs in {dict(b).get(value, full) for b in boxes})
     q = LinearQuery(table.name, table.schema, marginal, boxes, value, float(scale), measure, sens, weights=weights,
                     expr=expr)
     object.__setattr__(q, "key", _key(table, q))
     return q
+
+
+def _abs_max(table: TableSchema, value: str, weights: tuple[float, ...] | None, rs: Ranges) -> float:
+    """The largest absolute weight of ``value`` over the cells ``rs``; cached on the domain for its own
+    values (every group of a GROUP BY asks it again)."""
+    if weights is not None:
+        w = np.abs(value_weights(table, value, weights))
+        return max(float(np.max(w[lo:hi + 1])) for lo, hi in rs)
+    dom = _domain(table, value)
+    cache: dict[Ranges, float] | None = dom.__dict__.get("_abs_max")
+    if cache is None or len(cache) > 10_000:
+        cache = {}
+        object.__setattr__(dom, "_abs_max", cache)  # not a field: equality and hashing ignore it
+    hit = cache.get(rs)
+    if hit is None:
+        w = np.abs(dom.numeric_weights())
+        hit = cache[rs] = max(float(np.max(w[lo:hi + 1])) for lo, hi in rs)
+    return hit
 
 
 def unit(q: LinearQuery) -> tuple[LinearQuery, float]:
@@ -278,4 +294,10 @@ def _key(table: TableSchema, q: LinearQuery) -> str:
             dom = _domain(table, attr)  # a split axis (parser/bind/splits.py) is named by its column: ``ts~cut``
             conds.append(f"{getattr(dom, 'key_label', None) or display_ident(attr)}={dom.format_ranges(rs)}")
         parts.append("&".join(conds))
-    return f"{table.qualified_name}|{weight}|{'|'.join(parts)}"
+    body = "|".join(parts)
+    head = f"{table.qualified_name}|{weight}|"
+    if 4 * (len(head) + len(body)) > _MAX_KEY and len((head + body).encode()) > _MAX_KEY:  # UTF-8: <= 4 a char
+        # The ledger indexes keys (a btree entry holds at most about 2,700 bytes): a long cell list (an IN
+        # list of 10,000 values) is named by the digest of its canonical text, as stable as the text itself.
+        body = "#" + hashlib.blake2b(body.encode(), digest_size=16).hexdigest()
+    return head + body

@@ -27,12 +27,15 @@ Ranges = tuple[tuple[int, int], ...]
 class Node:
     """One decision node: ``level`` indexes the space's attribute order; ``edges`` are (ranges, child)."""
 
-    __slots__ = ("level", "edges", "_hash")
+    __slots__ = ("level", "edges", "_hash", "levels", "n_paths")
 
     def __init__(self, level: int, edges: tuple[tuple[Ranges, Pred], ...]) -> None:
         self.level = level
         self.edges = edges
         self._hash = hash((level, edges))
+        # Its support and box count, computed once (a GROUP BY's queries share their lower nodes).
+        self.levels: frozenset[int] | None = None
+        self.n_paths = -1
 
     def __hash__(self) -> int:
         return self._hash
@@ -78,6 +81,13 @@ def merge_ranges(indices: Sequence[tuple[int, int]]) -> Ranges:
     return tuple((a, b) for a, b in out)
 
 
+def _merged(rs: list[tuple[int, int]]) -> Ranges:
+    """``merge_ranges``, without its sort for the common single range."""
+    if len(rs) == 1 and rs[0][0] <= rs[0][1]:
+        return (rs[0],)
+    return merge_ranges(rs)
+
+
 class Space:
     """The ordered attributes of one table and their domain sizes; builds and combines predicates.
 
@@ -90,11 +100,15 @@ class Space:
         self.sizes = tuple(sizes)
         self.level_of = {a: i for i, a in enumerate(self.attrs)}
         self.budget = budget
+        self.memos: dict[Callable[[bool, bool], bool], dict[tuple[Pred, Pred], Pred]] | None = None
 
     def with_budget(self, budget: Budget | None) -> Space:
         """The same space, counting its work against ``budget``."""
         out = Space.__new__(Space)
         out.attrs, out.sizes, out.level_of, out.budget = self.attrs, self.sizes, self.level_of, budget
+        # One statement's operations share their results (the diagrams are canonical, so a pair's result
+        # never changes): a GROUP BY's groups meet the same lower nodes again and again.
+        out.memos = {_and: {}, _or: {}, _diff: {}}
         return out
 
     # -- construction -------------------------------------------------------------------------------
@@ -110,11 +124,12 @@ class Space:
             return False
         if len(groups) == 1:
             (child, rs), = groups.items()
-            merged = merge_ranges(rs)
+            merged = _merged(rs)
             if merged == ((0, self.sizes[level] - 1),):
                 return child
+            return Node(level, ((merged, child),))
         # Ranges of different groups are disjoint, so sorting never compares children.
-        edges = sorted((merge_ranges(rs), child) for child, rs in groups.items())
+        edges = sorted((_merged(rs), child) for child, rs in groups.items())
         return Node(level, tuple(edges))
 
     def cells(self, attr: str, ranges: Sequence[tuple[int, int]]) -> Pred:
@@ -166,11 +181,20 @@ class Space:
     def _apply(self, op: Callable[[bool, bool], bool], u: Pred, v: Pred, memo: dict[tuple[Pred, Pred], Pred]) -> Pred:
         if isinstance(u, bool) and isinstance(v, bool):
             return op(u, v)
+        short = _shortcut(op, u, v)
+        if short is not None:
+            return short
         key = (u, v)
         hit = memo.get(key)
         if hit is not None:
             return hit
         level = min(_level(u), _level(v))
+        if _flat_at(u, level) and _flat_at(v, level):
+            # One attribute's index sets on both sides (IN lists, ranges, their NULL complements): combined
+            # as masks in numpy, not segment by segment (an IN list of 10,000 values is 20,000 segments).
+            result = self._flat(level, op, u, v)
+            memo[key] = result
+            return result
         su, sv = self._segments(u, level), self._segments(v, level)
         b = self.budget
         if b is not None:  # Budget.tick, inlined (the hottest loop of planning): work ~ segments swept
@@ -193,6 +217,22 @@ class Space:
         memo[key] = result
         return result
 
+    def _flat(self, level: int, op: Callable[[bool, bool], bool], u: Pred, v: Pred) -> Pred:
+        n = self.sizes[level]
+        if self.budget is not None:
+            self.budget.tick(2 + (len(u.edges[0][0]) if isinstance(u, Node) else 0)
+                             + (len(v.edges[0][0]) if isinstance(v, Node) else 0))
+        a, b = _mask_of(u, n), _mask_of(v, n)
+        m = a & b if op is _and else (a | b if op is _or else a & ~b)
+        if not m.any():
+            return False
+        if m.all():
+            return True
+        return Node(level, ((runs(m), True),))
+
+    def _memo(self, op: Callable[[bool, bool], bool]) -> dict[tuple[Pred, Pred], Pred]:
+        return {} if self.memos is None else self.memos[op]
+
     def and_(self, u: Pred, v: Pred) -> Pred:
         if u is False or v is False:
             return False
@@ -200,7 +240,7 @@ class Space:
             return v
         if v is True or u == v:
             return u
-        return self._apply(_and, u, v, {})
+        return self._apply(_and, u, v, self._memo(_and))
 
     def or_(self, u: Pred, v: Pred) -> Pred:
         if u is True or v is True:
@@ -209,7 +249,7 @@ class Space:
             return v
         if v is False or u == v:
             return u
-        return self._apply(_or, u, v, {})
+        return self._apply(_or, u, v, self._memo(_or))
 
     def diff(self, u: Pred, v: Pred) -> Pred:
         """Cells in ``u`` and not in ``v``."""
@@ -217,7 +257,7 @@ class Space:
             return False
         if v is False:
             return u
-        return self._apply(_diff, u, v, {})
+        return self._apply(_diff, u, v, self._memo(_diff))
 
     def restrict(self, p: Pred, attr: str, ranges: Ranges) -> Pred:
         """``p AND attr in ranges``; only the nodes above ``attr``'s level are rebuilt (GROUP BY cells)."""
@@ -265,33 +305,15 @@ class Space:
 
     # -- inspection ---------------------------------------------------------------------------------
 
-    def support(self, p: Pred) -> tuple[str, ...]:
-        """Attributes the set depends on, in the space's (sorted) order."""
-        levels: set[int] = set()
-        stack = [p]
-        seen: set[int] = set()
-        while stack:
-            q = stack.pop()
-            if not isinstance(q, Node) or id(q) in seen:
-                continue
-            seen.add(id(q))
-            levels.add(q.level)
-            stack.extend(child for _, child in q.edges)
+    def support(self, p: Pred, boxes: Sequence[dict[int, Ranges]] | None = None) -> tuple[str, ...]:
+        """Attributes the set depends on, in the space's (sorted) order. Given ``boxes(p)``, read from them:
+        every node of a reduced diagram lies on a path to TRUE, so its level is in some box."""
+        levels = _levels(p) if boxes is None else set().union(*boxes)
         return tuple(self.attrs[i] for i in sorted(levels))
 
     def count_boxes(self, p: Pred) -> int:
         """How many disjoint boxes ``boxes(p)`` yields (root-to-TRUE paths), counted without listing them."""
-        memo: dict[int, int] = {}
-
-        def paths(q: Pred) -> int:
-            if not isinstance(q, Node):
-                return 1 if q else 0
-            hit = memo.get(id(q))
-            if hit is None:
-                hit = memo[id(q)] = sum(paths(child) for _, child in q.edges)
-            return hit
-
-        return paths(p)
+        return _n_paths(p)
 
     def boxes(self, p: Pred) -> Iterator[dict[int, Ranges]]:
         """The root-to-TRUE paths as disjoint boxes: level -> index ranges (absent levels are free)."""
@@ -300,6 +322,22 @@ class Space:
             if b is not None:
                 b.tick(10)  # a box costs about ten diagram steps downstream (its query key, its SQL)
             yield box
+
+
+def _levels(p: Pred) -> frozenset[int]:
+    if not isinstance(p, Node):
+        return frozenset()
+    if p.levels is None:
+        p.levels = frozenset({p.level}).union(*(_levels(child) for _, child in p.edges))
+    return p.levels
+
+
+def _n_paths(p: Pred) -> int:
+    if not isinstance(p, Node):
+        return 1 if p else 0
+    if p.n_paths < 0:
+        p.n_paths = sum(_n_paths(child) for _, child in p.edges)
+    return p.n_paths
 
 
 def _paths(p: Pred) -> Iterator[dict[int, Ranges]]:
@@ -313,6 +351,36 @@ def _paths(p: Pred) -> Iterator[dict[int, Ranges]]:
             box = {p.level: rs}
             box.update(rest)
             yield box
+
+
+def _flat_at(p: Pred, level: int) -> bool:
+    """True when ``p`` is a terminal or one index set of the attribute at ``level`` (a node whose single
+    edge leads to TRUE: reduced, all its cells share that child)."""
+    return not isinstance(p, Node) or (p.level == level and len(p.edges) == 1 and p.edges[0][1] is True)
+
+
+def _mask_of(p: Pred, n: int) -> np.ndarray:
+    """The boolean mask over ``n`` cells of a terminal or a flat node (``_flat_at``)."""
+    if not isinstance(p, Node):
+        return np.full(n, p, dtype=bool)
+    rs = np.asarray(p.edges[0][0], dtype=np.int64).reshape(-1, 2)
+    delta = np.bincount(rs[:, 0], minlength=n + 1) - np.bincount(rs[:, 1] + 1, minlength=n + 1)
+    return np.cumsum(delta[:n]) > 0
+
+
+def _shortcut(op: Callable[[bool, bool], bool], u: Pred, v: Pred) -> Pred | None:
+    """The result when one side is a terminal that decides it without a sweep (TRUE AND v is v), else None."""
+    if op is _and:
+        if u is True or v is True:
+            return v if u is True else u
+        return False if u is False or v is False else None
+    if op is _or:
+        if u is False or v is False:
+            return v if u is False else u
+        return True if u is True or v is True else None
+    if v is False:
+        return u
+    return False if u is False or v is True else None
 
 
 def _and(a: bool, b: bool) -> bool:

@@ -168,7 +168,8 @@ def _column(col: SourceColumn, data: _DataReader | None) -> tuple[InlineTable | 
     why = _identifier(col, data) if t in _INT or t in _NUMERIC else None
     if why is not None:
         # An identifier (ZIP code, NPI number, customer id): its values are keys, not a measure to sum.
-        spec.update({"type": "text", "keys": "private"})
+        # Declared with its own type (numbers on the wire, in numeric order); a float's text is not exact.
+        spec.update({"type": _INT.get(t, "numeric" if t == "numeric" else "text"), "keys": "private"})
         note = (f"an identifier ({why}): GROUP BY it through DP partition selection; declare a range "
                 "instead to sum it")
     elif t in _INT:

@@ -316,7 +316,8 @@ def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: Eng
     # of every day's P, read in a few batched passes before anything is replayed.
     base = replace(settings, epoch="manual", epoch_seconds=None, progress=False, split=options.split or settings.split)
     exact.prefetch(catalog, [q for day in days for r in day.statements if r.plan is not None for q in r.plan.queries],
-                   {k for day in days for k in p_workloads(catalog, day.prediction.queries, base.mm_max_cells)})
+                   {(k[0], k[1]) for day in days for k in p_workloads(catalog, day.prediction.queries,
+                                                                       base.mm_max_cells)})
     t2 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="lapras-whatif-") as tmp:
         # Strategies depend on P only: on disk, workers share what one of them optimised.

@@ -50,7 +50,7 @@ def test_placeholder_draft_maps_every_type_and_fails_check_config(draft_db: str,
     text = draft(draft_db, TABLE)
     cols = tomllib.loads(text)["tables"][TABLE]["columns"]
     assert {k: v["type"] for k, v in cols.items()} == {
-        "id": "text", "qty": "int", "price": "numeric", "score": "float", "region": "text", "note": "text",
+        "id": "bigint", "qty": "int", "price": "numeric", "score": "float", "region": "text", "note": "text",
         "ordered": "date", "seen": "timestamptz", "local_ts": "timestamp", "paid": "boolean", "big": "bigint"}
     assert "token" not in cols and "# token: uuid has no proxy column type" in text
     assert cols["price"]["nullable"] and "nullable" not in cols["qty"]  # from NOT NULL, not from the data
@@ -77,7 +77,7 @@ def test_from_data_draft_passes_check_config_and_answers(draft_db: str, tmp_path
     assert cols["region"]["values"] == ["East", "North", "West"]
     assert cols["note"] == {"type": "text", "keys": "private", "nullable": True}  # 3,000 values: no list
     # "big" (g * 98765432, one value a row) is an identifier by its distinct values: keys, not a range
-    assert cols["big"] == {"type": "text", "keys": "private", "nullable": True} and "distinct values in" in done.out
+    assert cols["big"] == {"type": "bigint", "keys": "private", "nullable": True} and "distinct values in" in done.out
     assert cols["seen"]["resolution"] == "hour" and cols["local_ts"]["resolution"] == "hour"
     port = harness.free_port()
     cfg = tmp_path / "config.toml"
