@@ -25,7 +25,7 @@ from ..coltypes.base import ColumnType
 from ..coltypes.text import TextType
 from ..model.linear import make_linear_query
 from ..model.predicate import Pred, Ranges, Space
-from ..model.schema import Attribute, Catalog, TableSchema
+from ..model.schema import Catalog, TableSchema
 
 if TYPE_CHECKING:
     from ..analysis.template import Template
@@ -153,7 +153,7 @@ def selected_table(table: TableSchema, columns: Sequence[str], keys: Sequence[Se
     attrs = []
     for a in table.attributes:
         if a.name == columns[0]:
-            a = Attribute(a.name, TextType(values=values, keys="selected", nullable=False), a.description)
+            a = replace(a, domain=TextType(values=values, keys="selected", nullable=False))
         attrs.append(a)
     return replace(table, attributes=tuple(attrs), _by_name={})
 
