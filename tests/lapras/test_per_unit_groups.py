@@ -245,3 +245,17 @@ def test_a_heavy_unit_spread_over_every_group_counts_in_one(db: str, embedded_pg
             counts = [diff[slots[0]] for slots in plan.slots]
             sums = [diff[slots[1]] for slots in plan.slots]
             assert sorted(counts)[-1] == K and sum(counts) == K and max(sums) <= B + 1e-9
+
+
+def test_the_declaration_survives_the_catalog_rewrites() -> None:
+    """Partition selection's released keys and value lists replace a column's domain, not its declaration."""
+    from parser.bind.partition import selected_table
+    from parser.model.schema import TextType, with_value_lists
+
+    table = TableSchema("t", (Attribute("region", TextType(values=("a", "b"), values_from="public.r.name"),
+                                        per_unit=True),), privacy_unit="u", max_rows_per_unit=3)
+    selected = selected_table(table, ["region"], [("x",), ("y",)])
+    assert selected.attribute("region").per_unit  # type: ignore[union-attr]
+    listed = with_value_lists(Catalog((table,)), {"public.r.name": ["c", "d"]}).tables[0]
+    assert listed.attribute("region").domain.values == ("c", "d")  # type: ignore[union-attr]
+    assert listed.attribute("region").per_unit  # type: ignore[union-attr]
