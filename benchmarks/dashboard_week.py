@@ -12,11 +12,13 @@ per-order draw; a few orders above 1,000).
 Declared as issue 23 tried it: ``privacy_unit = "customer_id"``, ``max_rows_per_unit = 10``,
 (epsilon, delta) = (1, 1e-6) per daily epoch, ``ts`` by the hour over 2025, revenue 0..1,000 in 100 bins
 (``bins = 10``: a bin width; the BEFORE run declared ``bins = 100``, 10 bins, and its median was placed inside
-[0, 100)), per-group bounds (``GroupBounds``: c = 3, g = k, revenue's per-group sum 300); the rest of the
-shipped config as it is (``[lapras] bounding`` from ``--bounding``, default statement). Days are manual
-epochs: the analyst is an admin and starts each new day with ``SELECT lapras.new_epoch()``, then waits
-until ``SHOW lapras.budget`` no longer shows the epoch's release of P as pending (a dashboard is opened
-hours after midnight; the wait is kept per day as ``release_wait_s``).
+[0, 100)), per-group bounds (``GroupBounds``: c = 3, g = k, revenue's per-group sum 300; ``region``
+declared ``per_unit = true``, a customer's own region, so GROUP BY region keeps k orders per customer, not
+c: ``--per-unit ''`` for the figures before it); the rest of the shipped config as it is (``[lapras]
+bounding`` from ``--bounding``, default statement). Days are manual epochs: the analyst is an admin and
+starts each new day with ``SELECT lapras.new_epoch()``, then waits until ``SHOW lapras.budget`` no longer
+shows the epoch's release of P as pending (a dashboard is opened hours after midnight; the wait is kept per
+day as ``release_wait_s``).
 
 The dashboard (12 panels, see ``panels``) over a 28-day window ending on the day shown (it moves one day
 per day), plus a year-to-date monthly series and a 7-day total; two panels are filtered by a region the
@@ -208,6 +210,7 @@ class GroupBounds:
     max_rows_per_group: int | None = 3           # c: a customer's orders in one day, hour, channel or region
     max_groups_per_unit: int | None = K          # g: groups of a statement a customer counts in (k: no cut)
     max_sum_per_group: float | None = 300.0      # B: a customer's revenue in one group (c orders of <= 100)
+    per_unit: tuple[str, ...] = ("region",)      # columns declared per_unit: a customer's region is theirs
 
 
 def group_bounds_toml(b: GroupBounds) -> str:
@@ -239,7 +242,11 @@ def config_text(dsn: str, port: int, bounding: str, sets: Sequence[str],
         path, _, value = s.partition("=")
         section, _, key = path.rpartition(".")
         text = _set_key(text, section, key, value)
-    return text + ORDERS_DECLARATION.replace("{bounds}", group_bounds_toml(bounds))
+    declaration = ORDERS_DECLARATION.replace("{bounds}", group_bounds_toml(bounds))
+    for column in bounds.per_unit:  # GROUP BY region: each customer in one group with k rows (no c cut)
+        declaration = re.sub(rf"(?m)^({re.escape(column)} = \{{.*?) \}}", r"\1, per_unit = true }",
+                             declaration, count=1)
+    return text + declaration
 
 
 
@@ -560,7 +567,7 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
     finally:
         proxy.stop()
     # What the proxy says it learnt at each epoch's preparation (issue 24: P and S from its own history).
-    learnt = [line.strip() for line in proxy.output if "learnt" in line or "learned" in line]
+    learnt = [line.strip() for line in getattr(proxy, "output", ()) if "learnt" in line or "learned" in line]
     for line in learnt:
         print(f"  [{label}] proxy: {line[-200:]}", flush=True)
     return {"days": [r.__dict__ for r in records], "proxy_learning_log": learnt,
@@ -765,6 +772,9 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"orders' max_groups_per_unit (default {dflt.max_groups_per_unit}; 0: not set)")
     ap.add_argument("--max-sum-per-group", type=float, default=dflt.max_sum_per_group, metavar="B",
                     help=f"orders' max_sum_per_group for revenue (default {dflt.max_sum_per_group:g}; 0: not set)")
+    ap.add_argument("--per-unit", default=",".join(dflt.per_unit), metavar="COLS",
+                    help=f"orders' columns declared per_unit, comma-separated (default "
+                    f"{','.join(dflt.per_unit)}; '': none, the BEFORE of issue 23's per-unit groups)")
     ap.add_argument("--peer", choices=("smartnoise", "none"), default="smartnoise")
     ap.add_argument("--seed", type=int, default=2025, help="the data generator's seed")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -787,7 +797,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster, dsn, up_s = scale.start_events_cluster(Path(args.state_root), 0, 1000)
         print(f"upstream PostgreSQL ready in {up_s:.0f} s", flush=True)
     bounds = GroupBounds(args.max_rows_per_group or None, args.max_groups_per_unit or None,
-                         args.max_sum_per_group or None)
+                         args.max_sum_per_group or None, tuple(c for c in args.per_unit.split(",") if c))
     result: dict[str, Any] = {"bounding": args.bounding, "group_bounds": bounds.__dict__, "days": args.days, "openings": args.openings,
                               "epsilon": EPSILON, "delta": DELTA, "k": K, "seed": args.seed}
     try:

@@ -26,7 +26,7 @@ from ..coltypes.idkeys import IntKeysType
 from ..coltypes.text import TextType
 from ..model.linear import make_linear_query
 from ..model.predicate import Pred, Ranges, Space
-from ..model.schema import Attribute, Catalog, TableSchema
+from ..model.schema import Catalog, TableSchema
 
 if TYPE_CHECKING:
     from ..analysis.template import Template
@@ -158,7 +158,7 @@ def selected_table(table: TableSchema, columns: Sequence[str], keys: Sequence[Se
             # Numeric identifiers (coltypes/idkeys.py) keep their type and numeric order; text sorts as text.
             values = dom.sorted_keys(released) if isinstance(dom, IntKeysType) else tuple(sorted(set(released)))
             kind = type(dom) if isinstance(dom, TextType) else TextType
-            a = Attribute(a.name, kind(values=values, keys="selected", nullable=False), a.description)
+            a = replace(a, domain=kind(values=values, keys="selected", nullable=False))
         attrs.append(a)
     return replace(table, attributes=tuple(attrs), _by_name={})
 

@@ -30,7 +30,10 @@ def register(cls: type[ColumnType]) -> type[ColumnType]:
 for _cls in (IntType, SmallIntType, BigIntType, TextType, DateType, TimestampType, TimestamptzType, TimeType, NumericType, FloatType, BoolType):
     register(_cls)
 
-COMMON_KEYS = frozenset({"type", "nullable", "description"})
+COMMON_KEYS = frozenset({"type", "nullable", "description", "per_unit"})
+"""Keys every column type takes. ``per_unit = true`` says the column is an attribute of the privacy unit (one
+value on all of a unit's rows): the column's declaration (``parser.model.schema.Attribute.per_unit``), not
+its domain, so the column type only checks it is a boolean."""
 
 
 def from_config(spec: Mapping[str, Any]) -> ColumnType:
@@ -49,4 +52,7 @@ def from_config(spec: Mapping[str, Any]) -> ColumnType:
     nullable = spec.get("nullable", False)
     if not isinstance(nullable, bool):
         raise DeclarationError([("nullable", f"must be true or false, got {nullable!r}")])
+    per_unit = spec.get("per_unit", False)
+    if not isinstance(per_unit, bool):
+        raise DeclarationError([("per_unit", f"must be true or false, got {per_unit!r}")])
     return cls.from_config(spec, nullable)

@@ -29,6 +29,11 @@ class Attribute:
     name: str
     domain: Domain
     description: str = ""
+    per_unit: bool = False
+    """Declared an attribute of the privacy unit (``per_unit = true``: one value on all of a unit's rows, a
+    customer's region). A GROUP BY on such columns only is bounded one group per unit, k rows in it
+    (``parser.pushdown.bounding.statement_groups``); enforced there, so a wrong declaration costs accuracy,
+    never privacy."""
 
     @property
     def sql_type(self) -> str:
@@ -164,7 +169,7 @@ def with_value_lists(catalog: Catalog, lists: Mapping[str, Sequence[str]]) -> Ca
         for a in t.attributes:
             d = a.domain
             if isinstance(d, TextType) and d.values_from in lists and tuple(lists[d.values_from]) != d.values:
-                a = Attribute(a.name, replace(d, values=tuple(lists[d.values_from])), a.description)
+                a = replace(a, domain=replace(d, values=tuple(lists[d.values_from])))
             attrs.append(a)
         changed = any(x is not y for x, y in zip(attrs, t.attributes, strict=True))
         tables.append(replace(t, attributes=tuple(attrs), _by_name={}) if changed else t)

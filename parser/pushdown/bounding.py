@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pgcore.identifiers import quote_ident
 
@@ -95,10 +95,21 @@ class GroupAxis:
     SUMs over them (``clamped``)."""
     per_group: int = 0
     """Most clamped SUM queries in one group."""
+    per_unit: bool = False
+    """The groups are cells of a column declared ``per_unit`` (an attribute of the unit) and the statement
+    splits on no other column: one group per unit (g = 1) with up to k rows in it (c = k)."""
 
     @property
     def count(self) -> int:
         return len(self.sets)
+
+    def rows(self, table: TableSchema) -> int:
+        """Rows one unit may add to one group (c): k for per-unit groups, else the table's c."""
+        return table.unit_rows if self.per_unit else table.group_rows
+
+    def units(self, table: TableSchema) -> int:
+        """Groups one unit's rows may fall in (g): 1 for per-unit groups, else the table's g."""
+        return 1 if self.per_unit else table.unit_cells
 
 
 def clamped(table: TableSchema, q: LinearQuery) -> bool:
@@ -108,21 +119,24 @@ def clamped(table: TableSchema, q: LinearQuery) -> bool:
             and table.group_sum_bound(q.value) is not None)
 
 
-def clamped_sensitivity(table: TableSchema, q: LinearQuery) -> float:
+def clamped_sensitivity(table: TableSchema, q: LinearQuery, groups: GroupAxis | None = None) -> float:
     """What one unit can add to a clamped SUM query ``q`` (its noise scale): at most |scale| B, and at most
-    c rows of at most its row-level sensitivity each."""
+    c rows (``groups``' c, else the table's) of at most its row-level sensitivity each."""
     bound = table.group_sum_bound(q.value) if q.value is not None else None
     assert bound is not None
-    return min(abs(q.scale) * bound, table.group_rows * q.sensitivity)
+    c = groups.rows(table) if groups is not None else table.group_rows
+    return min(abs(q.scale) * bound, c * q.sensitivity)
 
 
 def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> GroupAxis | None:
     """The statement's groups when per-group bounds apply to it: a table with a privacy unit whose c or g
-    is below k, queries over the table itself (no derived histogram), and a column every query's boxes
-    pin, on which the queries' cell sets are pairwise equal or disjoint (the finest such column), in at
-    least two groups (more than ``MAX_CASE_GROUPS`` only when each is one non-NULL cell); else
-    None (the plain k bound, always sound). A function of the statement only, so the engine (for the
-    sensitivity) and the exact source (for the rows) find the same groups."""
+    is below k (or with a clamped SUM), queries over the table itself (no derived histogram), and a column
+    every query's boxes pin, on which the queries' cell sets are pairwise equal or disjoint (the finest
+    such column), in at least two groups (more than ``MAX_CASE_GROUPS`` only when each is one non-NULL
+    cell); else None (the plain k bound, always sound). When every column that splits the statement so is
+    declared ``per_unit`` (its GROUP BY keys are attributes of the unit; its WHERE may read any column),
+    the groups are per-unit (``GroupAxis.per_unit``: g = 1, c = k). A function of the statement only, so
+    the engine (for the sensitivity) and the exact source (for the rows) find the same groups."""
     if table.privacy_unit is None:
         return None
     live = [q for q in queries if not q.is_zero]
@@ -134,15 +148,23 @@ def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> Grou
     per_box = [set(a for a, _ in box) for q in live for box in q.boxes]
     pinned = set.intersection(*per_box) if per_box else set()
     best: GroupAxis | None = None
+    per_unit = True  # every column splitting the statement is an attribute of the unit
     for name in sorted(pinned):
         sets = sorted({merge_ranges([r for box in q.boxes for a, rs in box if a == name for r in rs]) for q in live})
         cells = [r for rs in sets for r in rs]
-        if any(lo <= prev_hi for (_, prev_hi), (lo, _) in zip(sorted(cells), sorted(cells)[1:], strict=False)):
-            continue  # two groups share a cell of this column
+        ordered = sorted(cells)
+        if len(sets) < 2 or any(lo <= hi for (_, hi), (lo, _) in zip(ordered, ordered[1:], strict=False)):
+            continue  # one set (a filter), or two groups sharing a cell of this column
+        declared = table.attribute(name)
+        per_unit = per_unit and declared is not None and declared.per_unit
         if best is None or len(sets) > best.count:
             best = GroupAxis(name, tuple(sets))
-    if best is None or best.count < 2:
+    if best is None:
         return None  # one group (no GROUP BY): the k bound
+    if per_unit:
+        # Each unit's rows kept in one group only (whatever the column holds: a unit whose value varies
+        # keeps one of its groups), k rows in it: group_bound_norm(k, k, 1) = k, the k bound, with no c cut.
+        best = replace(best, per_unit=True)
     single = all(len(rs) == 1 and rs[0][0] == rs[0][1] for rs in best.sets)
     attr = table.attribute(best.attr)
     assert attr is not None
@@ -158,7 +180,7 @@ def statement_groups(table: TableSchema, queries: Sequence[LinearQuery]) -> Grou
         per[g] = per.get(g, 0) + 1
     columns = sorted({q.value for q in sums if q.value is not None})
     bounds = tuple((c, float(table.group_sum_bound(c) or 0.0)) for c in columns)
-    return GroupAxis(best.attr, best.sets, bounds, max(per.values()))
+    return replace(best, clamps=bounds, per_group=max(per.values()))
 
 
 def _group_sql(table: TableSchema, groups: GroupAxis) -> str:
@@ -174,10 +196,11 @@ def _group_sql(table: TableSchema, groups: GroupAxis) -> str:
 
 def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -> str:
     """``SELECT`` the rows a GROUP BY statement reads under per-group bounds: among the rows ``where`` keeps,
-    each unit's rows in at most g of the statement's groups (``unit_cells``; its groups chosen by a seeded
-    hash of the unit and the group key: the same for every statement with those groups, and a different
-    choice per unit, so no group is always the one left out), at most c rows in one group
-    (``group_rows``) and at most k in all, rows chosen by the seeded hash of the row text as everywhere;
+    each unit's rows in at most g of the statement's groups (``GroupAxis.units``: 1 for per-unit groups;
+    its groups chosen by a seeded hash of the unit and the group key: the same for every statement with
+    those groups, and a different choice per unit, so no group is always the one left out), at most c rows
+    in one group (``GroupAxis.rows``: k for per-unit groups) and at most k in all, rows chosen by the
+    seeded hash of the row text as everywhere;
     with ``groups.clamps``, each row's factor per clamped column (``sum_factor``). Each choice depends on
     that unit's own rows only (a stable transformation)."""
     assert table.privacy_unit is not None
@@ -188,14 +211,14 @@ def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -
     rows = (f"SELECT r.*, r::text AS lapras_row, {_group_sql(table, groups)} AS lapras_group FROM {ref} AS r "
             f"WHERE r.{unit} IS NOT NULL{cond} OFFSET 0")
     order = f"hashtextextended(t.lapras_row, {seed}), t.lapras_row"
+    c, g = groups.rows(table), groups.units(table)
     ranked = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit}, t.lapras_group ORDER BY {order}) "
               f"AS lapras_group_row, dense_rank() OVER (PARTITION BY t.{unit} ORDER BY "
               f"hashtextextended(t.{unit}::text || ':' || t.lapras_group, {groups_seed(table)}), t.lapras_group) "
               f"AS lapras_unit_group "
               f"FROM ({rows}) AS t WHERE t.lapras_group IS NOT NULL")
     kept = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit} ORDER BY {order}) AS lapras_unit_row "
-            f"FROM ({ranked}) AS t WHERE t.lapras_group_row <= {int(table.group_rows)} "
-            f"AND t.lapras_unit_group <= {int(table.unit_cells)}")
+            f"FROM ({ranked}) AS t WHERE t.lapras_group_row <= {int(c)} AND t.lapras_unit_group <= {int(g)}")
     out = f"SELECT u.* FROM ({kept}) AS u WHERE u.lapras_unit_row <= {int(table.unit_rows)}"
     if not groups.clamps:
         return out

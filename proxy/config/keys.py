@@ -67,7 +67,11 @@ def _render_columns() -> list[str]:
     out = ["## `[tables.NAME.columns]`", "",
            "One `COLUMN = { type = \"...\", ... }` per column: its **public** domain, which decides the "
            f"groups that exist and bounds every SUM. Every type takes {common} (`nullable = true` makes "
-           "NULL one more group; default false); each type adds its own keys. The column-type classes in "
+           "NULL one more group; default false. `per_unit = true`, with a privacy unit: the column is an "
+           "attribute of the unit, one value on all its rows (a customer's region), so a GROUP BY on such "
+           "columns only keeps each unit in one group with up to k rows there (noise as without GROUP BY), "
+           "whatever `max_rows_per_group` says; enforced, so a unit whose value varies keeps one of its groups; "
+           "default false, docs/bounding.md); each type adds its own keys. The column-type classes in "
            "`parser/coltypes/` parse and check these.", "",
            "| type | also written | its keys | domain |", "|---|---|---|---|"]
     seen: set[type] = set()

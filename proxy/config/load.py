@@ -257,7 +257,7 @@ def _column(c: _Checker, key: str, name: str, spec: Any) -> Attribute | None:
         for sub, msg in e.problems:
             c.bad(f"{key}.{sub}" if sub else key, msg)
         return None
-    return Attribute(name, domain, desc)
+    return Attribute(name, domain, desc, spec.get("per_unit") is True)
 
 
 def _sound_column(name: str, spec: Any) -> Attribute | None:
@@ -267,7 +267,7 @@ def _sound_column(name: str, spec: Any) -> Attribute | None:
     if not isinstance(desc, str) or name_problem(name) is not None:
         return None
     try:
-        return Attribute(name, coltypes.from_config(spec), desc)
+        return Attribute(name, coltypes.from_config(spec), desc, spec.get("per_unit") is True)
     except coltypes.DeclarationError:
         return None
 
@@ -317,6 +317,10 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
             unit = None
         if tv["max_rows_per_unit"] != 1 and unit is None and not tv["privacy_unit"]:
             c.bad(p + ".max_rows_per_unit", "needs privacy_unit")
+        if unit is None and not tv["privacy_unit"]:
+            for a in attrs:
+                if a.per_unit:  # an attribute of the unit, on a table whose every row is its own unit
+                    c.bad(f"{p}.columns.{toml_key(a.name)}.per_unit", "needs privacy_unit")
         groups = tv["max_groups_per_unit"]
         if groups is not None and unit is None and not tv["privacy_unit"]:
             c.bad(p + ".max_groups_per_unit", "needs privacy_unit")

@@ -230,6 +230,27 @@ def test_max_rows_per_group_needs_a_privacy_unit_and_at_most_k() -> None:
     assert (t.max_rows_per_group, t.group_rows, t.unit_rows) == (2, 2, 3)
 
 
+def test_per_unit_is_a_boolean_column_key_that_needs_a_privacy_unit() -> None:
+    """``per_unit = true`` reaches the column's attribute; without a privacy unit, or not a boolean, it is
+    named as the problem."""
+    tree = minimal()
+    tree["tables"]["t"]["columns"]["x"]["per_unit"] = True
+    with pytest.raises(ConfigError) as err:
+        parse_config(tree)
+    assert any(p.startswith("tables.t.columns.x.per_unit: needs privacy_unit") for p in err.value.problems)
+    tree["tables"]["t"].update(privacy_unit="user_id", max_rows_per_unit=3)
+    t = parse_config(tree).catalog.tables[0]
+    assert t.attribute("x").per_unit  # type: ignore[union-attr]
+    tree["tables"]["t"]["columns"]["x"]["per_unit"] = "yes"
+    with pytest.raises(ConfigError) as err:
+        parse_config(tree)
+    assert any(p.startswith("tables.t.columns.x.per_unit: must be true or false") for p in err.value.problems)
+    del tree["tables"]["t"]["columns"]["x"]["per_unit"]
+    assert not parse_config(tree).catalog.tables[0].attribute("x").per_unit  # type: ignore[union-attr]
+    shipped = parse_config(SHIPPED).catalog.table("events")
+    assert shipped is not None and shipped.attribute("country").per_unit  # type: ignore[union-attr]
+
+
 def test_max_sum_per_group_names_a_numeric_column_with_a_positive_bound() -> None:
     k = next(k for k in keys.KEYS if k.path == "tables.*.max_sum_per_group")
     tree = with_key(k, {"x": 5})
