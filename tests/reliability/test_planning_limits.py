@@ -109,7 +109,7 @@ def test_planning_past_the_statement_timeout_is_cancelled_while_others_are_serve
     repeat = "SELECT count(*) FROM adult WHERE age > 45"
     with connect(proxy) as slow, connect(proxy) as other:
         other.execute(repeat).fetchone()  # answered once: its repeats come from memory, on the event loop
-        slow.execute("SET statement_timeout = '3s'")
+        slow.execute("SET statement_timeout = '5s'")  # well apart from the others' 2.5 s, even under load
         seen: dict[str, Any] = {}
 
         def run() -> None:
@@ -122,8 +122,9 @@ def test_planning_past_the_statement_timeout_is_cancelled_while_others_are_serve
             t = time.monotonic()
             assert other.execute(repeat).fetchone() is not None
             assert other.execute("SELECT 1").fetchone() == (1,)
-            assert time.monotonic() - t < 1.0
+            # A loop blocked by the planning would hold these until the 5 s timeout; 1.7 s was seen under load.
+            assert time.monotonic() - t < 2.5
         assert "state" not in seen  # the slow statement was still planning all along
         thread.join(15)
-        assert seen.get("state") == "57014" and seen["took"] < 8.0, seen
+        assert seen.get("state") == "57014" and seen["took"] < 10.0, seen
         assert slow.execute("SELECT count(*) FROM adult WHERE sex = 0").fetchone() is not None  # still usable
