@@ -296,12 +296,7 @@ def test_sighup_reaches_every_worker(embedded_pg: Any, default_config: Any, harn
 def two_workers(embedded_pg: Any, default_config: Any, harness: Any, tmp_path: Path, name: str) -> Any:
     """A started proxy with `--workers 2` over a new demo database ``name``."""
     dsn = harness.demo_database(embedded_pg, default_config, name)
-    port = harness.free_port()
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(harness.make_test_config(dsn, port, epsilon=2.0))
-    proxy = harness.ProxyProcess(cfg, tmp_path / "state", port, extra_args=("--workers", "2"))
-    proxy.start(timeout=120)
-    return proxy
+    return harness.start_test_proxy(tmp_path, dsn, extra_args=("--workers", "2"), timeout=120, epsilon=2.0)
 
 
 def worker_of(conn: psycopg.Connection[Any]) -> int:
