@@ -13,7 +13,6 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_parser_measures import exact_rows as _exact_rows
 
@@ -22,7 +21,8 @@ from parser.coltypes import BigIntType, BinnedBigIntType, BinnedIntType, IntType
 from parser.model.schema import Attribute, Catalog, TableSchema
 from pgcore import pgtypes as T
 from tests.fixtures.databases import table_fixture
-from tests.fixtures.exact_rows import aggregate_case, assert_matches_postgresql
+from tests.fixtures.exact_rows import assert_matches_postgresql
+from tests.fixtures.parser_strategies import aggregate_queries, random_cases
 from tests.fixtures.refusals import refusal_test
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
@@ -74,20 +74,14 @@ def _filter(rnd: random.Random) -> str:
     ])
 
 
-@st.composite
-def int_queries(draw: st.DrawFn) -> tuple[str, int]:
-    rnd = random.Random(draw(st.integers(0, 2**32)))
-    aggs = rnd.sample(["sum(cents)", "avg(cents)", "count(cents)", "sum(qty)", "avg(qty)", "count(*)",
-                       "sum(ts_epoch)"], rnd.randrange(1, 3))
-    filters = [_filter(rnd) for _ in range(rnd.randrange(0, 3))]
-    where = f" WHERE {' AND '.join(filters)}" if filters else ""
-    key = rnd.choice([None, "qty", f"(ts_epoch - {T0}) / {DAY}", f"(ts_epoch - {T0}) / {7 * DAY}",
-                      "account / 1000000000000000"])
-    return aggregate_case("ticks", key, aggs, where)
+def int_queries() -> st.SearchStrategy[tuple[str, int]]:
+    return aggregate_queries("ticks", ["sum(cents)", "avg(cents)", "count(cents)", "sum(qty)", "avg(qty)", "count(*)",
+                                       "sum(ts_epoch)"], _filter,
+                             ["qty", f"(ts_epoch - {T0}) / {DAY}", f"(ts_epoch - {T0}) / {7 * DAY}",
+                              "account / 1000000000000000"])
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(case=int_queries())
+@random_cases(EXAMPLES, case=int_queries())
 def test_random_wide_integer_queries_match_postgresql(case: tuple[str, int], ticks_conn: psycopg.Connection) -> None:
     assert_matches_postgresql(case, ticks_conn, exact_rows)
 

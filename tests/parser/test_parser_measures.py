@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parser import plan_query
@@ -20,7 +19,8 @@ from parser.coltypes import BoolType, FloatType, NumericType, TextType, from_con
 from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.pushdown.sql import answers_sql_batches
 from tests.fixtures.databases import fill_table, table_fixture
-from tests.fixtures.exact_rows import aggregate_case, assert_matches_postgresql, norm, rows_match
+from tests.fixtures.exact_rows import assert_matches_postgresql, norm, rows_match
+from tests.fixtures.parser_strategies import aggregate_queries, random_cases
 from tests.fixtures.refusals import refusal_test
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
@@ -70,19 +70,13 @@ def _filter(rnd: random.Random) -> str:
     ])
 
 
-@st.composite
-def measure_queries(draw: st.DrawFn) -> tuple[str, int]:
-    rnd = random.Random(draw(st.integers(0, 2**32)))
-    aggs = rnd.sample(["sum(amount)", "avg(amount)", "count(amount)", "sum(price)", "avg(dur)", "sum(dur)",
-                       "count(*)"], rnd.randrange(1, 3))
-    filters = [_filter(rnd) for _ in range(rnd.randrange(0, 3))]
-    where = f" WHERE {' AND '.join(filters)}" if filters else ""
-    key = rnd.choice([None, "paid", "cat", "floor(dur / 600) * 600", "floor(dur / 1200) * 1200"])
-    return aggregate_case("sales", key, aggs, where)
+def measure_queries() -> st.SearchStrategy[tuple[str, int]]:
+    return aggregate_queries("sales", ["sum(amount)", "avg(amount)", "count(amount)", "sum(price)", "avg(dur)",
+                                       "sum(dur)", "count(*)"], _filter,
+                             ["paid", "cat", "floor(dur / 600) * 600", "floor(dur / 1200) * 1200"])
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(case=measure_queries())
+@random_cases(EXAMPLES, case=measure_queries())
 def test_random_measure_queries_match_postgresql(case: tuple[str, int], sales_conn: psycopg.Connection) -> None:
     assert_matches_postgresql(case, sales_conn, exact_rows)
 
