@@ -40,6 +40,7 @@ sys.path.insert(0, str(HERE))
 
 import psycopg  # noqa: E402
 import scale  # noqa: E402
+import serve  # noqa: E402
 
 from proxy.upstream.events_data import CATEGORIES  # noqa: E402
 
@@ -95,7 +96,7 @@ def run(dsn: str, n: int, window_n: int, k: int, work: Path) -> dict[str, Any]:
     from proxy.config import load_config
 
     out: dict[str, Any] = {"k": k}
-    ports = [scale._free_port(), scale._free_port()]
+    ports = [serve.free_port(), serve.free_port()]
     paths = []
     for bounding, port in zip(("live", "epoch"), ports, strict=True):
         p = work / f"config_{bounding}.toml"
@@ -171,21 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=9, help="fresh statements through the epoch proxy and direct")
     ap.add_argument("--window-n", type=int, default=5, help="of which also through the live (window) proxy")
     ap.add_argument("--k", type=int, default=K, help="max_rows_per_unit")
-    ap.add_argument("--dsn", help="a running upstream with `events` (else a dev cluster is started)")
-    ap.add_argument("--json", metavar="PATH")
-    ap.add_argument("--state-root", default="/var/tmp/lapras-bounded-fresh", metavar="DIR")
+    scale.add_upstream_args(ap, "/var/tmp/lapras-bounded-fresh")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="lapras-bounded-"))
-    cluster = None
-    dsn = args.dsn
-    if dsn is None:
-        cluster, dsn, load_s = scale.start_events_cluster(Path(args.state_root) / f"s{args.shards}", args.shards, args.rows)
-        print(f"{args.shards} shard(s), {args.rows:,} events rows loaded in {load_s:.0f} s", flush=True)
-    try:
+    with scale.events_upstream(args.dsn, Path(args.state_root) / f"s{args.shards}", args.shards, args.rows) as dsn:
         out = run(dsn, args.n, args.window_n, args.k, work)
-    finally:
-        if cluster is not None:
-            cluster.stop(remove=True)
     out.update(rows=args.rows, shards=args.shards, load_average=os.getloadavg())
     med = summary(out)
     out["medians"] = med

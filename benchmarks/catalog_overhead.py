@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import proxy_latency as pl  # noqa: E402  (the latency benchmark's set-up, relay and measurement)
+import serve  # noqa: E402
 
 
 def _cpu_s(pid: int) -> float:
@@ -132,9 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, repo in (("proxy", REPO), ("baseline", args.baseline)):
             if repo is None:
                 continue
-            ports[name] = pl._free_port()
+            ports[name] = serve.free_port()
             config = root / f"{name}.toml"
-            config.write_text(pl._config_text(pg.dsn("adult"), ports[name]))
+            config.write_text(serve.config_text(pg.dsn("adult"), ports[name]))
             procs.append(_start_proxy(repo.resolve(), config, root / f"state-{name}"))
             pids[name] = procs[-1].pid
         for attempt in range(3):   # the proxies' own background refresh may touch the same catalog rows
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 if attempt == 2:
                     raise
                 time.sleep(1)
-        relay_port = pl._free_port()
+        relay_port = serve.free_port()
         relay = subprocess.Popen([sys.executable, "-c", pl.BYTE_RELAY, str(info.get("host")),
                                   str(info.get("port") or 5432), str(relay_port)], stdout=subprocess.PIPE, text=True)
         procs.append(relay)

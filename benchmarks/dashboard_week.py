@@ -78,6 +78,7 @@ sys.path.insert(0, str(HERE))
 
 import psycopg  # noqa: E402
 import scale  # noqa: E402
+import serve  # noqa: E402
 
 YEAR = 2025
 K = 10
@@ -508,7 +509,7 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
     from proxy.replay.runner import parse_provenance, statement_outcome
 
     reset_ledger(dsn)
-    port = scale._free_port()
+    port = serve.free_port()
     cfg = work / f"config_{label}.toml"
     cfg.write_text(config_text(dsn, port, bounding, sets, bounds))
     proxy = scale.Proxy(cfg, work / f"state_{label}", port)

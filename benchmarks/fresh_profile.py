@@ -36,6 +36,7 @@ sys.path.insert(0, str(HERE))
 
 import psycopg  # noqa: E402
 import scale  # noqa: E402
+import serve  # noqa: E402
 
 from proxy.upstream.events_data import CATEGORIES  # noqa: E402
 
@@ -74,7 +75,7 @@ def run(dsn: str, n: int, work: Path) -> list[dict[str, Any]]:
     from proxy.config import load_config
     from proxy.dp.engine_factory import engine_settings
 
-    port = scale._free_port()
+    port = serve.free_port()
     cfg_path = work / "config.toml"
     cfg_path.write_text(scale.config_text(dsn, port))
     cfg = load_config(cfg_path)
@@ -150,21 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--n", type=int, default=15, help="statements (medians of these)")
-    ap.add_argument("--dsn", help="a running PostgreSQL with `events` (else a dev cluster is started)")
-    ap.add_argument("--json", metavar="PATH")
-    ap.add_argument("--state-root", default="/var/tmp/lapras-fresh-profile", metavar="DIR")
+    scale.add_upstream_args(ap, "/var/tmp/lapras-fresh-profile")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="lapras-profile-"))
-    cluster = None
-    dsn = args.dsn
-    if dsn is None:
-        cluster, dsn, load_s = scale.start_events_cluster(Path(args.state_root) / "single", 0, args.rows)
-        print(f"one PostgreSQL with {args.rows:,} events rows in {load_s:.0f} s", flush=True)
-    try:
+    with scale.events_upstream(args.dsn, Path(args.state_root) / "single", 0, args.rows) as dsn:
         records = run(dsn, args.n, work)
-    finally:
-        if cluster is not None:
-            cluster.stop(remove=True)
     med = summary(records)
     scale.print_medians(f"medians of {len(records)} statements, {args.rows:,} rows, one PostgreSQL:", med)
     if args.json:

@@ -19,7 +19,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -30,23 +29,30 @@ sys.path.insert(0, str(REPO))
 
 DATA = Path(os.environ.get("LAPRAS_DATA", REPO.parent / "shared" / "data"))
 
-# Run in the subprocess with the baseline's lapras first on sys.path: times plan_groups on the workloads.
-_BASELINE = r"""
-import pickle, sys, time, inspect
-import numpy as np
+# The timing loop, one text for both sides: run_current executes it here, run_baseline in a subprocess with
+# the baseline's lapras first on sys.path.
+_TIME_GROUPS = r"""
+def time_groups(w, repeat):
+    import time
+    import numpy as np
+    from lapras.matrix_mechanism import plan_groups, expected_query_variance
+    from lapras.mechanisms import Cost
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        groups = plan_groups(w, rng=np.random.default_rng(1))
+        dt = time.perf_counter() - t0
+        n = sum(g.n_queries for g in groups)
+        out.append({"seconds": dt, "total_var": expected_query_variance(groups, Cost(mu=1.0)) * n,
+                    "per_group": {"/".join(g.marginal): [g.strategy.name, g.unit_error] for g in groups}})
+    return out
+"""
+
+_BASELINE = _TIME_GROUPS + r"""
+import pickle, sys
 import lapras; assert lapras.__file__.startswith(sys.argv[3]), lapras.__file__
-from lapras.matrix_mechanism import plan_groups, expected_query_variance
-from lapras.mechanisms import Cost
 w = pickle.load(open(sys.argv[1], "rb"))
-out = []
-for _ in range(int(sys.argv[2])):
-    t0 = time.perf_counter()
-    groups = plan_groups(w, rng=np.random.default_rng(1))
-    dt = time.perf_counter() - t0
-    n = sum(g.n_queries for g in groups)
-    out.append({"seconds": dt, "total_var": expected_query_variance(groups, Cost(mu=1.0)) * n,
-                "per_group": {"/".join(g.marginal): [g.strategy.name, g.unit_error] for g in groups}})
-print("RESULT", __import__("json").dumps(out))
+print("RESULT", __import__("json").dumps(time_groups(w, int(sys.argv[2]))))
 """
 
 
@@ -89,19 +95,9 @@ def prediction_timeseries(since: str) -> Any:
 
 
 def run_current(workloads: Any, repeat: int) -> list[dict[str, Any]]:
-    import numpy as np
-
-    from lapras.matrix_mechanism import expected_query_variance, plan_groups
-    from lapras.mechanisms import Cost
-
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        groups = plan_groups(workloads, rng=np.random.default_rng(1))
-        dt = time.perf_counter() - t0
-        n = sum(g.n_queries for g in groups)
-        out.append({"seconds": dt, "total_var": expected_query_variance(groups, Cost(mu=1.0)) * n,
-                    "per_group": {"/".join(g.marginal): [g.strategy.name, g.unit_error] for g in groups}})
+    scope: dict[str, Any] = {}
+    exec(_TIME_GROUPS, scope)  # this file's own timing loop (see _TIME_GROUPS)
+    out: list[dict[str, Any]] = scope["time_groups"](workloads, repeat)
     return out
 
 

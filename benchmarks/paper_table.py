@@ -53,6 +53,8 @@ ADULT_ATTRS = ("age", "hours_per_week", "income_gt_50k", "race", "sex")
 
 @dataclass(frozen=True)
 class Q:
+    """One workload query: its key, its table, the marginal it reads and its product-query form."""
+
     key: str
     table: str
     marginal: tuple[str, ...]

@@ -34,6 +34,11 @@ def _catalog() -> Any:
         return None
 
 
+def _md_head(*lines: str) -> list[str]:
+    """A markdown section: ``lines``, the last a table's header row, then the table's separator row."""
+    return [*lines, "|" + "---|" * (lines[-1].count("|") - 1)]
+
+
 def _summary(days: list[DayResult]) -> dict[str, float]:
     k = len(days)
     rr = [r.recurring_recall for r in days if r.recurring_recall is not None]
@@ -96,11 +101,10 @@ def sweep(data: Path) -> tuple[list[dict[str, Any]], list[str]]:
     for label, cost, thr in settings:
         days = [r for r in backtest(statements, truth=truth, cost=cost, threshold=thr) if r.epoch >= 14]
         rows.append({"cut": label, **_summary(days), "p_size": sum(r.p_size for r in days) / len(days)})
-    md = [
+    md = _md_head(
         "### Cut-off: expected utility under each budget split vs fixed thresholds (stderr log, days 15-21)\n",
         "| cut | recall | recurring recall (min) | precision (mean) | precision (min) | mean abs S err | mean P size |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    )
     md += [
         f"| {r['cut']} | {r['recall']:.3f} | {r['recurring_recall_min']:.3f} | {r['precision']:.3f} | "
         f"{r['precision_min']:.3f} | {r['s_mean_abs_err']:.1%} | {r['p_size']:.1f} |"
@@ -186,12 +190,9 @@ def synthetic() -> tuple[list[dict[str, Any]], list[str]]:
         ),
     }
     rows: list[dict[str, Any]] = []
-    md = [
-        "### Synthetic workloads (10-25 ad hoc one-offs a day)\n",
-        "| scenario | test days | recurring recall (min) | recall | recurring share | precision (mean) | "
-        "mean abs S err |",
-        "|---|---|---|---|---|---|---|",
-    ]
+    md = _md_head("### Synthetic workloads (10-25 ad hoc one-offs a day)\n",
+                  "| scenario | test days | recurring recall (min) | recall | recurring share | precision (mean) | "
+                  "mean abs S err |")
     import tempfile
 
     for name, (items, days, min_train) in scenarios.items():
@@ -228,13 +229,12 @@ def weekly_volume() -> tuple[list[dict[str, Any]], list[str]]:
     import tempfile
 
     rows: list[dict[str, Any]] = []
-    md = [
+    md = _md_head(
         "### Weekly pattern: S over the last week of a 5-week log (issue 14)\n",
         "30 business-day panels, 5 daily, 10 Monday-only; one-offs per day Mon-Sun 25/20/20/20/15/3/2 "
         "(binomial). Each of days 29-35 predicted from the days before it.\n",
         "| seed | mean abs S err (calendar) | mean abs S err (flat) | model chosen | per day: S est / flat / true |",
-        "|---|---|---|---|---|",
-    ]
+    )
     for seed in range(5):
         log_rows = synth.generate(items, 35, seed=seed, adhoc_by_weekday=(25, 20, 20, 20, 15, 3, 2))
         with tempfile.TemporaryDirectory() as tmp:

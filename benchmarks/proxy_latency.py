@@ -21,7 +21,6 @@ import asyncio
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import statistics
@@ -35,29 +34,14 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import serve  # noqa: E402  (benchmarks/serve.py, beside this script)
+
 METADATA_SQL = ("SELECT a.attname, a.atttypid FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c "
                 "ON c.oid = a.attrelid WHERE c.relname = $1 AND a.attnum = $2")
 METADATA_ARGS = ("adult", 1)
 DP_SQL = "SELECT COUNT(*) FROM adult WHERE age > $1"
 DP_ARGS = (40,)
 CLIENT_COUNTS = (1, 8, 32)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _config_text(upstream_dsn: str, port: int) -> str:
-    text = (REPO / "config.toml").read_text()
-    text = text.replace('listen = "127.0.0.1:6432"', f'listen = "127.0.0.1:{port}"')
-    text = text.replace('dsn = ""', "dsn = " + json.dumps(upstream_dsn))
-    text = re.sub(r"(?m)^queries_per_minute = \d+", "queries_per_minute = 100000000", text)
-    text = re.sub(r"(?m)^epsilon = [^\n#]+", "epsilon = 10000.0 ", text, count=1)
-    return text
 
 
 BYTE_RELAY = """
@@ -219,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                 ensure_events_table(pg.dsn("adult"), EventsSpec(rows=20_000), t.schema, t.name)
             else:
                 ensure_table(pg.dsn("adult"), t, cfg.loads[t.name], None)
-        port = _free_port()
-        (root / "config.toml").write_text(_config_text(pg.dsn("adult"), port))
+        port = serve.free_port()
+        (root / "config.toml").write_text(serve.config_text(pg.dsn("adult"), port))
         proc = subprocess.Popen([sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(root / "config.toml"),
                                  "--state-dir", str(root / "state"), "--workers", str(args.workers)], cwd=REPO, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
@@ -243,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         from psycopg.conninfo import conninfo_to_dict
 
         cat = conninfo_to_dict(catalog_dsn)
-        relay_port = _free_port()
+        relay_port = serve.free_port()
         relay = subprocess.Popen([sys.executable, "-c", BYTE_RELAY, str(cat.get("host")), str(cat.get("port") or 5432),
                                   str(relay_port)], stdout=subprocess.PIPE, text=True)
         assert relay.stdout is not None and "ready" in relay.stdout.readline()

@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import psycopg  # noqa: E402
+import serve  # noqa: E402  (benchmarks/serve.py, beside this script)
 
 from proxy.devcluster.cluster import DevCluster  # noqa: E402
 from proxy.upstream.events_data import CATEGORIES, COUNTRIES  # noqa: E402
@@ -56,22 +59,9 @@ duration_s = {{ type = "int", min = 0, max = 3600 }}
 """
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def config_text(upstream_dsn: str, port: int) -> str:
-    text = (REPO / "config.toml").read_text()
-    text = text.replace('listen = "127.0.0.1:6432"', f'listen = "127.0.0.1:{port}"')
-    text = text.replace('dsn = ""', "dsn = " + json.dumps(upstream_dsn))
-    text = re.sub(r"(?m)^queries_per_minute = \d+", "queries_per_minute = 100000000", text)
+    text = serve.config_text(upstream_dsn, port)
     text = re.sub(r"(?m)^statement_timeout_s = [^\n#]+", "statement_timeout_s = 600.0 ", text)
-    # A budget that outlasts the run: the benchmark times work, not refusals.
-    text = re.sub(r"(?m)^epsilon = [^\n#]+", "epsilon = 10000.0 ", text, count=1)
     text = re.sub(r"(?m)^stream_length = \d+", "stream_length = 1000", text)
     # The shipped config declares events with its privacy unit; this benchmark declares its own (below).
     text = re.sub(r"(?ms)^\[tables\.events(\.[a-z]+)?\]\n.*?(?=^\[(?!tables\.events)|\Z)", "", text)
@@ -107,8 +97,6 @@ class Proxy:
     """The real `lapras-proxy serve` process."""
 
     def __init__(self, config: Path, state: Path, port: int) -> None:
-        import serve  # benchmarks/serve.py, beside this script
-
         self.port = port
         self.proc, _ = serve.start(config, state, timeout=600)
 
@@ -163,6 +151,29 @@ def start_events_cluster(state: Path, shards: int, rows: int) -> tuple[DevCluste
     return cluster, dsn, time.monotonic() - t0
 
 
+def add_upstream_args(ap: argparse.ArgumentParser, state_root: str) -> None:
+    """The options of a benchmark over `events`: --dsn (an upstream to use) and --state-root (where the dev
+    cluster started without one lives), and --json (where the figures go)."""
+    ap.add_argument("--dsn", help="a running upstream with `events` (else a dev cluster is started)")
+    ap.add_argument("--json", metavar="PATH")
+    ap.add_argument("--state-root", default=state_root, metavar="DIR")
+
+
+@contextmanager
+def events_upstream(dsn: str | None, state: Path, shards: int, rows: int) -> Iterator[str]:
+    """``dsn``, or else the DSN of a dev cluster started in ``state`` with ``shards`` (0: one PostgreSQL) and
+    ``rows`` events rows (:func:`start_events_cluster`), stopped and removed afterwards."""
+    if dsn is not None:
+        yield dsn
+        return
+    cluster, dsn, load_s = start_events_cluster(state, shards, rows)
+    print(f"{_label(shards)}, {rows:,} events rows loaded in {load_s:.0f} s", flush=True)
+    try:
+        yield dsn
+    finally:
+        cluster.stop(remove=True)
+
+
 def print_medians(title: str, med: dict[str, float]) -> None:
     """The medians as a one-row markdown table under ``title``."""
     print(f"\n{title}")
@@ -183,7 +194,7 @@ def run_cell(rows: int, shards: int, state_root: Path, n_fresh: int, repeats: in
     cluster, dsn, load_s = start_events_cluster(state_root / f"events-{rows}-{shards}", shards, rows)
     print(f"  cluster of {shards} shard(s) with {rows:,} rows ready in {load_s:.0f} s", flush=True)
     work = Path(tempfile.mkdtemp(prefix="lapras-scale-"))
-    port = _free_port()
+    port = serve.free_port()
     cfg_path = work / "config.toml"
     cfg_path.write_text(config_text(dsn, port))
     cfg = load_config(cfg_path)

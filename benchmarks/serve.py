@@ -1,8 +1,12 @@
 """Start a real `lapras-proxy serve` for a benchmark and stop it: the process, and the seconds it took to
-print its ready line; and the embedded PostgreSQL a benchmark serves, with a database of its own."""
+print its ready line; the embedded PostgreSQL a benchmark serves, with a database of its own; a free port
+and the shipped config set up for a benchmark."""
 
 from __future__ import annotations
 
+import json
+import re
+import socket
 import subprocess
 import sys
 import threading
@@ -72,3 +76,21 @@ def peak_rss_mib(pid: int) -> float:
     """The process's peak resident memory so far (VmHWM)."""
     status = Path(f"/proc/{pid}/status").read_text()
     return next(int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM:")) / 1024
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def config_text(upstream_dsn: str, port: int) -> str:
+    """The shipped config.toml listening on ``port`` over ``upstream_dsn``, without a rate limit and with a
+    budget that outlasts the run (a benchmark times work, not refusals)."""
+    text = (REPO / "config.toml").read_text()
+    text = text.replace('listen = "127.0.0.1:6432"', f'listen = "127.0.0.1:{port}"')
+    text = text.replace('dsn = ""', "dsn = " + json.dumps(upstream_dsn))
+    text = re.sub(r"(?m)^queries_per_minute = \d+", "queries_per_minute = 100000000", text)
+    text = re.sub(r"(?m)^epsilon = [^\n#]+", "epsilon = 10000.0 ", text, count=1)
+    return text

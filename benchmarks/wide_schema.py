@@ -94,7 +94,7 @@ def main() -> int:
             paths = {}
             for label, tables in configs.items():
                 path = root / f"{label.replace(' ', '_')}.toml"
-                path.write_text(W.config_text(dsn, _free_port(), tables))
+                path.write_text(W.config_text(dsn, serve.free_port(), tables))
                 paths[label] = path
             starts: dict[str, list[tuple[float, float]]] = {k: [] for k in configs}
             for _ in range(args.starts):
@@ -123,14 +123,6 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     return 0
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":

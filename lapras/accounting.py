@@ -78,6 +78,8 @@ class Accountant(ABC):
 
 @dataclass(frozen=True)
 class GdpAccountant(Accountant):
+    """Units are mu^2: releases compose as mu = sqrt(sum mu_i^2); the part's (epsilon, delta) fixes mu_total."""
+
     mode = "gdp"
     variance_power = 1
 
@@ -110,6 +112,9 @@ class GdpAccountant(Accountant):
 
 @dataclass(frozen=True)
 class BasicAccountant(Accountant):
+    """Units are epsilon: a release of ``u`` units costs (u, delta * u / epsilon), so the deltas add up to the
+    part's delta exactly when the epsilons do."""
+
     mode = "basic"
     variance_power = 2
 

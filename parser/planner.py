@@ -103,6 +103,13 @@ def _params_key(params: tuple[object, ...]) -> str:
     return repr(tuple((type(p).__qualname__, p) for p in params))
 
 
+def _plan_key(sql: str, params: Sequence[object] | None) -> tuple[tuple[object, ...], str, bytes]:
+    """The parameters as a tuple, their cache key, and the plan cache's key for ``sql`` with them."""
+    ptuple = tuple(params) if params is not None else ()
+    pkey = _params_key(ptuple)
+    return ptuple, pkey, digest(sql, pkey)
+
+
 class Planner:
     """Plans statements over one catalog; owns the template and plan caches."""
 
@@ -148,15 +155,12 @@ class Planner:
 
     def cached_plan(self, sql: str, params: Sequence[object] | None = None) -> QueryPlan | None:
         """The plan of ``sql`` with ``params`` if it is cached (no work otherwise)."""
-        ptuple = tuple(params) if params is not None else ()
-        return self.plans.get(digest(sql, _params_key(ptuple)))
+        return self.plans.get(_plan_key(sql, params)[2])
 
     def plan(self, sql: str, params: Sequence[object] | None = None, *,
              deadline: float | None = None, trees: Sequence[exp.Expr] | None = None) -> QueryPlan:
         """Turn an aggregate SELECT over a protected table into linear queries, or raise Refusal."""
-        ptuple = tuple(params) if params is not None else ()
-        pkey = _params_key(ptuple)
-        key = digest(sql, pkey)
+        ptuple, pkey, key = _plan_key(sql, params)
         hit = self.plans.get(key)
         if hit is not None:
             return hit
@@ -167,9 +171,7 @@ class Planner:
         """The next step of ``sql``'s plan: the ``QueryPlan``, a ``Selection`` to run before ``complete``, or
         (with ``series`` and no parameter) the ``SeriesStep`` of a series-limited statement; otherwise the
         statement's Refusal is raised."""
-        ptuple = tuple(params) if params is not None else ()
-        pkey = _params_key(ptuple)
-        key = digest(sql, pkey)
+        ptuple, pkey, key = _plan_key(sql, params)
         hit = self.plans.get(key)
         if hit is not None:
             return hit

@@ -40,6 +40,8 @@ class Schedule:
 
 @dataclass(frozen=True)
 class BetaPrior:
+    """Beta(a, b): the prior, over a log's keys, of the chance that a key recurs in an epoch (``fit_prior``)."""
+
     a: float
     b: float
 

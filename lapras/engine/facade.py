@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Generic, TypeVar, overload
 
 import numpy as np
 
@@ -27,6 +28,36 @@ from .prediction import Prediction
 from .release import PreparedEpoch
 from .selector import PartitionSelector
 from .statements import Answer, PartitionRequest, Preview, Statement
+
+T = TypeVar("T")
+
+
+class _Kept(Generic[T]):
+    """An attribute of the engine that is its keeper's (``attr``, by default of the same name): read, and unless
+    ``read_only`` written, through to ``engine.keeper``."""
+
+    def __init__(self, attr: str = "", read_only: bool = False) -> None:
+        self.attr, self.read_only = attr, read_only
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.attr = self.attr or name
+
+    @overload
+    def __get__(self, engine: None, owner: type) -> _Kept[T]: ...
+    @overload
+    def __get__(self, engine: Engine, owner: type) -> T: ...
+
+    def __get__(self, engine: Engine | None, owner: type) -> T | _Kept[T]:
+        if engine is None:
+            return self
+        value: T = getattr(engine.keeper, self.attr)
+        return value
+
+    def __set__(self, engine: Engine, value: T) -> None:
+        if self.read_only:
+            raise AttributeError(f"property {self.name!r} of 'Engine' object has no setter")
+        setattr(engine.keeper, self.attr, value)
 
 
 class Engine:
@@ -60,27 +91,12 @@ class Engine:
 
     # --------------------------------------------------------------- the epoch's state, as the keeper has it
 
-    @property
-    def catalog(self) -> Catalog:
-        """The current epoch's catalog (its ``values_from`` columns hold the lists the epoch fixed)."""
-        return self.keeper.catalog
+    catalog: _Kept[Catalog] = _Kept()
+    """The current epoch's catalog (its ``values_from`` columns hold the lists the epoch fixed)."""
+    base_catalog: _Kept[Catalog] = _Kept()
+    """The catalog as configured (public tables refreshed in place by the proxy)."""
 
-    @catalog.setter
-    def catalog(self, catalog: Catalog) -> None:
-        self.keeper.catalog = catalog
-
-    @property
-    def base_catalog(self) -> Catalog:
-        """The catalog as configured (public tables refreshed in place by the proxy)."""
-        return self.keeper.base_catalog
-
-    @base_catalog.setter
-    def base_catalog(self, catalog: Catalog) -> None:
-        self.keeper.base_catalog = catalog
-
-    @property
-    def ledger(self) -> Ledger:
-        return self.keeper.ledger
+    ledger: _Kept[Ledger] = _Kept(read_only=True)
 
     @property
     def exact(self) -> ExactSource:
@@ -94,30 +110,13 @@ class Engine:
         if keeper is not None:
             keeper.exact = keeper.releases.exact = exact
 
-    @property
-    def settings(self) -> EngineSettings:
-        return self.keeper.settings
-
-    @property
-    def epoch(self) -> EpochRecord | None:
-        """The epoch statements are answered in (as adopted; the ledger may already be past it)."""
-        return self.keeper.epoch
-
-    @property
-    def p_source(self) -> str:
-        return self.keeper.p_source
-
-    @property
-    def _epoch(self) -> EpochRecord | None:  # the name tests and the admin console read
-        return self.keeper.epoch
-
-    @property
-    def _mm(self) -> MMRelease | None:
-        return self.keeper.mm
-
-    @property
-    def _mm_pending(self) -> bool:
-        return self.keeper.mm_pending
+    settings: _Kept[EngineSettings] = _Kept(read_only=True)
+    epoch: _Kept[EpochRecord | None] = _Kept(read_only=True)
+    """The epoch statements are answered in (as adopted; the ledger may already be past it)."""
+    p_source: _Kept[str] = _Kept(read_only=True)
+    _epoch: _Kept[EpochRecord | None] = _Kept("epoch", read_only=True)  # the name tests and the admin console read
+    _mm: _Kept[MMRelease | None] = _Kept("mm", read_only=True)
+    _mm_pending: _Kept[bool] = _Kept("mm_pending", read_only=True)
 
     # ----------------------------------------------------------------------------------- epochs
 

@@ -92,6 +92,8 @@ class AnyOf(Cond):
 
 @dataclass(frozen=True, slots=True)
 class IsNull(Cond):
+    """``attr IS NULL``: TRUE on the NULL cell, FALSE elsewhere; never NULL itself."""
+
     attr: str
 
 

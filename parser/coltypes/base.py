@@ -77,6 +77,18 @@ class ColumnType:
 
     nullable: bool = field(default=False, kw_only=True)
 
+    def __init_subclass__(cls, names: tuple[str, ...] = (), pg: tuple[str, int] | None = None,
+                          **kwargs: Any) -> None:
+        """A column type declares in its class line the ``names`` a config may give it (the first is its
+        ``type_name``) and ``pg``, the PostgreSQL type (name, oid) it is stored as, which is also the type of
+        its cell values and of a parameter compared with it (``sql_type``, ``oid``, ``param_oid``)."""
+        super().__init_subclass__(**kwargs)
+        if names:
+            cls.type_name, cls.config_names = names[0], names
+        if pg is not None:
+            cls.sql_type, cls.oid = pg
+            cls.param_oid = cls.oid
+
     # -- cells ------------------------------------------------------------------------------------
 
     @property

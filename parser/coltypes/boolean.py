@@ -37,14 +37,9 @@ def read_bool(v: Any, position: int | None = None) -> bool:
 
 
 @dataclass(frozen=True)
-class BoolType(ColumnType):
+class BoolType(ColumnType, names=("boolean", "bool"), pg=("boolean", T.BOOL)):
     """A stored NULL lands on false when the domain is not nullable."""
 
-    type_name = "boolean"
-    config_names = ("boolean", "bool")
-    sql_type = "boolean"
-    oid = T.BOOL
-    param_oid = T.BOOL
 
     @property
     def base_size(self) -> int:

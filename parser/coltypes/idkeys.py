@@ -24,15 +24,12 @@ from .text import TextType
 
 
 @dataclass(frozen=True)
-class IntKeysType(TextType):
+class IntKeysType(TextType, pg=("integer", T.INT4)):
     """An integer column whose values are private keys (no values list, no range)."""
 
     type_name = "int"
     config_names = ()  # type: ignore[assignment]  # reached through the integer and numeric types' `keys`
     config_keys = frozenset({"keys"})
-    sql_type = "integer"
-    oid = T.INT4
-    param_oid = T.INT4
     ordered_keys = False
 
     def number(self, text: str) -> Value:
@@ -62,29 +59,20 @@ class IntKeysType(TextType):
 
 
 @dataclass(frozen=True)
-class SmallIntKeysType(IntKeysType):
+class SmallIntKeysType(IntKeysType, pg=("smallint", T.INT2)):
     type_name = "smallint"
-    sql_type = "smallint"
-    oid = T.INT2
-    param_oid = T.INT2
 
 
 @dataclass(frozen=True)
-class BigIntKeysType(IntKeysType):
+class BigIntKeysType(IntKeysType, pg=("bigint", T.INT8)):
     type_name = "bigint"
-    sql_type = "bigint"
-    oid = T.INT8
-    param_oid = T.INT8
 
 
 @dataclass(frozen=True)
-class NumericKeysType(IntKeysType):
+class NumericKeysType(IntKeysType, pg=("numeric", T.NUMERIC)):
     """A numeric column whose values are private keys: released as PostgreSQL writes them (``12.50``)."""
 
     type_name = "numeric"
-    sql_type = "numeric"
-    oid = T.NUMERIC
-    param_oid = T.NUMERIC
 
     def number(self, text: str) -> Value:
         return Decimal(text)

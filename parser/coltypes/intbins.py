@@ -27,15 +27,12 @@ _INT_BOUNDS = {"smallint": (-(2**15), 2**15 - 1), "integer": (-(2**31), 2**31 - 
 
 
 @dataclass(frozen=True)
-class BinnedIntType(NumericType):
+class BinnedIntType(NumericType, pg=("integer", T.INT4)):
     """Integers ``lo..hi`` in bins with integer ``edges``; ``width`` > 0 when the bins are uniform (the
     last one may be shorter), which lets the pushed-down SQL find a row's bin by arithmetic."""
 
     type_name = "integer"
     config_names: ClassVar[tuple[str, ...]] = ()  # reached through IntType.from_config with `bins`
-    sql_type = "integer"
-    oid = T.INT4
-    param_oid = T.INT4
     sum_oid = T.INT8
     avg_oid = T.NUMERIC
 
@@ -171,17 +168,11 @@ class BinnedIntType(NumericType):
 
 
 @dataclass(frozen=True)
-class BinnedSmallIntType(BinnedIntType):
+class BinnedSmallIntType(BinnedIntType, pg=("smallint", T.INT2)):
     type_name = "smallint"
-    sql_type = "smallint"
-    oid = T.INT2
-    param_oid = T.INT2
 
 
 @dataclass(frozen=True)
-class BinnedBigIntType(BinnedIntType):
+class BinnedBigIntType(BinnedIntType, pg=("bigint", T.INT8)):
     type_name = "bigint"
-    sql_type = "bigint"
-    oid = T.INT8
-    param_oid = T.INT8
     sum_oid = T.NUMERIC

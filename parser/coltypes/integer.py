@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -18,16 +18,11 @@ from .intvalues import _NUMERIC_CASTS, check_int_literal, int_ranges, read_int
 
 MAX_CELLS = 1_000_000
 @dataclass(frozen=True)
-class IntType(RangeBounds, ColumnType):
+class IntType(RangeBounds, ColumnType, names=("int", "integer", "int4"), pg=("integer", T.INT4)):
     """Integers ``lo..hi`` (with ``bins``, a wide range in bins; with ``keys = "private"``, an identifier such as a ZIP code, coltypes/idkeys.py). Stored values outside are clipped into the range (which bounds a row's SUM
     contribution); a NULL in a non-nullable domain lands on ``lo`` (GREATEST ignores NULLs)."""
 
-    type_name = "int"
-    config_names: ClassVar[tuple[str, ...]] = ("int", "integer", "int4")
     config_keys = frozenset({"min", "max", "bins", "keys"})
-    sql_type = "integer"
-    oid = T.INT4
-    param_oid = T.INT4
     summable = True
     raw_exact = True
 
@@ -138,23 +133,12 @@ class IntType(RangeBounds, ColumnType):
 
 
 @dataclass(frozen=True)
-class SmallIntType(IntType):
+class SmallIntType(IntType, names=("smallint", "int2"), pg=("smallint", T.INT2)):
     """Integers ``lo..hi`` stored as smallint; with ``bins``, a wide range of them in bins."""
-
-    type_name = "smallint"
-    config_names = ("smallint", "int2")
-    sql_type = "smallint"
-    oid = T.INT2
-    param_oid = T.INT2
 
 
 @dataclass(frozen=True)
-class BigIntType(IntType):
+class BigIntType(IntType, names=("bigint", "int8"), pg=("bigint", T.INT8)):
     """Integers ``lo..hi`` stored as bigint (ids, epoch seconds, cents); with ``bins``, a wide range in bins."""
 
-    type_name = "bigint"
-    config_names = ("bigint", "int8")
-    sql_type = "bigint"
-    oid = T.INT8
-    param_oid = T.INT8
     sum_oid = T.NUMERIC

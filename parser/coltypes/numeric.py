@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from sqlglot import exp
@@ -50,16 +50,11 @@ def _fmt(x: Fraction | float | int) -> str:
 
 
 @dataclass(frozen=True)
-class NumericType(RangeBounds, ColumnType):
+class NumericType(RangeBounds, ColumnType, names=("numeric", "decimal"), pg=("numeric", T.NUMERIC)):
     """A clamped measure; ``edges`` (ascending, from ``lo`` to ``hi``) cut it into cells when declared."""
     raw_exact = True
 
-    type_name = "numeric"
-    config_names: ClassVar[tuple[str, ...]] = ("numeric", "decimal")
     config_keys = frozenset({"min", "max", "bins", "keys"})
-    sql_type = "numeric"
-    oid = T.NUMERIC
-    param_oid = T.NUMERIC
     sum_oid = T.NUMERIC
     avg_oid = T.NUMERIC
     summable = True
@@ -266,14 +261,9 @@ def _edges(bins: Any, lo: float, hi: float) -> tuple[float, ...]:
 
 
 @dataclass(frozen=True)
-class FloatType(NumericType):
+class FloatType(NumericType, names=("float", "double precision", "float8"), pg=("double precision", T.FLOAT8)):
     """A clamped double-precision measure, cut into cells by ``bins`` when declared, as ``numeric``."""
 
-    type_name = "float"
-    config_names = ("float", "double precision", "float8")
     config_keys = frozenset({"min", "max", "bins"})  # a float's text is not exact: never a key
-    sql_type = "double precision"
-    oid = T.FLOAT8
-    param_oid = T.FLOAT8
     sum_oid = T.FLOAT8
     avg_oid = T.FLOAT8

@@ -52,7 +52,6 @@ class TemporalType(ColumnType):
     """Cells of ``resolution`` from ``lo`` (aligned) to the cell holding ``hi``; values naive UTC here."""
 
     summable = False
-    value_kind: ClassVar[str] = ""
     eps: ClassVar[timedelta] = _ONE_US  # the smallest step between two values of the type
     raw_exact = True
     config_keys = frozenset({"min", "max", "resolution"})
@@ -248,8 +247,8 @@ class TemporalType(ColumnType):
     def from_config(cls, spec: Mapping[str, Any], nullable: bool) -> ColumnType:
         problems: list[tuple[str, str]] = []
         res = spec.get("resolution", "day")
-        if res not in RESOLUTIONS or (cls.value_kind == "date" and res != "day"):
-            allowed = "day" if cls.value_kind == "date" else "day, hour or minute"
+        if res not in RESOLUTIONS or (cls.type_name == "date" and res != "day"):
+            allowed = "day" if cls.type_name == "date" else "day, hour or minute"
             raise DeclarationError([("resolution", f"must be {allowed}, got {res!r}")])
         bounds: dict[str, datetime] = {}
         for key in ("min", "max"):
@@ -278,15 +277,9 @@ class TemporalType(ColumnType):
 
 
 @dataclass(frozen=True)
-class DateType(TemporalType):
+class DateType(TemporalType, names=("date",), pg=("date", T.DATE)):
     """Days ``min..max``, one cell per ``resolution`` (a day unless declared coarser)."""
 
-    type_name = "date"
-    config_names = ("date",)
-    value_kind = "date"
-    sql_type = "date"
-    oid = T.DATE
-    param_oid = T.DATE
     eps = timedelta(days=1)
     sqlglot_type = exp.DataType.Type.DATE
 
@@ -323,28 +316,16 @@ class DateType(TemporalType):
 
 
 @dataclass(frozen=True)
-class TimestampType(TemporalType):
+class TimestampType(TemporalType, names=("timestamp",), pg=("timestamp", T.TIMESTAMP)):
     """Instants ``min..max`` without time zone, one cell per ``resolution`` (day, hour or minute)."""
 
-    type_name = "timestamp"
-    config_names = ("timestamp",)
-    value_kind = "timestamp"
-    sql_type = "timestamp"
-    oid = T.TIMESTAMP
-    param_oid = T.TIMESTAMP
     sqlglot_type = exp.DataType.Type.TIMESTAMP
 
 
 @dataclass(frozen=True)
-class TimestamptzType(TemporalType):
+class TimestamptzType(TemporalType, names=("timestamptz",), pg=("timestamptz", T.TIMESTAMPTZ)):
     """Stored as timestamptz; cells are UTC instants (days start at 00:00 UTC)."""
 
-    type_name = "timestamptz"
-    config_names = ("timestamptz",)
-    value_kind = "timestamptz"
-    sql_type = "timestamptz"
-    oid = T.TIMESTAMPTZ
-    param_oid = T.TIMESTAMPTZ
     sqlglot_type = exp.DataType.Type.TIMESTAMPTZ
 
     def _out(self, ts: datetime) -> Value:

@@ -26,7 +26,7 @@ def quote_literal(value: str) -> str:
 
 
 @dataclass(frozen=True)
-class TextType(ColumnType):
+class TextType(ColumnType, names=("text", "categorical"), pg=("text", T.TEXT)):
     """Declared values in declared order. A stored value outside the list becomes NULL when the domain
     is nullable and the first declared value otherwise (so every row lands in exactly one cell).
 
@@ -34,12 +34,7 @@ class TextType(ColumnType):
     only through DP partition selection (:mod:`parser.bind.partition`), which plans the statement again over
     the released keys as a ``keys = "selected"`` domain, where a stored value outside them is in no cell."""
 
-    type_name = "text"
-    config_names = ("text", "categorical")
     config_keys = frozenset({"values", "values_from", "keys"})
-    sql_type = "text"
-    oid = T.TEXT
-    param_oid = T.TEXT
     ordered_keys = False
     raw_exact = True
 

@@ -45,18 +45,12 @@ def time_of_day(v: Any) -> datetime:
 
 
 @dataclass(frozen=True)
-class TimeType(TemporalType):
+class TimeType(TemporalType, names=("time",), pg=("time", T.TIME)):
     """Times of day ``min..max`` (such as "08:00"; default the whole day), one cell per ``resolution`` (hour or minute, default minute).
 
     A ``time`` (without time zone) column. Compared with ``'10:30'``-style literals on cell boundaries; grouped
     by itself; expressions over it (extract, date_trunc) are not evaluated."""
 
-    type_name = "time"
-    config_names = ("time",)
-    value_kind = "time"
-    sql_type = "time"
-    oid = T.TIME
-    param_oid = T.TIME
     sqlglot_type = exp.DataType.Type.TIME
 
     def _out(self, ts: datetime) -> Value:

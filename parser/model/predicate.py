@@ -234,22 +234,21 @@ class Space:
         return {} if self.memos is None else self.memos[op]
 
     def and_(self, u: Pred, v: Pred) -> Pred:
-        if u is False or v is False:
-            return False
-        if u is True:
-            return v
-        if v is True or u == v:
-            return u
-        return self._apply(_and, u, v, self._memo(_and))
+        return self._join(_and, False, u, v)
 
     def or_(self, u: Pred, v: Pred) -> Pred:
-        if u is True or v is True:
-            return True
-        if u is False:
+        return self._join(_or, True, u, v)
+
+    def _join(self, op: Callable[[bool, bool], bool], zero: bool, u: Pred, v: Pred) -> Pred:
+        """``u op v`` for AND (``zero`` False) or OR (``zero`` True): ``zero`` absorbs, its negation is
+        the identity, so those cases and ``u == v`` need no walk."""
+        if u is zero or v is zero:
+            return zero
+        if u is (not zero):
             return v
-        if v is False or u == v:
+        if v is (not zero) or u == v:
             return u
-        return self._apply(_or, u, v, self._memo(_or))
+        return self._apply(op, u, v, self._memo(op))
 
     def diff(self, u: Pred, v: Pred) -> Pred:
         """Cells in ``u`` and not in ``v``."""
@@ -288,18 +287,17 @@ class Space:
         return self.diff(True, u)
 
     def all_of(self, preds: Sequence[Pred]) -> Pred:
-        acc: Pred = True
-        for p in preds:
-            acc = self.and_(acc, p)
-            if acc is False:
-                break
-        return acc
+        return self._join_all(_and, False, preds)
 
     def any_of(self, preds: Sequence[Pred]) -> Pred:
-        acc: Pred = False
+        return self._join_all(_or, True, preds)
+
+    def _join_all(self, op: Callable[[bool, bool], bool], zero: bool, preds: Sequence[Pred]) -> Pred:
+        """``preds`` joined by ``op`` (see ``_join``), stopping at the first ``zero``."""
+        acc: Pred = not zero
         for p in preds:
-            acc = self.or_(acc, p)
-            if acc is True:
+            acc = self._join(op, zero, acc, p)
+            if acc is zero:
                 break
         return acc
 

@@ -44,13 +44,11 @@ def _type_name(t: type | tuple[type, ...]) -> str:
 
 
 def _toml(value: Any) -> str:
+    """A default as the docs table shows it: its TOML literal in backticks, or (none)."""
     if value is None:
         return "(none)"
-    if isinstance(value, bool):
-        return "`true`" if value else "`false`"
-    if isinstance(value, str):
-        return f'`"{value}"`'
-    return f"`{value!r}`"
+    literal = str(value).lower() if isinstance(value, bool) else f'"{value}"' if isinstance(value, str) else repr(value)
+    return f"`{literal}`"
 
 
 def column_keys() -> frozenset[str]:

@@ -15,9 +15,14 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
-
-from ..upstream.embedded import SYSTEM_USER, _ensure_system_user, _reachable_bin_dir, bin_dir, wait_accepting
+from ..upstream.embedded import (
+    SYSTEM_USER,
+    _ensure_system_user,
+    _reachable_bin_dir,
+    bin_dir,
+    pg_ctl_stop,
+    wait_accepting,
+)
 
 _HBA = """# Written by lapras-proxy dev-cluster. Unix socket only (no TCP listener); passwords, never trust.
 local   all   all   scram-sha-256
@@ -111,16 +116,12 @@ class PgInstance:
             _give(self.log_file, 0o600)
         self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", str(int(timeout)), "-l", str(self.log_file),
                              "-o", " ".join(opts), "start"], timeout=timeout + 30)
-        try:
-            wait_accepting(self.dsn(), timeout)
-        except psycopg.OperationalError as exc:
-            raise ClusterError(f"{self.name} is not accepting connections: {exc}") from exc
+        wait_accepting(self.dsn(), timeout, ClusterError, self.name)
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (mode: smart, fast or immediate); no-op when it is not running."""
-        if not self.is_running():
-            return
-        self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-m", mode, "stop"], timeout=90)
+        if self.is_running():
+            pg_ctl_stop(self._run, self.data_dir, mode)
 
 
 def _give(path: Path, mode: int) -> None:

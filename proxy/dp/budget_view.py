@@ -24,16 +24,6 @@ ACCOUNTING_NOTES = {
 }
 
 
-def _flatten(tree: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
-    out: list[tuple[str, Any]] = []
-    for k, v in tree.items():
-        if isinstance(v, Mapping):
-            out.extend(_flatten(v, f"{prefix}{k}."))
-        else:
-            out.append((f"{prefix}{k}", v))
-    return out
-
-
 def timestamp(seconds: float | None) -> str:
     """Seconds since the epoch as PostgreSQL prints a timestamptz in UTC."""
     if seconds is None:
@@ -104,9 +94,9 @@ def budget_rows(report: Mapping[str, Any], activity: Mapping[str, float], *, adm
     if admin:
         shown = {"remaining", "budget", "spent", "mu", "epoch", "started_at", "accounting", "matrix_mechanism"}
         extra = {k: v for k, v in cur.items() if k not in shown}
-        for key, value in _flatten(extra, "operator."):
+        for key, value in flatten(extra, "operator."):
             rows.append((key, timestamp(value) if key.endswith("_at") else _num(value)))
-        for key, value in _flatten({k: v for k, v in report.items() if k != "current"}, "operator."):
+        for key, value in flatten({k: v for k, v in report.items() if k != "current"}, "operator."):
             rows.append((key, _num(value)))
     return rows
 

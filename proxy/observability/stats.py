@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 @dataclass
 class UserStats:
+    """One user's counters: statements, how they ended, and the seconds they took in all."""
+
     statements: int = 0
     dp_answers: int = 0
     metadata: int = 0

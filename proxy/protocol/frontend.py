@@ -128,29 +128,24 @@ class _Reader:
         if n < 0 or self.pos + n > self.end:
             raise ProtocolViolation(f"invalid {self.what} message: truncated")
 
-    def int16(self) -> int:
-        self._need(2)
-        (v,) = struct.unpack_from("!h", self.buf, self.pos)
-        self.pos += 2
+    def _int(self, fmt: str, n: int) -> int:
+        """The ``n``-byte big-endian integer at the cursor (``struct`` format ``fmt``)."""
+        self._need(n)
+        (v,) = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += n
         return int(v)
+
+    def int16(self) -> int:
+        return self._int("!h", 2)
 
     def uint16(self) -> int:
-        self._need(2)
-        (v,) = struct.unpack_from("!H", self.buf, self.pos)
-        self.pos += 2
-        return int(v)
+        return self._int("!H", 2)
 
     def int32(self) -> int:
-        self._need(4)
-        (v,) = struct.unpack_from("!i", self.buf, self.pos)
-        self.pos += 4
-        return int(v)
+        return self._int("!i", 4)
 
     def uint32(self) -> int:
-        self._need(4)
-        (v,) = struct.unpack_from("!I", self.buf, self.pos)
-        self.pos += 4
-        return int(v)
+        return self._int("!I", 4)
 
     def byte(self) -> str:
         self._need(1)

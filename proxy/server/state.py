@@ -23,29 +23,16 @@ class ServerState(Protocol):
     active: int  # sessions past start-up, counted against max_connections
     sessions: dict[int, Any]  # pid -> ClientConnection (typed loosely: connection.py imports this module)
 
-    @property
-    def config(self) -> Config: ...
-
-    @property
-    def service(self) -> QueryService: ...
-
-    @property
-    def catalog(self) -> CatalogDB: ...
-
-    @property
-    def router(self) -> Router: ...
-
-    @property
-    def metrics(self) -> ProxyMetrics | None: ...
+    config: Config
+    service: QueryService
+    catalog: CatalogDB
+    router: Router
+    metrics: ProxyMetrics | None
+    ssl_context: ssl.SSLContext | None
+    admin: Any  # the ServerAdmin, or None (admin_control.py imports this module)
 
     @property
     def rate(self) -> Limiter: ...
-
-    @property
-    def ssl_context(self) -> ssl.SSLContext | None: ...
-
-    @property
-    def admin(self) -> Any: ...  # the ServerAdmin, or None (admin_control.py imports this module)
 
     @property
     def port(self) -> int: ...

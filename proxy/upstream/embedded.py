@@ -20,7 +20,7 @@ import shutil
 import stat
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -322,7 +322,7 @@ class EmbeddedPostgres:
         stopped = False
         try:
             if (self.started_here or last_out_stops) and self._sole_user() and self._postmaster_alive():
-                self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop"], timeout=90)
+                pg_ctl_stop(self._run, self.data_dir)
                 stopped = True
         finally:
             if self._claim is not None:
@@ -361,19 +361,12 @@ class EmbeddedPostgres:
         self.started_here = True
         self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-l", str(self.log_file),
                              "-o", opts, "start"], timeout=90)
-        self._wait_ready()
-
-    def _wait_ready(self, timeout: float = 30.0) -> None:
-        try:
-            wait_accepting(self.dsn(), timeout)
-        except psycopg.OperationalError as exc:
-            raise EmbeddedError(f"embedded PostgreSQL is not accepting connections: {exc}") from exc
+        wait_accepting(self.dsn(), 30.0, EmbeddedError, "embedded PostgreSQL")
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the cluster (mode: smart, fast or immediate)."""
-        if not self.is_running():
-            return
-        self._run("pg_ctl", ["-D", str(self.data_dir), "-w", "-t", "60", "-m", mode, "stop"], timeout=90)
+        if self.is_running():
+            pg_ctl_stop(self._run, self.data_dir, mode)
 
     def restart(self) -> None:
         self.stop()
@@ -410,17 +403,24 @@ def remove_tree(path: Path, threads: int = 8, ignore_errors: bool = True) -> Non
     shutil.rmtree(path, ignore_errors=ignore_errors)
 
 
-def wait_accepting(dsn: str, timeout: float) -> None:
-    """Return once the server at ``dsn`` accepts a connection; psycopg's OperationalError after ``timeout``."""
+def wait_accepting(dsn: str, timeout: float, error: type[Exception], what: str) -> None:
+    """Return once the server at ``dsn`` accepts a connection; after ``timeout``, raise ``error`` saying
+    that ``what`` is not accepting connections (with psycopg's reason)."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             with psycopg.connect(dsn, connect_timeout=2):
                 return
-        except psycopg.OperationalError:
+        except psycopg.OperationalError as exc:
             if time.monotonic() > deadline:
-                raise
+                raise error(f"{what} is not accepting connections: {exc}") from exc
             time.sleep(0.1)
+
+
+def pg_ctl_stop(run: Callable[..., object], data_dir: Path, mode: str = "fast") -> None:
+    """``pg_ctl stop`` of the cluster in ``data_dir`` (mode: smart, fast or immediate) through ``run``, the
+    owner's way of running a server binary as the service account."""
+    run("pg_ctl", ["-D", str(data_dir), "-w", "-t", "60", "-m", mode, "stop"], timeout=90)
 
 
 def system_user_exists() -> bool:

@@ -16,7 +16,7 @@ from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
 from parser.pushdown.sql import cell_expr, unit_cells_sql
-from tests.fixtures.visits_data import visits_in_two_orders
+from tests.fixtures.visits_data import visits_fixture
 
 K, G = 6, 2
 ROWLEVEL = TableSchema("visits", (Attribute("a", IntType(0, 9)), Attribute("c", IntType(0, 39))))
@@ -37,10 +37,7 @@ def _rows(seed: int = 11) -> list[tuple[int, int, int]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def data(embedded_pg) -> tuple[list[tuple[int, int, int]], str, str]:  # type: ignore[no-untyped-def]
-    """The rows, and two databases holding them in opposite physical orders."""
-    return visits_in_two_orders(embedded_pg, _rows(), "distinct")
+data = visits_fixture(_rows, "distinct")
 
 
 def _cells(dsn: str, table: TableSchema, where: str | None = None) -> list[tuple[int, int]]:

@@ -16,7 +16,7 @@ from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from lapras.regression.service import RegressionError, row_level_budget, run_regression
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
-from tests.fixtures.visits_data import visits_in_two_orders
+from tests.fixtures.visits_data import visits_fixture
 
 K = 3
 ROWLEVEL = TableSchema("visits", (Attribute("a", IntType(0, 9)), Attribute("c", IntType(0, 39))))
@@ -34,10 +34,7 @@ def _rows(seed: int = 5) -> list[tuple[int, int, int]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def data(embedded_pg) -> tuple[list[tuple[int, int, int]], str, str]:  # type: ignore[no-untyped-def]
-    """The rows, and two databases holding them in opposite physical orders."""
-    return visits_in_two_orders(embedded_pg, _rows(), "unit")
+data = visits_fixture(_rows, "unit")
 
 
 def _plan(sql: str, table: TableSchema = UNIT):  # type: ignore[no-untyped-def]

@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parser import plan_query
 from tests.fixtures.parser_catalog import ADULT, CATALOG
+from tests.fixtures.parser_strategies import random_cases
 
 EXAMPLES = int(os.environ.get("PARSER_CANON_EXAMPLES", "300"))
 GRID = {"age": (17, 90), "sex": (0, 1), "race": (0, 4), "relationship": (0, 5)}
@@ -121,8 +121,7 @@ def render_query(ast: Ast, r: Random) -> str:
 
 
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(seed=st.integers(0, 2**63))
+@random_cases(EXAMPLES, seed=st.integers(0, 2**63))
 def test_rewrites_share_one_canonical_form(seed: int) -> None:
     r = Random(seed)
     ast = gen_ast(r)
@@ -152,8 +151,7 @@ def cells(conn: psycopg.Connection, where: str) -> frozenset[int]:
     return frozenset(row[0])
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(seed=st.integers(0, 2**63))
+@random_cases(EXAMPLES, seed=st.integers(0, 2**63))
 def test_same_key_iff_same_cells(seed: int, grid: psycopg.Connection) -> None:
     r = Random(seed)
     a = gen_ast(r, 2)
@@ -181,8 +179,7 @@ def weights(conn: psycopg.Connection, value: str, where: str) -> dict[int, int]:
     return {int(i): int(v) for i, v in rows}
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(seed=st.integers(0, 2**63))
+@random_cases(EXAMPLES, seed=st.integers(0, 2**63))
 def test_sums_and_counts_same_key_iff_same_vector(seed: int, grid: psycopg.Connection) -> None:
     """COUNT and SUM over any attribute: equal keys exactly when the weight vectors are equal."""
     r = Random(seed)

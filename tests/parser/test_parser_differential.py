@@ -17,7 +17,7 @@ from parser.model.schema import TableSchema
 from parser.pushdown.sql import answers_sql
 from tests.fixtures.exact_rows import Histograms, rows_match
 from tests.fixtures.parser_catalog import ADULT, CATALOG, MIXED, PEOPLE
-from tests.fixtures.parser_strategies import Case, adult_queries, people_queries
+from tests.fixtures.parser_strategies import Case, adult_queries, people_queries, random_cases
 from tests.fixtures.simulated import as_answered
 
 EXAMPLES = int(os.environ.get("PARSER_DIFF_EXAMPLES", "600"))
@@ -69,8 +69,7 @@ def check(case: Case, conn: psycopg.Connection, hist: Histograms, table: TableSc
     assert problem is None, f"{case.sql} params={case.params}\n{problem}"
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(case=adult_queries())
+@random_cases(EXAMPLES, case=adult_queries())
 def test_random_adult_queries_match_postgresql(case: Case, adult_conn: psycopg.Connection,
                                                adult_hist: Histograms) -> None:
     check(case, adult_conn, adult_hist, ADULT, CATALOG)

@@ -13,17 +13,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_parser_measures import exact_rows as _exact_rows
 
-from parser import Refusal, plan_query
+from parser import plan_query
 from parser.coltypes import BigIntType, BinnedBigIntType, BinnedIntType, IntType, SmallIntType, from_config
 from parser.model.schema import Attribute, Catalog, TableSchema
 from pgcore import pgtypes as T
 from tests.fixtures.databases import table_fixture
-from tests.fixtures.exact_rows import rows_match
-from tests.fixtures.refusals import assert_refused
+from tests.fixtures.exact_rows import assert_matches_postgresql
+from tests.fixtures.parser_strategies import aggregate_queries, random_cases
+from tests.fixtures.refusals import refusal_test
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 DAY = 86_400
@@ -74,31 +74,16 @@ def _filter(rnd: random.Random) -> str:
     ])
 
 
-@st.composite
-def int_queries(draw: st.DrawFn) -> tuple[str, int]:
-    rnd = random.Random(draw(st.integers(0, 2**32)))
-    aggs = rnd.sample(["sum(cents)", "avg(cents)", "count(cents)", "sum(qty)", "avg(qty)", "count(*)",
-                       "sum(ts_epoch)"], rnd.randrange(1, 3))
-    filters = [_filter(rnd) for _ in range(rnd.randrange(0, 3))]
-    where = f" WHERE {' AND '.join(filters)}" if filters else ""
-    key = rnd.choice([None, "qty", f"(ts_epoch - {T0}) / {DAY}", f"(ts_epoch - {T0}) / {7 * DAY}",
-                      "account / 1000000000000000"])
-    if key is None:
-        return f"SELECT {', '.join(aggs)} FROM ticks{where}", 0
-    return f"SELECT {key} AS k, {', '.join(aggs)} FROM ticks{where} GROUP BY 1", 1
+def int_queries() -> st.SearchStrategy[tuple[str, int]]:
+    return aggregate_queries("ticks", ["sum(cents)", "avg(cents)", "count(cents)", "sum(qty)", "avg(qty)", "count(*)",
+                                       "sum(ts_epoch)"], _filter,
+                             ["qty", f"(ts_epoch - {T0}) / {DAY}", f"(ts_epoch - {T0}) / {7 * DAY}",
+                              "account / 1000000000000000"])
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(case=int_queries())
+@random_cases(EXAMPLES, case=int_queries())
 def test_random_wide_integer_queries_match_postgresql(case: tuple[str, int], ticks_conn: psycopg.Connection) -> None:
-    sql, n_keys = case
-    try:
-        ours, _ = exact_rows(sql, ticks_conn)
-    except Refusal as r:
-        pytest.fail(f"{sql}: refused {r.sqlstate} {r.message} ({r.hint})")
-    theirs = ticks_conn.execute(sql).fetchall()
-    problem = rows_match(ours, theirs, n_keys, ordered=False)
-    assert problem is None, f"{sql}\n{problem}"
+    assert_matches_postgresql(case, ticks_conn, exact_rows)
 
 
 def test_result_types_follow_postgresql(ticks_conn: psycopg.Connection) -> None:
@@ -109,12 +94,10 @@ def test_result_types_follow_postgresql(ticks_conn: psycopg.Connection) -> None:
     assert sums == {"cents": 100_000.0, "ts_epoch": float(T0 + DAYS * DAY), "qty": 20.0}
 
 
-@pytest.mark.parametrize(("sql", "state", "words"), [
+test_bad_wide_integer_input_gets_its_sqlstate = refusal_test(CATALOG, [
     ("SELECT count(*) FROM ticks WHERE cents < 'cheap'", "22P02", "integer"),
     ("SELECT count(*) FROM ticks WHERE account = DATE '2026-01-01'", "42883", "bigint = date"),
 ])
-def test_bad_wide_integer_input_gets_its_sqlstate(sql: str, state: str, words: str) -> None:
-    assert_refused(sql, CATALOG, state, words)
 
 
 @pytest.mark.parametrize("sql", [f"SELECT count(*), sum(cents) FROM ticks WHERE ts_epoch >= {T0 + 5}",

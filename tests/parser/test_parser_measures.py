@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parser import plan_query
@@ -20,8 +19,9 @@ from parser.coltypes import BoolType, FloatType, NumericType, TextType, from_con
 from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.pushdown.sql import answers_sql_batches
 from tests.fixtures.databases import fill_table, table_fixture
-from tests.fixtures.exact_rows import norm, rows_match
-from tests.fixtures.refusals import assert_refused
+from tests.fixtures.exact_rows import assert_matches_postgresql, norm, rows_match
+from tests.fixtures.parser_strategies import aggregate_queries, random_cases
+from tests.fixtures.refusals import refusal_test
 
 EXAMPLES = int(os.environ.get("PARSER_MEASURE_EXAMPLES", "120"))
 PRICE_EDGES = (0.0, 10.0, 25.0, 50.0, 100.0, 500.0)
@@ -70,27 +70,15 @@ def _filter(rnd: random.Random) -> str:
     ])
 
 
-@st.composite
-def measure_queries(draw: st.DrawFn) -> tuple[str, int]:
-    rnd = random.Random(draw(st.integers(0, 2**32)))
-    aggs = rnd.sample(["sum(amount)", "avg(amount)", "count(amount)", "sum(price)", "avg(dur)", "sum(dur)",
-                       "count(*)"], rnd.randrange(1, 3))
-    filters = [_filter(rnd) for _ in range(rnd.randrange(0, 3))]
-    where = f" WHERE {' AND '.join(filters)}" if filters else ""
-    key = rnd.choice([None, "paid", "cat", "floor(dur / 600) * 600", "floor(dur / 1200) * 1200"])
-    if key is None:
-        return f"SELECT {', '.join(aggs)} FROM sales{where}", 0
-    return f"SELECT {key} AS k, {', '.join(aggs)} FROM sales{where} GROUP BY 1", 1
+def measure_queries() -> st.SearchStrategy[tuple[str, int]]:
+    return aggregate_queries("sales", ["sum(amount)", "avg(amount)", "count(amount)", "sum(price)", "avg(dur)",
+                                       "sum(dur)", "count(*)"], _filter,
+                             ["paid", "cat", "floor(dur / 600) * 600", "floor(dur / 1200) * 1200"])
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(case=measure_queries())
+@random_cases(EXAMPLES, case=measure_queries())
 def test_random_measure_queries_match_postgresql(case: tuple[str, int], sales_conn: psycopg.Connection) -> None:
-    sql, n_keys = case
-    ours, plan = exact_rows(sql, sales_conn)
-    theirs = sales_conn.execute(sql).fetchall()
-    problem = rows_match(ours, theirs, n_keys, ordered=False)
-    assert problem is None, f"{sql}\n{problem}"
+    assert_matches_postgresql(case, sales_conn, exact_rows)
 
 
 def test_sums_are_clamped_in_sql_and_keep_postgresql_types(sales_conn: psycopg.Connection) -> None:
@@ -108,7 +96,7 @@ def test_sums_are_clamped_in_sql_and_keep_postgresql_types(sales_conn: psycopg.C
     assert [(q.value, q.measure, q.sensitivity) for q in sums] == [("amount", True, 500.0), ("dur", True, 3600.0)]
 
 
-@pytest.mark.parametrize(("sql", "state", "words"), [
+test_bad_measure_input_gets_its_sqlstate = refusal_test(CATALOG, [
     ("SELECT count(*) FROM sales WHERE amount > 5", "0A000", "bins"),
     ("SELECT amount, count(*) FROM sales GROUP BY amount", "0A000", "bins"),
     ("SELECT floor(dur / 60) * 60, count(*) FROM sales GROUP BY 1", "0A000", "one bin"),
@@ -117,8 +105,6 @@ def test_sums_are_clamped_in_sql_and_keep_postgresql_types(sales_conn: psycopg.C
     ("SELECT sum(paid) FROM sales", "42883", "sum(boolean)"),
     ("SELECT count(*) FROM sales WHERE price > 'cheap'", "22P02", "numeric"),
 ])
-def test_bad_measure_input_gets_its_sqlstate(sql: str, state: str, words: str) -> None:
-    assert_refused(sql, CATALOG, state, words)
 
 
 @pytest.mark.parametrize("sql", ["SELECT count(*), sum(price) FROM sales WHERE price >= 20",

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from parser import QueryPlan, Refusal, describe, plan_query, references_protected
 from tests.fixtures.parser_catalog import MIXED
 from tests.fixtures.parser_corpus import CORPUS
+from tests.fixtures.parser_strategies import random_cases
 
 EXAMPLES = int(os.environ.get("PARSER_FUZZ_EXAMPLES", "1000"))
 TOKENS = sorted({t for sql, _, _ in CORPUS for t in re.findall(r'"[^"]*"|\'[^\']*\'|\$\d|\w+|[^\s\w]', sql)})
@@ -54,8 +55,7 @@ def check(sql: str, params: list[object]) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(seed=st.integers(0, 2**63))
+@random_cases(EXAMPLES, seed=st.integers(0, 2**63))
 def test_mutated_corpus_statements_refuse_cleanly(seed: int) -> None:
     r = Random(seed)
     sql, _, params = r.choice(CORPUS)

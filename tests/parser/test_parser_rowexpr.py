@@ -20,7 +20,7 @@ from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.pushdown.sql import answers_sql_batches
 from tests.fixtures.databases import table_fixture
 from tests.fixtures.exact_rows import leading_keys, norm, rows_match
-from tests.fixtures.refusals import assert_refused
+from tests.fixtures.refusals import refusal_test
 
 CITIES = ("Berlin", "Lyon", "Oslo", "new york", "São Paulo", "O'Hare")
 SHOP = TableSchema("shop", (
@@ -179,7 +179,7 @@ def test_form_matches_postgresql(sql: str, shop_conn: psycopg.Connection) -> Non
     assert problem is None, f"{sql}\n{problem}"
 
 
-@pytest.mark.parametrize(("sql", "state", "words"), [
+test_refusal_names_the_part = refusal_test(CATALOG, [
     ("SELECT COUNT(*) FROM shop WHERE random() > 0.5", "0A000", "random() is not deterministic"),
     ("SELECT SUM(CASE WHEN random() < 0.5 THEN n END) FROM shop", "0A000", "not deterministic"),
     ("SELECT clock_timestamp() > d, COUNT(*) FROM shop GROUP BY 1", "0A000", "clock_timestamp() is not"),
@@ -199,8 +199,6 @@ def test_form_matches_postgresql(sql: str, shop_conn: psycopg.Connection) -> Non
     ("SELECT TO_CHAR(d, 'YYYY-MM TZ') AS m, COUNT(*) FROM shop GROUP BY 1", "0A000", "time zone"),
     ("SELECT TO_CHAR(k, '999') AS m, COUNT(*) FROM shop GROUP BY 1", "42883", "to_char(integer, text)"),
 ])
-def test_refusal_names_the_part(sql: str, state: str, words: str) -> None:
-    assert_refused(sql, CATALOG, state, words)
 
 
 @pytest.mark.parametrize("sql", [
@@ -265,7 +263,7 @@ def test_statement_sensitivity_with_weights_matches_the_dense_matrix() -> None:
         assert statement_sensitivity(unit, qs) == pytest.approx(dense), sql
 
 
-@pytest.mark.parametrize(("sql", "state", "words"), [
+test_aggregate_refusals_name_the_part = refusal_test(CATALOG, [
     # Expressions over a measure are bounded by interval arithmetic (test_parser_measure_expr.py); refused
     # only when some value in the clamp range could raise an error.
     ("SELECT SUM(amount / n) FROM shop", "0A000", "division by a value that may be 0"),
@@ -280,5 +278,3 @@ def test_statement_sensitivity_with_weights_matches_the_dense_matrix() -> None:
     ("SELECT SUM(random() * n) FROM shop", "0A000", "random() is not deterministic"),
     ("SELECT SUM(n / (k - 2)) FROM shop", "22012", "division by zero"),
 ])
-def test_aggregate_refusals_name_the_part(sql: str, state: str, words: str) -> None:
-    assert_refused(sql, CATALOG, state, words)

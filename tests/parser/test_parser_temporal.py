@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from parser import Refusal, plan_query
@@ -21,7 +20,8 @@ from parser.coltypes import DateType, IntType, TextType, TimestampType, Timestam
 from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.pushdown.sql import answers_sql_batches
 from tests.fixtures.databases import table_fixture
-from tests.fixtures.exact_rows import Histograms, rows_match
+from tests.fixtures.exact_rows import Histograms, assert_matches_postgresql, rows_match
+from tests.fixtures.parser_strategies import random_cases
 from tests.fixtures.refusals import refused
 from tests.fixtures.simulated import as_answered
 
@@ -154,14 +154,9 @@ def exact_rows(sql: str, conn: psycopg.Connection,
     return plan.rows(np.array(values)), plan
 
 
-@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-@given(case=temporal_queries())
+@random_cases(EXAMPLES, case=temporal_queries())
 def test_random_temporal_queries_match_postgresql(case: tuple[str, int], ev_conn: psycopg.Connection) -> None:
-    sql, n_keys = case
-    ours, plan = exact_rows(sql, ev_conn)
-    theirs = ev_conn.execute(sql).fetchall()
-    problem = rows_match(ours, theirs, n_keys, ordered=False)
-    assert problem is None, f"{sql}\n{problem}"
+    assert_matches_postgresql(case, ev_conn, exact_rows)
 
 
 def test_every_bucket_of_the_declared_range_is_returned(ev_conn: psycopg.Connection, ev_hist: Histograms) -> None:

@@ -26,7 +26,7 @@ pytest.importorskip("proxy.server.listener")
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 from . import wire  # noqa: E402
-from .fuzzing import LONG, fuzz  # noqa: E402
+from .fuzzing import LONG, fuzz, wire_piece  # noqa: E402
 
 # Per property: 1,400 sweep connections + 100 hypothesis examples (the 1,500 hypothesis-only cases this file
 # ran before, at about a third of the time); LAPRAS_FUZZ_LONG=1 runs 20,000 of each.
@@ -47,14 +47,8 @@ _VALID = [
 
 def _piece(r: random.Random) -> bytes:
     """One piece: a valid message out of place, raw garbage, a typed random message, or a bad length."""
-    kind = r.randrange(4)
-    if kind == 0:
-        return r.choice(_VALID)
-    if kind == 1:
-        return r.randbytes(r.randint(1, 48))
-    if kind == 2:
-        return wire.msg(bytes([r.randrange(256)]), r.randbytes(r.randint(0, 32)))
-    return bytes([r.choice(b"QPBDESp\x00")]) + struct.pack("!i", r.choice([-5, 0, 3, 1 << 21, 2**31 - 1]))
+    return wire_piece(r, _VALID, 48, 32, lambda r: r.choice(b"QPBDESp\x00"), [-5, 0, 3, 1 << 21, 2**31 - 1],
+                      truncations=False)
 
 
 def _pieces(r: random.Random) -> bytes:

@@ -44,7 +44,7 @@ from proxy.protocol import (  # noqa: E402
 )
 
 from . import wire  # noqa: E402
-from .fuzzing import LONG, fuzz  # noqa: E402
+from .fuzzing import LONG, fuzz, wire_piece  # noqa: E402
 
 # Per property: 5,000 sweep cases + 150 hypothesis examples (4 properties: 20,600 cases per CI run, twice
 # the 10,000 hypothesis-only cases this file ran before at a seventh of the time); LAPRAS_FUZZ_LONG=1 runs
@@ -71,16 +71,7 @@ _DENSE = b"\x00\x01\x03\x04\x08\xff QPBDESHXpFdc"
 
 def _piece(r: random.Random) -> bytes:
     """One piece: a valid message, raw garbage, a typed random message, a bad length, or a truncation."""
-    kind = r.randrange(5)
-    if kind == 0:
-        return r.choice(_VALID)
-    if kind == 1:
-        return r.randbytes(r.randint(1, 64))
-    if kind == 2:
-        return wire.msg(bytes([r.randrange(256)]), r.randbytes(r.randint(0, 40)))
-    if kind == 3:
-        return bytes([r.randrange(256)]) + struct.pack("!i", r.choice(_BAD_LENGTHS))
-    return r.choice(_VALID)[:r.randint(0, 8)]
+    return wire_piece(r, _VALID, 64, 40, lambda r: r.randrange(256), _BAD_LENGTHS, truncations=True)
 
 
 def _pieces(r: random.Random, most: int = 12) -> bytes:

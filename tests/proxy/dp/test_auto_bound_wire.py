@@ -18,25 +18,17 @@ import pytest
 
 from tests.fixtures.notices import stated_stderrs
 
-TABLES = """
-[tables.spend]
+_TABLE = """
+[tables.{t}]
 privacy_unit = "user_id"
 max_rows_per_unit = 5
 max_rows_per_group = 2
-max_sum_per_group = { amount = "auto" }
-[tables.spend.columns]
-day = { type = "int", min = 0, max = 9 }
-amount = { type = "numeric", min = 0, max = 1000, bins = 10 }
-
-[tables.spend10]
-privacy_unit = "user_id"
-max_rows_per_unit = 5
-max_rows_per_group = 2
-max_sum_per_group = { amount = "auto" }
-[tables.spend10.columns]
-day = { type = "int", min = 0, max = 9 }
-amount = { type = "numeric", min = 0, max = 10000, bins = 10 }
+max_sum_per_group = {{ amount = "auto" }}
+[tables.{t}.columns]
+day = {{ type = "int", min = 0, max = 9 }}
+amount = {{ type = "numeric", min = 0, max = {hi}, bins = 10 }}
 """
+TABLES = _TABLE.format(t="spend", hi=1000) + _TABLE.format(t="spend10", hi=10000)
 SQL = "SELECT day, sum(amount) FROM {t} GROUP BY day ORDER BY 1"
 SQL2 = "SELECT day, count(*), sum(amount) FROM spend WHERE day < 5 GROUP BY day ORDER BY 1"
 
@@ -77,11 +69,7 @@ def test_auto_bound_chosen_once_charged_replayed_and_scaled(harness: Any, embedd
                                                             default_config: Any, tmp_path: Any) -> None:
     dsn = harness.demo_database(embedded_pg, default_config, "autob")
     _fill(dsn)
-    port = harness.free_port()
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(harness.make_test_config(dsn, port, epsilon=1e4, stream_length=1000, extra=TABLES))
-    p = harness.ProxyProcess(cfg, tmp_path / "state", port)
-    p.start()
+    p = harness.start_test_proxy(tmp_path, dsn, epsilon=1e4, stream_length=1000, extra=TABLES)
     try:
         before = _explain(p, SQL.format(t="spend"))
         assert "automatic bound for SUM(amount): not chosen yet this epoch: charged once at first use" in before
@@ -118,12 +106,8 @@ def test_without_a_partition_budget_the_sum_keeps_its_row_bound(harness: Any, em
                                                                 default_config: Any, tmp_path: Any) -> None:
     dsn = harness.demo_database(embedded_pg, default_config, "autob0")
     _fill(dsn)
-    port = harness.free_port()
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(harness.make_test_config(dsn, port, epsilon=1e4, stream_length=1000, extra=TABLES,
-                                            privacy_extra="partition_fraction = 0.0"))
-    p = harness.ProxyProcess(cfg, tmp_path / "state", port)
-    p.start()
+    p = harness.start_test_proxy(tmp_path, dsn, epsilon=1e4, stream_length=1000, extra=TABLES,
+                                 privacy_extra="partition_fraction = 0.0")
     try:
         assert "cannot be chosen, the epoch's partition budget is off or spent" in _explain(p, SQL.format(t="spend"))
         _run(p, SQL.format(t="spend"))  # answered, unclamped (its noise at the row bound)

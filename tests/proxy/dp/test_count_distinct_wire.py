@@ -11,10 +11,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from lapras.exact import PostgresExactSource
-from parser import plan_query
 from proxy.replay.runner import parse_provenance
+from tests.fixtures.exact_rows import exact_plan_rows
 from tests.fixtures.notices import noticed
+from tests.fixtures.refusals import wire_refusal
 
 STATEMENTS = [
     "SELECT category, COUNT(DISTINCT user_id) AS users FROM events GROUP BY category",
@@ -29,13 +29,7 @@ STATEMENTS = [
 
 @pytest.mark.parametrize("sql", STATEMENTS)
 def test_count_distinct_over_the_wire(sql: str, proxy: Any, adult_db: str, default_config: Any) -> None:
-    events = next(t for t in default_config.catalog.tables if t.name == "events")
-    plan = plan_query(sql, default_config.catalog)
-    src = PostgresExactSource(adult_db)
-    try:
-        exact = plan.rows(src.answers(events, plan.queries), None)
-    finally:
-        src.close()
+    plan, exact = exact_plan_rows(sql, default_config.catalog, adult_db)
     with noticed(proxy.dsn()) as (conn, notices):
         got = conn.execute(sql).fetchall()
         again = conn.execute(sql).fetchall()
@@ -64,10 +58,8 @@ def test_count_distinct_over_the_wire(sql: str, proxy: Any, adult_db: str, defau
     ("SELECT COUNT(DISTINCT (category, country)) FROM events", "DISTINCT"),
 ])
 def test_unsound_distinct_is_refused_and_the_connection_serves_on(sql: str, part: str, proxy: Any) -> None:
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
-            conn.execute(sql)
-        assert err.value.sqlstate == "0A000"
-        assert part in str(err.value) and err.value.diag.message_hint
+    with wire_refusal(proxy.dsn(), sql) as (conn, err):
+        assert err.sqlstate == "0A000"
+        assert part in str(err) and err.diag.message_hint
         (n,) = conn.execute("SELECT COUNT(DISTINCT user_id) FROM events").fetchone()  # type: ignore[misc]
         assert isinstance(n, int)

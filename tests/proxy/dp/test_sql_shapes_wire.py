@@ -15,10 +15,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from lapras.exact import PostgresExactSource
 from parser import plan_query
 from proxy.replay.runner import parse_provenance
+from tests.fixtures.exact_rows import exact_plan_rows
 from tests.fixtures.notices import noticed
+from tests.fixtures.refusals import wire_refusal
 
 ADULT = [
     "SELECT CASE WHEN age < 30 AND sex = 1 THEN 'young m' WHEN age < 30 THEN 'young f' ELSE 'other' END AS g, "
@@ -79,13 +80,7 @@ def test_adult_shapes_within_stated_error_of_postgresql(sql: str, proxy: Any, ad
 @pytest.mark.parametrize("sql", EVENTS)
 def test_events_shapes_within_stated_error_of_the_bounded_exact_answer(sql: str, proxy: Any, adult_db: str,
                                                                        default_config: Any) -> None:
-    events = next(t for t in default_config.catalog.tables if t.name == "events")
-    plan = plan_query(sql, default_config.catalog)
-    src = PostgresExactSource(adult_db)
-    try:
-        exact = plan.rows(src.answers(events, plan.queries), None)
-    finally:
-        src.close()
+    plan, exact = exact_plan_rows(sql, default_config.catalog, adult_db)
     got, notices = _ask(proxy, sql)
     sd = max(parse_provenance(notices)[1])
     assert 0 < sd < float("inf")
@@ -117,8 +112,6 @@ def test_count_distinct_in_either_group_order_is_one_release(proxy: Any) -> None
     ("SELECT to_char(ts, 'HH24:MI') AS k, count(*) FROM events GROUP BY 1", "cuts the cells"),
 ])
 def test_refusals_name_the_part_and_the_connection_serves_on(sql: str, words: str, proxy: Any) -> None:
-    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
-            conn.execute(sql)
-        assert words in str(err.value)
+    with wire_refusal(proxy.dsn(), sql) as (conn, err):
+        assert words in str(err)
         assert conn.execute("SELECT count(*) FROM events WHERE country ~ 'U'").fetchone() is not None

@@ -263,12 +263,7 @@ def test_sighup_reloads_and_shutdown_stops(proxy_factory: Any, harness: Any) -> 
 
 def test_sighup_reaches_every_worker(embedded_pg: Any, default_config: Any, harness: Any,
                                      tmp_path: Path) -> None:
-    dsn = harness.demo_database(embedded_pg, default_config, "adm")
-    port = harness.free_port()
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(harness.make_test_config(dsn, port, epsilon=2.0))
-    proxy = harness.ProxyProcess(cfg, tmp_path / "state", port, extra_args=("--workers", "2"))
-    proxy.start(timeout=120)
+    proxy = two_workers(embedded_pg, default_config, harness, tmp_path, "adm")
     try:
         seen: set[int] = set()
         deadline = time.monotonic() + 60
@@ -298,6 +293,12 @@ def test_sighup_reaches_every_worker(embedded_pg: Any, default_config: Any, harn
         proxy.stop()
 
 
+def two_workers(embedded_pg: Any, default_config: Any, harness: Any, tmp_path: Path, name: str) -> Any:
+    """A started proxy with `--workers 2` over a new demo database ``name``."""
+    dsn = harness.demo_database(embedded_pg, default_config, name)
+    return harness.start_test_proxy(tmp_path, dsn, extra_args=("--workers", "2"), timeout=120, epsilon=2.0)
+
+
 def worker_of(conn: psycopg.Connection[Any]) -> int:
     """The worker serving a connection: the low bits of its process id (proxy.server.cancel_relay)."""
     return conn.info.backend_pid & 63
@@ -307,12 +308,7 @@ def test_console_covers_every_worker(embedded_pg: Any, default_config: Any, harn
                                             tmp_path: Path) -> None:
     """With `--workers 2`, SHOW STATS, CLIENTS and SERVERS typed on either worker list both workers' rows,
     and SHOW STATS sums them (worker `*`); PAUSE and RESUME typed on one worker hold and release the other."""
-    dsn = harness.demo_database(embedded_pg, default_config, "fig")
-    port = harness.free_port()
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(harness.make_test_config(dsn, port, epsilon=2.0))
-    proxy = harness.ProxyProcess(cfg, tmp_path / "state", port, extra_args=("--workers", "2"))
-    proxy.start(timeout=120)
+    proxy = two_workers(embedded_pg, default_config, harness, tmp_path, "fig")
     held: list[psycopg.Connection[Any]] = []
     try:
         deadline = time.monotonic() + 60

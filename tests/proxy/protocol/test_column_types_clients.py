@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -76,77 +77,71 @@ DAILY = ("SELECT date_trunc('day', ts) AS d, count(*) FROM visits "
          "WHERE ts >= '2026-01-05' AND ts < TIMESTAMPTZ '2026-01-08T00:00:00Z' GROUP BY 1 ORDER BY 1")
 
 
-@pytest.mark.parametrize("binary", [False, True])
-def test_psycopg_receives_dates_and_timestamps(temporal_proxy: Any, binary: bool) -> None:
+@pytest.fixture(params=[False, True])
+def cur(temporal_proxy: Any, request: pytest.FixtureRequest) -> Iterator[psycopg.Cursor[Any]]:
+    """A psycopg cursor on the proxy, in text and in binary format."""
     with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
-        cur = conn.cursor(binary=binary)
-        rows = cur.execute(DAILY).fetchall()
-        assert [r[0] for r in rows] == [datetime(2026, 1, d, tzinfo=UTC) for d in (5, 6, 7)]
-        assert cur.description is not None and cur.description[0].type_code == 1184
-        rows = cur.execute("SELECT day, count(*) FROM visits WHERE day BETWEEN %s AND %s GROUP BY day",
-                           (date(2026, 1, 2), date(2026, 1, 4))).fetchall()
-        assert [r[0] for r in rows] == [date(2026, 1, 2), date(2026, 1, 3), date(2026, 1, 4)]
-        assert cur.description[0].type_code == 1082
-        rows = cur.execute("SELECT at, count(*) FROM visits GROUP BY at").fetchall()
-        assert [r[0] for r in rows] == [datetime(2026, 1, d) for d in range(1, 8)] + [None]
-        assert cur.description[0].type_code == 1114
-        # Refusals keep their SQLSTATE and hint, and the connection serves the next statement.
-        # A literal inside an hourly cell splits it for the statement (parser/bind/splits.py); an expression
-        # cutting the cells is refused with its hint.
-        assert cur.execute("SELECT count(*) FROM visits WHERE ts >= '2026-01-05 10:30'").fetchone()
-        with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
-            cur.execute("SELECT date_trunc('minute', ts) AS m, count(*) FROM visits GROUP BY 1")
-        assert "cells of one hour" in str(err.value) and err.value.diag.message_hint
-        with pytest.raises(psycopg.errors.DatetimeFieldOverflow):
-            cur.execute("SELECT count(*) FROM visits WHERE day > '2026-02-30'")
-        with pytest.raises(psycopg.errors.InvalidDatetimeFormat):
-            cur.execute("SELECT count(*) FROM visits WHERE day > 'someday'")
-        with pytest.raises(psycopg.errors.UndefinedFunction):
-            cur.execute("SELECT count(*) FROM visits WHERE pages > INTERVAL '1 day'")
-        with pytest.raises(psycopg.errors.UndefinedColumn):
-            cur.execute("SELECT count(*) FROM visits WHERE created > now()")
-        assert len(cur.execute(DAILY).fetchall()) == 3
+        yield conn.cursor(binary=request.param)
 
 
-@pytest.mark.parametrize("binary", [False, True])
-def test_numeric_and_boolean_keep_their_types(temporal_proxy: Any, binary: bool) -> None:
-    from decimal import Decimal
+def test_psycopg_receives_dates_and_timestamps(cur: psycopg.Cursor[Any]) -> None:
+    rows = cur.execute(DAILY).fetchall()
+    assert [r[0] for r in rows] == [datetime(2026, 1, d, tzinfo=UTC) for d in (5, 6, 7)]
+    assert cur.description is not None and cur.description[0].type_code == 1184
+    rows = cur.execute("SELECT day, count(*) FROM visits WHERE day BETWEEN %s AND %s GROUP BY day",
+                       (date(2026, 1, 2), date(2026, 1, 4))).fetchall()
+    assert [r[0] for r in rows] == [date(2026, 1, 2), date(2026, 1, 3), date(2026, 1, 4)]
+    assert cur.description[0].type_code == 1082
+    rows = cur.execute("SELECT at, count(*) FROM visits GROUP BY at").fetchall()
+    assert [r[0] for r in rows] == [datetime(2026, 1, d) for d in range(1, 8)] + [None]
+    assert cur.description[0].type_code == 1114
+    # Refusals keep their SQLSTATE and hint, and the connection serves the next statement.
+    # A literal inside an hourly cell splits it for the statement (parser/bind/splits.py); an expression
+    # cutting the cells is refused with its hint.
+    assert cur.execute("SELECT count(*) FROM visits WHERE ts >= '2026-01-05 10:30'").fetchone()
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
+        cur.execute("SELECT date_trunc('minute', ts) AS m, count(*) FROM visits GROUP BY 1")
+    assert "cells of one hour" in str(err.value) and err.value.diag.message_hint
+    with pytest.raises(psycopg.errors.DatetimeFieldOverflow):
+        cur.execute("SELECT count(*) FROM visits WHERE day > '2026-02-30'")
+    with pytest.raises(psycopg.errors.InvalidDatetimeFormat):
+        cur.execute("SELECT count(*) FROM visits WHERE day > 'someday'")
+    with pytest.raises(psycopg.errors.UndefinedFunction):
+        cur.execute("SELECT count(*) FROM visits WHERE pages > INTERVAL '1 day'")
+    with pytest.raises(psycopg.errors.UndefinedColumn):
+        cur.execute("SELECT count(*) FROM visits WHERE created > now()")
+    assert len(cur.execute(DAILY).fetchall()) == 3
 
-    with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
-        cur = conn.cursor(binary=binary)
-        row = cur.execute("SELECT sum(amount), avg(amount), sum(secs), count(amount) FROM visits "
-                          "WHERE amount >= 10 AND amount < 100").fetchone()
-        assert row is not None
-        assert isinstance(row[0], Decimal) and isinstance(row[1], Decimal) and isinstance(row[2], float)
-        assert [d.type_code for d in cur.description or []] == [1700, 1700, 701, 20]
-        rows = cur.execute("SELECT paid, count(*) FROM visits GROUP BY paid").fetchall()
-        assert [r[0] for r in rows] == [False, True, None] and cur.description[0].type_code == 16
-        assert cur.execute("SELECT count(*) FROM visits WHERE paid AND day < '2026-01-10'").fetchone()
-        assert cur.execute("SELECT count(*) FROM visits WHERE amount > 20").fetchone()  # the bin split at 20
-        with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
-            cur.execute("SELECT count(*) FROM visits WHERE amount * 2 > 40")
-        assert "cells of one bin" in (err.value.diag.message_hint or "")
-        with pytest.raises(psycopg.errors.FeatureNotSupported):
-            cur.execute("SELECT secs, count(*) FROM visits GROUP BY secs")
-        assert cur.execute("SELECT count(*) FROM visits").fetchone()
+
+def test_numeric_and_boolean_keep_their_types(cur: psycopg.Cursor[Any]) -> None:
+    row = cur.execute("SELECT sum(amount), avg(amount), sum(secs), count(amount) FROM visits "
+                      "WHERE amount >= 10 AND amount < 100").fetchone()
+    assert row is not None
+    assert isinstance(row[0], Decimal) and isinstance(row[1], Decimal) and isinstance(row[2], float)
+    assert [d.type_code for d in cur.description or []] == [1700, 1700, 701, 20]
+    rows = cur.execute("SELECT paid, count(*) FROM visits GROUP BY paid").fetchall()
+    assert [r[0] for r in rows] == [False, True, None] and cur.description[0].type_code == 16
+    assert cur.execute("SELECT count(*) FROM visits WHERE paid AND day < '2026-01-10'").fetchone()
+    assert cur.execute("SELECT count(*) FROM visits WHERE amount > 20").fetchone()  # the bin split at 20
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
+        cur.execute("SELECT count(*) FROM visits WHERE amount * 2 > 40")
+    assert "cells of one bin" in (err.value.diag.message_hint or "")
+    with pytest.raises(psycopg.errors.FeatureNotSupported):
+        cur.execute("SELECT secs, count(*) FROM visits GROUP BY secs")
+    assert cur.execute("SELECT count(*) FROM visits").fetchone()
 
 
-@pytest.mark.parametrize("binary", [False, True])
-def test_binned_bigint_keys_and_sums_keep_their_types(temporal_proxy: Any, binary: bool) -> None:
-    from decimal import Decimal
-
-    with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
-        cur = conn.cursor(binary=binary)
-        rows = cur.execute("SELECT (epoch_s - 1767225600) / 86400 AS d, sum(epoch_s), count(*) FROM visits "
-                           "WHERE epoch_s >= 1767312000 AND epoch_s <= 1767484799 GROUP BY 1 ORDER BY 1").fetchall()
-        assert [r[0] for r in rows] == [1, 2] and all(isinstance(r[1], Decimal) for r in rows)
-        assert [d.type_code for d in cur.description or []] == [20, 1700, 20]
-        # > inside a bin: the bin is split at the literal for this statement (parser/bind/splits.py)
-        assert cur.execute("SELECT count(*) FROM visits WHERE epoch_s > 1767312000").fetchone()
-        with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
-            cur.execute("SELECT epoch_s > 1767312000 AS k, count(*) FROM visits GROUP BY 1")
-        assert "cuts the cells" in str(err.value)
-        assert cur.execute("SELECT count(*) FROM visits").fetchone()
+def test_binned_bigint_keys_and_sums_keep_their_types(cur: psycopg.Cursor[Any]) -> None:
+    rows = cur.execute("SELECT (epoch_s - 1767225600) / 86400 AS d, sum(epoch_s), count(*) FROM visits "
+                       "WHERE epoch_s >= 1767312000 AND epoch_s <= 1767484799 GROUP BY 1 ORDER BY 1").fetchall()
+    assert [r[0] for r in rows] == [1, 2] and all(isinstance(r[1], Decimal) for r in rows)
+    assert [d.type_code for d in cur.description or []] == [20, 1700, 20]
+    # > inside a bin: the bin is split at the literal for this statement (parser/bind/splits.py)
+    assert cur.execute("SELECT count(*) FROM visits WHERE epoch_s > 1767312000").fetchone()
+    with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
+        cur.execute("SELECT epoch_s > 1767312000 AS k, count(*) FROM visits GROUP BY 1")
+    assert "cuts the cells" in str(err.value)
+    assert cur.execute("SELECT count(*) FROM visits").fetchone()
 
 
 def test_value_list_read_from_a_declared_public_table(temporal_proxy: Any) -> None:

@@ -41,6 +41,12 @@ def events(conn: ServerConnection) -> list[object]:
             return out
 
 
+def assert_fails(c: ServerConnection, sqlstate: str, note: object = None) -> None:
+    """The connection's next event is its failure with ``sqlstate``."""
+    ev = c.next_event()
+    assert isinstance(ev, ConnectionFailed) and ev.sqlstate == sqlstate, (ev, note)
+
+
 def ready_conn() -> ServerConnection:
     c = ServerConnection(max_message_bytes=8192)
     c.receive_data(wire.startup())
@@ -92,8 +98,7 @@ def test_plaintext_pipelined_after_ssl_accept_is_refused() -> None:
     c.receive_data(wire.ssl_request() + wire.startup())
     assert isinstance(c.next_event(), SSLRequested)
     assert c.answer_negotiation(True) == b"S"
-    ev = c.next_event()
-    assert isinstance(ev, ConnectionFailed) and ev.sqlstate == "08P01"
+    assert_fails(c, "08P01")
 
 
 def test_cancel_request() -> None:
@@ -107,8 +112,7 @@ def test_cancel_request() -> None:
 def test_unsupported_protocol_version() -> None:
     c = ServerConnection()
     c.receive_data(wire.startup(version=2 << 16))
-    ev = c.next_event()
-    assert isinstance(ev, ConnectionFailed) and ev.sqlstate == "0A000"
+    assert_fails(c, "0A000")
 
 
 def test_minor_version_and_pq_options_reported() -> None:
@@ -123,16 +127,14 @@ def test_startup_length_bounds() -> None:
     for length in (3, 7, 10001):
         c = ServerConnection()
         c.receive_data(struct.pack("!ii", length, 196608))
-        ev = c.next_event()
-        assert isinstance(ev, ConnectionFailed) and ev.sqlstate == "08P01", length
+        assert_fails(c, "08P01", length)
 
 
 def test_startup_without_user() -> None:
     c = ServerConnection()
     body = struct.pack("!i", 196608) + b"database\0x\0\0"
     c.receive_data(struct.pack("!i", len(body) + 4) + body)
-    ev = c.next_event()
-    assert isinstance(ev, ConnectionFailed) and ev.sqlstate == "28000"
+    assert_fails(c, "28000")
 
 
 def test_auth_phase_accepts_only_password_messages() -> None:
@@ -141,16 +143,14 @@ def test_auth_phase_accepts_only_password_messages() -> None:
     assert isinstance(c.next_event(), StartupReceived)
     assert c.next_event() == PasswordMessage(b"secret\0")
     c.receive_data(wire.query("select 1"))
-    ev = c.next_event()
-    assert isinstance(ev, ConnectionFailed) and ev.sqlstate == "08P01"
+    assert_fails(c, "08P01")
 
 
 def test_unauthenticated_query_is_a_protocol_error() -> None:
     c = ServerConnection()
     c.receive_data(wire.startup() + wire.query("select 1"))
     assert isinstance(c.next_event(), StartupReceived)
-    ev = c.next_event()
-    assert isinstance(ev, ConnectionFailed) and ev.sqlstate == "08P01"
+    assert_fails(c, "08P01")
 
 
 def test_simple_and_extended_messages() -> None:
@@ -198,8 +198,7 @@ def test_transaction_status_in_ready_for_query() -> None:
 def test_oversized_message_is_54000() -> None:
     c = ready_conn()
     c.receive_data(b"Q" + struct.pack("!i", 100_000))
-    ev = c.next_event()
-    assert isinstance(ev, ConnectionFailed) and ev.sqlstate == "54000"
+    assert_fails(c, "54000")
     assert c.closed
 
 

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from tests.fixtures import pgwire_frames as wire
-from tests.fixtures.local_proxy import RawClient, ServerThread, start_local
+from tests.fixtures.local_proxy import RawClient, ServerThread, local_client, start_local
 
 
 def kinds(msgs: list[tuple[str, bytes]]) -> str:
@@ -382,28 +382,18 @@ def test_max_connections(shadow_dsn: str) -> None:
 
 
 def test_rate_limit_per_user(shadow_dsn: str) -> None:
-    srv = start_local(shadow_dsn, queries_per_minute=3)
-    try:
-        c = RawClient(srv.host, srv.port)
-        c.login_trust()
+    with local_client(shadow_dsn, queries_per_minute=3) as (srv, c):
         states = [sqlstates(q(c, "SELECT 1")) for _ in range(5)]
         assert states[:3] == [[], [], []] and states[3] == ["53400"]
         assert tags(q(c, "SET application_name = 'x'")) == ["SET"]   # session commands are not counted
-    finally:
-        srv.stop()
 
 
 def test_statement_timeout(shadow_dsn: str) -> None:
-    srv = start_local(shadow_dsn)
-    try:
-        c = RawClient(srv.host, srv.port)
-        c.login_trust()
+    with local_client(shadow_dsn) as (srv, c):
         q(c, "SET statement_timeout = '200ms'")
         m = q(c, "SELECT pg_sleep(5)")
         assert sqlstates(m) == ["57014"]
         assert rows(q(c, "SELECT 7")) == [[b"7"]]
-    finally:
-        srv.stop()
 
 
 def test_idle_client_does_not_block_others(local_proxy: ServerThread) -> None:
@@ -425,10 +415,7 @@ def test_catalog_pool_survives_lost_backend_connections(embedded_pg: object, sha
     """Idle catalog connections killed under the proxy (as by a PostgreSQL restart) are replaced."""
     import psycopg
 
-    srv = start_local(shadow_dsn)
-    try:
-        c = RawClient(srv.host, srv.port)
-        c.login_trust()
+    with local_client(shadow_dsn) as (srv, c):
         assert rows(q(c, "SELECT 1")) == [[b"1"]]
         with psycopg.connect(embedded_pg.dsn(), autocommit=True) as admin:   # type: ignore[attr-defined]
             from psycopg.conninfo import conninfo_to_dict
@@ -439,15 +426,10 @@ def test_catalog_pool_survives_lost_backend_connections(embedded_pg: object, sha
         import time
         time.sleep(0.2)
         assert rows(q(c, "SELECT 2")) == [[b"2"]]
-    finally:
-        srv.stop()
 
 
 def test_idle_session_timeout(shadow_dsn: str) -> None:
-    srv = start_local(shadow_dsn, idle_timeout_s=0.5)
-    try:
-        c = RawClient(srv.host, srv.port)
-        c.login_trust()
+    with local_client(shadow_dsn, idle_timeout_s=0.5) as (srv, c):
         assert rows(q(c, "SELECT 1")) == [[b"1"]]
         k, body = c.recv_message()          # nothing sent: the server ends the session
         assert k == "E" and wire.error_fields(body)["C"] == "57P05"
@@ -458,8 +440,6 @@ def test_idle_session_timeout(shadow_dsn: str) -> None:
             import time
             time.sleep(0.2)
             assert rows(q(busy, "SELECT 2")) == [[b"2"]]
-    finally:
-        srv.stop()
 
 
 def test_sql_level_prepare_execute(local_proxy: ServerThread, raw: RawClient) -> None:
