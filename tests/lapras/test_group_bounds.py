@@ -19,8 +19,8 @@ from lapras import Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
-from parser.pushdown.bounding import bounding_seed, groups_seed, statement_groups
-from tests.fixtures.engine_helpers import events_database
+from parser.pushdown.bounding import statement_groups
+from tests.fixtures.engine_helpers import events_database, hashed_events
 
 K, C, G = 10, 2, 2
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),
@@ -84,13 +84,7 @@ def _kept_per_unit(dsn: str, where: str) -> list[tuple[list[int], list[tuple[int
     """Each unit's kept kinds and kept rows (hash, text, kind, amount) under the per-group rule, applied
     here in Python to PostgreSQL's hashes of each row's text and of each unit's group keys (unit ':' the
     group's first cell)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET TimeZone = 'UTC'")
-        conn.execute("SET extra_float_digits = 1")
-        rows = conn.execute(f"SELECT user_id, kind, amount, hashtextextended(e::text, {bounding_seed(EVENTS)}), "
-                            f"e::text FROM events e WHERE user_id IS NOT NULL AND ({where})").fetchall()
-        ghash = dict(conn.execute(f"SELECT u || ':' || v, hashtextextended(u || ':' || v, {groups_seed(EVENTS)}) "
-                                  "FROM generate_series(0, 599) AS u, generate_series(0, 4) AS v").fetchall())
+    rows, ghash = hashed_events(dsn, EVENTS, where, 599)
     units: dict[int, list[tuple[int, str, int, int]]] = {}
     for u, kind, amount, h, text in rows:
         units.setdefault(u, []).append((h, text, kind, amount))

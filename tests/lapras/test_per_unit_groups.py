@@ -19,8 +19,8 @@ from lapras import Engine
 from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
-from parser.pushdown.bounding import bounding_seed, groups_seed, statement_groups
-from tests.fixtures.engine_helpers import events_database
+from parser.pushdown.bounding import bounding_seed, statement_groups
+from tests.fixtures.engine_helpers import events_database, hashed_events
 
 K, C, G, B = 10, 2, 3, 60.0
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4), per_unit=True),
@@ -125,14 +125,7 @@ def _kept_by_rule(dsn: str, where: str, clamp: float | None = None) -> dict[int,
     """(count, sum of amount) per kind under the per-unit rule applied here in Python to PostgreSQL's
     hashes: per unit, the kind first in the order of the hash of (unit ':' kind), then its k rows first
     in the order of the hash of the row's text; with ``clamp``, each unit's amounts times min(1, B / sum)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET TimeZone = 'UTC'")
-        conn.execute("SET extra_float_digits = 1")
-        rows = conn.execute(f"SELECT user_id, kind, amount, hashtextextended(e::text, {bounding_seed(EVENTS)}), "
-                            f"e::text FROM events e WHERE user_id IS NOT NULL AND ({where})").fetchall()
-        ghash = dict(conn.execute(f"SELECT u || ':' || v, hashtextextended(u || ':' || v, {groups_seed(EVENTS)}) "
-                                  f"FROM generate_series(0, {HONEST + LIARS}) AS u, generate_series(0, 4) AS v"
-                                  ).fetchall())
+    rows, ghash = hashed_events(dsn, EVENTS, where, HONEST + LIARS)
     units: dict[int, list[tuple[int, str, int, int]]] = {}
     for u, kind, amount, h, text in rows:
         units.setdefault(u, []).append((h, text, kind, amount))

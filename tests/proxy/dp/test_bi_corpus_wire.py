@@ -47,14 +47,8 @@ def corpus_env(embedded_pg: Any, harness: Any, tmp_path_factory: pytest.TempPath
             pytest.skip(f"odd names are not accepted yet (issue 18, names): {exc.problems[0]}")
         raise
     proxy = harness.ProxyProcess(cfg, root / "state", port)
-    proxy.start()
-    try:
-        with psycopg.connect(proxy.dsn(dbname="bi", password=None), autocommit=True) as conn, \
-                psycopg.connect(dsn + " options='-c TimeZone=UTC'", autocommit=True) as exact:
-            conn.execute("SET lapras.show_stderr = on")
-            yield conn, exact, planner
-    finally:
-        proxy.stop()
+    with harness.proxy_beside_upstream(proxy, dsn, "bi") as (conn, exact):
+        yield conn, exact, planner
 
 
 _RESULTS: dict[int, corpus.Result] = {}

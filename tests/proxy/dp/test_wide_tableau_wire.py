@@ -47,14 +47,8 @@ def wide_env(embedded_pg: Any, harness: Any, tmp_path_factory: pytest.TempPathFa
     cfg = root / "config.toml"
     cfg.write_text(wide.config_text(dsn, port, partition_fraction=0.2, epsilon=8.0, stream_length=60))
     proxy = harness.ProxyProcess(cfg, root / "state", port)
-    proxy.start()
-    try:
-        with psycopg.connect(proxy.dsn(dbname="wide", password=None), autocommit=True) as conn, \
-                psycopg.connect(dsn + " options='-c TimeZone=UTC'", autocommit=True) as exact:
-            conn.execute("SET lapras.show_stderr = on")
-            yield conn, exact, proxy
-    finally:
-        proxy.stop()
+    with harness.proxy_beside_upstream(proxy, dsn, "wide") as (conn, exact):
+        yield conn, exact, proxy
 
 
 @pytest.mark.parametrize("label", list(STATEMENTS))
