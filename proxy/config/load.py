@@ -22,16 +22,8 @@ from parser.model.public import PublicTable
 from parser.model.schema import Attribute, Catalog, TableSchema
 from pgcore.identifiers import name_problem, qualified, split_qualified
 
+from . import sections as S
 from .keys import SECTIONS, key, section_keys
-from .sections import (
-    LaprasSettings,
-    LoadSettings,
-    PrivacySettings,
-    ServerSettings,
-    TlsSettings,
-    User,
-    parse_listen,
-)
 
 AUTH_METHODS = key("users.auth").choices
 ACCOUNTING_MODES = key("privacy.accounting").choices
@@ -53,18 +45,18 @@ class ConfigError(Exception):
 @dataclass(frozen=True)
 class Config:
     path: str
-    server: ServerSettings
-    tls: TlsSettings
+    server: S.ServerSettings
+    tls: S.TlsSettings
     upstream_dsn: str
-    users: tuple[User, ...]
-    privacy: PrivacySettings
-    lapras: LaprasSettings
+    users: tuple[S.User, ...]
+    privacy: S.PrivacySettings
+    lapras: S.LaprasSettings
     catalog: Catalog
-    loads: dict[str, LoadSettings]
+    loads: dict[str, S.LoadSettings]
     predictor: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
-    def user(self, name: str) -> User | None:
+    def user(self, name: str) -> S.User | None:
         return next((u for u in self.users if u.name == name), None)
 
 
@@ -129,23 +121,23 @@ class _Checker:
         return out
 
 
-def _server(c: _Checker, tree: dict[str, Any]) -> ServerSettings:
+def _server(c: _Checker, tree: dict[str, Any]) -> S.ServerSettings:
     p = "server."
     v = c.read(c.section(tree, "server"), "server", p)
     try:
-        parse_listen(v["listen"])
+        S.parse_listen(v["listen"])
     except ValueError as exc:
         c.bad("server.listen", f"{exc} (write it like \"127.0.0.1:6432\")")
         v["listen"] = key("server.listen").default
     if v["metrics_listen"]:
         try:
-            parse_listen(v["metrics_listen"])
+            S.parse_listen(v["metrics_listen"])
         except ValueError as exc:
             c.bad(p + "metrics_listen", f"{exc} (write it like \"127.0.0.1:9187\", or leave it empty)")
-    return ServerSettings(**v)
+    return S.ServerSettings(**v)
 
 
-def _tls(c: _Checker, tree: dict[str, Any], base: Path) -> TlsSettings:
+def _tls(c: _Checker, tree: dict[str, Any], base: Path) -> S.TlsSettings:
     v = c.read(c.section(tree, "tls"), "tls", "tls.")
     if bool(v["cert"]) != bool(v["key"]):
         c.bad("tls", "set both cert and key, or neither")
@@ -158,15 +150,15 @@ def _tls(c: _Checker, tree: dict[str, Any], base: Path) -> TlsSettings:
             resolved.append(str(path))
         else:
             resolved.append("")
-    return TlsSettings(cert=resolved[0], key=resolved[1])
+    return S.TlsSettings(cert=resolved[0], key=resolved[1])
 
 
-def _users(c: _Checker, tree: dict[str, Any]) -> tuple[User, ...]:
+def _users(c: _Checker, tree: dict[str, Any]) -> tuple[S.User, ...]:
     raw = tree.get("users", [])
     if not isinstance(raw, list):
         c.bad("users", "must be an array of tables ([[users]])")
         return ()
-    users: list[User] = []
+    users: list[S.User] = []
     for i, u in enumerate(raw):
         p = f"users[{i}]."
         if not isinstance(u, dict):
@@ -182,17 +174,17 @@ def _users(c: _Checker, tree: dict[str, Any]) -> tuple[User, ...]:
                                 "plain-text passwords are not accepted")
         if any(x.name == name for x in users):
             c.bad(p + "name", f"user {name!r} is declared twice")
-        users.append(User(name=name, auth=auth, secret=secret, admin=v["admin"]))
+        users.append(S.User(name=name, auth=auth, secret=secret, admin=v["admin"]))
     if not users:
         c.bad("users", "declare at least one [[users]] entry, or nobody can connect")
     return tuple(users)
 
 
-def _privacy(c: _Checker, tree: dict[str, Any]) -> PrivacySettings:
-    return PrivacySettings(**c.read(c.section(tree, "privacy"), "privacy", "privacy."))
+def _privacy(c: _Checker, tree: dict[str, Any]) -> S.PrivacySettings:
+    return S.PrivacySettings(**c.read(c.section(tree, "privacy"), "privacy", "privacy."))
 
 
-def _lapras(c: _Checker, tree: dict[str, Any]) -> LaprasSettings:
+def _lapras(c: _Checker, tree: dict[str, Any]) -> S.LaprasSettings:
     p = "lapras."
     v = c.read(c.section(tree, "lapras"), "lapras", p)
     split, fractions = v["split"], v["fractions"]
@@ -214,7 +206,7 @@ def _lapras(c: _Checker, tree: dict[str, Any]) -> LaprasSettings:
             v["fractions"] = fr
     elif fractions is not None:
         c.bad(p + "fractions", f"only used with split = \"custom\" (split is {split!r}); remove it")
-    return LaprasSettings(**v)
+    return S.LaprasSettings(**v)
 
 
 def _predictor(c: _Checker, tree: dict[str, Any]) -> dict[str, Any]:
@@ -289,9 +281,9 @@ def _table_entries(c: _Checker, tree: dict[str, Any], section: str,
             yield tname, t, p, tv
 
 
-def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadSettings]]:
+def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, S.LoadSettings]]:
     tables: list[TableSchema] = []
-    loads: dict[str, LoadSettings] = {}
+    loads: dict[str, S.LoadSettings] = {}
     for tname, entry, p, tv in _table_entries(c, tree, "tables", "with `columns`"):
         schema = tv["schema"]
         cols = entry.get("columns")
@@ -360,7 +352,7 @@ def _tables(c: _Checker, tree: dict[str, Any]) -> tuple[Catalog, dict[str, LoadS
                 c.bad(f"{p}.load.offset.{toml_key(col)}", "names no declared column")
             if isinstance(v, bool) or not isinstance(v, int):
                 c.bad(f"{p}.load.offset.{toml_key(col)}", "must be an integer")
-        loads[tname] = LoadSettings(rename={str(k): str(v) for k, v in rename.items()},
+        loads[tname] = S.LoadSettings(rename={str(k): str(v) for k, v in rename.items()},
                                     offset={str(k): int(v) for k, v in offset.items()
                                             if isinstance(v, int)},
                                     generator=lv["generator"])
