@@ -28,7 +28,7 @@ class IntKeysType(TextType, pg=("integer", T.INT4)):
     """An integer column whose values are private keys (no values list, no range)."""
 
     type_name = "int"
-    config_names = ()  # type: ignore[assignment]  # reached through the integer and numeric types' `keys`
+    config_names = ()  # reached through the integer and numeric types' `keys`
     config_keys = frozenset({"keys"})
     ordered_keys = False
 
