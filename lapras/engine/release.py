@@ -31,6 +31,7 @@ from lapras.matrix_mechanism import (
 from lapras.mechanisms import Gaussian, new_rng
 from lapras.settings import EngineSettings
 from lapras.strategy import ProductQuery
+from lapras.strategy.share import share_marginals, shared_workloads
 from lapras.strategy_cache import StrategyCache
 from lapras.svd_bound import svd_bound
 from parser.model.linear import LinearQuery
@@ -79,11 +80,18 @@ class ReleasePlanner:
         if quick:
             groups = quick_groups(groups_in)
         else:
+            # Nested and overlapping marginals measured once (at most a third of the preparation's time).
+            start = time.monotonic()
+            members = share_marginals(groups_in, tables=self.shareable(catalog), time_limit=st.mm_time_limit / 3,
+                                      joint_max_cells=st.joint_max_cells)
+            work = shared_workloads(groups_in, members)
             plan = self.strategies.plan_groups if self.strategies is not None else plan_groups
-            groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
-                          time_limit=st.mm_time_limit, progress=_progress(len(groups_in), st))
+            groups = plan(work, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
+                          time_limit=max(st.mm_time_limit - (time.monotonic() - start), st.mm_time_limit / 3),
+                          progress=_progress(len(work), st))
             for g in groups:  # how far each strategy is from the best possible one (EXPLAIN, benchmarks)
-                g.svd_error = svd_bound(groups_in[(g.table, g.marginal)][1], g.shape)
+                g.members = tuple(members[(g.table, g.marginal)])
+                g.svd_error = svd_bound(work[(g.table, g.marginal)][1], g.shape)
         budget = Budget(st.accounting, eps_q, delta_q)
         v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self.unit_rows(catalog), self.unit_tables(),
                                              self.presence()) if groups else None)
@@ -129,13 +137,24 @@ class ReleasePlanner:
         out: list[tuple[TableSchema, np.ndarray | None]] = []
         for g in groups:
             table = prepared.derived.get(g.table) or prepared.catalog.table(g.table)
-            found = work.get((g.table, tuple(g.marginal)))
+            key = (g.table, tuple(g.marginal))
+            found = work.get(key)
+            if g.members and g.members != (key[1],) and all((g.table, m) in work for m in g.members):
+                found = shared_workloads(work, {key: g.members})[key]  # a merged group: its members' cells
             if view is None or found is None or table.privacy_unit is None or table.derived is not None:
                 out.append((table, None))
                 continue
             shape, units = found
             out.append(view(table, g.marginal, workload_cells(shape, units)))
         return out
+
+    def shareable(self, catalog: Catalog) -> set[str]:
+        """Tables whose groups may be measured on a union marginal: never a derived histogram (units present
+        per cell do not add up over a coarser cell), nor a table bounded per statement (each group's units
+        bounded among its own cells: a union would read them among more)."""
+        per_statement = getattr(self.exact, "release_table", None) is not None
+        return {t.name for t in catalog.tables
+                if t.derived is None and t.name not in self.derived and (t.privacy_unit is None or not per_statement)}
 
     def workloads(self, queries: Sequence[LinearQuery], catalog: Catalog, settings: EngineSettings) -> Workloads:
         """P's queries grouped by marginal, as product queries (derived tables remembered by name)."""
