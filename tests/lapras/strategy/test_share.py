@@ -12,10 +12,19 @@ import pytest
 from scipy.stats import chi2
 
 from lapras import Engine, EngineSettings, MemoryLedger, Prediction
-from lapras.matrix_mechanism import joint_sensitivity, plan_groups, release_mm
+from lapras.exact import HistogramExactSource
+from lapras.matrix_mechanism import MMGroup, joint_sensitivity, plan_groups, release_mm
 from lapras.mechanisms import Cost
-from lapras.strategy import block_vector
-from lapras.strategy.share import embed, share_marginals, shared_workloads, union_workload
+from lapras.strategy import KronStrategy, ProductQuery, block_vector
+from lapras.strategy.share import (
+    Key,
+    Marginal,
+    Workload,
+    embed,
+    share_marginals,
+    shared_workloads,
+    union_workload,
+)
 from tests.fixtures.engine_helpers import CATALOG, plan
 
 SIZES = {"a": 10, "b": 3, "c": 40}
@@ -33,7 +42,7 @@ def _range(n: int, lo: int, hi: int) -> np.ndarray:
     return v
 
 
-def _workloads():  # type: ignore[no-untyped-def]
+def _workloads() -> dict[Key, Workload]:
     """P of a dashboard: counts by b, by (a, b) for a = 2, a range of a, and one cell of (a, c)."""
     by_b = [[(1.0, [_onehot(3, j)])] for j in range(3)]
     by_ab = [[(1.0, [_onehot(10, 2), _onehot(3, j)])] for j in range(3)]
@@ -43,7 +52,7 @@ def _workloads():  # type: ignore[no-untyped-def]
             ("t", ("a", "c")): ((10, 40), by_ac)}
 
 
-def _dense(strategy) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _dense(strategy: KronStrategy) -> np.ndarray:
     """The strategy's full matrix over its marginal's cells (small marginals only)."""
     cols = []
     shape = strategy.block_sizes
@@ -104,13 +113,14 @@ def test_merged_release_sensitivity_is_computed_over_the_joint_data_vector() -> 
     assert joint_sensitivity(groups) == pytest.approx(worst, rel=1e-9)
 
 
-def _merged_release_fixture():  # type: ignore[no-untyped-def]
+def _merged_release_fixture() -> tuple[list[MMGroup], list[np.ndarray], list[tuple[Marginal, ProductQuery, float]]]:
     work = _workloads()
     merged = shared_workloads(work, share_marginals(work, max_cells=64))
     groups = plan_groups(merged, rng=np.random.default_rng(5), time_limit=None)
     x = np.random.default_rng(6).integers(0, 60, (10, 3, 40)).astype(float)
     hists = [x.sum(axis=tuple(i for i, a in enumerate(("a", "b", "c")) if a not in g.marginal)) for g in groups]
-    checks = [(("b",), q, float(q[0][1][0] @ x.sum(axis=(0, 2)))) for q in work[("t", ("b",))][1]]
+    checks: list[tuple[Marginal, ProductQuery, float]] = [
+        (("b",), q, float(q[0][1][0] @ x.sum(axis=(0, 2)))) for q in work[("t", ("b",))][1]]
     checks += [(("a",), q, float(q[0][1][0] @ x.sum(axis=(1, 2)))) for q in work[("t", ("a",))][1]]
     return groups, hists, checks
 
@@ -150,7 +160,7 @@ def test_answers_from_the_merged_measurement_are_unbiased() -> None:
         assert chi2.ppf(0.5e-5, reps) < stat < chi2.ppf(1 - 0.5e-5, reps)
 
 
-def test_engine_answers_p_from_a_merged_release(exact) -> None:  # type: ignore[no-untyped-def]
+def test_engine_answers_p_from_a_merged_release(exact: HistogramExactSource) -> None:
     """Through the engine: P over (b), (a, b) and (a) is released as one group over (a, b) and every
     predicted statement is answered from it, free, with a finite stated error."""
     sqls = ["SELECT b, count(*) FROM t GROUP BY b", "SELECT b, count(*) FROM t WHERE a = 2 GROUP BY b",
