@@ -93,6 +93,16 @@ def test_merging_lowers_the_release_error_and_never_raises_it() -> None:
     assert share_marginals(work, max_cells=2) == {k: (k[1],) for k in work}
 
 
+def test_only_the_listed_tables_are_merged() -> None:
+    """Groups over a table left out of ``tables`` (a derived histogram of units present, a table bounded per
+    statement) stay as they are, whatever merging would gain."""
+    work = _workloads()
+    other = {("u", m): w for (_, m), w in work.items()}
+    members = share_marginals({**work, **other}, tables={"t"}, max_cells=64)
+    assert all(ms == (k[1],) for k, ms in members.items() if k[0] == "u")
+    assert any(len(ms) > 1 for k, ms in members.items() if k[0] == "t")
+
+
 def test_merged_release_sensitivity_is_computed_over_the_joint_data_vector() -> None:
     """The joint sensitivity the release is calibrated with bounds the largest column norm of the stacked,
     weighted strategies over every cell of the table's domain (one row moves one cell of each group's
