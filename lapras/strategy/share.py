@@ -129,7 +129,7 @@ def share_marginals(
 
     clusters: dict[Key, tuple[Marginal, ...]] = {k: (k[1],) for k in workloads}
     root: dict[Key, float] = {}
-    pair_root: dict[tuple[Key, Key], tuple[Key, float] | None] = {}
+    pair_root: dict[tuple[Key, Key], float | None] = {}
 
     def root_of(k: Key) -> float:
         if k not in root:
@@ -139,16 +139,15 @@ def share_marginals(
 
     def candidate(a: Key, b: Key) -> tuple[Key, float] | None:
         """The merged key and its root error, or None when the pair may not merge."""
-        if (a, b) in pair_root:
-            return pair_root[(a, b)]
-        out = None
-        members = [(m, workloads[(a[0], m)]) for m in (*clusters[a], *clusters[b])]
-        union, (shape, qs) = union_workload(members)
-        key = (a[0], union)
-        if math.prod(shape) <= max_cells and (key in (a, b) or key not in clusters):
-            out = (key, math.sqrt(max(err(shape, qs), 0.0)))
-        pair_root[(a, b)] = out
-        return out
+        key = (a[0], tuple(sorted({*a[1], *b[1]})))
+        if key not in (a, b) and key in clusters:
+            return None  # another group is that union already (checked each time: clusters change)
+        if (a, b) not in pair_root:
+            members = [(m, workloads[(a[0], m)]) for m in (*clusters[a], *clusters[b])]
+            _, (shape, qs) = union_workload(members)
+            pair_root[(a, b)] = math.sqrt(max(err(shape, qs), 0.0)) if math.prod(shape) <= max_cells else None
+        r = pair_root[(a, b)]
+        return None if r is None else (key, r)
 
     while time.monotonic() < deadline:
         best: tuple[float, Key, Key, Key, float] | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -101,6 +102,26 @@ def test_only_the_listed_tables_are_merged() -> None:
     members = share_marginals({**work, **other}, tables={"t"}, max_cells=64)
     assert all(ms == (k[1],) for k, ms in members.items() if k[0] == "u")
     assert any(len(ms) > 1 for k, ms in members.items() if k[0] == "t")
+
+
+def test_every_marginal_stays_in_exactly_one_group() -> None:
+    """Two pairs with the same union (``(a, b, d) + (c, d)`` and ``(a, c) + (b, c, d)``): once the better one
+    is merged, the union exists and the other pair may not merge into it (it would replace the group);
+    no marginal is lost or measured twice. The errors are given: pair one 0.1, pair two 0.2, one marginal
+    1, anything else 100 (so only the two pairs gain)."""
+    margs = [("a", "b", "d"), ("c", "d"), ("a", "c"), ("b", "c", "d")]
+    work = {("t", m): ((2,) * len(m), [[(float(i + 1), [np.ones(2)] * len(m))]]) for i, m in enumerate(margs)}
+
+    given: dict[tuple[int, ...], float] = {(1, 2): 0.1, (3, 4): 0.2}
+
+    def error(shape: Sequence[int], qs: Sequence[ProductQuery]) -> float:
+        ids = tuple(sorted(int(q[0][0]) for q in qs))
+        return given.get(ids, 1.0 if len(ids) == 1 else 100.0)
+
+    members = share_marginals(work, error=error)
+    assert sorted(m for ms in members.values() for m in ms) == sorted(margs)
+    assert members[("t", ("a", "b", "c", "d"))] == (("a", "b", "d"), ("c", "d"))
+    assert sum(len(qs) for _, qs in shared_workloads(work, members).values()) == len(margs)
 
 
 def test_merged_release_sensitivity_is_computed_over_the_joint_data_vector() -> None:
