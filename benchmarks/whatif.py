@@ -40,6 +40,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     ap.add_argument("--state-dir", type=Path, default=None)
     ap.add_argument("--epsilon", default="0.5,1,2")
+    ap.add_argument("--seed", type=int, default=1, help="noise and strategy seed (runs of the same log)")
     ap.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
                     help="processes replaying days in parallel")
     args = ap.parse_args()
@@ -52,7 +53,7 @@ def main() -> int:
     eps = [float(x) for x in args.epsilon.split(",")]
     t0, cpu0 = time.perf_counter(), time.process_time()
     statements, _ = read_logs([log])
-    options = WhatIfOptions(epsilons=eps, seed=1, workers=args.workers)
+    options = WhatIfOptions(epsilons=eps, seed=args.seed, workers=args.workers)
     result = _run(cfg, state, {"adult": args.data / "adult.csv"}, statements, engine_settings(cfg, progress=False),
                   options, progress=True)
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0

@@ -51,6 +51,9 @@ class MMGroup:
     weight: float = 1.0
     # Li and Miklau's SVD lower bound on unit_error over all strategies (lapras.svd_bound); None: not computed
     svd_error: float | None = None
+    # P's marginals this group measures (lapras.strategy.share: nested and overlapping marginals merged into
+    # their union); empty: its own marginal only
+    members: tuple[Marginal, ...] = ()
 
     @property
     def optimality(self) -> float | None:
@@ -412,7 +415,8 @@ class MMRelease:
     def meta(self) -> list[dict[str, object]]:
         return [
             {"table": g.table, "marginal": list(g.marginal), "shape": list(g.shape), "unit_error": g.unit_error,
-             "n_queries": g.n_queries, "weight": g.weight, "strategy": g.strategy.name, "svd_error": g.svd_error}
+             "n_queries": g.n_queries, "weight": g.weight, "strategy": g.strategy.name, "svd_error": g.svd_error,
+             "members": [list(m) for m in g.members]}
             for g in self.groups
         ]
 
@@ -427,7 +431,8 @@ class MMRelease:
             groups.append(MMGroup(str(m["table"]), tuple(m["marginal"]),  # type: ignore[arg-type]
                                   tuple(m["shape"]), strat, float(m["unit_error"]),  # type: ignore[arg-type]
                                   int(m["n_queries"]), float(m["weight"]),  # type: ignore[call-overload,arg-type]
-                                  float(m["svd_error"]) if m.get("svd_error") else None))  # type: ignore[arg-type]
+                                  float(m["svd_error"]) if m.get("svd_error") else None,  # type: ignore[arg-type]
+                                  tuple(tuple(x) for x in m.get("members") or ())))  # type: ignore[attr-defined]
             ys.append(d[f"y{i}"])
         return MMRelease(groups, ys, float(d["sigma"][0]), cost, cells)
 

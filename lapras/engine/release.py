@@ -31,6 +31,7 @@ from lapras.matrix_mechanism import (
 )
 from lapras.mechanisms import Gaussian, new_rng
 from lapras.settings import EngineSettings
+from lapras.strategy.share import share_marginals, shared_workloads
 from lapras.strategy_cache import StrategyCache
 from lapras.svd_bound import svd_bound
 from parser.model.schema import Catalog, TableSchema
@@ -76,10 +77,18 @@ class ReleasePlanner:
         if quick:
             groups = quick_groups(groups_in)
         else:
+            # Nested and overlapping marginals measured once (at most a third of the preparation's time).
+            start = time.monotonic()
+            members = share_marginals(groups_in, tables=self.shareable(catalog), time_limit=st.mm_time_limit / 3,
+                                      joint_max_cells=st.joint_max_cells)
+            work = shared_workloads(groups_in, members)
             plan = self.strategies.plan_groups if self.strategies is not None else plan_groups
-            groups = plan(groups_in, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
-                          time_limit=st.mm_time_limit, progress=_progress(len(groups_in), st))
-            for g, (_, units) in zip(groups, groups_in.values(), strict=True):
+            groups = plan(work, joint_max_cells=st.joint_max_cells, rng=new_rng() if self.background else self.rng,
+                          time_limit=max(st.mm_time_limit - (time.monotonic() - start), st.mm_time_limit / 3),
+                          progress=_progress(len(work), st))
+            # plan keeps the workloads' order: each group is its workload's (a merged one its members')
+            for g, (key, (_, units)) in zip(groups, work.items(), strict=True):
+                g.members = tuple(members.get(key, (key[1],)))
                 g.svd_error = svd_bound(units, g.shape)  # how far from the best strategy (EXPLAIN, benchmarks)
         budget = Budget(st.accounting, eps_q, delta_q)
         v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self.unit_rows(catalog), self.unit_tables(),
@@ -126,17 +135,33 @@ class ReleasePlanner:
         hold every cell it reads (``MMRelease.estimate``)."""
         view = getattr(self.exact, "release_table", None)
         # The groups are planned in the order of P's workloads (one per marginal, or per region of it).
-        work = list(self.workloads(prepared.prediction, prepared.catalog, settings).items()) if view is not None else []
+        unshared = self.workloads(prepared.prediction, prepared.catalog, settings) if view is not None else {}
+        pending: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
+        for k, w in unshared.items():
+            pending.setdefault((k[0], k[1]), []).append(w)
         out: list[tuple[TableSchema, np.ndarray | None]] = []
-        for i, g in enumerate(groups):
+        for g in groups:
             table = prepared.derived.get(g.table) or prepared.catalog.table(g.table)
-            found = work[i] if i < len(work) and work[i][0][:2] == (g.table, tuple(g.marginal)) else None
+            key = (g.table, tuple(g.marginal))
+            found: Any
+            if g.members and g.members != (key[1],) and all((g.table, m) in unshared for m in g.members):
+                found = shared_workloads(unshared, {key: g.members})[key]  # a merged group: its members' cells
+            else:  # a marginal's groups (one, or one per region) come in the order of P's workloads
+                found = pending[key].pop(0) if pending.get(key) else None
             if view is None or found is None or table.privacy_unit is None or table.derived is not None:
                 out.append((table, None))
                 continue
-            shape, units = found[1]
+            shape, units = found
             out.append(view(table, g.marginal, workload_cells(shape, units)))
         return out
+
+    def shareable(self, catalog: Catalog) -> set[str]:
+        """Tables whose groups may be measured on a union marginal: never a derived histogram (units present
+        per cell do not add up over a coarser cell), nor a table bounded per statement (each group's units
+        bounded among its own cells: a union would read them among more)."""
+        per_statement = getattr(self.exact, "release_table", None) is not None
+        return {t.name for t in catalog.tables
+                if t.derived is None and t.name not in self.derived and (t.privacy_unit is None or not per_statement)}
 
     def workloads(self, pred: Any, catalog: Catalog, settings: EngineSettings) -> Workloads:
         """P's release groups as product queries: per marginal, and under ``bounding = "statement"`` per
