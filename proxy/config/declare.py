@@ -1,7 +1,7 @@
 """How a config.toml key is declared: once, as a field of its section's settings class.
 
 A section is a frozen dataclass decorated with `section(...)`; each key is a field whose default is
-`setting(default, doc, ...)`, carrying the key's allowed values, check and meaning. The key table
+`setting(default=..., doc=..., ...)`, carrying the key's allowed values, check and meaning. The key table
 (`proxy.config.keys`), the loader, the engine's settings and docs/config.md all read these declarations,
 so a key's name, type, default and check are written in one place. A key that sets an engine knob names
 its `lapras.settings.EngineSettings` field and takes that field's default, the engine's own.
