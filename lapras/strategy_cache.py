@@ -4,7 +4,6 @@ budgets, reuses them instead of optimising again."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections import OrderedDict
@@ -17,6 +16,7 @@ import numpy as np
 
 from lapras.matrix_mechanism import MMGroup, group_weights, plan_groups
 from lapras.strategy import KronStrategy, ProductQuery
+from lapras.strategy.kron import queries_digest
 
 Marginal = tuple[str, ...]
 # Keyed by (table, marginal) or (table, marginal, region): lapras.matrix_mechanism.GroupKey.
@@ -25,18 +25,7 @@ Workloads = Mapping[tuple[str, Marginal] | tuple[str, Marginal, str], tuple[tupl
 
 def workload_digest(table: str, marginal: Marginal, shape: tuple[int, ...], queries: Sequence[ProductQuery]) -> str:
     """Identity of one group's workload, independent of the order of its queries."""
-    parts = []
-    for q in queries:
-        h = hashlib.blake2b(digest_size=16)
-        for w, vecs in q:
-            h.update(np.float64(w).tobytes())
-            for v in vecs:
-                h.update(np.ascontiguousarray(v, dtype=np.float64).tobytes())
-        parts.append(h.digest())
-    top = hashlib.blake2b(f"{table}|{','.join(marginal)}|{shape}".encode(), digest_size=16)
-    for p in sorted(parts):
-        top.update(p)
-    return top.hexdigest()
+    return queries_digest(f"{table}|{','.join(marginal)}|{shape}", queries)
 
 
 class StrategyCache:

@@ -21,6 +21,7 @@ in atom space: a query vector is reduced to its mean per atom before the algebra
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,22 @@ from scipy.sparse import csr_matrix
 from lapras.mechanisms.sensitivity import kron_sensitivity
 
 ProductQuery = list[tuple[float, list[np.ndarray]]]
+
+
+def queries_digest(head: str, queries: Sequence[ProductQuery]) -> str:
+    """A digest of ``head`` and the product queries, independent of their order (cache keys of workloads)."""
+    parts = []
+    for q in queries:
+        h = hashlib.blake2b(digest_size=16)
+        for w, vecs in q:
+            h.update(np.float64(w).tobytes())
+            for v in vecs:
+                h.update(np.ascontiguousarray(v, dtype=np.float64).tobytes())
+        parts.append(h.digest())
+    top = hashlib.blake2b(head.encode(), digest_size=16)
+    for p in sorted(parts):
+        top.update(p)
+    return top.hexdigest()
 
 
 def block_vector(vectors: Sequence[np.ndarray]) -> np.ndarray:

@@ -17,7 +17,6 @@ sensitivity of the merged strategy is still computed from its matrix when the re
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 import time
@@ -26,7 +25,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
-from lapras.strategy.kron import ProductQuery
+from lapras.strategy.kron import ProductQuery, queries_digest
 from lapras.strategy.optimize import kron_strategy, workload_error
 
 Marginal = tuple[str, ...]
@@ -78,18 +77,7 @@ _ERRORS_LOCK = threading.Lock()
 
 
 def _digest(shape: Sequence[int], queries: Sequence[ProductQuery], joint_max_cells: int) -> str:
-    parts = []
-    for q in queries:
-        h = hashlib.blake2b(digest_size=16)
-        for w, vecs in q:
-            h.update(np.float64(w).tobytes())
-            for v in vecs:
-                h.update(np.ascontiguousarray(v, dtype=np.float64).tobytes())
-        parts.append(h.digest())
-    top = hashlib.blake2b(f"{tuple(shape)}|{joint_max_cells}".encode(), digest_size=16)
-    for p in sorted(parts):
-        top.update(p)
-    return top.hexdigest()
+    return queries_digest(f"{tuple(shape)}|{joint_max_cells}", queries)
 
 
 def group_error(shape: Sequence[int], queries: Sequence[ProductQuery], *, seed: int = 0,
