@@ -54,6 +54,7 @@ def test_zcdp_conversion_inverts() -> None:
 
 @pytest.mark.slow
 def test_a_single_units_key_is_released_at_most_at_the_stated_bound() -> None:
+    """Two exact binomial checks at ALPHA = 1e-6 each: false-failure rate below 2e-6."""
     # A cost loose enough that the bound (about 1e-2 per key) is measurable: 40,000 keys of one unit each.
     mech = GaussianThreshold.calibrate(Cost(rho=0.1, delta=1e-2), 1)
     bound = mech.single_unit_bound()
@@ -67,6 +68,7 @@ def test_a_single_units_key_is_released_at_most_at_the_stated_bound() -> None:
 
 @pytest.mark.slow
 def test_at_the_product_default_a_single_units_key_is_almost_never_released() -> None:
+    """One exact binomial check at ALPHA = 1e-6: false-failure rate below 1e-6."""
     # (eps, delta) = (1, 1e-5) for one selection: 100,000 single-unit keys; the stated bound is ~3e-6.
     mech = GaussianThreshold.calibrate(Cost(rho=zcdp_rho(1.0, 0.5e-5), delta=0.5e-5), 1)
     bound = mech.single_unit_bound()
@@ -79,6 +81,8 @@ def test_at_the_product_default_a_single_units_key_is_almost_never_released() ->
 
 @pytest.mark.slow
 def test_keys_held_by_many_units_are_released() -> None:
+    """False-failure rate below 1e-5: 5,000 keys six sigma above the threshold all released (each misses
+    with probability 1e-9, so 5e-6 in all), and two exact binomial checks at ALPHA = 1e-6."""
     mech = GaussianThreshold.calibrate(Cost(rho=zcdp_rho(1.0, 0.5e-5), delta=0.5e-5), 4)
     many = mech.threshold + int(math.ceil(6 * mech.sigma))
     assert mech.select(np.full(5_000, many)).all()
