@@ -100,13 +100,8 @@ def section(name: str, header: str, doc: str) -> Callable[[type[T]], type[T]]:
 
 def _kinds(hint: Any) -> type | tuple[type, ...]:
     """The runtime types a TOML value of this annotation may have (None is the absent key's default)."""
-    args = (
-        typing.get_args(hint)
-        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
-        else (hint,)
-    )
-    kinds = tuple(typing.get_origin(a) or a for a in args if a is not type(None))
-    kinds = tuple(dict if k in (dict, typing.Mapping) or k.__name__ == "Mapping" else k for k in kinds)
+    args = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    kinds = tuple(typing.get_origin(a) or a for a in args if a is not type(None))  # dict[str, x] -> dict
     return kinds[0] if len(kinds) == 1 else kinds
 
 
