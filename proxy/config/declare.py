@@ -4,7 +4,8 @@ A section is a frozen dataclass decorated with `section(...)`; each key is a fie
 `setting(default=..., doc=..., ...)`, carrying the key's allowed values, check and meaning. The key table
 (`proxy.config.keys`), the loader, the engine's settings and docs/config.md all read these declarations,
 so a key's name, type, default and check are written in one place. A key that sets an engine knob names
-its `lapras.settings.EngineSettings` field and takes that field's default, the engine's own.
+`lapras.settings.EngineSettings`' field of its own name: declared with `default=ENGINE_DEFAULT`, it takes
+that field's default, the engine's own.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ T = TypeVar("T")
 
 _ENGINE_DEFAULTS = {f.name: f.default for f in dataclasses.fields(EngineSettings)}
 ENGINE_DEFAULT: Any = object()
-"""A key's default that is the engine's own (`EngineSettings`' field named by the key's `engine`)."""
+"""A key's default that is the engine's own: the key sets `EngineSettings`' field of its name."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,8 @@ class _Spec:
     doc: str
     choices: tuple[str, ...]
     check: Check | None
-    engine: str
+    engine: bool
     required: bool
-    default: Any
 
 
 def setting(
@@ -70,17 +70,14 @@ def setting(
     *,
     choices: tuple[str, ...] = (),
     check: Check | None = None,
-    engine: str = "",
     required: bool = False,
     default_factory: Callable[[], Any] | None = None,
 ) -> Any:
-    """A key's field: its default (`ENGINE_DEFAULT`: the engine's), meaning and checks. `default_factory`
-    gives a mutable default a fresh value per instance (the key table shows it as none)."""
-    if default is ENGINE_DEFAULT:
-        default = _ENGINE_DEFAULTS[engine]
-    elif default is dataclasses.MISSING and default_factory is None:
+    """A key's field: its default (`ENGINE_DEFAULT`: the engine's, set by `section`), meaning and checks.
+    `default_factory` gives a mutable default a fresh value per instance (the key table shows it as none)."""
+    if default is dataclasses.MISSING and default_factory is None:
         raise TypeError("a key needs a default")
-    spec = _Spec(doc, choices, check, engine, required, None if default_factory is not None else default)
+    spec = _Spec(doc, choices, check, default is ENGINE_DEFAULT, required)
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata={"key": spec})
     return dataclasses.field(default=default, metadata={"key": spec})
@@ -91,6 +88,9 @@ def section(name: str, header: str, doc: str) -> Callable[[type[T]], type[T]]:
     """Make the class a frozen dataclass whose `setting` fields are the keys of section `name`."""
 
     def wrap(cls: type[T]) -> type[T]:
+        for attr, value in vars(cls).items():
+            if isinstance(value, dataclasses.Field) and value.default is ENGINE_DEFAULT:
+                value.default = _ENGINE_DEFAULTS[attr]  # an engine knob: the engine's own default
         out = dataclass(frozen=True)(cls)
         out.__config_section__ = Section(name, header, doc)  # type: ignore[attr-defined]
         return out
@@ -119,11 +119,11 @@ def declared_keys(cls: type) -> list[Key]:
             sec.name,
             f.name,
             _kinds(hints[f.name]),
-            spec.default,
+            None if f.default is dataclasses.MISSING else f.default,
             spec.doc,
             spec.choices,
             spec.check,
-            spec.engine,
+            f.name if spec.engine else "",
             spec.required,
         )
         for f in dataclasses.fields(cls)

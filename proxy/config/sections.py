@@ -165,7 +165,6 @@ class PrivacySettings:
             if v > 0 and math.isfinite(v)
             else f"must be a finite number > 0, got {v!r} (1.0 is a common choice)"
         ),
-        engine="epsilon",
     )
     delta: float = setting(
         default=ENGINE_DEFAULT,
@@ -173,50 +172,42 @@ class PrivacySettings:
         check=lambda v: (
             None if 0 < v < 1 else f"must lie in (0, 1), got {v!r} (pick well below 1/rows, e.g. 1e-6)"
         ),
-        engine="delta",
     )
     accounting: str = setting(
         default=ENGINE_DEFAULT,
         doc="gdp: mu^2 adds up, exact conversion; basic: epsilon and delta add up",
         choices=("gdp", "basic"),
-        engine="accounting",
     )
     epoch: str = setting(
         default=ENGINE_DEFAULT,
         doc="when the budget renews; manual: `lapras-proxy epoch --new` or SELECT lapras.new_epoch()",
         choices=("daily", "hourly", "weekly", "manual"),
-        engine="epoch",
     )
     epoch_seconds: float | None = setting(
         default=ENGINE_DEFAULT,
         doc="epoch length in seconds; overrides epoch (short epochs for demos and tests)",
         check=_positive_seconds,
-        engine="epoch_seconds",
     )
     regression_fraction: float = setting(
         default=ENGINE_DEFAULT,
         doc="share of the epoch's budget (epsilon and delta) reserved for private regression",
         check=lambda v: None if 0 <= v < 1 else "must lie in [0, 1): the query stream needs some budget",
-        engine="regression_fraction",
     )
     partition_fraction: float = setting(
         default=ENGINE_DEFAULT,
         doc="share of the epoch's budget (epsilon and delta) for DP partition selection (value lists under a "
         'filter, GROUP BY a keys = "private" column); 0 refuses them',
         check=lambda v: None if 0 <= v < 1 else "must lie in [0, 1): the query stream needs some budget",
-        engine="partition_fraction",
     )
     partition_selections: int = setting(
         default=ENGINE_DEFAULT,
         doc="selections per epoch the partition part is shared by (each costs an equal share)",
         check=lambda v: None if v >= 1 else "must be a positive integer",
-        engine="partition_selections",
     )
     stream_length: int = setting(
         default=ENGINE_DEFAULT,
         doc="S: expected statements per epoch (the predictor's estimate wins if set)",
         check=lambda v: None if v >= 1 else "must be a positive integer (expected statements per epoch)",
-        engine="stream_length",
     )
 
 
@@ -226,24 +217,20 @@ class LaprasSettings:
         default=ENGINE_DEFAULT,
         doc="how the stream budget is split between the MM release of P, bad statements and the reserve",
         choices=_SPLITS,
-        engine="split",
     )
     fractions: dict[str, float] | None = setting(
         default=ENGINE_DEFAULT,
         doc='with split = "custom": { mm, bad_init, rem_bad, reserve }, adding up to 1',
-        engine="fractions",
     )
     allocation: str = setting(
         default=ENGINE_DEFAULT,
         doc="pacing of unpredicted statements",
         choices=("smooth", "static"),
-        engine="allocation",
     )
     warmup: int = setting(
         default=ENGINE_DEFAULT,
         doc="T; 0 means ceil(log2(S)^2)",
         check=lambda v: None if v >= 0 else "must be >= 0 (0 means ceil(log2(S)^2))",
-        engine="warmup",
     )
     prediction: str = setting(
         default="",
@@ -267,7 +254,6 @@ class LaprasSettings:
         doc="answer a query free from released measurements "
         "when its standard error is at most this; 0 = only exact reuse",
         check=_nonnegative,
-        engine="free_answer_max_stderr",
     )
     mm_time_limit: float = setting(
         default=ENGINE_DEFAULT,
@@ -275,7 +261,6 @@ class LaprasSettings:
         "all of P; a marginal whose share runs out keeps its best strategy so far (its error is computed and "
         "reported)",
         check=_positive_seconds,
-        engine="mm_time_limit",
     )
     max_statement_work: int = setting(
         default=ENGINE_DEFAULT,
@@ -283,7 +268,6 @@ class LaprasSettings:
         "of its segmented union marginal plus box corners); larger statements are refused with 54000 before "
         "anything is read or charged",
         check=lambda v: None if v > 0 else "must be > 0",
-        engine="max_statement_work",
     )
     snapshot: str = setting(
         default="live",
@@ -314,7 +298,6 @@ class LaprasSettings:
         doc="while an epoch's release of P is being prepared (first start), how "
         "long a statement over predicted queries waits for it before it is answered fresh",
         check=_nonnegative,
-        engine="mm_wait",
     )
 
 
