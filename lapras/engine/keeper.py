@@ -186,8 +186,8 @@ class EpochKeeper:
         # The epoch has no id yet, hence no materialised bounded rows: its release reads the window.
         live = getattr(self.exact, "reading_live", None)
         with live() if live is not None else contextlib.nullcontext():
-            measured = (self.releases.measure(prepared.spec, prepared.groups, prepared.keys, prepared, self.catalog,
-                                              self.settings) if prepared.groups else None)
+            measured = (self.releases.measure(prepared.spec, prepared.groups, prepared.keys, prepared, self.catalog)
+                        if prepared.groups else None)
         mm_rec, rel = measured if measured is not None else (None, None)
         ep = self.ledger.begin_epoch(prepared.spec, mm_rec, expected_current)
         with self.lock:
@@ -211,8 +211,7 @@ class EpochKeeper:
         prepared = self.prepare_epoch(value_lists=self.lists)  # the cells the epoch fixed
         if prepared.groups is None or not prepared.groups:
             return False
-        measured = self.releases.measure(ep.spec, prepared.groups, prepared.keys, prepared, self.catalog,
-                                         self.settings)
+        measured = self.releases.measure(ep.spec, prepared.groups, prepared.keys, prepared, self.catalog)
         attached = measured is not None and self.ledger.attach_mm(ep.id, measured[0])
         cur = self.ledger.current_epoch()
         if cur is not None and cur.id == ep.id:

@@ -50,6 +50,7 @@ class PreparedEpoch:
     prediction: Any
     catalog: Any = None  # the catalog P was planned over: its value lists are the spec's
     derived: Mapping[str, Any] = field(default_factory=dict)  # P's derived histograms, by name
+    workloads: Sequence[Any] = ()  # per group of ``groups``, its (shape, product queries): the cells it reads
 
 
 class ReleasePlanner:
@@ -107,10 +108,11 @@ class ReleasePlanner:
         marginals = {(k[0], k[1]) for k in groups_in}
         keys = tuple(q.key for q in pred.queries if (q.table, tuple(q.marginal)) in marginals)
         derived = {q.source.name: q.source for q in pred.queries if q.source is not None}
-        return PreparedEpoch(spec, None if quick else groups, keys, pred, catalog, derived)
+        return PreparedEpoch(spec, None if quick else groups, keys, pred, catalog, derived,
+                             () if quick else tuple(work.values()))
 
     def measure(self, spec: EpochSpec, groups: Sequence[MMGroup], keys: Sequence[str], prepared: PreparedEpoch,
-                catalog: Catalog, settings: EngineSettings) -> tuple[ReleaseRecord, MMRelease] | None:
+                catalog: Catalog) -> tuple[ReleaseRecord, MMRelease] | None:
         """The MM release of ``groups`` at the epoch's reserved share: reads P's marginals (cells over the
         prepared epoch's catalog), draws the noise. ``catalog`` is the engine's current one (unit bounds)."""
         units = spec.split.get("mm", 0.0) * spec.budget.units
@@ -118,7 +120,7 @@ class ReleasePlanner:
             return None
         cost = spec.budget.cost_of(units)
         hists, cells = [], []
-        for g, (table, read) in zip(groups, self._release_tables(groups, prepared, settings), strict=True):
+        for g, (table, read) in zip(groups, self._release_tables(groups, prepared), strict=True):
             hists.append(self.exact.marginal(table, g.marginal))
             cells.append(read)
         rel = release_mm(groups, hists, cost, self.unit_rows(catalog), self.unit_tables(), self.presence(), cells)
@@ -126,32 +128,22 @@ class ReleasePlanner:
                              {"groups": rel.meta(), "keys": list(keys),
                               "source": getattr(prepared.prediction, "source", "")}, rel.to_bytes()), rel
 
-    def _release_tables(self, groups: Sequence[MMGroup], prepared: PreparedEpoch,
-                        settings: EngineSettings) -> list[tuple[TableSchema, np.ndarray | None]]:
+    def _release_tables(self, groups: Sequence[MMGroup],
+                        prepared: PreparedEpoch) -> list[tuple[TableSchema, np.ndarray | None]]:
         """Per group of the release, the table its histogram is read from and the cells it holds rows of
         (None: all): with ``bounding = "statement"`` each unit's k rows among the cells P's queries of the
-        group read (the exact source's ``release_table``), so a predicted windowed query is not biased by
-        a unit's rows outside its window; a free answer is then estimated only from a group whose cells
-        hold every cell it reads (``MMRelease.estimate``)."""
+        group read (the exact source's ``release_table``; a merged group's, its members' cells), so a
+        predicted windowed query is not biased by a unit's rows outside its window; a free answer is then
+        estimated only from a group whose cells hold every cell it reads (``MMRelease.estimate``)."""
         view = getattr(self.exact, "release_table", None)
-        # The groups are planned in the order of P's workloads (one per marginal, or per region of it).
-        unshared = self.workloads(prepared.prediction, prepared.catalog, settings) if view is not None else {}
-        pending: dict[tuple[str, tuple[str, ...]], list[Any]] = {}
-        for k, w in unshared.items():
-            pending.setdefault((k[0], k[1]), []).append(w)
+        works = prepared.workloads or (None,) * len(groups)
         out: list[tuple[TableSchema, np.ndarray | None]] = []
-        for g in groups:
+        for g, work in zip(groups, works, strict=True):
             table = prepared.derived.get(g.table) or prepared.catalog.table(g.table)
-            key = (g.table, tuple(g.marginal))
-            found: Any
-            if g.members and g.members != (key[1],) and all((g.table, m) in unshared for m in g.members):
-                found = shared_workloads(unshared, {key: g.members})[key]  # a merged group: its members' cells
-            else:  # a marginal's groups (one, or one per region) come in the order of P's workloads
-                found = pending[key].pop(0) if pending.get(key) else None
-            if view is None or found is None or table.privacy_unit is None or table.derived is not None:
+            if view is None or work is None or table.privacy_unit is None or table.derived is not None:
                 out.append((table, None))
                 continue
-            shape, units = found
+            shape, units = work
             out.append(view(table, g.marginal, workload_cells(shape, units)))
         return out
 
