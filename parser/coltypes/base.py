@@ -81,13 +81,16 @@ class ColumnType:
                           **kwargs: Any) -> None:
         """A column type declares in its class line the ``names`` a config may give it (the first is its
         ``type_name``) and ``pg``, the PostgreSQL type (name, oid) it is stored as, which is also the type of
-        its cell values and of a parameter compared with it (``sql_type``, ``oid``, ``param_oid``)."""
+        its cell values and of a parameter compared with it (``sql_type``, ``oid``, ``param_oid``) and, for a
+        type without ``names`` of its own and no ``type_name`` in its body, its ``type_name``."""
         super().__init_subclass__(**kwargs)
         if names:
             cls.type_name, cls.config_names = names[0], names
         if pg is not None:
             cls.sql_type, cls.oid = pg
             cls.param_oid = cls.oid
+            if not names and "type_name" not in cls.__dict__:
+                cls.type_name = pg[0]  # a type no config names directly is named by its PostgreSQL type
 
     # -- cells ------------------------------------------------------------------------------------
 

@@ -60,19 +60,17 @@ class IntKeysType(TextType, pg=("integer", T.INT4)):
 
 @dataclass(frozen=True)
 class SmallIntKeysType(IntKeysType, pg=("smallint", T.INT2)):
-    type_name = "smallint"
+    """A smallint column whose values are private keys."""
 
 
 @dataclass(frozen=True)
 class BigIntKeysType(IntKeysType, pg=("bigint", T.INT8)):
-    type_name = "bigint"
+    """A bigint column whose values are private keys."""
 
 
 @dataclass(frozen=True)
 class NumericKeysType(IntKeysType, pg=("numeric", T.NUMERIC)):
     """A numeric column whose values are private keys: released as PostgreSQL writes them (``12.50``)."""
-
-    type_name = "numeric"
 
     def number(self, text: str) -> Value:
         return Decimal(text)

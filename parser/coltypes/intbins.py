@@ -31,7 +31,6 @@ class BinnedIntType(NumericType, pg=("integer", T.INT4)):
     """Integers ``lo..hi`` in bins with integer ``edges``; ``width`` > 0 when the bins are uniform (the
     last one may be shorter), which lets the pushed-down SQL find a row's bin by arithmetic."""
 
-    type_name = "integer"
     config_names: ClassVar[tuple[str, ...]] = ()  # reached through IntType.from_config with `bins`
     sum_oid = T.INT8
     avg_oid = T.NUMERIC
@@ -169,10 +168,11 @@ class BinnedIntType(NumericType, pg=("integer", T.INT4)):
 
 @dataclass(frozen=True)
 class BinnedSmallIntType(BinnedIntType, pg=("smallint", T.INT2)):
-    type_name = "smallint"
+    """Binned smallint values."""
 
 
 @dataclass(frozen=True)
 class BinnedBigIntType(BinnedIntType, pg=("bigint", T.INT8)):
-    type_name = "bigint"
+    """Binned bigint values: their sum is numeric, as PostgreSQL's sum(bigint)."""
+
     sum_oid = T.NUMERIC
