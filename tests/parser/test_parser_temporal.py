@@ -84,14 +84,13 @@ def _spell_ts(ts: datetime, rnd: random.Random, tz: bool) -> str:
 def _ts_filter(rnd: random.Random) -> str:
     a = TS0 - timedelta(days=3) + timedelta(hours=rnd.randrange(24 * 36))
     b = a + timedelta(hours=rnd.randrange(1, 24 * 20))
-    form = rnd.randrange(4)
-    if form == 0:
-        return f"ts >= {_spell_ts(a, rnd, True)} AND ts < {_spell_ts(b, rnd, True)}"
-    if form == 1:
-        return f"ts < {_spell_ts(b, rnd, True)}"
-    if form == 2:
-        return f"NOT (ts >= {_spell_ts(a, rnd, True)})"
-    return f"ts::date BETWEEN {_spell_date(a.date(), rnd)} AND {_spell_date(b.date(), rnd)}"
+    forms = (
+        lambda: f"ts >= {_spell_ts(a, rnd, True)} AND ts < {_spell_ts(b, rnd, True)}",
+        lambda: f"ts < {_spell_ts(b, rnd, True)}",
+        lambda: f"NOT (ts >= {_spell_ts(a, rnd, True)})",
+        lambda: f"ts::date BETWEEN {_spell_date(a.date(), rnd)} AND {_spell_date(b.date(), rnd)}",
+    )
+    return forms[rnd.randrange(len(forms))]()  # each form spells its literals only when drawn
 
 
 def _t_filter(rnd: random.Random) -> str:
@@ -103,16 +102,14 @@ def _t_filter(rnd: random.Random) -> str:
 def _d_filter(rnd: random.Random) -> str:
     a = date(2025, 12, 20) + timedelta(days=rnd.randrange(200))
     b = a + timedelta(days=rnd.randrange(0, 60))
-    form = rnd.randrange(5)
-    if form == 0:
-        return f"d BETWEEN {_spell_date(a, rnd)} AND {_spell_date(b, rnd)}"
-    if form == 1:
-        return f"d {rnd.choice(['<', '<=', '>', '>=', '=', '<>'])} {_spell_date(a, rnd)}"
-    if form == 2:
-        return f"d IN ({_spell_date(a, rnd)}, {_spell_date(b, rnd)})"
-    if form == 3:
-        return f"extract({rnd.choice(['month', 'dow', 'isodow', 'week', 'quarter', 'doy'])} from d) = {rnd.randrange(1, 7)}"
-    return f"d >= current_date - {rnd.randrange(300, 360)}"
+    forms = (
+        lambda: f"d BETWEEN {_spell_date(a, rnd)} AND {_spell_date(b, rnd)}",
+        lambda: f"d {rnd.choice(['<', '<=', '>', '>=', '=', '<>'])} {_spell_date(a, rnd)}",
+        lambda: f"d IN ({_spell_date(a, rnd)}, {_spell_date(b, rnd)})",
+        lambda: f"extract({rnd.choice(['month', 'dow', 'isodow', 'week', 'quarter', 'doy'])} from d) = {rnd.randrange(1, 7)}",
+        lambda: f"d >= current_date - {rnd.randrange(300, 360)}",
+    )
+    return forms[rnd.randrange(len(forms))]()
 
 
 _BUCKETS = [
