@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from parser.model.schema import Catalog
 from predictor.canonical import canonical_key
-from predictor.progressions import ColumnRange, Stream, find_cycles, find_streams
+from predictor.progressions import ColumnRange, Stream, TemplateLog, find_cycles, find_streams
 from predictor.recurrence import BetaPrior, Schedule, class_tables, fit_prior, make_schedules, score
 from predictor.templates import Kind, Shape, analyse, numeric, render
 from predictor.volume import VolumeForecast, forecast, level_models
@@ -136,8 +136,9 @@ class WorkloadModel:
                     g[d].add(sh.values)
         streams: list[Stream] = []
         for (template, kinds, columns), by_epoch in groups.items():
-            streams.extend(find_streams(template, kinds, columns, by_epoch, max_gap=max_gap))
-            streams.extend(find_cycles(template, kinds, columns, by_epoch))
+            log = TemplateLog(template, kinds, columns, by_epoch)
+            streams.extend(find_streams(log, max_gap=max_gap))
+            streams.extend(find_cycles(log))
         return streams
 
     def _new_volume(self, window: int = 14) -> float:

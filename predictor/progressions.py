@@ -38,6 +38,17 @@ Node = tuple[int, Tuple]
 ColumnRange = tuple[float, float, float | None, float | None, int]
 
 
+@dataclass(frozen=True)
+class TemplateLog:
+    """One template's instances in the log: the kinds and columns of its slots, and the literal tuples it
+    took in each epoch (epoch index -> tuples), which both kinds of progression are found in."""
+
+    template: str
+    kinds: tuple[Kind, ...]
+    columns: tuple[str | None, ...]
+    by_epoch: Mapping[int, set[Tuple]]
+
+
 @dataclass
 class Stream:
     template: str
@@ -153,16 +164,9 @@ def _advance(a: Tuple, rate: tuple[float, ...], kinds: tuple[Kind, ...], gap: in
         return None
 
 
-def find_streams(
-    template: str,
-    kinds: tuple[Kind, ...],
-    columns: tuple[str | None, ...],
-    by_epoch: Mapping[int, set[Tuple]],
-    max_gap: int = 7,
-    min_nodes: int = 3,
-    max_instances: int = 200,
-) -> list[Stream]:
+def find_streams(log: TemplateLog, max_gap: int = 7, min_nodes: int = 3, max_instances: int = 200) -> list[Stream]:
     """Streams of one template (see the module docstring)."""
+    kinds, by_epoch = log.kinds, log.by_epoch
     if not any(numeric_kind(k) for k in kinds):
         return []
     epochs = sorted(d for d, ts in by_epoch.items() if ts)
@@ -209,7 +213,7 @@ def find_streams(
         for nodes, wraps, merges in merged:
             if len(nodes) >= min_nodes:
                 found.append(
-                    Stream(template, kinds, columns, rate, nodes, wraps, chance=chance(nodes, merges))
+                    Stream(log.template, kinds, log.columns, rate, nodes, wraps, chance=chance(nodes, merges))
                 )
     # Each instance belongs to one stream: the longest chains claim their nodes first, so a cycle's
     # instances do not also make up a dozen shorter chains at other rates.
@@ -223,22 +227,16 @@ def find_streams(
     return streams
 
 
-def find_cycles(
-    template: str,
-    kinds: tuple[Kind, ...],
-    columns: tuple[str | None, ...],
-    by_epoch: Mapping[int, set[Tuple]],
-    max_period: int = 31,
-    min_repeats: int = 2,
-) -> list[Stream]:
+def find_cycles(log: TemplateLog, max_period: int = 31, min_repeats: int = 2) -> list[Stream]:
     """Instances whose literals rotate over a fixed set: one slot takes the values v0, v1, ..., v(k-1),
     v0, ... on consecutive occurrences while the other slots stay fixed (a region, a category code, a
     weekday name). The period k is the smallest that every pair of epochs k apart agrees with, confirmed
     at least ``min_repeats`` times, with k distinct values (a rotation, not a constant)."""
     out: list[Stream] = []
+    kinds = log.kinds
     for i in range(len(kinds)):
         groups: dict[Tuple, dict[int, set[Value]]] = defaultdict(lambda: defaultdict(set))
-        for d, tuples in by_epoch.items():
+        for d, tuples in log.by_epoch.items():
             for t in tuples:
                 groups[t[:i] + t[i + 1 :]][d].add(t[i])
         for rest, per_epoch in groups.items():
@@ -256,7 +254,7 @@ def find_cycles(
                     continue
                 cycle = {ph: rest[:i] + (v,) + rest[i:] for ph, v in phases.items()}
                 nodes = sorted((d, cycle[d % k]) for d in seq)
-                out.append(Stream(template, kinds, columns, tuple(0.0 for _ in kinds), nodes, {}, k, cycle))
+                out.append(Stream(log.template, kinds, log.columns, tuple(0.0 for _ in kinds), nodes, {}, k, cycle))
                 break
     return out
 
