@@ -164,7 +164,8 @@ def _advance(a: Tuple, rate: tuple[float, ...], kinds: tuple[Kind, ...], gap: in
         return None
 
 
-def find_streams(log: TemplateLog, max_gap: int = 7, min_nodes: int = 3, max_instances: int = 200) -> list[Stream]:
+def find_streams(log: TemplateLog, max_gap: int = 7, min_nodes: int = 3,
+                 max_instances: int = 200) -> list[Stream]:
     """Streams of one template (see the module docstring)."""
     kinds, by_epoch = log.kinds, log.by_epoch
     if not any(numeric_kind(k) for k in kinds):
@@ -254,7 +255,8 @@ def find_cycles(log: TemplateLog, max_period: int = 31, min_repeats: int = 2) ->
                     continue
                 cycle = {ph: rest[:i] + (v,) + rest[i:] for ph, v in phases.items()}
                 nodes = sorted((d, cycle[d % k]) for d in seq)
-                out.append(Stream(log.template, kinds, log.columns, tuple(0.0 for _ in kinds), nodes, {}, k, cycle))
+                still = tuple(0.0 for _ in kinds)  # a cycle does not move at a rate
+                out.append(Stream(log.template, kinds, log.columns, still, nodes, {}, k, cycle))
                 break
     return out
 
