@@ -27,10 +27,6 @@ class Column:
     name: str
     type_oid: int
 
-    @property
-    def oid(self) -> int:
-        return self.type_oid
-
 
 @dataclass(frozen=True)
 class QueryPlan:

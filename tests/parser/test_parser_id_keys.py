@@ -61,7 +61,7 @@ def test_plans_over_released_keys_as_numbers_in_numeric_order() -> None:
     table = selected_table(CLAIMS, ["zip"], [["98101"], ["9801"], ["10001"]])
     plan = Planner(selected_catalog(CATALOG, table)).plan(sql)
     assert [k for k, in plan.group_keys] == [9801, 10001, 98101]
-    assert plan.columns[0].oid == T.INT4
+    assert plan.columns[0].type_oid == T.INT4
     assert "zip={98101}" in plan.queries[-1].key
     # The same group's query in another selection is the same query (stored answers stay valid).
     other = selected_table(CLAIMS, ["zip"], [["98101"], ["55555"]])
@@ -73,4 +73,4 @@ def test_numeric_keys_keep_their_scale() -> None:
     table = selected_table(CLAIMS, ["rate"], [["10.50"], ["9.25"], ["9.3"]])
     plan = Planner(selected_catalog(CATALOG, table)).plan("SELECT rate, COUNT(*) FROM claims GROUP BY rate")
     assert [k for k, in plan.group_keys] == [Decimal("9.25"), Decimal("9.3"), Decimal("10.50")]
-    assert plan.columns[0].oid == T.NUMERIC
+    assert plan.columns[0].type_oid == T.NUMERIC

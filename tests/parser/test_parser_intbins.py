@@ -89,7 +89,7 @@ def test_random_wide_integer_queries_match_postgresql(case: tuple[str, int], tic
 def test_result_types_follow_postgresql(ticks_conn: psycopg.Connection) -> None:
     _, plan = exact_rows("SELECT sum(cents), sum(ts_epoch), sum(qty), count(*) FROM ticks", ticks_conn)
     # PostgreSQL: sum(integer) is bigint, sum(bigint) numeric, sum(smallint) bigint.
-    assert [c.oid for c in plan.columns] == [T.INT8, T.NUMERIC, T.INT8, T.INT8]
+    assert [c.type_oid for c in plan.columns] == [T.INT8, T.NUMERIC, T.INT8, T.INT8]
     sums = {q.value: q.sensitivity for q in plan.queries if q.value is not None}
     assert sums == {"cents": 100_000.0, "ts_epoch": float(T0 + DAYS * DAY), "qty": 20.0}
 

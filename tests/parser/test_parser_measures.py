@@ -91,7 +91,7 @@ def test_sums_are_clamped_in_sql_and_keep_postgresql_types(sales_conn: psycopg.C
         sales_conn.execute("DELETE FROM sales WHERE amount > 500 OR amount < 0")
     assert clamped is not None and ours[0][0] == pytest.approx(float(clamped[0]))
     assert ours[0][1] == pytest.approx(float(clamped[1]))
-    assert [c.oid for c in plan.columns] == [1700, 701]  # numeric stays numeric; float8 stays float8
+    assert [c.type_oid for c in plan.columns] == [1700, 701]  # numeric stays numeric; float8 stays float8
     sums = [q for q in plan.queries if q.value is not None]
     assert [(q.value, q.measure, q.sensitivity) for q in sums] == [("amount", True, 500.0), ("dur", True, 3600.0)]
 
