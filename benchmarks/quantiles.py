@@ -23,7 +23,7 @@ import numpy as np
 
 from lapras.calibration import gdp_mu
 from parser.plan.quantile import Quantile, Tree, build_tree
-from parser.scalar import FLOAT8, INT4
+from pgcore.pgtypes import FLOAT8, INT4
 
 RESULTS = Path(__file__).parent / "results"
 QUANTILES = [("median", "cont", 0.5), ("p25", "cont", 0.25), ("p90", "disc", 0.9), ("min", "min", 0.0),

@@ -12,11 +12,12 @@ from decimal import Decimal
 from sqlglot import exp
 
 from pgcore import errors as E
+from pgcore import pgtypes as T
 from pgcore.errors import Refusal
-from pgcore.pgtypes import INT2
 
 from .. import scalar as S
 from ..plan import postprocess as pp
+from ..semantics.values import INTEGER_OIDS
 from ..syntax.parse import position_of
 from . import condition as C
 from .context import Context
@@ -103,7 +104,7 @@ def _lower_value(node: exp.Expr, kind: str, arg: exp.Expr | None, filt: C.Cond |
 
 # PostgreSQL's sum(): of smallint and integer bigint, of bigint and numeric numeric, of double precision
 # double precision.
-_SUM_TYPES = {INT2: S.INT8, S.INT4: S.INT8, S.INT8: S.NUMERIC, S.NUMERIC: S.NUMERIC, S.FLOAT8: S.FLOAT8}
+_SUM_TYPES = {T.INT2: T.INT8, T.INT4: T.INT8, T.INT8: T.NUMERIC, T.NUMERIC: T.NUMERIC, T.FLOAT8: T.FLOAT8}
 
 
 def _sum_typed(e: S.Expr, arg: exp.Expr, ctx: Context) -> S.Expr:
@@ -139,7 +140,7 @@ def _strip_casts(node: exp.Expr | None, ctx: Context) -> exp.Expr | None:
     if inner is not strip_paren(node) and isinstance(inner, exp.Column):
         d = ctx.column(inner).domain
         to_int = any(c.args["to"].this in INT_TYPES for c in strip_paren(node).find_all(exp.Cast))
-        if not d.summable or (to_int and d.oid not in S.INTEGER_OIDS):
+        if not d.summable or (to_int and d.oid not in INTEGER_OIDS):
             return strip_paren(node)  # CAST(flag AS INT), CAST(amount AS INT) (rounds): per-row values
     return inner
 
@@ -151,8 +152,8 @@ def _expression_aggregate(kind: str, arg: exp.Expr, filt: C.Cond | None, name: s
         return pp.Lin(counted, True, name)
     if kind == "sum":
         if len(total) == 1 and total[0][1] == 1.0:
-            return pp.Agg(total[0][0], False, name, oid=S.INT8 if integer else (oid if oid in (S.NUMERIC, S.FLOAT8)
-                                                                               else S.FLOAT8), nonneg=lo >= 0)
+            return pp.Agg(total[0][0], False, name, oid=T.INT8 if integer else (oid if oid in (T.NUMERIC, T.FLOAT8)
+                                                                               else T.FLOAT8), nonneg=lo >= 0)
         return pp.Lin(total, integer, name, nonneg=lo >= 0)
     return pp.Ratio(total, counted, lo, hi, name)
 
@@ -203,9 +204,9 @@ def _value_terms(kind: str, value: exp.Expr, f: C.Cond | None,
                 counted.append((ctx.slot(AggSpec("count", None, f)), 1.0))
         if kind != "count" and any(m.bounds):
             total.append((ctx.slot(AggSpec("sum", m.carrier, f, m.bounds, m.sql)), 1.0))
-        return total, counted, m.lo, m.hi, v.oid in S.INTEGER_OIDS, v.oid
+        return total, counted, m.lo, m.hi, v.oid in INTEGER_OIDS, v.oid
     lo, hi = float("inf"), float("-inf")
-    integer = v.oid in S.INTEGER_OIDS
+    integer = v.oid in INTEGER_OIDS
     for part in v.parts:
         live = non_null(part)
         if counts:
@@ -233,7 +234,7 @@ def _count(arg: exp.Expr | None, filt: C.Cond | None, name: str, ctx: Context) -
     if lit is NOT_CONSTANT:
         return _expression_aggregate("count", arg, filt, name, ctx)
     if lit is None:
-        return S.Const(0, S.INT8)  # COUNT(NULL) counts nothing, whatever the data
+        return S.Const(0, T.INT8)  # COUNT(NULL) counts nothing, whatever the data
     return pp.Agg(ctx.slot(AggSpec("count", None, filt)), True, name)
 
 
@@ -302,7 +303,7 @@ def _case_aggregate(kind: str, case: exp.Case, filt: C.Cond | None, name: str, c
             if counts:
                 counted.append((ctx.slot(AggSpec("count", attr.name if attr.domain.nullable else None, f)), 1.0))
             if kind != "count":
-                integer = integer and attr.domain.sum_oid == S.INT8  # a numeric measure's sum stays numeric
+                integer = integer and attr.domain.sum_oid == T.INT8  # a numeric measure's sum stays numeric
                 total.append((ctx.slot(AggSpec("sum", attr.name, f)), 1.0))
                 a_lo, a_hi = attr.domain.sum_bounds
                 lo, hi = min(lo, a_lo), max(hi, a_hi)

@@ -9,6 +9,7 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
+from pgcore.pgtypes import INT8
 
 from .. import scalar as S
 from ..syntax.parse import position_of
@@ -77,7 +78,7 @@ def _count(ctx: Context, key: str) -> C.Operand | None:
         return None
     if is_param(value):
         n = param_index(value)
-        ctx.param_types[n] = S.INT8
+        ctx.param_types[n] = INT8
         return C.Param(n)
     lit = fold(value, ctx.budget)
     if lit is None:

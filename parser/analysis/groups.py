@@ -14,8 +14,8 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
+from pgcore.pgtypes import TEXT, UNKNOWN
 
-from .. import scalar as S
 from ..model.predicate import merge_ranges
 from ..model.schema import Attribute
 from ..syntax.parse import position_of
@@ -120,5 +120,5 @@ def _bucket(node: exp.Expr, ctx: Context) -> GroupDim:
 def _key_type(oid: int) -> int:
     """Bucket keys go out with the type PostgreSQL gives the expression (``extract`` numeric, ``length``
     integer); an untyped literal as text."""
-    return S.TEXT if oid == S.UNKNOWN else oid
+    return TEXT if oid == UNKNOWN else oid
 

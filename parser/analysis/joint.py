@@ -24,6 +24,7 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
+from pgcore.pgtypes import FLOAT8, NUMERIC
 
 from .. import scalar as S
 from ..model.schema import Attribute
@@ -94,9 +95,9 @@ def ordered_keys(keys: list[object], oid: int) -> list[object]:
 
 
 def _as_type(k: object, oid: int) -> object:
-    if oid == S.FLOAT8:
+    if oid == FLOAT8:
         return float(k)  # type: ignore[arg-type]
-    if oid == S.NUMERIC and isinstance(k, int | float) and not isinstance(k, bool):
+    if oid == NUMERIC and isinstance(k, int | float) and not isinstance(k, bool):
         return Decimal(str(k))
     return k
 

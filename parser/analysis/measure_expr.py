@@ -24,12 +24,14 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from pgcore import pgtypes as T
 from pgcore.identifiers import quote_ident
 
 from .. import scalar as S
 from ..coltypes.numeric import NumericType
 from ..model.schema import Attribute
 from ..pushdown.cellsql import cell_expr
+from ..semantics.values import INTEGER_OIDS, NUMBER_OIDS
 from ..syntax.parse import _DIALECT
 
 _BIG = 1e300  # float8 overflows near 1.8e308: a bound beyond this could overflow somewhere in the range
@@ -100,7 +102,7 @@ def bound(e: S.Expr, ranges: dict[str, Iv], cells: dict[str, list[Any]]) -> Iv:
         else:
             (col,) = leaves
             vals = e.ev(S.Env(len(cells[col]), {col: cells[col]}))
-        if e.oid not in S.NUMBER_OIDS | {S.UNKNOWN}:
+        if e.oid not in NUMBER_OIDS | {T.UNKNOWN}:
             return Iv(0.0, 0.0, any(v is None for v in vals))  # a condition or text: only its nullness matters
         live = [_num(v) for v in vals if v is not None]
         null = any(v is None for v in vals)
@@ -114,13 +116,13 @@ def bound(e: S.Expr, ranges: dict[str, Iv], cells: dict[str, list[Any]]) -> Iv:
         return _arith(e.op, bound(e.args[0], ranges, cells), bound(e.args[1], ranges, cells), e.oid)
     if isinstance(e, S.Cast):
         a = bound(e.args[0], ranges, cells)
-        if e.oid in (S.NUMERIC, S.FLOAT8):
+        if e.oid in (T.NUMERIC, T.FLOAT8):
             return a
-        if e.oid in S.INTEGER_OIDS:
+        if e.oid in INTEGER_OIDS:
             if a.empty:
                 return a
             lo, hi = math.floor(a.lo), math.ceil(a.hi)  # rounding moves a value by at most 0.5
-            if e.oid == S.INT4 and max(abs(lo), abs(hi)) > _INT4:
+            if e.oid == T.INT4 and max(abs(lo), abs(hi)) > _INT4:
                 raise Unbounded("a cast to integer that may overflow")
             return _iv(lo, hi, a.null)
         raise Unbounded(f"a cast to {e.name}")

@@ -8,6 +8,7 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
+from pgcore.pgtypes import FLOAT8, TEXT, UNKNOWN
 
 from .. import scalar as S
 from ..syntax.parse import position_of
@@ -25,8 +26,8 @@ def lower_outputs(ctx: Context) -> list[S.Expr]:
         node = item.this if isinstance(item, exp.Alias) else item
         e = lower_expr(node, ctx, "SELECT")
         e.name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(node)
-        if e.oid == S.UNKNOWN:
-            e.oid = S.TEXT  # an untyped NULL goes out as text, as PostgreSQL resolves it
+        if e.oid == UNKNOWN:
+            e.oid = TEXT  # an untyped NULL goes out as text, as PostgreSQL resolves it
         outputs.append(e)
     return outputs
 
@@ -71,7 +72,7 @@ def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
         return S.Key(plain[0], ctx.groups[plain[0]].oid, attr.name)
     if isinstance(node, exp.Parameter | exp.Placeholder):
         n = param_index(node)
-        ctx.param_types.setdefault(n, S.FLOAT8)
+        ctx.param_types.setdefault(n, FLOAT8)
         return S.Param(n, ctx.param_types[n])
     if isinstance(node, exp.Select | exp.Subquery):
         raise unsupported("subquery", node)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from pgcore.pgtypes import TEXT, UNKNOWN
+
 from .. import scalar as S
 from .context import Context
 from .nodes import figure_name, ident, sql_of, unsupported
@@ -16,7 +18,7 @@ from .scalars import NotScalar, compile_scalar
 from .template import GroupDim, Template
 from .where import lower_where
 
-NO_ROWS = GroupDim("", (), (), S.TEXT)
+NO_ROWS = GroupDim("", (), (), TEXT)
 """A grouping with no group: the result has no row whatever the data."""
 
 
@@ -38,5 +40,5 @@ def probe_template(ctx: Context) -> Template:
         except NotScalar as u:
             raise unsupported(f"expression {sql_of(u.node)!r} in SELECT", u.node) from None
         name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(node)
-        outputs.append(S.Const(None, S.TEXT if e.oid == S.UNKNOWN else e.oid, name))
+        outputs.append(S.Const(None, TEXT if e.oid == UNKNOWN else e.oid, name))
     return Template(ctx.table, None, (NO_ROWS,), [], outputs, None, [], None, None, ctx.param_types)

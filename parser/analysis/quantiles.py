@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
+from pgcore.pgtypes import FLOAT8, TEXT
 
 from .. import scalar as S
 from ..coltypes.temporal import TemporalType
@@ -79,7 +80,7 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
         rest = merge_ranges([r for r in ((0, lo - 1), (hi + 1, n - 1)) if r[0] <= r[1]])
         cond: C.Cond = C.Cells(attr.name, ((lo, hi),), tuple(rest))
         slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
-    oid = S.FLOAT8 if kind == "cont" else attr.domain.oid
+    oid = FLOAT8 if kind == "cont" else attr.domain.oid
     # A range slider's MIN/MAX (no WHERE, FILTER or GROUP BY) may return the declared bound (parser.plan.quantile).
     bounded = kind in ("min", "max") and filt is None and not ctx.groups and ctx.select.args.get("where") is None
     if isinstance(dom, TemporalType):
@@ -113,7 +114,7 @@ def _text_statistic(attr: str, values: list[str], kind: str, fraction: float, fi
         cond: C.Cond = C.Cells(attr, cells, rest)
         slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
     ordered: list[object] = [values[c] for c in perm]
-    return Quantile(tree, slots, [float(i) for i in range(n)], kind, fraction, S.TEXT, name, cells=(ordered, ordered))
+    return Quantile(tree, slots, [float(i) for i in range(n)], kind, fraction, TEXT, name, cells=(ordered, ordered))
 
 
 def _no_interpolation(domain: TemporalType, label: str, col: exp.Expr) -> Refusal:

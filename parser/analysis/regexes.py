@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
+from pgcore.pgtypes import BOOL, TEXT, UNKNOWN
 
 from .. import scalar as S
 from ..semantics import regex as R
@@ -55,8 +56,8 @@ def compile_match(compiler: Any, node: exp.Expr, d: int) -> S.Expr:
     x = compiler.compile(node.this, d)
     pattern = strip_paren(node.expression)
     op = "SIMILAR TO" if isinstance(node, exp.SimilarTo) else ("~*" if isinstance(node, exp.RegexpILike) else "~")
-    if x.oid not in (S.TEXT, S.UNKNOWN):
-        raise compiler.no_function(op, node, [x, S.Const(None, S.TEXT)])
+    if x.oid not in (TEXT, UNKNOWN):
+        raise compiler.no_function(op, node, [x, S.Const(None, TEXT)])
     if not (isinstance(pattern, exp.Literal) and pattern.is_string):
         raise Refusal(E.FEATURE_NOT_SUPPORTED, f"{op} with the pattern {sql_of(pattern)!r}: the proxy evaluates "
                       "constant patterns only", position=position_of(pattern), hint=_HINT)
@@ -82,4 +83,4 @@ def compile_match(compiler: Any, node: exp.Expr, d: int) -> S.Expr:
     except R.Unsupported as u:
         raise Refusal(E.FEATURE_NOT_SUPPORTED, f"{op} pattern {str(pattern.this)!r} is not supported on protected "
                       f"tables: {u}", position=position_of(pattern), hint=_HINT) from None
-    return S.Call("regex_match", [x, S.Const(text, S.TEXT), S.Const(icase, S.BOOL)], S.BOOL)
+    return S.Call("regex_match", [x, S.Const(text, TEXT), S.Const(icase, BOOL)], BOOL)

@@ -24,12 +24,13 @@ import numpy as np
 from sqlglot import exp
 
 from pgcore import errors as E
+from pgcore import pgtypes as T
 from pgcore.errors import Refusal
-from pgcore.pgtypes import type_name
 
 from .. import scalar as S
 from ..model.predicate import merge_ranges
 from ..model.schema import Attribute
+from ..semantics.values import INTEGER_OIDS, NUMBER_OIDS
 from ..syntax.parse import position_of
 from . import condition as C
 from . import measure_expr as ME
@@ -111,8 +112,8 @@ def row_value(node: exp.Expr, kind: str, ctx: Context) -> RowValue:
     except Refusal as r:
         r.position = r.position or position_of(node)
         raise
-    if kind != "COUNT" and e.oid not in S.NUMBER_OIDS | {S.UNKNOWN}:
-        raise Refusal(E.UNDEFINED_FUNCTION, f"function {kind.lower()}({type_name(e.oid)}) does not exist",
+    if kind != "COUNT" and e.oid not in NUMBER_OIDS | {T.UNKNOWN}:
+        raise Refusal(E.UNDEFINED_FUNCTION, f"function {kind.lower()}({T.type_name(e.oid)}) does not exist",
                       position=position_of(node), hint=f"{kind} needs a numeric value; CAST(flag AS INT) reads a "
                       "boolean as 0 / 1.")
     measures = [a for a in attrs.values() if a.domain.measure]
@@ -197,7 +198,7 @@ def _affine(e: S.Expr) -> tuple[float, float, float | None] | None:
         return None if f is None else (-f[0], -f[1], None if f[2] is None else -f[2])
     if isinstance(e, S.Cast):
         # Casts to numeric or float keep the value; to an integer they round (not affine).
-        return _affine(e.args[0]) if e.oid in (S.NUMERIC, S.FLOAT8) else None
+        return _affine(e.args[0]) if e.oid in (T.NUMERIC, T.FLOAT8) else None
     if isinstance(e, S.Call) and e.fn == "coalesce" and len(e.args) == 2:
         f, g = _affine(e.args[0]), _affine(e.args[1])
         if f is None or g is None or g[0] != 0:
@@ -211,10 +212,10 @@ def _affine(e: S.Expr) -> tuple[float, float, float | None] | None:
             sign = 1.0 if e.op == "+" else -1.0
             null = None if f[2] is None or g[2] is None else f[2] + sign * g[2]
             return f[0] + sign * g[0], f[1] + sign * g[1], null
-        if e.op == "*" and (f[0] == 0 or g[0] == 0) and e.oid not in S.INTEGER_OIDS:
+        if e.op == "*" and (f[0] == 0 or g[0] == 0) and e.oid not in INTEGER_OIDS:
             k, h = (f[1], g) if f[0] == 0 else (g[1], f)
             return k * h[0], k * h[1], None if h[2] is None else k * h[2]
-        if e.op == "/" and g[0] == 0 and g[1] != 0 and e.oid not in S.INTEGER_OIDS:
+        if e.op == "/" and g[0] == 0 and g[1] != 0 and e.oid not in INTEGER_OIDS:
             return f[0] / g[1], f[1] / g[1], None if f[2] is None else f[2] / g[1]
     return None
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 from sqlglot import exp
 
 from pgcore import errors as E
+from pgcore import pgtypes as T
 from pgcore.errors import Refusal
-from pgcore.pgtypes import type_name
 
 from .. import scalar as S
 from ..semantics.tochar import Unsupported, pg_pattern
 from ..semantics.tochar import parse as tochar_parse
+from ..semantics.values import INTEGER_OIDS, NUMBER_OIDS
 from ..syntax.parse import position_of
 from . import regexes
 from .nodes import CompilerPart, NotScalar, sql_of, strip_paren
@@ -82,30 +83,30 @@ class CallCompiler(CompilerPart):
             return self.trim(node, d)
         if isinstance(node, exp.Date) and not node.expressions:  # date(x): the cast, as PostgreSQL defines it
             x = self.compile(node.this, d)
-            if x.oid not in S.TEMPORAL_OIDS | {S.TEXT, S.UNKNOWN}:
+            if x.oid not in T.TEMPORAL_OIDS | {T.TEXT, T.UNKNOWN}:
                 raise self.no_function("date", node, [x])
-            return S.Cast(x, S.DATE, "date", position_of(node))
+            return S.Cast(x, T.DATE, "date", position_of(node))
         if isinstance(node, exp.TimeToStr):
             return self.to_char(node, d)
         if isinstance(node, exp.ConcatWs):  # before Concat, its base class
             args = [self.compile(a, d) for a in node.expressions]
-            if not args or args[0].oid not in (S.TEXT, S.UNKNOWN):
+            if not args or args[0].oid not in (T.TEXT, T.UNKNOWN):
                 raise self.no_function("concat_ws", node, args)
-            return S.Call("concat_ws", args, S.TEXT)
+            return S.Call("concat_ws", args, T.TEXT)
         if isinstance(node, exp.Concat):
-            return S.Call("concat", [self.compile(a, d) for a in node.expressions], S.TEXT)
+            return S.Call("concat", [self.compile(a, d) for a in node.expressions], T.TEXT)
         if isinstance(node, exp.Pad):
             fn = "lpad" if node.args.get("is_left") else "rpad"
             parts = [node.this, node.expression] + ([node.args["fill_pattern"]]
                                                     if node.args.get("fill_pattern") is not None else [])
-            return S.Call(fn, self.text_args(fn, node, parts, d), S.TEXT)
+            return S.Call(fn, self.text_args(fn, node, parts, d), T.TEXT)
         if isinstance(node, exp.Chr):
             if len(node.expressions) != 1 or node.args.get("charset"):
                 raise NotScalar(node)
             n = self.compile(node.expressions[0], d)
-            if n.oid not in S.INTEGER_OIDS | {S.UNKNOWN}:
+            if n.oid not in INTEGER_OIDS | {T.UNKNOWN}:
                 raise self.no_function("chr", node, [n])
-            return S.Call("chr", [n], S.TEXT)
+            return S.Call("chr", [n], T.TEXT)
         if isinstance(node, exp.Anonymous) and str(node.this).lower() in _ANONYMOUS_TEXT:
             fn = str(node.this).lower()
             if len(node.expressions) != _ANONYMOUS_TEXT[fn]:
@@ -128,7 +129,7 @@ class CallCompiler(CompilerPart):
         if isinstance(node, exp.Anonymous):
             args = [self.compile(a, d) for a in node.expressions]
             raise Refusal(E.UNDEFINED_FUNCTION, f"function {str(node.this).lower()}("
-                          f"{', '.join(type_name(a.oid) for a in args)}) does not exist", position=position_of(node),
+                          f"{', '.join(T.type_name(a.oid) for a in args)}) does not exist", position=position_of(node),
                           hint=_TEXT_HINT)
         return None
 
@@ -142,7 +143,7 @@ class CallCompiler(CompilerPart):
         if fn in ("floor", "ceil") and node.args.get("decimals") is not None:
             raise NotScalar(node)
         args = [self.compile(p, d) for p in parts]
-        if fn in ("round", "floor", "ceil", "abs") and args[0].oid not in S.NUMBER_OIDS | {S.UNKNOWN}:
+        if fn in ("round", "floor", "ceil", "abs") and args[0].oid not in NUMBER_OIDS | {T.UNKNOWN}:
             raise NotScalar(node)
         return self.typed(S.Call(fn, args, S.call_type(fn, [a.oid for a in args])))
 
@@ -164,21 +165,21 @@ class CallCompiler(CompilerPart):
     def text_args(self, fn: str, node: exp.Expr, parts: list[exp.Expr], d: int) -> list[S.Expr]:
         """Compiled arguments of a text function: the first text, positions integers (else 42883)."""
         args = [self.compile(p, d) for p in parts]
-        want = [S.INT4 if i in _INT_ARGS.get(fn, ()) else S.TEXT for i in range(len(args))]
+        want = [T.INT4 if i in _INT_ARGS.get(fn, ()) else T.TEXT for i in range(len(args))]
         if fn == "textcat":  # anynonarray || text: the other side is read as text
-            if S.TEXT not in (args[0].oid, args[1].oid) and S.UNKNOWN not in (args[0].oid, args[1].oid):
+            if T.TEXT not in (args[0].oid, args[1].oid) and T.UNKNOWN not in (args[0].oid, args[1].oid):
                 raise self.no_function(fn, node, args)
-            return [a if a.oid in (S.TEXT, S.UNKNOWN) else S.Cast(a, S.TEXT, "text", position_of(node)) for a in args]
+            return [a if a.oid in (T.TEXT, T.UNKNOWN) else S.Cast(a, T.TEXT, "text", position_of(node)) for a in args]
         for a, w in zip(args, want, strict=True):
-            ok = a.oid in (w, S.UNKNOWN) or (w == S.INT4 and a.oid in S.INTEGER_OIDS)
+            ok = a.oid in (w, T.UNKNOWN) or (w == T.INT4 and a.oid in INTEGER_OIDS)
             if not ok:
                 raise self.no_function(fn, node, args)
         return args
 
     def no_function(self, fn: str, node: exp.Expr, args: list[S.Expr]) -> Refusal:
-        return Refusal(E.UNDEFINED_FUNCTION, f"function {fn}({', '.join(type_name(a.oid) for a in args)}) does not exist",
+        return Refusal(E.UNDEFINED_FUNCTION, f"function {fn}({', '.join(T.type_name(a.oid) for a in args)}) does not exist",
                        position=position_of(node), hint="Cast the column to text first, e.g. CAST(col AS TEXT)."
-                       if args and args[0].oid != S.TEXT else None)
+                       if args and args[0].oid != T.TEXT else None)
 
     def like(self, node: exp.Expr, d: int) -> S.Expr:
         escape = None
@@ -191,7 +192,7 @@ class CallCompiler(CompilerPart):
         if any(isinstance(strip_paren(p), exp.Any | exp.All) for p in parts):
             raise NotScalar(node)
         args = self.text_args(fn, node, parts, d)
-        out: S.Expr = S.Call(fn, args, S.BOOL)
+        out: S.Expr = S.Call(fn, args, T.BOOL)
         return S.Logic("not", [out]) if node.args.get("negate") else out
 
     def to_char(self, node: exp.TimeToStr | exp.Anonymous, d: int) -> S.Expr:
@@ -199,8 +200,8 @@ class CallCompiler(CompilerPart):
         args = [node.this, node.args.get("format")] if isinstance(node, exp.TimeToStr) else list(node.expressions)
         x = self.compile(args[0], d)
         fmt = args[1] if len(args) == 2 else None
-        if x.oid not in S.TEMPORAL_OIDS or fmt is None:
-            raise self.no_function("to_char", node, [x, S.Const(None, S.TEXT)])
+        if x.oid not in T.TEMPORAL_OIDS or fmt is None:
+            raise self.no_function("to_char", node, [x, S.Const(None, T.TEXT)])
         raw = str(fmt.this) if isinstance(fmt, exp.Literal) and fmt.is_string else None
         if raw is not None and isinstance(node, exp.TimeToStr):
             raw = pg_pattern(raw)  # a tree sqlglot's own dialect read: its strftime codes, read back
@@ -211,7 +212,7 @@ class CallCompiler(CompilerPart):
                           + ("" if raw is None else f": {u}"), position=position_of(node),
                           hint="to_char takes a constant pattern of PostgreSQL's date and time fields (Month, Mon, "
                           "Day, YYYY, MM, DD, Q, IW, HH24...); times are UTC.") from None
-        return S.Call("to_char", [x, S.Const(raw, S.TEXT)], S.TEXT)
+        return S.Call("to_char", [x, S.Const(raw, T.TEXT)], T.TEXT)
 
     def trim(self, node: exp.Trim, d: int) -> S.Expr:
         fn = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(str(node.args.get("position") or "").upper(), "btrim")
@@ -219,4 +220,4 @@ class CallCompiler(CompilerPart):
         if node.args.get("collation") is not None:
             raise NotScalar(node)
         args = self.text_args(fn, node, parts, d)
-        return S.Call(fn, args, S.TEXT)
+        return S.Call(fn, args, T.TEXT)

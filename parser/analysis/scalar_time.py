@@ -7,18 +7,18 @@ from __future__ import annotations
 from sqlglot import exp
 
 from pgcore import errors as E
+from pgcore import pgtypes as T
 from pgcore.errors import Refusal
-from pgcore.pgtypes import type_name
 
 from .. import scalar as S
 from ..semantics import datetimes as TM
-from ..semantics.values import temporal_arith_type, temporal_common
+from ..semantics.values import NUMBER_OIDS, temporal_arith_type, temporal_common
 from ..syntax.parse import DATE_PART, position_of
 from .nodes import CompilerPart, NotScalar
 
 _CLOCK = (exp.CurrentTimestamp, exp.CurrentDate, exp.Localtimestamp, exp.CurrentDatetime)
-TEMPORAL_TYPES = {exp.DataType.Type.DATE: S.DATE, exp.DataType.Type.TIMESTAMP: S.TIMESTAMP,
-                  exp.DataType.Type.TIMESTAMPTZ: S.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ: S.TIMESTAMPTZ}
+TEMPORAL_TYPES = {exp.DataType.Type.DATE: T.DATE, exp.DataType.Type.TIMESTAMP: T.TIMESTAMP,
+                  exp.DataType.Type.TIMESTAMPTZ: T.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPLTZ: T.TIMESTAMPTZ}
 
 
 class TemporalCompiler(CompilerPart):
@@ -35,20 +35,20 @@ class TemporalCompiler(CompilerPart):
             if text is None or not TM.truncatable(text):
                 raise NotScalar(node)
             x = self.compile(node.this, d)
-            if x.oid not in S.TEMPORAL_OIDS:
+            if x.oid not in T.TEMPORAL_OIDS:
                 raise NotScalar(node)
-            args = [S.Const(text.lower(), S.TEXT), x]
-            return S.Call("date_trunc", args, S.call_type("date_trunc", [S.TEXT, x.oid]))
+            args = [S.Const(text.lower(), T.TEXT), x]
+            return S.Call("date_trunc", args, S.call_type("date_trunc", [T.TEXT, x.oid]))
         if isinstance(node, exp.Extract):
             field = node.this.name if isinstance(node.this, exp.Var | exp.Literal) else None
             x = self.compile(node.expression, d)
-            if field is None or x.oid not in S.TEMPORAL_OIDS:
+            if field is None or x.oid not in T.TEMPORAL_OIDS:
                 raise NotScalar(node)
-            oid = S.FLOAT8 if node.meta.get(DATE_PART) else S.NUMERIC
-            return self.typed(S.Call("extract", [S.Const(field.lower(), S.TEXT), x], oid))
+            oid = T.FLOAT8 if node.meta.get(DATE_PART) else T.NUMERIC
+            return self.typed(S.Call("extract", [S.Const(field.lower(), T.TEXT), x], oid))
         if isinstance(node, exp.StrToDate | exp.StrToTime):
             source, fmt = self.compile(node.this, d), node.args.get("format")
-            oid = S.DATE if isinstance(node, exp.StrToDate) else S.TIMESTAMPTZ
+            oid = T.DATE if isinstance(node, exp.StrToDate) else T.TIMESTAMPTZ
             if not isinstance(source, S.Const) or not isinstance(fmt, exp.Literal) or not isinstance(source.value, str):
                 raise NotScalar(node)
             return S.Const(TM.strptime(source.value, str(fmt.this), oid), oid)
@@ -56,19 +56,19 @@ class TemporalCompiler(CompilerPart):
             if node.args.get("scale") is not None:
                 raise NotScalar(node)
             x = self.compile(node.this, d)
-            if x.oid not in S.NUMBER_OIDS:
+            if x.oid not in NUMBER_OIDS:
                 raise NotScalar(node)
-            return S.Call("to_timestamp", [x], S.TIMESTAMPTZ)
+            return S.Call("to_timestamp", [x], T.TIMESTAMPTZ)
         return None
 
     def clock(self, node: exp.Expr) -> S.Expr:
         """now(), current_date, current_timestamp, localtimestamp: the statement's one instant (UTC)."""
         now = self.budget.statement_time()
         if isinstance(node, exp.CurrentDate):
-            return S.Const(now.date(), S.DATE)
+            return S.Const(now.date(), T.DATE)
         if isinstance(node, exp.Localtimestamp):
-            return S.Const(now.replace(tzinfo=None), S.TIMESTAMP)
-        return S.Const(now, S.TIMESTAMPTZ)
+            return S.Const(now.replace(tzinfo=None), T.TIMESTAMP)
+        return S.Const(now, T.TIMESTAMPTZ)
 
     def interval(self, node: exp.Interval) -> S.Expr:
         """INTERVAL '7 days', INTERVAL '7' DAY."""
@@ -76,7 +76,7 @@ class TemporalCompiler(CompilerPart):
         unit = node.args.get("unit")
         if not isinstance(text, exp.Literal):
             raise NotScalar(node)
-        return S.Const(TM.parse_interval(str(text.this), unit.name if unit is not None else None), S.INTERVAL)
+        return S.Const(TM.parse_interval(str(text.this), unit.name if unit is not None else None), T.INTERVAL)
 
     def temporal_arith(self, op: str, a: S.Expr, b: S.Expr, node: exp.Expr) -> S.Expr:
         """date +/- integer, date - date, date/timestamp(tz) +/- interval (a quoted literal takes the
@@ -84,26 +84,26 @@ class TemporalCompiler(CompilerPart):
         a, b = self.as_temporal(a, b), self.as_temporal(b, a)
         oid = temporal_arith_type(op, a.oid, b.oid)
         if oid is None:
-            raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name(a.oid)} {op} {type_name(b.oid)}",
+            raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {T.type_name(a.oid)} {op} {T.type_name(b.oid)}",
                           position=position_of(node),
                           hint="Dates take + or - an integer of days or an INTERVAL; an integer column takes "
-                          "no interval." if S.INTERVAL in (a.oid, b.oid) else None)
+                          "no interval." if T.INTERVAL in (a.oid, b.oid) else None)
         return S.Arith(op, a, b, position_of(node), temporal=oid)
 
     def as_temporal(self, e: S.Expr, other: S.Expr) -> S.Expr:
-        if isinstance(e, S.Const) and e.oid in (S.TEXT, S.UNKNOWN) and e.value is not None:
-            if other.oid in S.TEMPORAL_OIDS:
-                return S.Const(S.cast_value(e.value, S.TEXT, S.INTERVAL, "interval"), S.INTERVAL)
-            if other.oid == S.INTERVAL:
-                return S.Const(S.cast_value(e.value, S.TEXT, S.TIMESTAMP, "timestamp"), S.TIMESTAMP)
+        if isinstance(e, S.Const) and e.oid in (T.TEXT, T.UNKNOWN) and e.value is not None:
+            if other.oid in T.TEMPORAL_OIDS:
+                return S.Const(S.cast_value(e.value, T.TEXT, T.INTERVAL, "interval"), T.INTERVAL)
+            if other.oid == T.INTERVAL:
+                return S.Const(S.cast_value(e.value, T.TEXT, T.TIMESTAMP, "timestamp"), T.TIMESTAMP)
         return e
 
     def temporal_operands(self, a: S.Expr, b: S.Expr, node: exp.Expr) -> tuple[S.Expr, S.Expr]:
         """Both sides of a comparison as one temporal type (a quoted literal reads as the other side's)."""
-        kinds = [e.oid for e in (a, b) if e.oid in S.TEMPORAL_OIDS]
+        kinds = [e.oid for e in (a, b) if e.oid in T.TEMPORAL_OIDS]
         for e in (a, b):
-            if e.oid not in S.TEMPORAL_OIDS and not (isinstance(e, S.Const) and e.oid in (S.TEXT, S.UNKNOWN)):
-                raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {type_name(a.oid)} = {type_name(b.oid)}",
+            if e.oid not in T.TEMPORAL_OIDS and not (isinstance(e, S.Const) and e.oid in (T.TEXT, T.UNKNOWN)):
+                raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {T.type_name(a.oid)} = {T.type_name(b.oid)}",
                               position=position_of(node))
         to = temporal_common(*kinds)
 
@@ -111,8 +111,8 @@ class TemporalCompiler(CompilerPart):
             if e.oid == to:
                 return e
             if isinstance(e, S.Const):
-                v = None if e.value is None else S.cast_value(e.value, e.oid, to, type_name(to))
+                v = None if e.value is None else S.cast_value(e.value, e.oid, to, T.type_name(to))
                 return S.Const(v, to)
-            return S.Cast(e, to, type_name(to), position_of(node))
+            return S.Cast(e, to, T.type_name(to), position_of(node))
 
         return conv(a), conv(b)

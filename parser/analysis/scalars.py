@@ -18,13 +18,14 @@ from typing import Any
 from sqlglot import exp
 
 from pgcore import errors as E
+from pgcore import pgtypes as T
 from pgcore.errors import Refusal
-from pgcore.pgtypes import TIME, type_name
 
 from .. import scalar as S
 from ..coltypes.timeofday import time_of_day
 from ..model.limits import Budget
 from ..semantics import datetimes as TM
+from ..semantics.values import NUMBER_OIDS
 from ..syntax.parse import folded_items, literal_value, position_of
 from .nodes import ARITH, CMP_OPS, FLOAT_TYPES, INT_TYPES, TEXT_TYPES, NotScalar, flatten, strip_paren
 from .scalar_calls import CallCompiler
@@ -47,8 +48,8 @@ class _Compiler(TemporalCompiler, CallCompiler):
         self.leaf, self.exact, self.budget = leaf, exact, budget
 
     def typed(self, e: S.Expr) -> S.Expr:
-        if not self.exact and e.oid == S.NUMERIC:
-            e.oid = S.FLOAT8  # numbers computed from noisy values are float8 (see parser.plan.postprocess)
+        if not self.exact and e.oid == T.NUMERIC:
+            e.oid = T.FLOAT8  # numbers computed from noisy values are float8 (see parser.plan.postprocess)
         return e
 
     def compile(self, node: exp.Expr, depth: int = 0) -> S.Expr:
@@ -60,22 +61,22 @@ class _Compiler(TemporalCompiler, CallCompiler):
             return hit
         d = depth + 1
         if isinstance(node, exp.Null):
-            return S.Const(None, S.UNKNOWN)
+            return S.Const(None, T.UNKNOWN)
         if isinstance(node, exp.Boolean):
-            return S.Const(bool(node.this), S.BOOL)
+            return S.Const(bool(node.this), T.BOOL)
         if isinstance(node, exp.Literal):
             return self.literal(node)
         if isinstance(node, exp.Neg):
             a = self.compile(node.this, d)
-            if a.oid not in S.NUMBER_OIDS and a.oid != S.UNKNOWN:
+            if a.oid not in NUMBER_OIDS and a.oid != T.UNKNOWN:
                 raise NotScalar(node)
             return S.Neg(a)
         if type(node) in ARITH:
             a, b = self.compile(node.this, d), self.compile(node.expression, d)
             op = ARITH[type(node)]
-            if {a.oid, b.oid} & (S.TEMPORAL_OIDS | {S.INTERVAL}):
+            if {a.oid, b.oid} & (T.TEMPORAL_OIDS | {T.INTERVAL}):
                 return self.temporal_arith(op, a, b, node)
-            if S.TEXT in (a.oid, b.oid) or S.BOOL in (a.oid, b.oid):
+            if T.TEXT in (a.oid, b.oid) or T.BOOL in (a.oid, b.oid):
                 raise NotScalar(node)
             return self.typed(S.Arith(op, a, b, position_of(node)))
         hit = self.temporal(node, d)
@@ -128,50 +129,50 @@ class _Compiler(TemporalCompiler, CallCompiler):
     def literal(self, node: exp.Literal) -> S.Expr:
         v = literal_value(node)
         if isinstance(v, str):
-            return S.Const(v, S.TEXT)
+            return S.Const(v, T.TEXT)
         if isinstance(v, int):
-            return S.Const(v, S.INT4 if -(2**31) <= v < 2**31 else S.INT8)
-        return S.Const(v, S.NUMERIC) if self.exact else S.Const(float(v), S.FLOAT8)
+            return S.Const(v, T.INT4 if -(2**31) <= v < 2**31 else T.INT8)
+        return S.Const(v, T.NUMERIC) if self.exact else S.Const(float(v), T.FLOAT8)
 
     def cast(self, node: exp.Cast, d: int) -> S.Expr:
         a = self.compile(node.this, d)
         to = node.args["to"].this
         if to in INT_TYPES:
-            oid = S.INT4 if to == exp.DataType.Type.INT else S.INT8
+            oid = T.INT4 if to == exp.DataType.Type.INT else T.INT8
         elif to in FLOAT_TYPES:
-            oid = S.NUMERIC if to in (exp.DataType.Type.DECIMAL, exp.DataType.Type.BIGDECIMAL) else S.FLOAT8
+            oid = T.NUMERIC if to in (exp.DataType.Type.DECIMAL, exp.DataType.Type.BIGDECIMAL) else T.FLOAT8
         elif to in TEXT_TYPES:
-            oid = S.TEXT
+            oid = T.TEXT
         elif to in TEMPORAL_TYPES:
             oid = TEMPORAL_TYPES[to]
-            if a.oid not in S.TEMPORAL_OIDS | {S.TEXT, S.UNKNOWN}:
+            if a.oid not in T.TEMPORAL_OIDS | {T.TEXT, T.UNKNOWN}:
                 raise NotScalar(node)
         elif to == exp.DataType.Type.BOOLEAN:
-            oid = S.BOOL
-            if a.oid not in (S.BOOL, S.INT4, S.TEXT, S.UNKNOWN):
-                raise Refusal(E.CANNOT_COERCE, f"cannot cast type {type_name(a.oid)} to boolean",
+            oid = T.BOOL
+            if a.oid not in (T.BOOL, T.INT4, T.TEXT, T.UNKNOWN):
+                raise Refusal(E.CANNOT_COERCE, f"cannot cast type {T.type_name(a.oid)} to boolean",
                               position=position_of(node))
         elif to == exp.DataType.Type.TIME:  # TIME '10:30': a constant time of day (time columns' literals)
-            if a.oid not in (S.TEXT, S.UNKNOWN) or not _constant_expr(a):
+            if a.oid not in (T.TEXT, T.UNKNOWN) or not _constant_expr(a):
                 raise NotScalar(node)
             text = a.value if isinstance(a, S.Const) else S.constant(a)
             if text is None:
-                return S.Const(None, TIME)
+                return S.Const(None, T.TIME)
             ts = time_of_day(str(text))
             if ts.date() != date(2000, 1, 1):
                 raise NotScalar(node)  # 24:00 has no Python time: compared as text by the column's type
-            return S.Const(ts.time(), TIME)
+            return S.Const(ts.time(), T.TIME)
         elif to == exp.DataType.Type.INTERVAL:
-            if a.oid not in (S.TEXT, S.UNKNOWN) or not _constant_expr(a):
+            if a.oid not in (T.TEXT, T.UNKNOWN) or not _constant_expr(a):
                 raise NotScalar(node)
             value = a.value if isinstance(a, S.Const) else S.constant(a)  # (-1 || ' year')::interval (Looker)
-            return S.Const(None if value is None else TM.parse_interval(str(value)), S.INTERVAL)
+            return S.Const(None if value is None else TM.parse_interval(str(value)), T.INTERVAL)
         else:
             raise NotScalar(node)
-        if a.oid == S.BOOL and oid not in (S.BOOL, S.INT4, S.TEXT):
-            raise Refusal(E.CANNOT_COERCE, f"cannot cast type boolean to {type_name(oid)}", position=position_of(node),
+        if a.oid == T.BOOL and oid not in (T.BOOL, T.INT4, T.TEXT):
+            raise Refusal(E.CANNOT_COERCE, f"cannot cast type boolean to {T.type_name(oid)}", position=position_of(node),
                           hint="boolean casts to integer (int4): CAST(flag AS INT).")
-        if not self.exact and a.oid == S.TEXT and oid != S.TEXT and not isinstance(a, S.Const):
+        if not self.exact and a.oid == T.TEXT and oid != T.TEXT and not isinstance(a, S.Const):
             raise NotScalar(node)  # a text key read as a number could fail after the release
         return self.typed(S.Cast(a, oid, to.value.lower(), position_of(node)))
 
@@ -181,17 +182,17 @@ class _Compiler(TemporalCompiler, CallCompiler):
     def compared(self, op: str, a: S.Expr, b: S.Expr, node: exp.Expr) -> S.Expr:
         _type_params(a, b)
         a, b = self.coerce(a, b), self.coerce(b, a)
-        if a.oid in S.TEMPORAL_OIDS or b.oid in S.TEMPORAL_OIDS:
+        if a.oid in T.TEMPORAL_OIDS or b.oid in T.TEMPORAL_OIDS:
             a, b = self.temporal_operands(a, b, node)
-        elif (a.oid == S.TEXT) != (b.oid == S.TEXT) and S.UNKNOWN not in (a.oid, b.oid):
+        elif (a.oid == T.TEXT) != (b.oid == T.TEXT) and T.UNKNOWN not in (a.oid, b.oid):
             raise NotScalar(node)  # text against a number: PostgreSQL has no such operator
         return S.Cmp(op, a, b)
 
     def coerce(self, e: S.Expr, other: S.Expr) -> S.Expr:
         """A quoted literal compared with a number reads as a number (PostgreSQL's unknown-type literal)."""
-        if isinstance(e, S.Const) and e.oid == S.TEXT and other.oid in S.NUMBER_OIDS:
-            value = S.cast_value(e.value, S.TEXT, S.NUMERIC, "numeric")
-            return S.Const(value, S.NUMERIC) if self.exact else S.Const(float(value), S.FLOAT8)
+        if isinstance(e, S.Const) and e.oid == T.TEXT and other.oid in NUMBER_OIDS:
+            value = S.cast_value(e.value, T.TEXT, T.NUMERIC, "numeric")
+            return S.Const(value, T.NUMERIC) if self.exact else S.Const(float(value), T.FLOAT8)
         return e
 
     def case(self, node: exp.Case, d: int) -> S.Expr:

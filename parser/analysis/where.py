@@ -14,12 +14,13 @@ import numpy as np
 from sqlglot import exp
 
 from pgcore import errors as E
+from pgcore import pgtypes as T
 from pgcore.errors import Refusal
-from pgcore.pgtypes import ARRAY_OF
 
 from .. import scalar as S
 from ..model.predicate import merge_ranges, runs
 from ..model.schema import Attribute
+from ..semantics.values import NUMBER_OIDS
 from ..syntax.parse import folded_items, position_of
 from . import condition as C
 from .cells import on_cells
@@ -53,7 +54,7 @@ def operand(node: exp.Expr, attr: Attribute | None, ctx: Context) -> C.Operand:
         node = strip_paren(node.this)  # $1::int4: the value is coerced to the attribute's type anyway
     if is_param(node):
         n = param_index(node)
-        ctx.param_types[n] = attr.domain.param_oid if attr is not None else S.INT4
+        ctx.param_types[n] = attr.domain.param_oid if attr is not None else T.INT4
         return C.Param(n)
     value = fold(node, ctx.budget)
     if value is NOT_CONSTANT:
@@ -160,7 +161,7 @@ class _Lowering:
             return C.Not(null) if node.args.get("negate") else null
         if isinstance(node, exp.Column):
             attr = ctx.column(node)
-            if attr.domain.oid == S.BOOL:
+            if attr.domain.oid == T.BOOL:
                 return C.Compare(attr.name, "=", C.Lit(True))  # WHERE flag
             raise Refusal(E.DATATYPE_MISMATCH, f"argument of WHERE must be type boolean, not type "
                           f"{attr.domain.sql_type}", position=position_of(node))
@@ -200,7 +201,7 @@ class _Lowering:
         attr = ctx.table.attribute(attrs.pop())
         assert attr is not None
         e = self.compile_cells(node)
-        if e.oid not in (S.BOOL, S.UNKNOWN):
+        if e.oid not in (T.BOOL, T.UNKNOWN):
             raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
         results = on_cells(e, attr, ctx.budget, node, "condition")
         true = merge_ranges([(i, i) for i, v in enumerate(results) if v is True])
@@ -221,8 +222,8 @@ class _Lowering:
         attr = ctx.table.attribute(attrs.pop())
         assert attr is not None
         e = self.compile_cells(expr)
-        oid = S.TEXT if e.oid == S.UNKNOWN else e.oid
-        if oid not in S.NUMBER_OIDS | S.TEMPORAL_OIDS | {S.TEXT, S.BOOL}:
+        oid = T.TEXT if e.oid == T.UNKNOWN else e.oid
+        if oid not in NUMBER_OIDS | T.TEMPORAL_OIDS | {T.TEXT, T.BOOL}:
             return self.per_row(node)
         values = tuple(S.objects(on_cells(e, attr, ctx.budget, node, "condition")).tolist())
         parts: list[C.Cond] = []
@@ -244,7 +245,7 @@ class _Lowering:
         ctx = self.ctx
         attrs = [a for a in (ctx.table.attribute(n) for n in names) if a is not None]
         e = self.compile_cells(node)
-        if e.oid not in (S.BOOL, S.UNKNOWN):
+        if e.oid not in (T.BOOL, T.UNKNOWN):
             raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
         shape, out = product_values(e, attrs, ctx.budget, node, "predicate")
         true = np.equal(out, np.array(True, dtype=object)) & ~S.nulls(out)
@@ -265,7 +266,7 @@ class _Lowering:
         if isinstance(right, exp.Any) and isinstance(left, exp.Column) and _bare_param(right.this) is not None:
             attr, n = ctx.column(left), _bare_param(right.this)
             assert n is not None
-            ctx.param_types[n] = ARRAY_OF.get(attr.domain.param_oid, ARRAY_OF[S.TEXT])
+            ctx.param_types[n] = T.ARRAY_OF.get(attr.domain.param_oid, T.ARRAY_OF[T.TEXT])
             return C.AnyOf(attr.name, op, C.Param(n))
         if isinstance(right, exp.Any):
             raise unsupported(f"{sql_of(right)}", right)

@@ -13,6 +13,7 @@ import numpy as np
 from pgcore import errors as E
 from pgcore.arrays import array_items
 from pgcore.errors import Refusal
+from pgcore.pgtypes import BOOL, TEXT
 
 from ..analysis import condition as C
 from ..analysis.template import Template
@@ -21,7 +22,7 @@ from ..model.linear import LinearQuery, make_linear_query, space_of, unit
 from ..model.predicate import Pred, Ranges, Space, merge_ranges
 from ..model.schema import Attribute, TableSchema
 from ..plan.queryplan import Column, QueryPlan
-from ..scalar import BOOL, TEXT, cast_value, coerce_param, compare
+from ..scalar import cast_value, coerce_param, compare
 from ..syntax.parse import position_of
 from .distinct import DistinctQueries
 from .partition import (
@@ -64,8 +65,7 @@ def _typed_value(operand: C.Operand, oid: int, params: Sequence[object]) -> Any:
         v = params[operand.index - 1]
     if v is None:
         return None
-    if isinstance(v, bytes):
-        v = v.decode()
+    v = v.decode() if isinstance(v, bytes) else v
     if oid == BOOL:
         return cast_value(v, TEXT, BOOL, "boolean")
     if oid == TEXT:

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..scalar import FLOAT8, INT8, NUMERIC, Env, Expr, Vector, round_count
+from pgcore.pgtypes import FLOAT8, INT8, NUMERIC
+
+from ..scalar import Env, Expr, Vector, round_count
 from ..semantics import collation
 from ..semantics.values import clamp_count
 

@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..scalar import FLOAT8, NUMERIC, Env, Expr, Vector
+from pgcore.pgtypes import FLOAT8, NUMERIC
+
+from ..scalar import Env, Expr, Vector
 
 MAX_LEAVES = 512
 """Leaves of the tree at most; larger domains group adjacent cells into equal-width blocks (a quantile

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pgcore.pgtypes import FLOAT8
+
 from ..model.linear import LinearQuery
 from ..model.schema import TableSchema
-from ..scalar import FLOAT8, Env, Expr
+from ..scalar import Env, Expr
 from ..semantics.collation import using
 from . import postprocess as pp
 from .quantile import Quantile

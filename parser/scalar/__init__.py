@@ -21,26 +21,7 @@ Modules: ``tree`` (``Env``, ``Expr``, leaves, vector helpers), ``arith`` (arithm
 from __future__ import annotations
 
 from ..semantics.functions import call_type
-from ..semantics.values import (
-                                          BOOL,
-                                          DATE,
-                                          FLOAT8,
-                                          INT4,
-                                          INT8,
-                                          INTEGER_OIDS,
-                                          INTERVAL,
-                                          NUMBER_OIDS,
-                                          NUMERIC,
-                                          TEMPORAL_OIDS,
-                                          TEXT,
-                                          TIMESTAMP,
-                                          TIMESTAMPTZ,
-                                          UNKNOWN,
-                                          cast_value,
-                                          coerce_param,
-                                          compare,
-                                          round_count,
-)
+from ..semantics.values import cast_value, coerce_param, compare, round_count
 from .arith import Arith, Call, Cast, Neg
 from .logic import Case, Cmp, InList, IsNull, IsTruth, Logic
 from .tree import Cell, Const, Env, Expr, Key, Param, Vector, constant, nulls, objects
@@ -49,8 +30,7 @@ from .tree import Cell, Const, Env, Expr, Key, Param, Vector, constant, nulls, o
 NODES: frozenset[type[Expr]] = frozenset({Const, Param, Cell, Key, Arith, Neg, Cast, Call, Cmp, InList, Logic,
                                           IsNull, IsTruth, Case})
 
-__all__ = ["BOOL", "DATE", "INTERVAL", "TEMPORAL_OIDS", "TIMESTAMP", "TIMESTAMPTZ", "FLOAT8", "INT4", "INT8", "INTEGER_OIDS", "NUMBER_OIDS", "NUMERIC", "TEXT", "UNKNOWN",
-           "Arith", "Call", "Case", "Cast", "Cell", "Cmp", "Const", "Env", "Expr", "InList", "IsNull", "IsTruth", "Key", "Logic",
+__all__ = ["Arith", "Call", "Case", "Cast", "Cell", "Cmp", "Const", "Env", "Expr", "InList", "IsNull", "IsTruth", "Key", "Logic",
            "Neg", "Param", "Vector", "call_type", "cast_value", "coerce_param", "compare", "constant",
            "round_count", "NODES", "nulls", "objects"]
 

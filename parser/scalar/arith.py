@@ -14,20 +14,11 @@ import numpy as np
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
+from pgcore.pgtypes import FLOAT8, NUMERIC, TEXT
 
 from ..semantics import collation
 from ..semantics.functions import FUNCTIONS
-from ..semantics.values import (
-    FLOAT8,
-    INTEGER_OIDS,
-    NUMERIC,
-    TEXT,
-    arith_type,
-    cast_value,
-    dec,
-    int_div,
-    temporal_arith,
-)
+from ..semantics.values import INTEGER_OIDS, arith_type, cast_value, dec, int_div, temporal_arith
 from .tree import Env, Expr, Vector, _native
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {

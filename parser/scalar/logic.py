@@ -9,8 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from pgcore.pgtypes import BOOL, FLOAT8, INT8, NUMERIC, TEXT
+
 from ..semantics.collation import compare_text
-from ..semantics.values import BOOL, FLOAT8, INT8, INTEGER_OIDS, NUMERIC, TEXT, common_type, compare, conform
+from ..semantics.values import INTEGER_OIDS, common_type, compare, conform
 from .tree import Env, Expr, Vector, _native, nulls, objects
 
 _CMP: dict[str, Callable[[Any, Any], Any]] = {

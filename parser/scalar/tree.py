@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from ..semantics.values import FLOAT8, INTEGER_OIDS, UNKNOWN, coerce_param
+from pgcore.pgtypes import FLOAT8, UNKNOWN
+
+from ..semantics.values import INTEGER_OIDS, coerce_param
 
 Vector = list[Any]
 

@@ -16,27 +16,14 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from pgcore import errors as E
+from pgcore import pgtypes as T
 from pgcore.errors import Refusal
-from pgcore.pgtypes import (
-    BOOL,
-    DATE,
-    FLOAT8,
-    INT4,
-    INT8,
-    INTERVAL,
-    NUMERIC,
-    TEMPORAL_OIDS,
-    TEXT,
-    TIMESTAMP,
-    TIMESTAMPTZ,
-    UNKNOWN,
-)
 
 from . import datetimes as TM
 
-INTEGER_OIDS = frozenset({INT4, INT8})
-NUMBER_OIDS = frozenset({INT4, INT8, FLOAT8, NUMERIC})
-_TEMPORAL_RANK = {DATE: 0, TIMESTAMP: 1, TIMESTAMPTZ: 2}
+INTEGER_OIDS = frozenset({T.INT4, T.INT8})
+NUMBER_OIDS = frozenset({T.INT4, T.INT8, T.FLOAT8, T.NUMERIC})
+_TEMPORAL_RANK = {T.DATE: 0, T.TIMESTAMP: 1, T.TIMESTAMPTZ: 2}
 
 
 def compare(op: str, a: object, b: object) -> bool | None:
@@ -78,23 +65,23 @@ def conform(v: Any, oid: int) -> Any:
     """A number as the Python type its column's type promises (int into float8 or numeric)."""
     if v is None or isinstance(v, bool) or not isinstance(v, int | float | Decimal):
         return v
-    if oid == FLOAT8:
+    if oid == T.FLOAT8:
         return float(v)
-    if oid == NUMERIC:
+    if oid == T.NUMERIC:
         return dec(v)
     return v
 
 
 def common_type(oids: Sequence[int], what: str) -> int:
     """The type CASE / COALESCE / GREATEST branches resolve to (NULLs take the others' type)."""
-    known = {o for o in oids if o != UNKNOWN}
+    known = {o for o in oids if o != T.UNKNOWN}
     if not known:
-        return UNKNOWN
+        return T.UNKNOWN
     if known <= INTEGER_OIDS:
-        return INT8 if INT8 in known else INT4
+        return T.INT8 if T.INT8 in known else T.INT4
     if known <= NUMBER_OIDS:
-        return FLOAT8 if FLOAT8 in known else NUMERIC
-    if known <= TEMPORAL_OIDS:
+        return T.FLOAT8 if T.FLOAT8 in known else T.NUMERIC
+    if known <= T.TEMPORAL_OIDS:
         return temporal_common(*known)
     if len(known) == 1:
         return known.pop()
@@ -108,16 +95,16 @@ def temporal_common(*oids: int) -> int:
 
 def temporal_arith_type(op: str, a: int, b: int) -> int | None:
     """Result type of ``a op b`` when a date, timestamp or interval takes part; None: no such operator."""
-    if op == "+" and (a in INTEGER_OIDS or a == INTERVAL) and b in TEMPORAL_OIDS:
+    if op == "+" and (a in INTEGER_OIDS or a == T.INTERVAL) and b in T.TEMPORAL_OIDS:
         a, b = b, a
-    if a == DATE and b in INTEGER_OIDS and op in "+-":
-        return DATE
-    if a == DATE and b == DATE and op == "-":
-        return INT4
-    if a in TEMPORAL_OIDS and b == INTERVAL and op in "+-":
-        return TIMESTAMP if a == DATE else a
-    if a == INTERVAL and b == INTERVAL and op in "+-":
-        return INTERVAL
+    if a == T.DATE and b in INTEGER_OIDS and op in "+-":
+        return T.DATE
+    if a == T.DATE and b == T.DATE and op == "-":
+        return T.INT4
+    if a in T.TEMPORAL_OIDS and b == T.INTERVAL and op in "+-":
+        return T.TIMESTAMP if a == T.DATE else a
+    if a == T.INTERVAL and b == T.INTERVAL and op in "+-":
+        return T.INTERVAL
     return None
 
 
@@ -139,23 +126,23 @@ def temporal_arith(op: str, x: Any, y: Any) -> Any:
 
 
 def arith_type(a: int, b: int) -> int:
-    known = {a, b} - {UNKNOWN}
-    if FLOAT8 in known:
-        return FLOAT8
-    if NUMERIC in known:
-        return NUMERIC
-    return INT4 if known == {INT4} else INT8
+    known = {a, b} - {T.UNKNOWN}
+    if T.FLOAT8 in known:
+        return T.FLOAT8
+    if T.NUMERIC in known:
+        return T.NUMERIC
+    return T.INT4 if known == {T.INT4} else T.INT8
 
 
 def cast_value(v: Any, src: int, to: int, type_name: str) -> Any:
     """``v::to`` as PostgreSQL casts it; a text that does not read as ``to`` raises 22P02."""
-    if to == TEXT:
+    if to == T.TEXT:
         return as_text(v)
-    if to in TEMPORAL_OIDS:
+    if to in T.TEMPORAL_OIDS:
         return TM.cast_temporal(v, to)
-    if to == INTERVAL:
+    if to == T.INTERVAL:
         return v if isinstance(v, TM.Interval) else TM.parse_interval(str(v))
-    if to == BOOL:
+    if to == T.BOOL:
         if isinstance(v, str):
             low = v.strip().lower()
             if low in ("t", "true", "y", "yes", "on", "1"):
@@ -166,7 +153,7 @@ def cast_value(v: Any, src: int, to: int, type_name: str) -> Any:
         return bool(v)
     try:
         if to in INTEGER_OIDS:
-            if isinstance(v, float) or src == FLOAT8:
+            if isinstance(v, float) or src == T.FLOAT8:
                 return int(round(float(v)))  # float8 -> int rounds half to even (rint)
             if isinstance(v, str):
                 d = Decimal(v)
@@ -174,9 +161,9 @@ def cast_value(v: Any, src: int, to: int, type_name: str) -> Any:
                     raise ValueError(v)
                 return int(d)
             return int(dec(v).to_integral_value(rounding=ROUND_HALF_UP))  # numeric -> int: half away from 0
-        if to == NUMERIC:
+        if to == T.NUMERIC:
             return Decimal(str(v))
-        if to == FLOAT8:
+        if to == T.FLOAT8:
             return float(v)
     except (ValueError, ArithmeticError):
         raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type {type_name}: "{v}"') from None
@@ -193,10 +180,10 @@ def temporal_text(v: date) -> str:
 
 def coerce_param(v: object, oid: int) -> object:
     """A bound parameter read as a number of the type it is compared with (text params arrive as text)."""
-    if v is None or oid == TEXT:
+    if v is None or oid == T.TEXT:
         return v
-    if oid in TEMPORAL_OIDS or oid == INTERVAL:
-        return cast_value(v.decode() if isinstance(v, bytes) else v, TEXT, oid, "")
+    if oid in T.TEMPORAL_OIDS or oid == T.INTERVAL:
+        return cast_value(v.decode() if isinstance(v, bytes) else v, T.TEXT, oid, "")
     if isinstance(v, bytes):
         v = v.decode()
     if isinstance(v, str):

@@ -22,6 +22,7 @@ from parser.model.limits import Budget, Limits
 from parser.model.schema import Attribute, Catalog, TableSchema, TextType
 from parser.semantics.collation import C_LOCALE, using
 from parser.syntax.parse import parse_statements
+from pgcore.pgtypes import TEXT
 from tests.fixtures.databases import table_fixture
 from tests.fixtures.refusals import refused
 
@@ -73,7 +74,7 @@ CASE_EXPRESSIONS = ["lower(col)", "upper(col)", "initcap(col)", "initcap(replace
 
 def _compile(expr: str) -> S.Expr:
     node = parse_statements(f"SELECT {expr}")[0].selects[0]  # type: ignore[attr-defined]
-    leaf = lambda n: S.Cell("col", S.TEXT) if isinstance(n, exp.Column) else None  # noqa: E731
+    leaf = lambda n: S.Cell("col", TEXT) if isinstance(n, exp.Column) else None  # noqa: E731
     return compile_scalar(node, leaf, Budget(Limits(), None), exact=True)
 
 
