@@ -174,3 +174,21 @@ def test_a_strategy_that_mixes_groups_keeps_the_k_bound() -> None:
     wider = cells.copy()
     wider[150] = True
     assert not splits_groups(ident, ("day",), shape, axis, wider)
+
+
+def test_the_stored_release_keeps_its_per_group_bounds(window: str) -> None:
+    """Another process reads the release from the ledger: each group's groups (``axis``) and bound come back
+    with it, so it estimates the predicted statement alike and still refuses the window's total."""
+    src = PostgresExactSource(window)
+    eng = _engine(src, [DAILY, BY_KIND])
+    rel = eng._mm
+    assert rel is not None
+    back = MMRelease.from_bytes(rel.meta(), rel.to_bytes(), rel.cost)
+    for a, b in zip(rel.groups, back.groups, strict=True):
+        assert a.axis == b.axis and a.axis is not None and a.fresh_norm == b.fresh_norm
+    assert joint_sensitivity(back.groups, {"events": K}) == pytest.approx(joint_sensitivity(rel.groups, {"events": K}))
+    qs = _queries(DAILY)
+    assert np.array_equal(free_estimates(EVENTS, qs, rel, qs)[0], free_estimates(EVENTS, qs, back, qs)[0])
+    total = _queries(TOTAL)
+    assert not np.isfinite(free_estimates(EVENTS, total, back, total)[1]).any()
+    src.close()
