@@ -156,8 +156,8 @@ class PostgresExactSource:
         self._local.groups = (table, tuple(queries), groups)
         return groups
 
-    def release_table(self, table: TableSchema, attrs: Sequence[str],
-                      cells: np.ndarray) -> tuple[TableSchema, np.ndarray | None]:
+    def release_table(self, table: TableSchema, attrs: Sequence[str], cells: np.ndarray,
+                      axis: GroupAxis | None = None) -> tuple[TableSchema, np.ndarray | None]:
         """``table`` as a release's histogram over the marginal ``attrs`` reads it, and the cells it holds
         rows of: with ``bounding = "statement"`` and a privacy unit, each unit's rows among ``cells`` (the
         cells the release's queries read, ``lapras.matrix_mechanism.workload_cells``) bounded to k; else
@@ -170,8 +170,10 @@ class PostgresExactSource:
             return table, None
         where = cells_filter(table, attrs, cells)
         if where is None:
+            # A group read per group was prepared only where its cells can be written (its bound needs them).
+            assert axis is None, "a release group bounded per group reads its own cells"
             return table, np.ones(np.shape(cells), dtype=bool)
-        return replace(table, rows_from=statement_rows(table, where)), np.asarray(cells, dtype=bool)
+        return replace(table, rows_from=statement_rows(table, where, axis)), np.asarray(cells, dtype=bool)
 
     def prepare(self, tables: Sequence[TableSchema]) -> None:
         """Materialise the current epoch's bounded rows of ``tables`` ahead of their first statement (the

@@ -26,6 +26,7 @@ from lapras.strategy import KronStrategy, ProductQuery, identity_strategy, kron_
 from lapras.strategy.optimize import JOINT_MAX_CELLS, coarse_labels
 from parser.model.linear import LinearQuery
 from parser.model.schema import Catalog
+from parser.pushdown.bounding import GroupAxis, statement_groups
 
 Marginal = tuple[str, ...]
 GroupKey = tuple[str, Marginal] | tuple[str, Marginal, str]
@@ -54,6 +55,14 @@ class MMGroup:
     # P's marginals this group measures (lapras.strategy.share: nested and overlapping marginals merged into
     # their union); empty: its own marginal only
     members: tuple[Marginal, ...] = ()
+    # Per-group bounds (lapras.release_bounds): the groups of the predicted GROUP BY statement whose queries
+    # this group measures, when the release reads its histogram per group (c per group, g groups, k in all)
+    # and its strategy measures the groups apart; None: each unit's k rows
+    axis: GroupAxis | None = None
+    # The factor one unit moves the predicted statement's fresh answer by, over its column norm
+    # (group_bound_norm(k, c, g) for a GROUP BY statement with per-group bounds; None: k): what the release
+    # is charged with when ``axis`` is set, and what the split compares it with
+    fresh_norm: float | None = None
 
     @property
     def optimality(self) -> float | None:
@@ -72,6 +81,7 @@ def group_weights(errors: Sequence[float]) -> np.ndarray:
 def p_workloads(
     catalog: Catalog, queries: Sequence[LinearQuery], max_cells: int = 1 << 20,
     statements: Sequence[Sequence[str]] | None = None,
+    axes: dict[GroupKey, GroupAxis] | None = None,
 ) -> Workloads:
     """P grouped by (table, marginal) as product queries, each divided by its sensitivity.
 
@@ -86,9 +96,15 @@ def p_workloads(
     unit's k rows among its region's cells (``workload_cells``), as the fresh statement does among the
     rows it reads, so a windowed query is not released from rows bounded over a year another statement of
     the marginal reads (docs/bounding.md). Queries of no listed statement keep one group per marginal.
+
+    ``axes`` (filled when given): per region whose queries are GROUP-BY-shaped under the table's per-group
+    bounds (``statement_groups``: disjoint groups of one column, not per-unit), those groups. Statements
+    reading the same cells with different groups (a window's daily and hour-of-day counts) are then
+    regions of their own, so each can be bounded per group as its fresh statement is.
     """
     out: Workloads = {}
     units_of: dict[str, tuple[GroupKey, tuple[int, ...], ProductQuery]] = {}
+    linear: dict[str, LinearQuery] = {}
     for q in queries:
         t = q.source if q.source is not None else catalog.table(q.table)
         if t is None or q.is_zero or q.measure or any(t.attribute(a) is None for a in q.marginal):
@@ -103,10 +119,11 @@ def p_workloads(
         key: GroupKey = (q.table, tuple(q.marginal))
         if statements is not None and t.privacy_unit is not None and t.derived is None:
             units_of[q.key] = (key, tuple(shape), unit)
+            linear[q.key] = q
             continue
         out.setdefault(key, (tuple(shape), []))[1].append(unit)
     if units_of:
-        _split_by_region(out, units_of, statements or ())
+        _split_by_region(out, units_of, statements or (), catalog, linear, axes)
     for key, (shape, units) in list(out.items()):
         if any(lab is not None and int(lab.max()) + 1 > MAX_ATOMS for lab in coarse_labels(shape, units, MAX_ATOMS)):
             del out[key]
@@ -114,10 +131,20 @@ def p_workloads(
 
 
 def _split_by_region(out: Workloads, units_of: Mapping[str, tuple[GroupKey, tuple[int, ...], ProductQuery]],
-                     statements: Sequence[Sequence[str]]) -> None:
+                     statements: Sequence[Sequence[str]], catalog: Catalog | None = None,
+                     linear: Mapping[str, LinearQuery] | None = None,
+                     axes: dict[GroupKey, GroupAxis] | None = None) -> None:
     """Add to ``out`` one group per (table, marginal, region) of the queries in ``units_of`` (by key): a
-    statement's region in a marginal is the union of the cells its queries there read; the region's name
-    is a digest of those cells (public: a function of the predicted SQL only)."""
+    statement's region in a marginal is the union of the cells its queries there read, and (``axes``
+    given) the groups its queries there split into under per-group bounds; the region's name is a digest
+    of both (public: a function of the predicted SQL only)."""
+    def axis_of(ks: Sequence[str]) -> GroupAxis | None:
+        if axes is None or catalog is None or linear is None:
+            return None
+        table = catalog.table(linear[ks[0]].table)
+        axis = statement_groups(table, [linear[k] for k in ks]) if table is not None else None
+        return axis if axis is not None and not axis.per_unit and not axis.clamps else None
+
     placed: set[str] = set()
     members: dict[GroupKey, list[str]] = {}
     for keys in statements:
@@ -128,7 +155,10 @@ def _split_by_region(out: Workloads, units_of: Mapping[str, tuple[GroupKey, tupl
         for base, ks in by_marginal.items():
             shape = units_of[ks[0]][1]
             mask = workload_cells(shape, [units_of[k][2] for k in ks])
-            digest = hashlib.blake2b(np.packbits(mask).tobytes() + str(shape).encode(), digest_size=8).hexdigest()
+            axis = axis_of(ks)
+            sign = "" if axis is None else repr((axis.attr, axis.sets))
+            digest = hashlib.blake2b(np.packbits(mask).tobytes() + str(shape).encode() + sign.encode(),
+                                     digest_size=8).hexdigest()
             region: GroupKey = (base[0], base[1], digest)
             have = members.setdefault(region, [])
             have.extend(k for k in ks if k not in have)
@@ -138,6 +168,9 @@ def _split_by_region(out: Workloads, units_of: Mapping[str, tuple[GroupKey, tupl
             members.setdefault(base, []).append(k)  # no statement listed it: one group per marginal
     for key, ks in members.items():
         out[key] = (units_of[ks[0]][1], [units_of[k][2] for k in ks])
+        axis = axis_of(ks) if len(key) > 2 else None
+        if axis is not None and axes is not None:
+            axes[key] = axis
 
 
 def plan_groups(
@@ -239,10 +272,19 @@ class StatementCells:
     statement reads, every row the fresh answer keeps (docs/bounding.md): its bias is never worse.
     Computed once per group and statement."""
 
-    def __init__(self, reads: Sequence[tuple[Marginal, ProductQuery]], sizes: Mapping[str, int]) -> None:
+    def __init__(self, reads: Sequence[tuple[Marginal, ProductQuery]], sizes: Mapping[str, int],
+                 axis: GroupAxis | None = None) -> None:
         self.reads = list(reads)
         self.sizes = sizes
+        self.axis = axis  # the asking statement's groups under per-group bounds (None: none)
         self._covers: dict[int, bool] = {}
+        self._reads_exactly: dict[int, bool] = {}
+
+    def same_groups(self, axis: GroupAxis) -> bool:
+        """The asking statement is bounded per group on exactly ``axis``' groups (a group of the release
+        read per group answers only such statements: its rows are then the ones the fresh answer keeps)."""
+        return self.axis is not None and (self.axis.attr, self.axis.sets, self.axis.per_unit) == \
+            (axis.attr, axis.sets, axis.per_unit)
 
     def covers(self, i: int, group: MMGroup, cells: np.ndarray) -> bool:
         """Every cell of ``cells`` (group ``i``'s) is read by some query of the statement whose marginal
@@ -251,8 +293,10 @@ class StatementCells:
         if i not in self._covers:
             mask = np.zeros(cells.shape, dtype=bool)
             have = set(group.marginal)
+            inside = True  # every query of the statement lies in the group's marginal
             for marginal, query in self.reads:
                 if not set(marginal) <= have:
+                    inside = False
                     continue
                 pos = {a: k for k, a in enumerate(marginal)}
                 for w, vs in query:
@@ -260,7 +304,15 @@ class StatementCells:
                         mask[np.ix_(*[np.asarray(vs[pos[a]]) != 0 if a in pos else np.ones(self.sizes[a], dtype=bool)
                                       for a in group.marginal])] = True
             self._covers[i] = not bool((cells & ~mask).any())
+            self._reads_exactly[i] = self._covers[i] and inside and not bool((mask & ~cells).any())
         return self._covers[i]
+
+    def reads_exactly(self, i: int, group: MMGroup, cells: np.ndarray) -> bool:
+        """The statement reads exactly group ``i``'s cells and nothing else: a group read per group then
+        holds the very rows its fresh answer keeps (the same filter, groups, c, g and k; with more cells in
+        the same groups a unit's other rows could take its group or k places, docs/bounding.md)."""
+        self.covers(i, group, cells)
+        return self._reads_exactly[i]
 
 
 def _within(query: ProductQuery, cells: np.ndarray) -> bool:
@@ -285,8 +337,16 @@ def joint_sensitivity(groups: Sequence[MMGroup], unit_rows: Mapping[str, int] | 
                                      aggregated=any(lab is not None for lab in g.strategy.labels or ()))
             parts.append((g.table, g.weight * s))
         else:
-            parts.append((g.table, g.weight * g.strategy.sensitivity * rows.get(g.table, 1)))
+            parts.append((g.table, g.weight * g.strategy.sensitivity * unit_factor(g, rows)))
     return stacked_sensitivity(parts, None, unit_tables)
+
+
+def unit_factor(group: MMGroup, unit_rows: Mapping[str, int]) -> float:
+    """What one unit's rows move the group's histogram by, over its strategy's largest column norm: the
+    per-group bound when the release reads it per group (``axis``, lapras.release_bounds), else k."""
+    if group.axis is not None and group.fresh_norm is not None:
+        return group.fresh_norm
+    return float(unit_rows.get(group.table, 1))
 
 
 def expected_query_variance(groups: Sequence[MMGroup], unit_cost: Cost,
@@ -324,8 +384,9 @@ def expected_relative_variance(groups: Sequence[MMGroup], unit_cost: Cost,
                                sum(g.strategy.rows for g in groups)).variance()
     total = 0.0
     for g in groups:
+        # A GROUP BY statement with per-group bounds is answered fresh at its own bound, not at k.
         ref = histogram_sensitivity(present[g.table], True) if g.table in present else \
-            histogram_sensitivity(rows.get(g.table, 1))
+            (g.fresh_norm if g.fresh_norm is not None else histogram_sensitivity(rows.get(g.table, 1)))
         fresh = Gaussian.calibrate(unit_cost, ref).variance()
         total += float(joint / fresh) * g.unit_error / g.strategy.sensitivity**2 / g.weight**2
     return total / sum(g.n_queries for g in groups)
@@ -392,6 +453,9 @@ class MMRelease:
                 continue
             if cells is not None and reads is not None and not reads.covers(i, g, cells):
                 continue
+            if g.axis is not None and (reads is None or cells is None or not reads.same_groups(g.axis)
+                                       or not reads.reads_exactly(i, g, cells)):
+                continue  # read per group: only for a statement reading its cells on the same groups
             var = self.group_sigma(i) ** 2 * g.strategy.query_variance(emb)
             if best is None or var < best[1]:
                 best = (g.strategy.estimate(self.xhat(i), emb), var)
@@ -416,7 +480,9 @@ class MMRelease:
         return [
             {"table": g.table, "marginal": list(g.marginal), "shape": list(g.shape), "unit_error": g.unit_error,
              "n_queries": g.n_queries, "weight": g.weight, "strategy": g.strategy.name, "svd_error": g.svd_error,
-             "members": [list(m) for m in g.members]}
+             "members": [list(m) for m in g.members], "fresh_norm": g.fresh_norm,
+             "axis": None if g.axis is None else {"attr": g.axis.attr, "sets": [list(map(list, rs)) for rs in g.axis.sets],
+                                                  "per_unit": g.axis.per_unit}}
             for g in self.groups
         ]
 
@@ -432,9 +498,19 @@ class MMRelease:
                                   tuple(m["shape"]), strat, float(m["unit_error"]),  # type: ignore[arg-type]
                                   int(m["n_queries"]), float(m["weight"]),  # type: ignore[call-overload,arg-type]
                                   float(m["svd_error"]) if m.get("svd_error") else None,  # type: ignore[arg-type]
-                                  tuple(tuple(x) for x in m.get("members") or ())))  # type: ignore[attr-defined]
+                                  tuple(tuple(x) for x in m.get("members") or ()),  # type: ignore[attr-defined]
+                                  _axis_from(m.get("axis")),
+                                  float(m["fresh_norm"]) if m.get("fresh_norm") else None))  # type: ignore[arg-type]
             ys.append(d[f"y{i}"])
         return MMRelease(groups, ys, float(d["sigma"][0]), cost, cells)
+
+
+def _axis_from(d: object) -> GroupAxis | None:
+    """A group's ``axis`` as ``MMRelease.meta`` stores it."""
+    if not isinstance(d, Mapping):
+        return None
+    sets = tuple(tuple((int(lo), int(hi)) for lo, hi in rs) for rs in d["sets"])
+    return GroupAxis(str(d["attr"]), sets, per_unit=bool(d.get("per_unit")))
 
 
 def release_mm(

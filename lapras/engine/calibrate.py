@@ -16,7 +16,7 @@ from lapras.matrix_mechanism import MMRelease, StatementCells
 from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
 from parser.model.linear import LinearQuery
 from parser.model.schema import TableSchema
-from parser.pushdown.bounding import clamped, clamped_sensitivity
+from parser.pushdown.bounding import clamped, clamped_sensitivity, statement_groups
 
 Sensitivity = Callable[[Sequence[LinearQuery], int | None], float]
 
@@ -74,7 +74,8 @@ def free_estimates(table: TableSchema, queries: Sequence[LinearQuery], mm: MMRel
         if reads is None:
             reads = reads_of[t.name] = StatementCells(
                 [(tuple(r.marginal), r.factors(t)) for r in (statement or queries)
-                 if not r.is_zero and not r.measure and _source_name(r) == _source_name(q)], sizes)
+                 if not r.is_zero and not r.measure and _source_name(r) == _source_name(q)], sizes,
+                statement_groups(t, statement or queries) if q.source is None else None)
         est = mm.estimate(t.name, tuple(q.marginal), q.factors(t), sizes, reads)
         if est is not None:
             vals[i], var[i] = est

@@ -23,18 +23,25 @@ from lapras.matrix_mechanism import (
     MMRelease,
     Workloads,
     expected_relative_variance,
+    group_weights,
     p_workloads,
     plan_groups,
     quick_groups,
     release_mm,
+    unit_factor,
     workload_cells,
 )
 from lapras.mechanisms import Gaussian, new_rng
+from lapras.release_bounds import release_unit_bound, splits_groups
 from lapras.settings import EngineSettings
+from lapras.strategy import identity_strategy, workload_error
+from lapras.strategy.optimize import coarse_labels
 from lapras.strategy.share import share_marginals, shared_workloads
 from lapras.strategy_cache import StrategyCache
 from lapras.svd_bound import svd_bound
 from parser.model.schema import Catalog, TableSchema
+from parser.pushdown.bounding import GroupAxis
+from parser.pushdown.rowfilter import cells_filter
 
 
 @dataclass(frozen=True)
@@ -74,9 +81,11 @@ class ReleasePlanner:
         st = settings
         s = int(pred.s_estimate or st.stream_length)
         (eps_q, delta_q), (eps_r, delta_r), (eps_p, delta_p) = st.stream_budget, st.regression_budget, st.partition_budget
-        groups_in = self.workloads(pred, catalog, st)
+        axes: dict[Any, GroupAxis] = {}
+        groups_in = self.workloads(pred, catalog, st, axes)
         if quick:
             groups = quick_groups(groups_in)
+            work = groups_in
         else:
             # Nested and overlapping marginals measured once (at most a third of the preparation's time).
             start = time.monotonic()
@@ -91,6 +100,7 @@ class ReleasePlanner:
             for g, (key, (_, units)) in zip(groups, work.items(), strict=True):
                 g.members = tuple(members.get(key, (key[1],)))
                 g.svd_error = svd_bound(units, g.shape)  # how far from the best strategy (EXPLAIN, benchmarks)
+        self.bound_per_group(groups, list(work.items()), axes, catalog)
         budget = Budget(st.accounting, eps_q, delta_q)
         v_unit = (expected_relative_variance(groups, budget.cost_of(1.0), self.unit_rows(catalog), self.unit_tables(),
                                              self.presence()) if groups else None)
@@ -128,6 +138,37 @@ class ReleasePlanner:
                              {"groups": rel.meta(), "keys": list(keys),
                               "source": getattr(prepared.prediction, "source", "")}, rel.to_bytes()), rel
 
+    def bound_per_group(self, groups: Sequence[MMGroup], work: Sequence[tuple[Any, tuple[Any, Any]]],
+                        axes: Mapping[Any, GroupAxis], catalog: Catalog) -> None:
+        """Per-group bounds for the groups of GROUP-BY-shaped regions (``axes``, lapras.release_bounds):
+        each such group states its fresh statement's bound (``fresh_norm``, the split's reference), and is
+        read per group (``axis``) when its strategy measures the groups apart (else the identity over its
+        atoms, which does, when that costs less at the bounds each pays) and its cells can be written as a
+        filter; the groups' weights are then re-chosen for the bounds they pay. Data-independent."""
+        if not axes:
+            return
+        rows = self.unit_rows(catalog)
+        for g, (key, (shape, units)) in zip(groups, work, strict=True):
+            axis = axes.get(key)
+            table = catalog.table(g.table)
+            if axis is None or table is None:
+                continue
+            g.fresh_norm = release_unit_bound(table, axis)
+            cells = workload_cells(shape, units)
+            if cells_filter(table, g.marginal, cells) is None:
+                continue  # read over every row: no per-group reading
+            k = float(rows.get(g.table, 1))
+            if splits_groups(g.strategy, g.marginal, shape, axis, cells):
+                g.axis = axis
+                continue
+            ident = identity_strategy(shape, coarse_labels(shape, units))
+            err = workload_error(ident, units)
+            if splits_groups(ident, g.marginal, shape, axis, cells) and err * g.fresh_norm**2 < g.unit_error * k**2:
+                g.strategy, g.unit_error, g.axis = ident, err, axis
+        for g, a in zip(groups, group_weights([g.unit_error * unit_factor(g, rows) ** 2 for g in groups]),
+                        strict=True):
+            g.weight = float(a)
+
     def _release_tables(self, groups: Sequence[MMGroup],
                         prepared: PreparedEpoch) -> list[tuple[TableSchema, np.ndarray | None]]:
         """Per group of the release, the table its histogram is read from and the cells it holds rows of
@@ -144,7 +185,10 @@ class ReleasePlanner:
                 out.append((table, None))
                 continue
             shape, units = work
-            out.append(view(table, g.marginal, workload_cells(shape, units)))
+            if g.axis is not None:  # per group, as the predicted GROUP BY statement reads it
+                out.append(view(table, g.marginal, workload_cells(shape, units), g.axis))
+            else:
+                out.append(view(table, g.marginal, workload_cells(shape, units)))
         return out
 
     def shareable(self, catalog: Catalog) -> set[str]:
@@ -155,7 +199,8 @@ class ReleasePlanner:
         return {t.name for t in catalog.tables
                 if t.derived is None and t.name not in self.derived and (t.privacy_unit is None or not per_statement)}
 
-    def workloads(self, pred: Any, catalog: Catalog, settings: EngineSettings) -> Workloads:
+    def workloads(self, pred: Any, catalog: Catalog, settings: EngineSettings,
+                  axes: dict[Any, GroupAxis] | None = None) -> Workloads:
         """P's release groups as product queries: per marginal, and under ``bounding = "statement"`` per
         region of the cells a predicted statement reads in it (each bounded among its own cells:
         docs/bounding.md); derived tables remembered by name."""
@@ -164,7 +209,9 @@ class ReleasePlanner:
                 self.derived.setdefault(q.source.name, q.source)  # unit bounds, by name
         statements = getattr(pred, "statements", ())
         by_region = getattr(self.exact, "bounding", None) == "statement" and bool(statements)
-        return p_workloads(catalog, pred.queries, settings.mm_max_cells, statements if by_region else None)
+        per_group = by_region and axes is not None and getattr(self.exact, "release_table", None) is not None
+        return p_workloads(catalog, pred.queries, settings.mm_max_cells, statements if by_region else None,
+                           axes if per_group else None)
 
     def unit_rows(self, catalog: Catalog) -> dict[str, int]:
         return {t.name: t.unit_rows for t in (*catalog.tables, *self.derived.values())}
