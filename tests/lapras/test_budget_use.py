@@ -70,3 +70,20 @@ def test_doubled_day_of_fresh_statements_is_answered_to_its_last_5_percent(seed:
     assert d.s == 16 and d.items == 32
     assert all(p > 0.95 * d.items for p in d.refused), d.refused
     assert 0.95 - 1e-9 <= d.spent <= 1.0 + 1e-9
+
+
+def test_s_counts_the_items_the_allocation_charges() -> None:
+    """S learnt from the history counts what the allocation counts as stream items: each statement answered
+    from P or fresh once (its reopenings are free repeats, no item in either), and a refused statement as
+    the item it would have been (the demand the next epochs are paced for; after the stop the allocation
+    itself stops counting). Day 5 (48 statements against S = 16, P off) is refused in its last ones; day
+    6's S is the mean of the five days' 16, 16, 16, 16 and 48 items."""
+    days = run(6, ad_hoc_per_day=[4, 4, 4, 4, 36, 4], opens=4, seed=0, predict=False)
+    for d in days[:4]:
+        assert d.n == d.items == 16 and not d.refused
+    d5 = days[4]
+    assert d5.items == 48 and d5.refused and d5.n == d5.refused[0]  # the stopping item is the last one charged
+    assert days[5].s == round((4 * 16 + 48) / 5)
+    on = run(3, ad_hoc_per_day=4, opens=4, seed=0)
+    assert [(d.n, d.items, d.s) for d in on[1:]] == [(16, 16, 16)] * 2  # 12 answered from P, 4 fresh
+    assert all(d.predicted == 12 for d in on[1:])
