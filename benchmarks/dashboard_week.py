@@ -313,9 +313,15 @@ def panels(day: dt.date, region: str) -> list[Panel]:
     ]
 
 
-def day_statements(day: dt.date, openings: int) -> list[tuple[int, Panel]]:
-    """(opening, panel) in the order the dashboard sends them on ``day``."""
-    return [(i, p) for i in range(openings) for p in panels(day, REGION_PICKS[i % len(REGION_PICKS)])]
+def day_statements(day: dt.date, openings: int, surge: bool = False) -> list[tuple[int, Panel]]:
+    """(opening, panel) in the order the dashboard sends them on ``day``; ``surge``: then a second viewer
+    opens it as it stood a week earlier (as many fresh statements again, after the usual ones: the traffic
+    doubles where the pacing least expects it)."""
+    out = [(i, p) for i in range(openings) for p in panels(day, REGION_PICKS[i % len(REGION_PICKS)])]
+    if surge:
+        week = day - dt.timedelta(days=7)
+        out += [(i, p) for i in range(openings) for p in panels(week, REGION_PICKS[i % len(REGION_PICKS)])]
+    return out
 
 
 # -- answers and errors ----------------------------------------------------------------------------------
@@ -394,6 +400,8 @@ class DayRecord:
     panel_outcomes: dict[str, list[str]] = field(default_factory=dict)  # per panel, each distinct SQL's first
     median_panel_error: float | None = None
     release_wait_s: float = 0.0
+    statements: int = 0  # distinct statements asked (stream items unless a repeat of an earlier answer)
+    refused_at: list[int] = field(default_factory=list)  # their positions (1-based) that were refused
 
 
 def _jsonable(v: Any) -> Any:
@@ -504,8 +512,9 @@ def reset_ledger(dsn: str) -> None:
 
 def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets: Sequence[str],
                exact: Exact, work: Path, label: str, show: bool = False,
-               bounds: GroupBounds = GroupBounds()) -> dict[str, Any]:
-    """One proxy over the week: per-day records and per-panel errors."""
+               bounds: GroupBounds = GroupBounds(), surge_day: int = 0) -> dict[str, Any]:
+    """One proxy over the week: per-day records and per-panel errors (``surge_day``: 1-based, see
+    :func:`day_statements`)."""
     from proxy.replay.runner import parse_provenance, statement_outcome
 
     reset_ledger(dsn)
@@ -531,13 +540,19 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
             rec = DayRecord(day.isoformat(), release_wait_s=rec_wait)
             day_errs: dict[str, list[float]] = {}
             seen: set[str] = set()
-            for _opening, panel in day_statements(day, openings):
+            asked: set[str] = set()
+            for _opening, panel in day_statements(day, openings, surge=i + 1 == surge_day):
                 notices.clear()
+                if panel.sql not in asked:
+                    asked.add(panel.sql)
+                    rec.statements += 1
                 try:
                     rows = conn.execute(panel.sql).fetchall()
                 except psycopg.Error as exc:
                     kind = "refused" if exc.sqlstate == "53400" else f"error {exc.sqlstate}"
                     rec.outcomes[kind] = rec.outcomes.get(kind, 0) + 1
+                    if kind == "refused" and rec.statements not in rec.refused_at:
+                        rec.refused_at.append(rec.statements)
                     if kind != "refused":
                         print(f"  {panel.name}: {exc.sqlstate} {str(exc).splitlines()[0]}", flush=True)
                     continue
@@ -562,8 +577,9 @@ def run_lapras(dsn: str, days: list[dt.date], openings: int, bounding: str, sets
             rec.panel_errors = {k: statistics.median(v) for k, v in day_errs.items() if v}
             rec.median_panel_error = statistics.median(rec.panel_errors.values()) if rec.panel_errors else None
             records.append(rec)
+            refused = f", refused at {rec.refused_at} of {rec.statements} statements" if rec.refused_at else ""
             print(f"  [{label}] {rec.day}: budget used {rec.budget_used:.1%}, {rec.outcomes}, median panel error "
-                  f"{rec.median_panel_error:.1%} ({time.monotonic() - t0:.0f} s)", flush=True)
+                  f"{rec.median_panel_error:.1%}{refused} ({time.monotonic() - t0:.0f} s)", flush=True)
         conn.close()
     finally:
         proxy.stop()
@@ -778,6 +794,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{','.join(dflt.per_unit)}; '': none, the BEFORE of issue 23's per-unit groups)")
     ap.add_argument("--peer", choices=("smartnoise", "none"), default="smartnoise")
     ap.add_argument("--seed", type=int, default=2025, help="the data generator's seed")
+    ap.add_argument("--surge-day", type=int, default=0, metavar="N",
+                    help="on day N (1-based) a second viewer opens the dashboard as of a week earlier: twice "
+                         "the fresh statements (0: none)")
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                     help="a config key for every run, TOML value (repeatable)")
     ap.add_argument("--off-set", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -800,7 +819,8 @@ def main(argv: list[str] | None = None) -> int:
     bounds = GroupBounds(args.max_rows_per_group or None, args.max_groups_per_unit or None,
                          args.max_sum_per_group or None, tuple(c for c in args.per_unit.split(",") if c))
     result: dict[str, Any] = {"bounding": args.bounding, "group_bounds": bounds.__dict__, "days": args.days, "openings": args.openings,
-                              "epsilon": EPSILON, "delta": DELTA, "k": K, "seed": args.seed}
+                              "epsilon": EPSILON, "delta": DELTA, "k": K, "seed": args.seed,
+                              "surge_day": args.surge_day}
     try:
         result["data"] = load_orders(dsn, args.customers, args.seed)
         print(f"orders: {result['data']}", flush=True)
@@ -812,7 +832,7 @@ def main(argv: list[str] | None = None) -> int:
             sets = [*args.set, *(off_sets if m == "off" else [])]
             print(f"LAPRAS, prediction {m} ({'; '.join(sets) or 'shipped defaults'}):", flush=True)
             result["lapras"][m] = run_lapras(dsn, days, args.openings, args.bounding, sets, exact, work, m,
-                                               args.show_rows, bounds)
+                                               args.show_rows, bounds, args.surge_day)
         if args.peer == "smartnoise":
             print("SmartNoise SQL:", flush=True)
             result["peer"] = run_peer(dsn, days, args.openings, exact, work)

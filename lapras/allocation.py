@@ -13,6 +13,9 @@ basic mode): LAPRAS allocates mu^2 exactly where the paper allocates epsilon.
   B_est and the next ``B_est - T`` get remBad / (B_est - T) each.
 - Past the estimate (b > B_hat, or b > B_est for Static) the reserve pays half of what it has left; a
   statement whose grant falls under ``eps_min`` stops the stream for the rest of the epoch.
+- End taper (``end_survival``, the engine's forecast S; 1 = the paper's rule, S known): of the statements
+  still expected, the last one is reached with probability ``end_survival`` only, and gets
+  ``sqrt(end_survival)`` of a full share (see :meth:`Allocator.bad`).
 
 The state is a small JSON-able dataclass so that the ledger can persist it with every spend, and a restart
 resumes the estimator exactly.
@@ -36,6 +39,10 @@ PRESETS: dict[str, tuple[float, float, float]] = {
     "reserve_heavy": (1 / 6, 1 / 6, 1 / 2),
 }
 AUTO_RESERVE = 0.05
+# The engine's S is a forecast: the rounded mean of recent epochs' stream items. On a steady workload the
+# epoch reaches its last expected position about half of the time (a mean rounded up, a panel that is a
+# repeat that day), so the statement expected last is paced as reached with probability 1/2.
+FORECAST_END_SURVIVAL = 0.5
 
 
 @dataclass(frozen=True)
@@ -146,6 +153,7 @@ class Allocator:
     policy: Policy = "smooth"
     min_fraction: float = 1e-2
     prior_bad: float | None = None
+    end_survival: float = 1.0
 
     @property
     def min_units(self) -> float:
@@ -196,7 +204,7 @@ class Allocator:
             # what the pool has left instead of half of it, so a steady stream spends its pool. Before it,
             # at least one more is expected (an estimate of zero would hand one statement everything).
             floor = 1.0 if n < self.s - 1 else 0.0
-            pool = pool_rem / (max(floor, b_hat - b) + 1.0)
+            pool = pool_rem / self._shares_left(max(floor, b_hat - b))
             past = b > b_hat and n < self.s
             if pool < self.min_units and not past:
                 # The pool ran out before the expected end: the reserve is paced over the positions left.
@@ -216,6 +224,20 @@ class Allocator:
             pool = min(pool, pool_rem)
         reserve = reserve_rem / 2.0 if past else 0.0
         return self._grant(st, n, b, b_est, pool, reserve)
+
+    def _shares_left(self, rem: float) -> float:
+        """Shares of the pool left to this statement (one) and the ``rem`` bad statements expected after it.
+
+        With independent statements whose answers' variance is 1/grant (mu^2 units), the grants that
+        minimise the expected total variance ``sum_i P(N >= i) / g_i`` under ``sum_i g_i <= pool`` are
+        ``g_i ~ sqrt(P(N >= i))``, N the stream's length. Positions before the expected end are reached
+        (survival 1); the last one expected with ``end_survival``; past S the doubling rule and the reserve
+        take over. So the last of the ``rem`` counts ``sqrt(end_survival)`` of a share (a fractional ``rem``
+        < 1 is that last one, partly expected). A stream that stops one short of S then leaves
+        ``w / (S - 1 + w)`` of the pool instead of ``1 / S`` (w = sqrt(1/2): at S = 15, 90.4% of the budget
+        used instead of 88.7% with a 5% reserve), and one that reaches S spends the whole pool as before."""
+        w = math.sqrt(min(max(self.end_survival, 0.0), 1.0))
+        return 1.0 + rem * w if rem < 1.0 else rem + w
 
     def _grant(self, st: AllocState, n: int, b: int, b_est: float | None, pool: float,
                reserve: float) -> tuple[Grant, AllocState]:

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lapras.accounting import Accountant, Budget, PartitionAccountant
-from lapras.allocation import Allocator, AllocState, Split
+from lapras.allocation import FORECAST_END_SURVIVAL, Allocator, AllocState, Split
 from lapras.errors import BudgetExhausted, SettingsDiffer
 from lapras.mechanisms import Cost
 
@@ -57,8 +57,10 @@ class EpochSpec:
         return PartitionAccountant(self.partition_epsilon, self.partition_delta, self.partition_selections)
 
     def allocator(self) -> Allocator:
+        # The engine's S is forecast, never known: its last position is paced as reached half of the time.
         return Allocator(Split(**self.split), self.budget.units, self.s, self.warmup,
-                         self.policy, self.min_fraction, self.prior_bad)  # type: ignore[arg-type]
+                         self.policy, self.min_fraction, self.prior_bad,  # type: ignore[arg-type]
+                         FORECAST_END_SURVIVAL)
 
     def to_json(self) -> dict[str, object]:
         d = asdict(self)

@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lapras.accounting import Budget
-from lapras.allocation import PRESETS, Allocator, AllocState, Split, auto_split, warmup_length
+from lapras.allocation import (
+    FORECAST_END_SURVIVAL,
+    PRESETS,
+    Allocator,
+    AllocState,
+    Split,
+    auto_split,
+    warmup_length,
+)
 
 
 def test_presets_match_the_seed_table() -> None:
@@ -77,10 +85,11 @@ def _run(alloc: Allocator, bad_mask: list[bool]) -> tuple[float, AllocState, int
     preset=st.sampled_from([*PRESETS, "auto"]),
     mode=st.sampled_from(["gdp", "basic"]),
     warmup=st.sampled_from([None, 2, 5]),
+    end_survival=st.sampled_from([1.0, FORECAST_END_SURVIVAL, 0.0]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_never_overspends(s_true: int, s_factor: float, bad_frac: float, order: str, policy: str, preset: str,
-                          mode: str, warmup: int | None, seed: int) -> None:
+                          mode: str, warmup: int | None, end_survival: float, seed: int) -> None:
     """Thousands of streams (random, bad-first, good-first; B below and above T; S mis-estimated): the
     stream parts never pay more than their units."""
     rng = np.random.default_rng(seed)
@@ -88,7 +97,8 @@ def test_never_overspends(s_true: int, s_factor: float, bad_frac: float, order: 
     s_est = max(1, round(s_true * s_factor))
     split = auto_split(1 - bad_frac, s_est, 3.0, mode) if preset == "auto" else Split.preset(preset)
     t = warmup if warmup is not None else warmup_length(s_est)
-    alloc = Allocator(split, budget.units, s_est, t, policy)  # type: ignore[arg-type]
+    alloc = Allocator(split, budget.units, s_est, t, policy,  # type: ignore[arg-type]
+                      end_survival=end_survival)
     n_bad = round(bad_frac * s_true)
     mask = [True] * n_bad + [False] * (s_true - n_bad)
     if order == "random":
@@ -113,6 +123,51 @@ def test_smooth_spends_evenly_when_every_statement_is_bad() -> None:
     # B_hat = 100 throughout: 99 statements get pool / 100, the last (the stream's expected end) what is
     # left, so the whole pool is spent.
     assert st_.pool_spent == pytest.approx(1.0, rel=1e-9)
+
+
+@pytest.mark.parametrize("s", [15, 16, 50, 200])
+def test_end_taper_spends_90_percent_of_a_day_one_short_of_s(s: int) -> None:
+    """The engine's forecast S paces its last position as reached half of the time (grants ~ sqrt of the
+    survival): a stream that stops one statement short of S leaves w / (S - 1 + w) of the pool (w =
+    sqrt(1/2)) instead of 1 / S, so with the auto split's 5% reserve at least 90% of the budget is used from
+    S = 15 on; a stream that reaches S still spends its whole pool, and the first S - 1 statements get equal
+    grants (nothing moves before the end)."""
+    b = Budget("gdp", 1.0, 1e-6)
+    split = auto_split(0.0, s, None, "gdp")
+    pool = (split.bad_init + split.rem_bad) * b.units
+    paper = Allocator(split, b.units, s, warmup_length(s), "smooth", prior_bad=float(s))
+    taper = Allocator(split, b.units, s, warmup_length(s), "smooth", prior_bad=float(s),
+                      end_survival=FORECAST_END_SURVIVAL)
+    w = math.sqrt(FORECAST_END_SURVIVAL)
+    _, short_paper, _ = _run(paper, [True] * (s - 1))
+    _, short, _ = _run(taper, [True] * (s - 1))
+    assert short_paper.pool_spent == pytest.approx(pool * (s - 1) / s, rel=1e-9)
+    assert short.pool_spent == pytest.approx(pool * (s - 1) / (s - 1 + w), rel=1e-9)
+    assert short.pool_spent / b.units >= 0.90
+    if s <= 16:
+        assert short_paper.pool_spent / b.units < 0.90  # the paper's rule (S known) falls short here
+    _, full, refused = _run(taper, [True] * s)
+    assert refused == 0 and full.pool_spent == pytest.approx(pool, rel=1e-9)
+    grants = []
+    st_ = AllocState()
+    for _ in range(s - 1):
+        g, st_ = taper.bad(st_)
+        grants.append(g.total)
+    assert max(grants) == pytest.approx(min(grants), rel=1e-9)
+
+
+def test_end_taper_keeps_the_reserve_for_a_doubled_stream() -> None:
+    """The taper moves nothing past S: a stream twice as long as S (every statement fresh) is answered to its
+    end from the reserve (the doubling rule), above eps_min, and the stream parts stay within their units."""
+    b = Budget("gdp", 1.0, 1e-6)
+    for s in (15, 200):
+        split = auto_split(0.0, s, None, "gdp")
+        alloc = Allocator(split, b.units, s, warmup_length(s), "smooth", prior_bad=float(s),
+                          end_survival=FORECAST_END_SURVIVAL)
+        spent, st_, refused = _run(alloc, [True] * (2 * s))
+        assert refused == 0 and not st_.stopped
+        assert st_.reserve_spent <= split.reserve * b.units * (1 + 1e-12)
+        assert spent <= b.units * (1 + 1e-12)
 
 
 def test_static_wastes_when_fewer_bad_than_warmup_and_reserve_stops() -> None:
