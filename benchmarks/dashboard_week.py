@@ -12,7 +12,8 @@ per-order draw; a few orders above 1,000).
 Declared as issue 23 tried it: ``privacy_unit = "customer_id"``, ``max_rows_per_unit = 10``,
 (epsilon, delta) = (1, 1e-6) per daily epoch, ``ts`` by the hour over 2025, revenue 0..1,000 in 100 bins
 (``bins = 10``: a bin width; the BEFORE run declared ``bins = 100``, 10 bins, and its median was placed inside
-[0, 100)), per-group bounds (``GroupBounds``: c = 3, g = k, revenue's per-group sum 300; ``region``
+[0, 100)), per-group bounds (``GroupBounds``: c = 4, g = 12, revenue's per-group sum 400, a GROUP BY keeping c orders
+in each of g groups with no total k (docs/bounding.md); ``region``
 declared ``per_unit = true``, a customer's own region, so GROUP BY region keeps k orders per customer, not
 c: ``--per-unit ''`` for the figures before it); the rest of the shipped config as it is (``[lapras]
 bounding`` from ``--bounding``, default statement). Days are manual epochs: the analyst is an admin and
@@ -208,9 +209,9 @@ class GroupBounds:
     """The per-group bounds the DBA declares on `orders` (docs/bounding.md; None: the key is not set)."""
 
     max_rows_per_unit: int = K                   # k: a customer's rows in a statement without groups
-    max_rows_per_group: int | None = 3           # c: a customer's orders in one day, hour, channel or region
-    max_groups_per_unit: int | None = K          # g: groups of a statement a customer counts in (k: no cut)
-    max_sum_per_group: float | None = 300.0      # B: a customer's revenue in one group (c orders of <= 100)
+    max_rows_per_group: int | None = 4           # c: a customer's orders in one group (a weekly customer's month)
+    max_groups_per_unit: int | None = 12         # g: groups of a statement a customer counts in (a year's months)
+    max_sum_per_group: float | None = 400.0      # B: a customer's revenue in one group (c orders of <= 100)
     per_unit: tuple[str, ...] = ("region",)      # columns declared per_unit: a customer's region is theirs
 
 
