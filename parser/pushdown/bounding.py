@@ -229,13 +229,13 @@ def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -
               f"AS lapras_unit_group "
               f"FROM ({rows}) AS t WHERE t.lapras_group IS NOT NULL")
     cut = f"WHERE t.lapras_group_row <= {int(c)} AND t.lapras_unit_group <= {int(g)}"
-    total = groups.total(table)
-    if total >= c * g:  # c rows in each of g groups: the total needs no cut of its own
+    cap = groups.total(table)
+    if cap >= c * g:  # c rows in each of g groups: the total needs no cut of its own
         out = f"SELECT t.* FROM ({ranked}) AS t {cut}"
     else:
         kept = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit} ORDER BY {order}) AS lapras_unit_row "
                 f"FROM ({ranked}) AS t {cut}")
-        out = f"SELECT u.* FROM ({kept}) AS u WHERE u.lapras_unit_row <= {int(total)}"
+        out = f"SELECT u.* FROM ({kept}) AS u WHERE u.lapras_unit_row <= {int(cap)}"
     if not groups.clamps:
         return out
     # Per clamped column, each row's factor: B over the unit's sum of |value| in its group (kept rows),
