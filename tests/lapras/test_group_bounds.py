@@ -298,3 +298,17 @@ def test_a_group_by_keeps_c_rows_in_each_of_g_groups_with_no_total_k(db: str, em
     assert sensitivity(effective, None) == pytest.approx(np.sqrt(5) * 5) and np.sqrt(5) * 5 > K
     src.close()
     with_.close()
+
+
+def test_without_a_declared_c_a_group_by_keeps_k_in_all() -> None:
+    """Only g (and a clamped SUM) declared, c unset: the total stays k (``GroupAxis.total`` = min(g c, k)
+    with c = k), so counts by kind keep the k bound's sensitivity, N(10, 10, 3) = 10, not sqrt(3) x 10."""
+    only_g = replace(EVENTS, max_rows_per_group=None, max_groups_per_unit=3, max_sum_per_group=(("amount", B),))
+    q = _plan("SELECT kind, count(*), sum(amount) FROM events GROUP BY kind", only_g).queries
+    groups = statement_groups(only_g, q)
+    assert groups is not None and groups.total(only_g) == K
+    eng = Engine.__new__(Engine)
+    eng.exact = PostgresExactSource("dbname=unused")
+    effective, sensitivity = eng.calibration(only_g, list(q))
+    counts = [e for e in effective if e.value is None]
+    assert sensitivity(counts, None) == pytest.approx(K)
