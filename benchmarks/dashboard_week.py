@@ -12,7 +12,8 @@ per-order draw; a few orders above 1,000).
 Declared as issue 23 tried it: ``privacy_unit = "customer_id"``, ``max_rows_per_unit = 10``,
 (epsilon, delta) = (1, 1e-6) per daily epoch, ``ts`` by the hour over 2025, revenue 0..1,000 in 100 bins
 (``bins = 10``: a bin width; the BEFORE run declared ``bins = 100``, 10 bins, and its median was placed inside
-[0, 100)), per-group bounds (``GroupBounds``: c = 3, g = k, revenue's per-group sum 300; ``region``
+[0, 100)), per-group bounds (``GroupBounds``: c = 4, g = 12, revenue's per-group sum 400, a GROUP BY keeping c orders
+in each of g groups with no total k (docs/bounding.md); ``region``
 declared ``per_unit = true``, a customer's own region, so GROUP BY region keeps k orders per customer, not
 c: ``--per-unit ''`` for the figures before it); the rest of the shipped config as it is (``[lapras]
 bounding`` from ``--bounding``, default statement). Days are manual epochs: the analyst is an admin and
@@ -94,7 +95,6 @@ ORDERS_DECLARATION = f"""
 schema = "public"
 description = "a shop's orders (dashboard_week.py): many orders per customer, a heavy tail"
 privacy_unit = "customer_id"
-max_rows_per_unit = {K}
 {{bounds}}
 [tables.orders.columns]
 ts = {{ type = "timestamptz", min = {YEAR}-01-01T00:00:00Z, max = {YEAR}-12-31T23:59:59Z, resolution = "hour" }}
@@ -208,14 +208,15 @@ def learning_keys() -> list[str]:
 class GroupBounds:
     """The per-group bounds the DBA declares on `orders` (docs/bounding.md; None: the key is not set)."""
 
-    max_rows_per_group: int | None = 3           # c: a customer's orders in one day, hour, channel or region
-    max_groups_per_unit: int | None = K          # g: groups of a statement a customer counts in (k: no cut)
-    max_sum_per_group: float | None = 300.0      # B: a customer's revenue in one group (c orders of <= 100)
+    max_rows_per_unit: int = K                   # k: a customer's rows in a statement without groups
+    max_rows_per_group: int | None = 4           # c: a customer's orders in one group (a weekly customer's month)
+    max_groups_per_unit: int | None = 12         # g: groups of a statement a customer counts in (a year's months)
+    max_sum_per_group: float | None = 400.0      # B: a customer's revenue in one group (c orders of <= 100)
     per_unit: tuple[str, ...] = ("region",)      # columns declared per_unit: a customer's region is theirs
 
 
 def group_bounds_toml(b: GroupBounds) -> str:
-    lines = []
+    lines = [f"max_rows_per_unit = {b.max_rows_per_unit}"]
     if b.max_rows_per_group is not None:
         lines.append(f"max_rows_per_group = {b.max_rows_per_group}")
     if b.max_groups_per_unit is not None:
@@ -767,7 +768,8 @@ def plot(result: dict[str, Any], path: Path) -> None:
     ax.set_yscale("log")
     ax.set_ylabel("median relative error vs exact over all rows (%)")
     d = result["data"]
-    ax.set_title(f"dashboard week: {d['customers']:,} customers, {d['orders']:,} orders, k = {K}, "
+    ax.set_title(f"dashboard week: {d['customers']:,} customers, {d['orders']:,} orders, "
+                 f"k = {result['group_bounds']['max_rows_per_unit']}, "
                  f"(1, 1e-6) per day, bounding = {result['bounding']}", fontsize=10)
     ax.axhline(3, color="gray", lw=0.8, ls="--", label="3% (issue 23's target for the median panel)")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -783,6 +785,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prediction", choices=("on", "off", "both"), default="both")
     ap.add_argument("--bounding", default="statement", help="[lapras] bounding, passed through as given")
     dflt = GroupBounds()
+    ap.add_argument("--max-rows-per-unit", type=int, default=dflt.max_rows_per_unit, metavar="K",
+                    help=f"orders' max_rows_per_unit (default {dflt.max_rows_per_unit}; SmartNoise's max_ids stays {K})")
     ap.add_argument("--max-rows-per-group", type=int, default=dflt.max_rows_per_group, metavar="C",
                     help=f"orders' max_rows_per_group (default {dflt.max_rows_per_group}; 0: not set)")
     ap.add_argument("--max-groups-per-unit", type=int, default=dflt.max_groups_per_unit, metavar="G",
@@ -816,10 +820,10 @@ def main(argv: list[str] | None = None) -> int:
     if dsn is None:
         cluster, dsn, up_s = scale.start_events_cluster(Path(args.state_root), 0, 1000)
         print(f"upstream PostgreSQL ready in {up_s:.0f} s", flush=True)
-    bounds = GroupBounds(args.max_rows_per_group or None, args.max_groups_per_unit or None,
+    bounds = GroupBounds(args.max_rows_per_unit, args.max_rows_per_group or None, args.max_groups_per_unit or None,
                          args.max_sum_per_group or None, tuple(c for c in args.per_unit.split(",") if c))
     result: dict[str, Any] = {"bounding": args.bounding, "group_bounds": bounds.__dict__, "days": args.days, "openings": args.openings,
-                              "epsilon": EPSILON, "delta": DELTA, "k": K, "seed": args.seed,
+                              "epsilon": EPSILON, "delta": DELTA, "k": bounds.max_rows_per_unit, "seed": args.seed,
                               "surge_day": args.surge_day}
     try:
         result["data"] = load_orders(dsn, args.customers, args.seed)

@@ -1,7 +1,7 @@
 """Per-group bounds for a group of P's release whose queries are GROUP-BY-shaped (docs/bounding.md).
 
 Under ``bounding = "statement"`` a fresh GROUP BY statement bounds each unit to c rows per group, g groups
-and k rows in all, and its noise is calibrated on ``group_bound_norm(k, c, g)`` times its column norm. A
+and ``GroupAxis.total`` rows in all, and its noise is calibrated on ``axis_unit_norm`` times its column norm. A
 release group of P made of the same statement's queries gets the same bound when its histogram is read the
 same way (``grouped_rows_sql`` over the group's cells) *and* its strategy keeps the groups apart: when no
 column of the strategy for a cell of one group has a non-zero inner product with a column for a cell of
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lapras.mechanisms.sensitivity import group_bound_norm
+from lapras.mechanisms.sensitivity import axis_unit_norm
 from lapras.strategy import KronStrategy
 from parser.model.schema import TableSchema
 from parser.pushdown.bounding import GroupAxis
@@ -69,6 +69,7 @@ def splits_groups(strategy: KronStrategy, marginal: Sequence[str], shape: Sequen
 
 
 def release_unit_bound(table: TableSchema, axis: GroupAxis) -> float:
-    """What one unit's rows can add to a group bounded per group (c per group, g groups, k in all), in
-    multiples of the strategy's largest column norm: the fresh statement's ``group_bound_norm``."""
-    return group_bound_norm(table.unit_rows, axis.rows(table), axis.units(table), axis.count)
+    """What one unit's rows can add to a group bounded per group, in multiples of the strategy's largest
+    column norm: the fresh statement's bound (``axis_unit_norm``), since the group's rows are read by the
+    same ``grouped_rows_sql``."""
+    return axis_unit_norm(table, axis)

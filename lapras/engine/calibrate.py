@@ -13,7 +13,7 @@ import numpy as np
 
 from lapras.exact import ExactSource
 from lapras.matrix_mechanism import MMRelease, StatementCells
-from lapras.mechanisms.sensitivity import group_bound_norm, statement_sensitivity
+from lapras.mechanisms.sensitivity import axis_unit_norm, statement_sensitivity
 from parser.model.linear import LinearQuery
 from parser.model.schema import TableSchema
 from parser.pushdown.bounding import clamped, clamped_sensitivity, statement_groups
@@ -25,11 +25,11 @@ def calibration(exact: ExactSource, table: TableSchema,
                 queries: Sequence[LinearQuery]) -> tuple[list[LinearQuery], Sensitivity]:
     """The queries as their noise is scaled, and the sensitivity of any subset of them (with a work
     limit), for the exact answers ``exact`` gives them: with per-group bounds (the source's
-    ``group_bounds``: c rows per group, g groups, k in all; g = 1, c = k for per-unit groups) the
+    ``group_bounds``: c rows per group, g groups, ``GroupAxis.total`` in all; g = 1, c = k for per-unit groups) the
     unclamped queries' sensitivity is their largest column norm times ``group_bound_norm``, and each SUM
     clamped per group (``max_sum_per_group``) is scaled by what one unit can add to it
     (``clamped_sensitivity``) and adds 1 per clamped query of a group to the squared sensitivity, in at
-    most min(g, k, groups) groups;
+    most min(g, total, groups) groups;
     else the queries as they are and the k bound. Use it wherever a statement's noise is stated (EXPLAIN):
     the exact answers and this come from the same ``statement_groups``."""
     bounds = getattr(exact, "group_bounds", None)
@@ -37,11 +37,14 @@ def calibration(exact: ExactSource, table: TableSchema,
     if groups is None:
         return list(queries), lambda qs, work: statement_sensitivity(table, qs, work)
     # c and g are the statement's: per-unit groups (GROUP BY an attribute of the unit) are g = 1, c = k.
-    c, g = groups.rows(table), groups.units(table)
-    norm = group_bound_norm(table.unit_rows, c, g, groups.count)
+    g = groups.units(table)
+    # A unit adds at most c rows to each of at most g groups and total() in all (grouped_rows_sql enforces
+    # exactly these): with c declared that is g c, and the norm sqrt(min(g, groups)) c, which may exceed k.
+    total = groups.total(table)
+    norm = axis_unit_norm(table, groups)
     effective = [replace(q, sensitivity=clamped_sensitivity(table, q, groups)) if clamped(table, q) else q
                  for q in queries]
-    live_groups = min(g, table.unit_rows, groups.count)
+    live_groups = min(g, total, groups.count)
 
     def sensitivity(qs: Sequence[LinearQuery], work: int | None) -> float:
         plain = [q for q in qs if not clamped(table, q)]

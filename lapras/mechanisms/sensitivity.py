@@ -5,7 +5,8 @@ A table with a privacy unit keeps at most k rows per unit (``TableSchema.unit_ro
 histogram by a non-negative integer vector of L1 norm at most k, whose image has L2 norm at most k times
 the largest column norm (the triangle inequality), with equality when all k rows fall in one cell; so every
 sensitivity over such a table is exactly k times the row-level one. Per-group bounds (at most c rows in one
-of a statement's disjoint groups, at most g groups) lower k to :func:`group_bound_norm` (docs/bounding.md).
+of a statement's disjoint groups, at most g groups, no total k) replace k by :func:`group_bound_norm`
+(docs/bounding.md).
 Matrices are never formed densely where structure gives the norm directly: Kronecker products multiply
 their blocks' norms, stacked releases over the same table add squared norms.
 """
@@ -21,6 +22,7 @@ from lapras.errors import StatementTooComplex
 from lapras.factored import TooMuchWork, box_sums, factor, families, family_weights
 from parser.model.linear import LinearQuery
 from parser.model.schema import TableSchema
+from parser.pushdown.bounding import GroupAxis
 
 
 def l2_sensitivity(matrix: np.ndarray) -> float:
@@ -79,6 +81,13 @@ def group_bound_norm(k: int, c: int, g: int, groups: int | None = None) -> float
     return math.sqrt(full * c * c + rest * rest)
 
 
+def axis_unit_norm(table: TableSchema, axis: GroupAxis) -> float:
+    """``group_bound_norm`` for the rows ``grouped_rows_sql`` keeps over ``axis``: c rows per group, g groups
+    and ``GroupAxis.total`` in all (g c with c declared: no cut to k). The one place a GROUP BY's per-group
+    bound is computed, for fresh statements and P's release groups alike."""
+    return group_bound_norm(axis.total(table), axis.rows(table), axis.units(table), axis.count)
+
+
 def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None,
                           unit_norm: float | None = None) -> float:
     """Largest column L2 norm of a statement's query matrix with each row divided by its own sensitivity
@@ -89,16 +98,18 @@ def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], ma
     (:mod:`lapras.factored`), never a loop over cells. Raises :class:`StatementTooComplex` (54000) when
     the work exceeds ``max_work``, before any of it is done.
 
-    ``unit_norm``: the largest norm of one unit's rows-per-column vector when the exact answers bound more
-    than k rows per unit (per-group bounds over disjoint groups, :func:`group_bound_norm`); it replaces k
-    for a statement over one protected table (never over derived histograms).
+    ``unit_norm``: the largest norm of one unit's rows-per-column vector when the exact answers bound
+    rows per group instead of k rows per unit (per-group bounds over disjoint groups,
+    :func:`group_bound_norm`); it replaces k for a statement over one protected table (never over derived
+    histograms), and may exceed it.
     """
     by_table: dict[str, tuple[TableSchema, list[LinearQuery]]] = {}
     for q in queries:
         t = q.source if q.source is not None else table
         by_table.setdefault(t.name, (t, []))[1].append(q)
     if len(by_table) <= 1 and table.derived is None and all(q.source is None for q in queries):
-        scale = table.unit_rows if unit_norm is None else min(float(table.unit_rows), unit_norm)
+        # unit_norm may exceed k: per-group bounds put no total cap k on a GROUP BY (g c rows in all).
+        scale = table.unit_rows if unit_norm is None else unit_norm
         return scale * _row_sensitivity(table, queries, max_work)
     # Histograms of one table (rows, units present per group, values present) move together when one unit
     # changes: their squared sensitivities add.

@@ -111,6 +111,16 @@ class GroupAxis:
         """Groups one unit's rows may fall in (g): 1 for per-unit groups, else the table's g."""
         return 1 if self.per_unit else table.unit_cells
 
+    def total(self, table: TableSchema) -> int:
+        """Rows one unit may add to the whole statement. With ``max_rows_per_group`` declared (and for
+        per-unit groups, 1 group of k): g groups of c rows, no total cap k on top (k bounds statements
+        without groups), so a year read by month keeps c rows a month, not k rows a year. Without it (c is
+        k, only g or a clamped SUM declared): at most k in all, as a statement without groups."""
+        c, g = self.rows(table), self.units(table)
+        if self.per_unit or table.max_rows_per_group is not None:
+            return c * g
+        return min(c * g, table.unit_rows)
+
 
 def clamped(table: TableSchema, q: LinearQuery) -> bool:
     """``q`` is a plain SUM over a column with ``max_sum_per_group`` (its rows' own values, no per-row
@@ -198,9 +208,10 @@ def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -
     """``SELECT`` the rows a GROUP BY statement reads under per-group bounds: among the rows ``where`` keeps,
     each unit's rows in at most g of the statement's groups (``GroupAxis.units``: 1 for per-unit groups;
     its groups chosen by a seeded hash of the unit and the group key: the same for every statement with
-    those groups, and a different choice per unit, so no group is always the one left out), at most c rows
-    in one group (``GroupAxis.rows``: k for per-unit groups) and at most k in all, rows chosen by the
-    seeded hash of the row text as everywhere;
+    those groups, and a different choice per unit, so no group is always the one left out) and at most c
+    rows in one group (``GroupAxis.rows``: k for per-unit groups), and at most ``GroupAxis.total`` in all
+    (g c with c declared: no cut to k, which bounds statements without groups), rows chosen by the seeded
+    hash of the row text as everywhere;
     with ``groups.clamps``, each row's factor per clamped column (``sum_factor``). Each choice depends on
     that unit's own rows only (a stable transformation)."""
     assert table.privacy_unit is not None
@@ -217,9 +228,14 @@ def grouped_rows_sql(table: TableSchema, where: str | None, groups: GroupAxis) -
               f"hashtextextended(t.{unit}::text || ':' || t.lapras_group, {groups_seed(table)}), t.lapras_group) "
               f"AS lapras_unit_group "
               f"FROM ({rows}) AS t WHERE t.lapras_group IS NOT NULL")
-    kept = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit} ORDER BY {order}) AS lapras_unit_row "
-            f"FROM ({ranked}) AS t WHERE t.lapras_group_row <= {int(c)} AND t.lapras_unit_group <= {int(g)}")
-    out = f"SELECT u.* FROM ({kept}) AS u WHERE u.lapras_unit_row <= {int(table.unit_rows)}"
+    cut = f"WHERE t.lapras_group_row <= {int(c)} AND t.lapras_unit_group <= {int(g)}"
+    cap = groups.total(table)
+    if cap >= c * g:  # c rows in each of g groups: the total needs no cut of its own
+        out = f"SELECT t.* FROM ({ranked}) AS t {cut}"
+    else:
+        kept = (f"SELECT t.*, row_number() OVER (PARTITION BY t.{unit} ORDER BY {order}) AS lapras_unit_row "
+                f"FROM ({ranked}) AS t {cut}")
+        out = f"SELECT u.* FROM ({kept}) AS u WHERE u.lapras_unit_row <= {int(cap)}"
     if not groups.clamps:
         return out
     # Per clamped column, each row's factor: B over the unit's sum of |value| in its group (kept rows),

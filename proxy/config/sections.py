@@ -341,10 +341,10 @@ class TableKeys:
     max_rows_per_group: int | None = setting(
         default=None,
         doc='with a privacy unit and bounding = "statement": rows '
-        "one unit may add to one group of a GROUP BY statement (c, at most max_rows_per_unit); with g = "
-        "max_groups_per_unit groups and k rows in all, the statement's sensitivity is its largest column norm "
-        "times the largest sqrt(sum of squared rows per group) those bounds allow (sqrt(g) c when g c <= k) "
-        "instead of k; unset = max_rows_per_unit (docs/bounding.md)",
+        "one unit may add to one group of a GROUP BY statement (c, at most max_rows_per_unit); such a statement "
+        "keeps c rows in each of at most g = max_groups_per_unit groups with no total cap k (k bounds statements "
+        "without groups), and its sensitivity is its largest column norm times sqrt(g) c instead of k; "
+        "unset = max_rows_per_unit (docs/bounding.md)",
         check=_positive_int,
     )
     max_sum_per_group: dict[str, Any] | None = setting(

@@ -80,19 +80,20 @@ def db(embedded_pg) -> str:  # type: ignore[no-untyped-def]
                             for u in range(600) for _ in range(int(rng.integers(1, 31)))))
 
 
-def _kept_per_unit(dsn: str, where: str) -> list[tuple[list[int], list[tuple[int, str, int, int]]]]:
+def _kept_per_unit(dsn: str, where: str, c: int = C, g: int = G,
+                   k: int | None = K) -> list[tuple[list[int], list[tuple[int, str, int, int]]]]:
     """Each unit's kept kinds and kept rows (hash, text, kind, amount) under the per-group rule, applied
     here in Python to PostgreSQL's hashes of each row's text and of each unit's group keys (unit ':' the
-    group's first cell)."""
+    group's first cell): c rows in each of g kinds, then (``k`` not None) k in all."""
     rows, ghash = hashed_events(dsn, EVENTS, where, 599)
     units: dict[int, list[tuple[int, str, int, int]]] = {}
     for u, kind, amount, h, text in rows:
         units.setdefault(u, []).append((h, text, kind, amount))
     out = []
     for u, mine in units.items():
-        kinds = sorted({r[2] for r in mine}, key=lambda v: (ghash[f"{u}:{v}"], str(v)))[:G]
-        per = [r for v in kinds for r in sorted((r for r in mine if r[2] == v), key=lambda r: (r[0], r[1]))[:C]]
-        out.append((kinds, sorted(per, key=lambda r: (r[0], r[1]))[:K]))
+        kinds = sorted({r[2] for r in mine}, key=lambda v: (ghash[f"{u}:{v}"], str(v)))[:g]
+        per = [r for v in kinds for r in sorted((r for r in mine if r[2] == v), key=lambda r: (r[0], r[1]))[:c]]
+        out.append((kinds, sorted(per, key=lambda r: (r[0], r[1]))[:k]))
     return out
 
 
@@ -262,3 +263,52 @@ def test_no_group_is_the_one_every_unit_leaves_out(db: str) -> None:
         for sql in (rows, units):
             per_kind = [n for _, n in conn.execute(sql).fetchall()]
             assert len(per_kind) == 5 and sum(per_kind) == 600 and min(per_kind) > 80, (sql, per_kind)
+
+
+WIDE = replace(EVENTS, max_rows_per_group=5, max_groups_per_unit=5)  # g c = 25 > k = 10
+
+
+def test_a_group_by_keeps_c_rows_in_each_of_g_groups_with_no_total_k(db: str, embedded_pg) -> None:  # type: ignore[no-untyped-def]
+    """Red team, g c = 25 above k = 10 (issue 23: k bounds statements without groups; a GROUP BY's bound
+    follows from g and c, so a year read by month keeps c rows a month). The pushed-down rows are the
+    rule's (c = 5 rows in each of g = 5 kinds, no cut to k); a unit with 500 rows over every kind moves the
+    counts by exactly c in each of the 5 kinds, L2 sqrt(g) c = 11.18, above k, and that is the sensitivity
+    the engine calibrates on (never capped at k); a statement without groups still keeps k rows."""
+    heavy = events_database(embedded_pg, "groupbounds_heavy_wide",
+                            ((999999, i % 364, i % 5, i % 100) for i in range(1, 501)), template="groupbounds")
+    src = PostgresExactSource(db)
+    plan = _plan("SELECT kind, count(*) FROM events WHERE day < 300 GROUP BY kind", WIDE)
+    groups = src.group_bounds(WIDE, plan.queries)
+    assert groups is not None and groups.total(WIDE) == 25
+    got = src.answers(WIDE, plan.queries)
+    want = {v: 0 for v in range(5)}
+    for _, kept in _kept_per_unit(db, "day < 300", c=5, g=5, k=None):
+        for _, _, kind, _ in kept:
+            want[kind] += 1
+    assert [int(got[s[0]]) for s in plan.slots] == [want[key[0]] for key in plan.group_keys]
+    assert max(len(kept) for _, kept in _kept_per_unit(db, "day < 300", c=5, g=5, k=None)) > K  # k cut nothing
+    with_ = PostgresExactSource(heavy)
+    diff = with_.answers(WIDE, plan.queries) - got
+    assert (diff == 5).all() and np.linalg.norm(diff) == pytest.approx(np.sqrt(5) * 5)
+    total = _plan("SELECT count(*) FROM events WHERE day < 300", WIDE)
+    assert with_.answers(WIDE, total.queries)[0] - src.answers(WIDE, total.queries)[0] == K
+    eng = Engine.__new__(Engine)
+    eng.exact = PostgresExactSource("dbname=unused")  # bounds are a function of the SQL: no connection
+    effective, sensitivity = eng.calibration(WIDE, list(plan.queries))
+    assert sensitivity(effective, None) == pytest.approx(np.sqrt(5) * 5) and np.sqrt(5) * 5 > K
+    src.close()
+    with_.close()
+
+
+def test_without_a_declared_c_a_group_by_keeps_k_in_all() -> None:
+    """Only g (and a clamped SUM) declared, c unset: the total stays k (``GroupAxis.total`` = min(g c, k)
+    with c = k), so counts by kind keep the k bound's sensitivity, N(10, 10, 3) = 10, not sqrt(3) x 10."""
+    only_g = replace(EVENTS, max_rows_per_group=None, max_groups_per_unit=3, max_sum_per_group=(("amount", B),))
+    q = _plan("SELECT kind, count(*), sum(amount) FROM events GROUP BY kind", only_g).queries
+    groups = statement_groups(only_g, q)
+    assert groups is not None and groups.total(only_g) == K
+    eng = Engine.__new__(Engine)
+    eng.exact = PostgresExactSource("dbname=unused")
+    effective, sensitivity = eng.calibration(only_g, list(q))
+    counts = [e for e in effective if e.value is None]
+    assert sensitivity(counts, None) == pytest.approx(K)

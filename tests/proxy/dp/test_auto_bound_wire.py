@@ -139,5 +139,6 @@ def test_the_chosen_bound_acts_as_the_same_bound_declared(harness: Any, embedded
             p.stop()
     assert len(errs["auto"]) >= 5
     assert errs["auto"] == errs["declared"]
-    # Unclamped: scale 1,000 x N(k=5, c=2, g=5) = 3; clamped: scale 250 x sqrt(1 SUM x min(g, k, 10 days) = 5)
-    assert max(errs["row"]) / max(errs["auto"]) == pytest.approx(1000 * 3 / (250 * 5**0.5), rel=1e-2)
+    # Unclamped: scale 1,000 x N(g c = 10, c=2, g=5) = 2 sqrt(5) (no total k on a GROUP BY); clamped: scale
+    # 250 x sqrt(1 SUM x min(g, g c, 10 days) = 5)
+    assert max(errs["row"]) / max(errs["auto"]) == pytest.approx(1000 * 2 * 5**0.5 / (250 * 5**0.5), rel=1e-2)

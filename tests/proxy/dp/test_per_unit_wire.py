@@ -3,7 +3,7 @@ declares `country = { ..., per_unit = true }` (the generator picks one country p
 `max_rows_per_group = 1` (c) added, `GROUP BY country` keeps each user in one country with up to k = 10
 events there, not 1: its counts are the upstream's over each user's k events, stated with k times the
 column norm as their sensitivity; the same proxy with the declaration removed cuts every user to 1 event
-(sensitivity sqrt(10) = group_bound_norm(10, 1, 12, 20)). Both proxies' answers lie within 4.9 stated
+(sensitivity sqrt(12) = group_bound_norm(12, 1, 12, 20): 1 event in each of g = 12 countries, no total k). Both proxies' answers lie within 4.9 stated
 standard errors (plus 0.5 of rounding) of their own bounded truth, read here from the upstream: 40 cells,
 false-failure rate 40 x 9.6e-7 < 1e-4."""
 
@@ -61,8 +61,8 @@ def test_a_per_unit_group_by_keeps_k_rows_in_one_group(harness: Any, embedded_pg
     finally:
         for p in proxies.values():
             p.stop()
-    # Sensitivity k = 10 against sqrt(10) for the same statement and budget: the noise is sqrt(10) larger.
-    assert stderrs["declared"] / stderrs["undeclared"] == pytest.approx(K / group_bound_norm(K, 1, 12, 20), rel=1e-2)
+    # Sensitivity k = 10 against sqrt(12) (c = 1 in each of g = 12 groups: a GROUP BY has no total cap k).
+    assert stderrs["declared"] / stderrs["undeclared"] == pytest.approx(K / group_bound_norm(12, 1, 12, 20), rel=1e-2)
     kept, users = _truths(dsns["declared"])
     assert _truths(dsns["undeclared"]) == (kept, users)  # the same generated rows
     assert sum(kept.values()) > 1.5 * sum(users.values())  # the c cut dropped a third of the events
