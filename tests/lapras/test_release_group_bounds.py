@@ -1,7 +1,7 @@
 """P's release bounded per group (docs/bounding.md, ``lapras.release_bounds``) on the real embedded
 PostgreSQL: a predicted GROUP BY statement on a table with c < k is released as its fresh answer would be,
-each unit's rows cut to c per group, g groups, k in all, at sensitivity ``group_bound_norm(k, c, g)`` times
-the strategy's column norm instead of k times it, when the strategy measures the groups apart (checked on the
+each unit's rows cut to c per group in g groups (g c in all, no cut to k: docs/bounding.md), at sensitivity
+``group_bound_norm(g c, c, g)`` = sqrt(g) c times the strategy's column norm instead of k times it, when the strategy measures the groups apart (checked on the
 strategy); its noise-free answer from P is the fresh statement's exactly; one unit moves the release by at
 most the joint sensitivity; and a statement with other groups is never estimated from such a group.
 No test here draws noise it checks statistically (false-failure rate 0)."""
@@ -25,6 +25,7 @@ from parser.pushdown.bounding import GroupAxis, statement_groups
 from tests.fixtures.engine_helpers import events_database
 
 K, C = 10, 3
+G = K  # max_groups_per_unit unset: g = k
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),
                                 Attribute("amount", IntType(0, 99))), privacy_unit="user_id", max_rows_per_unit=K,
                      max_rows_per_group=C)
@@ -84,19 +85,22 @@ def _queries(sql: str) -> list:  # type: ignore[type-arg]
 
 def test_a_predicted_group_by_is_released_at_its_fresh_bound_with_its_fresh_rows(window: str) -> None:
     """P of the window by day and by kind: two groups over the same cells (one per statement's groups), each
-    bounded per group at N(10, 3, 10) = 5.29 instead of k = 10; the release is calibrated on those bounds;
-    each statement's noise-free answer from P equals the fresh statement's (c = 3 rows a day of a heavy unit,
-    10 in all), and the proxy answers both from P."""
+    bounded per group at N(30, 3, 10) = sqrt(10) 3 = 9.49 (by day) instead of k = 10; the release is calibrated on
+    those bounds; each statement's noise-free answer from P equals the fresh statement's (c = 3 rows a day of
+    a heavy unit in at most g = 10 days), and the proxy answers both from P."""
     src = PostgresExactSource(window)
     eng = _engine(src, [DAILY, BY_KIND])
     rel = eng._mm
     assert rel is not None and len(rel.groups) == 2
-    n = group_bound_norm(K, C, K)
-    assert n == pytest.approx(5.2915, abs=1e-4)
+    n = group_bound_norm(G * C, C, G)
+    assert n == pytest.approx(9.4868, abs=1e-4)
     assert {g.axis.attr for g in rel.groups if g.axis is not None} == {"day", "kind"}
-    assert all(g.fresh_norm == pytest.approx(n) for g in rel.groups)
+    # by day: 10 of the 28 days at 3 rows; by kind: all 5 kinds at 3 rows (sqrt(5) 3 = 6.71)
+    norms = [group_bound_norm(G * C, C, G, g.axis.count) for g in rel.groups if g.axis is not None]
+    assert sorted(norms) == pytest.approx([float(np.sqrt(5) * 3), n])
+    assert [g.fresh_norm for g in rel.groups] == pytest.approx(norms)
     assert joint_sensitivity(rel.groups, {"events": K}) == pytest.approx(
-        float(np.sqrt(sum((g.weight * g.strategy.sensitivity * n) ** 2 for g in rel.groups))))
+        float(np.sqrt(sum((g.weight * g.strategy.sensitivity * m) ** 2 for g, m in zip(rel.groups, norms, strict=True)))))
     hists = _histograms(src, rel)
     exact = MMRelease(rel.groups, [g.strategy.measure(x) for g, x in zip(rel.groups, hists, strict=True)],
                       rel.sigma, rel.cost, rel.cells)
@@ -108,7 +112,7 @@ def test_a_predicted_group_by_is_released_at_its_fresh_bound_with_its_fresh_rows
         assert np.allclose(noise_free, fresh, rtol=1e-9, atol=1e-6), sql
         a = eng.answer(sqlparser.plan_query(sql, CATALOG), "u")
         assert a.outcome == "good" and a.cost is None and a.predicted, sql
-    # the cut is real: a heavy unit adds at most 3 rows a day, k = 10 in all, below its 2-5 a day
+    # the cut is real: a heavy unit adds at most 3 rows a day in 10 days, below its 2-5 a day in 28
     daily = src.answers(EVENTS, _queries(DAILY))
     assert daily.sum() < HEAVY * 28 * 2
     src.close()
@@ -116,8 +120,8 @@ def test_a_predicted_group_by_is_released_at_its_fresh_bound_with_its_fresh_rows
 
 def test_one_unit_moves_the_release_by_at_most_its_per_group_sensitivity(window: str, without_heavy: str) -> None:
     """Red team: removing a heavy unit (2-5 rows every day) changes each group's histogram by at most c = 3
-    rows per group and k = 10 in all, and the weighted measurements by at most the joint sensitivity the
-    release is calibrated on (per group N(k, c, g) times its column norm, added in squares), which is below
+    rows per group and g c = 30 in all, and the weighted measurements by at most the joint sensitivity the
+    release is calibrated on (per group N(g c, c, g) times its column norm, added in squares), which is below
     the k bound's."""
     src, minus = PostgresExactSource(window), PostgresExactSource(without_heavy)
     eng = _engine(src, [DAILY, BY_KIND])
@@ -126,7 +130,7 @@ def test_one_unit_moves_the_release_by_at_most_its_per_group_sensitivity(window:
     moved = []
     for g, x, y in zip(rel.groups, _histograms(src, rel), _histograms(minus, rel), strict=True):
         d = np.abs(x - y)
-        assert 0 < d.sum() <= K
+        assert 0 < d.sum() <= G * C
         axis = g.axis
         assert axis is not None
         along = g.marginal.index(axis.attr)
@@ -157,11 +161,11 @@ def test_a_statement_with_other_groups_is_not_answered_from_a_group_bounded_per_
 
 def test_a_strategy_that_mixes_groups_keeps_the_k_bound() -> None:
     """The check is on the strategy: the identity over days measures them apart; adding a row that sums two
-    days does not, so such a group is charged k, not N(k, c, g)."""
+    days does not, so such a group is charged k, not N(g c, c, g)."""
     qs = _queries(DAILY)
     axis = statement_groups(EVENTS, qs)
     assert isinstance(axis, GroupAxis) and axis.attr == "day" and axis.count == 28
-    assert release_unit_bound(EVENTS, axis) == pytest.approx(group_bound_norm(K, C, K))
+    assert release_unit_bound(EVENTS, axis) == pytest.approx(group_bound_norm(G * C, C, G))
     shape = (364,)
     cells = np.zeros(shape, dtype=bool)
     cells[200:228] = True
