@@ -56,8 +56,8 @@ class MMGroup:
     # their union); empty: its own marginal only
     members: tuple[Marginal, ...] = ()
     # Per-group bounds (lapras.release_bounds): the groups of the predicted GROUP BY statement whose queries
-    # this group measures, when the release reads its histogram per group (c per group, g groups, GroupAxis.total in all)
-    # and its strategy measures the groups apart; None: each unit's k rows
+    # this group measures, when the release reads its histogram per group (c per group, g groups,
+    # GroupAxis.total in all) and its strategy measures the groups apart; None: each unit's k rows
     axis: GroupAxis | None = None
     # The factor one unit moves the predicted statement's fresh answer by, over its column norm
     # (axis_unit_norm for a GROUP BY statement with per-group bounds; None: k): what the release
