@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from pgcore.errors import Refusal
+
 from ..model.predicate import Ranges
 from ..model.schema import TableSchema
 from ..scalar import Expr, Param
@@ -68,6 +70,10 @@ class Template:
     # The product of the GROUP BY columns' domains is too large to enumerate: the groups are the cell
     # combinations DP partition selection releases under the WHERE clause (parser.bind.binder, parser.bind.partition).
     select_groups: bool = False
+    # More groups than the limit before the WHERE clause is applied: the binder first drops the keys the
+    # WHERE excludes by its own text (Grafana's time range over hourly cells) and raises this refusal only
+    # when more than the limit remain and no partition selection (``select_groups``) can pick them.
+    too_many: Refusal | None = None
 
     @property
     def group_attrs(self) -> tuple[str, ...]:
