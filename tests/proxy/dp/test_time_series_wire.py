@@ -59,3 +59,16 @@ def test_too_many_groups_within_the_range_are_still_refused(proxy: Any) -> None:
             conn.execute(sql)
         assert "groups in the public domain" in str(err.value)
         assert conn.execute("SELECT count(*) FROM events").fetchone() is not None
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT extract(hour FROM ts) AS h, SUM(amount), AVG(duration_s) FROM events GROUP BY 1 ORDER BY 1",
+    "SELECT extract(dow FROM ts) AS d, category, SUM(amount) AS revenue FROM events GROUP BY 1, 2 ORDER BY 1, 2",
+])
+def test_sums_by_hour_of_day(sql: str, proxy: Any, adult_db: str, default_config: Any) -> None:
+    """Each group is hundreds of scattered hourly cells: answered from one GROUP BY over the cells
+    (tests/lapras/test_exact_measures.py), where per-query SQL ran into the statement timeout (57014)."""
+    plan, exact = exact_plan_rows(sql, default_config.catalog, adult_db)
+    keys = len(plan.template.groups)
+    got, sd = _ask(proxy, sql)
+    _close(got, exact, keys, sd)
