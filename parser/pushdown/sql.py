@@ -314,12 +314,13 @@ def answers_sql_batches(table: TableSchema, queries: Sequence[LinearQuery],
 
 
 def marginal_sql(table: TableSchema, attrs: Sequence[str], partial_by: str | None = None,
-                 sums: Sequence[str] = ()) -> str:
+                 sums: Sequence[str] = (), counts: Sequence[str] = ()) -> str:
     """``SELECT cell(a)..., count(*) GROUP BY`` over the marginal ``attrs`` (their cell values, clipped).
 
     ``partial_by`` as for ``answers_sql``: counts per partition and cell, added up per cell. ``sums`` names
     attributes whose row terms of ``SUM(col)`` (``answer_expr``'s, clamped) are also added up per cell, one
-    float8 column each after the count: a SUM over a measure grouped by scattered cells is read from them."""
+    float8 column each after the count, then ``counts`` those whose rows in a non-NULL cell are counted
+    (``COUNT(col)``): a SUM or AVG grouped by scattered cells is read from them."""
     exprs = []
     for name in attrs:
         attr = table.attribute(name)
@@ -332,6 +333,11 @@ def marginal_sql(table: TableSchema, attrs: Sequence[str], partial_by: str | Non
         if attr is None:
             raise KeyError(name)
         terms.append(attr.domain.weight_sql(quote_ident(attr.name)))
+    for name in counts:
+        attr = table.attribute(name)
+        if attr is None:
+            raise KeyError(name)
+        terms.append(f"CASE WHEN {cell_expr(attr)} IS NULL THEN NULL ELSE 1 END")  # SUM of it: COUNT(cell)
     groups = ", ".join(str(i + 1) for i in range(len(attrs)))
     if partial_by is None:
         aggs = "count(*)" + "".join(f", COALESCE(SUM({w}), 0)::float8" for w in terms)
