@@ -120,4 +120,5 @@ def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
     selectable = _one_cell_keys(t)
     if not selectable and where is None:
         raise too_many
-    return replace(t, select_groups=selectable, too_many=too_many if where is not None else None)
+    return replace(t, select_groups=selectable, too_many=None if where is None else (
+        too_many.message, too_many.hint or "", too_many.position))

@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from pgcore.errors import Refusal
-
 from ..model.predicate import Ranges
 from ..model.schema import TableSchema
 from ..scalar import Expr, Param
@@ -71,9 +69,10 @@ class Template:
     # combinations DP partition selection releases under the WHERE clause (parser.bind.binder, parser.bind.partition).
     select_groups: bool = False
     # More groups than the limit before the WHERE clause is applied: the binder first drops the keys the
-    # WHERE excludes by its own text (Grafana's time range over hourly cells) and raises this refusal only
-    # when more than the limit remain and no partition selection (``select_groups``) can pick them.
-    too_many: Refusal | None = None
+    # WHERE excludes by its own text (Grafana's time range over hourly cells) and refuses the statement (54000,
+    # this message, hint and position) only when more than the limit remain and no partition selection
+    # (``select_groups``) can pick them. Plain values, not the exception: templates are cached and shared.
+    too_many: tuple[str, str, int | None] | None = None
 
     @property
     def group_attrs(self) -> tuple[str, ...]:

@@ -38,8 +38,8 @@ def within_limit(t: Template, restrict: Restrict, base: Pred, selected: frozense
         if n <= limit:
             return replace(t, groups=tuple(dims), select_groups=False, too_many=None)
         if not t.select_groups:
-            r = t.too_many
-            raise Refusal(r.sqlstate, r.message, hint=r.hint, position=r.position)
+            message, hint, position = t.too_many
+            raise Refusal(E.PROGRAM_LIMIT_EXCEEDED, message, hint=hint, position=position)
     if t.select_groups and selected is not None and len(selected) > limit:
         raise Refusal(E.PROGRAM_LIMIT_EXCEEDED, f"GROUP BY {', '.join(t.group_attrs)}: DP partition selection "
                       f"released {len(selected)} groups, more than the limit of {limit}",
