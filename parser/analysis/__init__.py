@@ -106,14 +106,19 @@ def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
     t = Template(ctx.table, where, ctx.groups, ctx.aggs, outputs, clauses.having, clauses.order, clauses.limit,
                  clauses.offset, ctx.param_types, volatile=budget.now is not None)
     limit = budget.limits.max_groups
-    if t.n_groups > limit and _one_cell_keys(t):
-        # Too many combinations to list: the groups present are chosen by DP partition selection (as
-        # BigQuery does for every GROUP BY), charged like any selection; the aggregates run over them.
-        return replace(t, select_groups=True)
-    if t.n_groups > limit:
-        raise Refusal(E.PROGRAM_LIMIT_EXCEEDED,
-                      f"GROUP BY {', '.join(t.group_attrs)} has {t.n_groups} groups in the public domain, "
-                      f"more than the limit of {limit}",
-                      hint="Group by fewer or coarser attributes, or filter with WHERE and group by less.",
-                      position=position_of(select.args.get("group")))
-    return t
+    if t.n_groups <= limit:
+        return t
+    too_many = Refusal(E.PROGRAM_LIMIT_EXCEEDED,
+                       f"GROUP BY {', '.join(t.group_attrs)} has {t.n_groups} groups in the public domain, "
+                       f"more than the limit of {limit}",
+                       hint="Group by fewer or coarser attributes, or filter with WHERE and group by less.",
+                       position=position_of(select.args.get("group")))
+    # Too many combinations to list: the groups present are chosen by DP partition selection (as BigQuery
+    # does for every GROUP BY), charged like any selection; the aggregates run over them. Either way, a
+    # WHERE clause may leave few groups by its own text (a time range over hourly cells): the binder
+    # counts those first, once parameters are bound, and falls back to this only when they are too many.
+    selectable = _one_cell_keys(t)
+    if not selectable and where is None:
+        raise too_many
+    return replace(t, select_groups=selectable, too_many=None if where is None else (
+        too_many.message, too_many.hint or "", too_many.position))

@@ -94,11 +94,19 @@ def constant_per_cell(e: S.Expr, starts: S.Env, ends: S.Env, budget: Budget, var
         return varying is not None and e.attr != varying
     if not any(isinstance(x, S.Cell) and (varying is None or x.attr == varying) for x in e.walk()):
         return True
+    if isinstance(e, S.IsNull) and isinstance(_uncast(e.args[0]), S.Cell):
+        return True  # NULL is a cell of its own: the other cells hold non-NULL values only
     inner = [constant_per_cell(a, starts, ends, budget, varying) for a in e.args]
     if not all(inner) and (not _monotone(e) or sum(not c for c in inner) > 1):
         return False
     budget.tick(2 * starts.n)
     return bool(e.ev(starts) == e.ev(ends))
+
+
+def _uncast(e: S.Expr) -> S.Expr:
+    while isinstance(e, S.Cast):
+        e = e.args[0]
+    return e
 
 
 def cuts_cells(what: str, node: exp.Expr, attr: Attribute) -> Refusal:

@@ -68,6 +68,11 @@ class Template:
     # The product of the GROUP BY columns' domains is too large to enumerate: the groups are the cell
     # combinations DP partition selection releases under the WHERE clause (parser.bind.binder, parser.bind.partition).
     select_groups: bool = False
+    # More groups than the limit before the WHERE clause is applied: the binder first drops the keys the
+    # WHERE excludes by its own text (Grafana's time range over hourly cells) and refuses the statement (54000,
+    # this message, hint and position) only when more than the limit remain and no partition selection
+    # (``select_groups``) can pick them. Plain values, not the exception: templates are cached and shared.
+    too_many: tuple[str, str, int | None] | None = None
 
     @property
     def group_attrs(self) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from ..plan.queryplan import Column, QueryPlan
 from ..scalar import cast_value, coerce_param, compare
 from ..syntax.parse import position_of
 from .distinct import DistinctQueries
+from .group_limit import within_limit
 from .partition import (
     NeedsPartition,
     has_selected_keys,
@@ -247,6 +248,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
                       hint="Group by one private-keys column (with any public ones).")
     if private:
         raise NeedsPartition(partition_request(t.table, private[:1], sp, base))
+    t = within_limit(t, _GroupCells(t.table, sp, budget).restrict, base, selected, budget.limits.max_groups)
     agg_preds = []
     for spec in t.aggs:
         p = base if spec.filter is None else sp.and_(base, b.where(spec.filter))
@@ -266,10 +268,6 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
         # Too many combinations to list: DP partition selection picks the ones holding rows under the WHERE.
         raise NeedsPartition(replace(value_list_request(t.table, t.group_attrs, sp, base), purpose="groups",
                                      n_groups=t.n_groups))
-    if t.select_groups and selected is not None and len(selected) > budget.limits.max_groups:
-        raise Refusal(E.PROGRAM_LIMIT_EXCEEDED, f"GROUP BY {', '.join(t.group_attrs)}: DP partition selection "
-                      f"released {len(selected)} groups, more than the limit of {budget.limits.max_groups}",
-                      hint="Filter with WHERE, or group by fewer columns.")
     queries: list[LinearQuery] = []
     index: dict[LinearQuery, int] = {}
     slots: list[list[int]] = []

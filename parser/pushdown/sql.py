@@ -313,23 +313,41 @@ def answers_sql_batches(table: TableSchema, queries: Sequence[LinearQuery],
             for i in range(0, len(queries), max_columns)]
 
 
-def marginal_sql(table: TableSchema, attrs: Sequence[str], partial_by: str | None = None) -> str:
+def marginal_sql(table: TableSchema, attrs: Sequence[str], partial_by: str | None = None,
+                 sums: Sequence[str] = (), counts: Sequence[str] = ()) -> str:
     """``SELECT cell(a)..., count(*) GROUP BY`` over the marginal ``attrs`` (their cell values, clipped).
 
-    ``partial_by`` as for ``answers_sql``: counts per partition and cell, added up per cell."""
+    ``partial_by`` as for ``answers_sql``: counts per partition and cell, added up per cell. ``sums`` names
+    attributes whose row terms of ``SUM(col)`` (``answer_expr``'s, clamped) are also added up per cell, one
+    float8 column each after the count, then ``counts`` those whose rows in a non-NULL cell are counted
+    (``COUNT(col)``): a SUM or AVG grouped by scattered cells is read from them."""
     exprs = []
     for name in attrs:
         attr = table.attribute(name)
         if attr is None:
             raise KeyError(name)
         exprs.append(f"{cell_expr(attr)} AS {quote_ident(attr.name)}")
+    terms = []
+    for name in sums:
+        attr = table.attribute(name)
+        if attr is None:
+            raise KeyError(name)
+        terms.append(attr.domain.weight_sql(quote_ident(attr.name)))
+    for name in counts:
+        attr = table.attribute(name)
+        if attr is None:
+            raise KeyError(name)
+        terms.append(f"CASE WHEN {cell_expr(attr)} IS NULL THEN NULL ELSE 1 END")  # SUM of it: COUNT(cell)
     groups = ", ".join(str(i + 1) for i in range(len(attrs)))
     if partial_by is None:
+        aggs = "count(*)" + "".join(f", COALESCE(SUM({w}), 0)::float8" for w in terms)
         if not attrs:
-            return f"SELECT count(*) FROM {table_ref(table)}"
-        return f"SELECT {', '.join(exprs)}, count(*) FROM {table_ref(table)} GROUP BY {groups}"
-    inner = (f"SELECT {''.join(e + ', ' for e in exprs)}count(*) AS n FROM {table_ref(table)} "
+            return f"SELECT {aggs} FROM {table_ref(table)}"
+        return f"SELECT {', '.join(exprs)}, {aggs} FROM {table_ref(table)} GROUP BY {groups}"
+    inner = (f"SELECT {''.join(e + ', ' for e in exprs)}count(*) AS n"
+             f"{''.join(f', SUM({w}) AS s{i}' for i, w in enumerate(terms))} FROM {table_ref(table)} "
              f"GROUP BY {''.join(g + ', ' for g in groups.split(', ') if g)}{partial_by}")
     names = "".join(quote_ident(a) + ", " for a in attrs)
     tail = f" GROUP BY {groups}" if attrs else ""
-    return f"SELECT {names}COALESCE(SUM(n), 0)::bigint FROM ({inner}) AS partials{tail}"
+    outer = "".join(f", COALESCE(SUM(s{i}), 0)::float8" for i in range(len(terms)))
+    return f"SELECT {names}COALESCE(SUM(n), 0)::bigint{outer} FROM ({inner}) AS partials{tail}"

@@ -23,6 +23,7 @@ from .prepare import parse_declare, parse_execute, parse_prepare
 from .results import ResultSet, command, encode_rows, format_for, session_zone
 from .router import Kind, Route, Router
 from .session import PreparedStatement, Session
+from .session_funcs import with_client_names
 
 
 def decode_params(oids: Sequence[int], formats: Sequence[int], raw: Sequence[bytes | None]) -> list[Any]:
@@ -80,8 +81,8 @@ class Executor:
                 list(oids), [backend.field(c.name, c.type_oid) for c in cols] or None)
         elif route.kind is Kind.CATALOG:
             try:
-                oids, fields = await self.catalog.describe(route.sql, stmt.param_oids, self.catalog_owner,
-                                                           self.session.user or "")
+                oids, fields = await self.catalog.describe(self._catalog_sql(route.sql), stmt.param_oids,
+                                                           self.catalog_owner, self.session.user or "")
             except PgError as exc:
                 raise catalog_error(exc) from None
             out = (oids, fields)
@@ -100,6 +101,11 @@ class Executor:
             out = (list(stmt.param_oids), None)
         stmt.described = out
         return out
+
+    def _catalog_sql(self, sql: str) -> str:
+        """The statement as the catalog database runs it: the client's own user and database names in a
+        SELECT of session functions among others (``session_funcs.with_client_names``)."""
+        return with_client_names(sql, self.session.database or "", self.session.user or "")
 
     async def param_oids(self, stmt: PreparedStatement, nparams: int) -> list[int]:
         """Parameter types for decoding: the client's, completed by Describe when it left some unknown."""
@@ -183,7 +189,8 @@ class Executor:
             return await self._dp(route.dp, values, result_formats)
         if kind is Kind.CATALOG:
             try:
-                res = await self.catalog.execute(route.sql, param_oids, param_formats, params, result_formats,
+                res = await self.catalog.execute(self._catalog_sql(route.sql), param_oids, param_formats, params,
+                                                 result_formats,
                                                  describe=with_description, owner=self.catalog_owner,
                                                  user=self.session.user or "")
             except PgError as exc:

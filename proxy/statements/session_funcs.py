@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Protocol
 
 import sqlglot
@@ -110,3 +111,44 @@ def _item(e: exp.Expr) -> Item | None:
 
         return "set_config", set_config
     return None
+
+
+_NAMES: dict[type[exp.Expr], str] = {exp.CurrentDatabase: "current_database", exp.CurrentCatalog: "current_catalog",
+                                     exp.CurrentUser: "current_user", exp.SessionUser: "session_user"}
+
+
+@lru_cache(maxsize=512)
+def with_client_names(sql: str, database: str, user: str) -> str:
+    """``sql`` as the catalog database runs it: a SELECT without FROM that mixes session functions with others
+    (DBeaver's ``SELECT current_schema(),session_user``), with each function naming the database or the user
+    written as the client's own name (``'analyst'::name``), its output column keeping the function's name.
+    Other statements unchanged (catalog queries filtering on ``current_database()`` stay consistent with the
+    catalog database's own information_schema)."""
+    if len(sql) > 2000 or not PREFILTER.search(sql):
+        return sql
+    try:
+        trees = sqlglot.parse(sql, read="postgres")
+    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
+        return sql
+    if len(trees) != 1 or not isinstance(trees[0], exp.Select):
+        return sql
+    sel = trees[0]
+    if any(sel.args.get(k) for k in ("from", "from_", "with", "joins")):
+        return sql
+    changed = False
+    for item in list(sel.expressions):
+        for node in list(item.walk()):
+            name = _NAMES.get(type(node))
+            if name is None and isinstance(node, exp.Column) and not node.table and not node.this.quoted \
+                    and node.name.lower() in _WHO_NAMES:
+                name = node.name.lower()
+            if name is None:
+                continue
+            value = database if name in ("current_database", "current_catalog") else user
+            literal = exp.cast(exp.Literal.string(value), exp.DataType.build("name", dialect="postgres"))
+            if node is item:
+                item.replace(exp.alias_(literal, name, quoted=True))
+            else:
+                node.replace(literal)
+            changed = True
+    return sel.sql(dialect="postgres") if changed else sql

@@ -72,3 +72,46 @@ def test_pointwise_bound_is_never_below_the_exact_sensitivity() -> None:
         exact = SENS._row_sensitivity(small, queries, None)
         bound = SENS._pointwise_bound(queries)
         assert bound is not None and bound >= exact - 1e-12, (sql, bound, exact)
+
+
+EVENTS = TableSchema("events", (
+    Attribute("ts", from_config({"type": "timestamptz", "min": "2026-01-01T00:00:00Z",
+                                 "max": "2026-12-31T23:59:59Z", "resolution": "hour"})),
+    Attribute("category", from_config({"type": "text", "values": [f"c{j}" for j in range(8)]})),
+    Attribute("amount", from_config({"type": "numeric", "min": 0, "max": 500})),
+))
+
+
+@pytest.mark.parametrize("sql, params", [
+    ("SELECT date_trunc('hour', ts) AS time, category, count(*) FROM events "
+     "WHERE ts >= '2026-02-01' AND ts < '2026-02-01 06:00' GROUP BY 1, 2 ORDER BY 1, 2", None),
+    ("SELECT to_timestamp(floor(extract(epoch FROM ts) / 3600) * 3600) AS time, category AS metric, "
+     "sum(amount) AS value FROM events WHERE ts BETWEEN '2026-02-01T00:00:00Z' AND '2026-02-01T05:59:59Z' "
+     "GROUP BY 1, 2 ORDER BY 1", None),
+    ("SELECT ts, category, count(*) FROM events WHERE ts BETWEEN $1 AND $2 GROUP BY 1, 2",
+     ("2026-02-01T00:00:00Z", "2026-02-01T05:59:59Z")),
+])
+def test_the_limit_counts_the_groups_the_where_leaves(sql: str, params: tuple[str, ...] | None) -> None:
+    """Hours by category over a year are 70,080 groups, over Grafana's six-hour range 48: listed (empty ones
+    included), as the same statement without the limit would list them."""
+    plan = Planner(Catalog((EVENTS,))).plan(sql, params)
+    assert len(plan.group_keys) == 48
+    hours = sorted({k[0] for k in plan.group_keys})
+    assert len(hours) == 6 and hours[0].isoformat() == "2026-02-01T00:00:00+00:00"
+    assert {k[1] for k in plan.group_keys} == {f"c{j}" for j in range(8)}
+
+
+@pytest.mark.parametrize("where", ["", "WHERE ts >= '2026-02-01'", "WHERE category <> 'c1'"])
+def test_too_many_groups_left_by_the_where_are_still_refused(where: str) -> None:
+    with pytest.raises(Refusal) as err:
+        Planner(Catalog((EVENTS,))).plan(f"SELECT date_trunc('hour', ts), category, count(*) FROM events {where} "
+                                         "GROUP BY 1, 2")
+    assert err.value.sqlstate == "54000" and "70080 groups" in err.value.message
+    assert not isinstance(err.value, NeedsPartition) and err.value.position is not None
+
+
+def test_a_filter_on_one_wide_key_lists_the_others_whole() -> None:
+    """Six of 30 values on c0 by 30^2 on c1, c2: 5,400 groups listed, no partition selection."""
+    plan = Planner(Catalog((WIDE,))).plan("SELECT c0, c1, c2, COUNT(*) FROM wide WHERE c0 IN ('v1', 'v2', 'v3', "
+                                          "'v4', 'v5', 'v6') GROUP BY 1, 2, 3")
+    assert len(plan.group_keys) == 5400

@@ -25,6 +25,23 @@ def test_who_and_where_are_the_clients_own(proxy: Any) -> None:
                             ).fetchone() == (True, True)
 
 
+@pytest.mark.parametrize("sql, want, names", [
+    ("SELECT current_schema(),session_user", ("public", "analyst"), ["current_schema", "session_user"]),
+    ("SELECT current_database(), current_user, current_schema()", ("adult", "analyst", "public"),
+     ["current_database", "current_user", "current_schema"]),
+    ("SELECT current_user, pg_backend_pid() > 0 AS live", ("analyst", True), ["current_user", "live"]),
+    ("SELECT upper(current_database()) AS db, length(version()) > 0", ("ADULT", True), ["db", "?column?"]),
+])
+def test_session_names_among_other_functions(proxy: Any, sql: str, want: tuple[Any, ...], names: list[str]) -> None:
+    """DBeaver's first statement (``current_schema(),session_user``) and its kin mix session functions
+    with others, so the catalog database runs them: with the client's own user and database in them, as
+    PostgreSQL would answer, never the catalog's reader role or database; simple and extended protocol."""
+    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        for prepare in (False, True):
+            cur = conn.execute(sql, prepare=prepare)
+            assert cur.fetchone() == want and [d.name for d in cur.description or []] == names
+
+
 def test_settings_through_select(proxy: Any) -> None:
     with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
         assert conn.execute("SELECT current_setting('jit') AS cur, set_config('jit', 'off', false) AS new"
