@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
-from pgcore.pgtypes import ARRAY_OF
+from pgcore.pgtypes import ARRAY_OF, type_name
 
 from .. import scalar as S
 from ..model.predicate import merge_ranges, runs
@@ -110,6 +110,12 @@ class _Lowering:
             return C.Const(None)
         if type(node) in CMP_OPS:
             return self.comparison(CMP_OPS[type(node)], node)
+        if (isinstance(node, exp.Like | exp.ILike) and _bare_param(node.expression) is not None
+                and node.this.find(exp.Column) is not None):
+            # col LIKE $1 (a BI tool's "contains" filter, bound): the pattern is matched against each cell's
+            # value at Bind, as a literal pattern is at planning.
+            like = self.mapped("ilike" if isinstance(node, exp.ILike) else "like", node.this, (node.expression,), node)
+            return C.Not(like) if node.args.get("negate") else like
         if isinstance(node, exp.NullSafeEQ | exp.NullSafeNEQ):
             left, right = self.subject(node.this), self.subject(node.expression)
             if not isinstance(left, exp.Column):
@@ -222,6 +228,9 @@ class _Lowering:
         assert attr is not None
         e = self.compile_cells(expr)
         oid = S.TEXT if e.oid == S.UNKNOWN else e.oid
+        if op in ("like", "ilike") and oid != S.TEXT:
+            raise Refusal(E.UNDEFINED_FUNCTION, f"function {op}({type_name(oid)}, text) does not exist",
+                          position=position_of(node), hint="Cast the column to text first, e.g. CAST(col AS TEXT).")
         if oid not in S.NUMBER_OIDS | S.TEMPORAL_OIDS | {S.TEXT, S.BOOL}:
             return self.per_row(node)
         values = tuple(S.objects(on_cells(e, attr, ctx.budget, node, "condition")).tolist())

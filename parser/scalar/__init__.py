@@ -20,7 +20,7 @@ Modules: ``tree`` (``Env``, ``Expr``, leaves, vector helpers), ``arith`` (arithm
 
 from __future__ import annotations
 
-from ..semantics.functions import call_type
+from ..semantics.functions import FUNCTIONS, call_type
 from ..semantics.values import (
                                           BOOL,
                                           DATE,
@@ -52,5 +52,5 @@ NODES: frozenset[type[Expr]] = frozenset({Const, Param, Cell, Key, Arith, Neg, C
 __all__ = ["BOOL", "DATE", "INTERVAL", "TEMPORAL_OIDS", "TIMESTAMP", "TIMESTAMPTZ", "FLOAT8", "INT4", "INT8", "INTEGER_OIDS", "NUMBER_OIDS", "NUMERIC", "TEXT", "UNKNOWN",
            "Arith", "Call", "Case", "Cast", "Cell", "Cmp", "Const", "Env", "Expr", "InList", "IsNull", "IsTruth", "Key", "Logic",
            "Neg", "Param", "Vector", "call_type", "cast_value", "coerce_param", "compare", "constant",
-           "round_count", "NODES", "nulls", "objects"]
+           "round_count", "FUNCTIONS", "NODES", "nulls", "objects"]
 
