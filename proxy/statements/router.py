@@ -198,6 +198,8 @@ class Router:
             return Route(Kind.REFUSED, sql, first, read_only_error("PREPARE TRANSACTION"))
         if first in ("PREPARE", "EXECUTE"):
             return Route(Kind.SESSION, sql, first)   # SQL-level prepared statements (psql < 16 users)
+        if first == "EXPLAIN" and words[1:2] == ["EXECUTE"]:
+            return Route(Kind.SESSION, sql, "EXPLAIN EXECUTE")   # the session's prepared statement, explained
         try:
             plain = decode_escapes(sql)
         except EscapeError as exc:
