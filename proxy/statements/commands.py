@@ -11,7 +11,7 @@ from collections.abc import Callable
 from ..protocol import backend, types
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
-from .results import ResultSet, command, text_result
+from .results import ResultSet, command, encode_rows, format_for, session_zone, text_result
 from .router import CURRENT_SETTING, Route
 from .session import CANONICAL, LAPRAS_SETTINGS, Session, lapras_setting_error
 from .session_funcs import session_select
@@ -286,9 +286,9 @@ def _fetch(s: Session, sql: str, formats: list[int]) -> ResultSet:
     cur = s.cursors.get(name)
     if cur is None:
         raise PgError("34000", f"cursor \"{name}\" does not exist")
-    rows = cur.result.rows
+    rows = list(range(len(cur.result.rows)))   # row numbers: the rows are taken below, encoded at the end
     n = len(rows)
-    taken: list[bytes] = []
+    taken: list[int] = []
     if mode == "abs":
         target = count if count >= 0 else n + 1 + count
         target = max(0, min(target, n + 1))
@@ -313,7 +313,13 @@ def _fetch(s: Session, sql: str, formats: list[int]) -> ResultSet:
     tag = f"{'MOVE' if is_move else 'FETCH'} {len(taken)}"
     if is_move:
         return command(tag)
-    return ResultSet(cur.result.fields, taken, tag, cur.result.formats)
+    fields = cur.result.fields or []
+    if cur.values is not None and formats and any(
+            format_for(formats, i) != format_for(cur.result.formats, i) for i in range(len(fields))):
+        # The FETCH's Bind asks for other formats than DECLARE's (psycopg's binary named cursors): as asked.
+        encoded = encode_rows(fields, [cur.values[i] for i in taken], formats, session_zone(s.get("timezone")))
+        return ResultSet(cur.result.fields, encoded, tag, list(formats))
+    return ResultSet(cur.result.fields, [cur.result.rows[i] for i in taken], tag, cur.result.formats)
 
 
 def _close(s: Session, sql: str, _formats: list[int]) -> ResultSet:

@@ -249,5 +249,6 @@ class Executor:
         if not hold and self.session.tx == "I":
             raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
         result = await self._run(inner, result_formats=[1] if binary else [])
-        self.session.add_cursor(name, result, hold)
+        answer = self._last_dp if inner.kind is Kind.DP else None
+        self.session.add_cursor(name, result, hold, values=None if answer is None else list(answer.rows))
         return command("DECLARE CURSOR")

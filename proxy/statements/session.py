@@ -79,6 +79,7 @@ class Cursor:
     result: ResultSet
     hold: bool
     position: int = 0          # rows before the cursor position (0 = before the first row)
+    values: list[Any] | None = None   # a DP answer's rows as values: a FETCH is encoded in the formats it asks for
 
 
 @dataclass
@@ -226,12 +227,12 @@ class Session:
         self.portals.clear()
         self.cursors.clear()
 
-    def add_cursor(self, name: str, result: ResultSet, hold: bool) -> None:
+    def add_cursor(self, name: str, result: ResultSet, hold: bool, values: list[Any] | None = None) -> None:
         if name in self.cursors:
             raise PgError("42P03", f"cursor \"{name}\" already exists")
         if not hold and self.tx == "I":
             raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
-        self.cursors[name] = Cursor(name, result, hold)
+        self.cursors[name] = Cursor(name, result, hold, values=values)
 
 
 def lapras_setting_error(name: str) -> PgError:
