@@ -72,9 +72,10 @@ def _setting_value(tokens: list[str]) -> str | None:
 
 def _set(s: Session, sql: str, _formats: list[int]) -> ResultSet:
     w = _words(sql)[1:]
+    local = False
     if w and w[0].upper() in ("SESSION", "LOCAL") and not (len(w) > 1 and w[1].upper() in
                                                              ("CHARACTERISTICS", "AUTHORIZATION")):
-        w = w[1:]
+        local, w = w[0].upper() == "LOCAL", w[1:]
     if not w:
         raise PgError("42601", "syntax error at end of input")
     head = w[0].upper()
@@ -84,19 +85,21 @@ def _set(s: Session, sql: str, _formats: list[int]) -> ResultSet:
     if head == "ROLE" or (head == "SESSION" and second == "AUTHORIZATION"):
         raise PgError("42501", "permission denied to set role")
     if head == "TIME" and len(w) > 1 and w[1].upper() == "ZONE":
-        s.set("timezone", _setting_value(w[2:]) or None)
-        return command("SET")
-    if head == "NAMES":
-        s.set("client_encoding", _setting_value(w[1:]))
-        return command("SET")
-    if head == "SCHEMA":
-        s.set("search_path", _setting_value(w[1:]))
-        return command("SET")
-    name = _ident(w[0])
-    rest = w[1:]
-    if not rest or rest[0].upper() not in ("TO", "="):
-        raise PgError("42601", f"syntax error in SET {name}", hint="write SET name TO value")
-    s.set(name, _setting_value(rest[1:]))
+        name, value = "timezone", _setting_value(w[2:]) or None
+    elif head == "NAMES":
+        name, value = "client_encoding", _setting_value(w[1:])
+    elif head == "SCHEMA":
+        name, value = "search_path", _setting_value(w[1:])
+    else:
+        name = _ident(w[0])
+        rest = w[1:]
+        if not rest or rest[0].upper() not in ("TO", "="):
+            raise PgError("42601", f"syntax error in SET {name}", hint="write SET name TO value")
+        value = _setting_value(rest[1:])
+    if local and s.tx == "I":   # as PostgreSQL: a warning, and no effect
+        return command("SET", [backend.notice_response("SET LOCAL can only be used in transaction blocks",
+                                                       "WARNING", "25P01")])
+    s.set(name, value, local=local)
     return command("SET")
 
 
