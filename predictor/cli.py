@@ -170,8 +170,10 @@ def run(args: argparse.Namespace, catalog: Catalog | None = None) -> int:
     ]
     if args.out is not None:
         write_prediction(pset, args.out)
+    # A pg_stat_statements export has no timestamps: P is for whichever epoch comes next.
+    epoch = "the next epoch" if pset.epoch_start is None else f"epoch starting {pset.epoch_start}"
     print(
-        f"P: {len(pset.queries)} queries for epoch starting {pset.epoch_start}, S estimate {pset.s_estimate}, "
+        f"P: {len(pset.queries)} queries for {epoch}, S estimate {pset.s_estimate}, "
         f"rho estimate {pset.rho_estimate:.3f}, cut-off {pset.threshold:.3f}"
         + (f" -> {args.out}" if args.out else "")
     )

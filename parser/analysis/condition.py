@@ -121,7 +121,8 @@ class Cells(Cond):
 @dataclass(frozen=True, slots=True)
 class Mapped(Cond):
     """``expr op operand`` where ``expr`` is a per-row expression over one attribute (``ts::date >= $1``,
-    ``lower(city) = $1``): its value on every cell of the public domain (None: NULL), of SQL type ``oid``;
+    ``lower(city) = $1``, ``city LIKE $1`` with op "like" or "ilike"): its value on every cell of the public
+    domain (None: NULL), of SQL type ``oid``;
     the operand, usually a parameter, is read as that type and compared at Bind time."""
 
     attr: str

@@ -14,7 +14,7 @@ from .. import scalar as S
 from ..syntax.parse import position_of
 from .aggregates import lower_aggregate
 from .context import Context
-from .nodes import figure_name, ident, param_index, sql_of, unsupported
+from .nodes import figure_name, ident, is_param, param_index, sql_of, unsupported
 from .scalars import NotScalar, compile_scalar
 from .where import lower_where
 
@@ -24,6 +24,8 @@ def lower_outputs(ctx: Context) -> list[S.Expr]:
     outputs = []
     for item in ctx.select.expressions:
         node = item.this if isinstance(item, exp.Alias) else item
+        if is_param(node):  # SELECT $1 AS label: an untyped parameter standing alone is text, as in PostgreSQL
+            ctx.param_types.setdefault(param_index(node), S.TEXT)
         e = lower_expr(node, ctx, "SELECT")
         e.name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(node)
         if e.oid == UNKNOWN:

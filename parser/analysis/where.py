@@ -111,6 +111,12 @@ class _Lowering:
             return C.Const(None)
         if type(node) in CMP_OPS:
             return self.comparison(CMP_OPS[type(node)], node)
+        if (isinstance(node, exp.Like | exp.ILike) and _bare_param(node.expression) is not None
+                and node.this.find(exp.Column) is not None):
+            # col LIKE $1 (a BI tool's "contains" filter, bound): the pattern is matched against each cell's
+            # value at Bind, as a literal pattern is at planning.
+            like = self.mapped("ilike" if isinstance(node, exp.ILike) else "like", node.this, (node.expression,), node)
+            return C.Not(like) if node.args.get("negate") else like
         if isinstance(node, exp.NullSafeEQ | exp.NullSafeNEQ):
             left, right = self.subject(node.this), self.subject(node.expression)
             if not isinstance(left, exp.Column):
@@ -223,6 +229,9 @@ class _Lowering:
         assert attr is not None
         e = self.compile_cells(expr)
         oid = T.TEXT if e.oid == T.UNKNOWN else e.oid
+        if op in ("like", "ilike") and oid != T.TEXT:
+            raise Refusal(E.UNDEFINED_FUNCTION, f"function {op}({T.type_name(oid)}, text) does not exist",
+                          position=position_of(node), hint="Cast the column to text first, e.g. CAST(col AS TEXT).")
         if oid not in NUMBER_OIDS | T.TEMPORAL_OIDS | {T.TEXT, T.BOOL}:
             return self.per_row(node)
         values = tuple(S.objects(on_cells(e, attr, ctx.budget, node, "condition")).tolist())

@@ -22,7 +22,7 @@ from ..model.linear import LinearQuery, make_linear_query, space_of, unit
 from ..model.predicate import Pred, Ranges, Space, merge_ranges
 from ..model.schema import Attribute, TableSchema
 from ..plan.queryplan import Column, QueryPlan
-from ..scalar import cast_value, coerce_param, compare
+from ..scalar import FUNCTIONS, cast_value, coerce_param, compare
 from ..syntax.parse import position_of
 from .distinct import DistinctQueries
 from .group_limit import within_limit
@@ -184,9 +184,9 @@ class Binder:
         if x is None:
             return False, False
         self.budget.tick(len(values))
-        out = [compare(op, v, x) for v in values]
-        true = merge_ranges([(i, i) for i, r in enumerate(out) if r is True])
-        false = merge_ranges([(i, i) for i, r in enumerate(out) if r is False])
+        like = FUNCTIONS[op] if op in ("like", "ilike") else None  # col LIKE $1: LIKE on each cell's value
+        out = [compare(op, v, x) if like is None else like([v, x], BOOL) for v in values]
+        true, false = (merge_ranges([(i, i) for i, r in enumerate(out) if r is want]) for want in (True, False))
         return self.space.cells(name, true), self.space.cells(name, false)
 
     def _attr(self, name: str) -> Attribute:

@@ -20,7 +20,7 @@ Modules: ``tree`` (``Env``, ``Expr``, leaves, vector helpers), ``arith`` (arithm
 
 from __future__ import annotations
 
-from ..semantics.functions import call_type
+from ..semantics.functions import FUNCTIONS, call_type
 from ..semantics.values import cast_value, coerce_param, compare, round_count
 from .arith import Arith, Call, Cast, Neg
 from .logic import Case, Cmp, InList, IsNull, IsTruth, Logic
@@ -32,5 +32,5 @@ NODES: frozenset[type[Expr]] = frozenset({Const, Param, Cell, Key, Arith, Neg, C
 
 __all__ = ["Arith", "Call", "Case", "Cast", "Cell", "Cmp", "Const", "Env", "Expr", "InList", "IsNull", "IsTruth", "Key", "Logic",
            "Neg", "Param", "Vector", "call_type", "cast_value", "coerce_param", "compare", "constant",
-           "round_count", "NODES", "nulls", "objects"]
+           "round_count", "FUNCTIONS", "NODES", "nulls", "objects"]
 

@@ -43,7 +43,7 @@ class ReadStats:
     def bad(self, line_no: int, text: str) -> None:
         self.unreadable += 1
         if len(self.examples) < MAX_EXAMPLES:
-            self.examples.append((line_no, text[:200]))
+            self.examples.append((line_no, text.rstrip("\r\n")[:200]))  # the line, not its line break
 
     def merge(self, other: ReadStats) -> None:
         self.lines += other.lines

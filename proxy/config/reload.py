@@ -44,7 +44,8 @@ class Change:
     def line(self, next_epoch: str = "") -> str:
         when = {LIVE: "applied now", NEXT_EPOCH: f"applies at the next epoch{next_epoch}",
                 RESTART: "needs a restart (the running value stays)"}[self.when]
-        return f"{self.key}: {self.old} -> {self.new}: {when}"
+        change = f"{self.old} -> {self.new}" if self.old else self.new  # tables, a user: what changed, no arrow
+        return f"{self.key}: {change}: {when}"
 
 
 def when_applied(section: str, name: str) -> str:
@@ -121,7 +122,7 @@ def diff(old: Config, new: Config) -> list[Change]:
                         if old.catalog.table(t.name, t.schema) != new.catalog.table(t.name, t.schema)}
                        | {qualified(schema, name) for name, schema, _ in
                           _declared(old.catalog)[1] ^ _declared(new.catalog)[1]})
-        out.append(Change("tables", "", ", ".join(names) or "load settings", RESTART))
+        out.append(Change("tables", "", (", ".join(names) or "load settings") + " changed", RESTART))
     if old.predictor != new.predictor:
         out.append(Change("predictor", "", "changed", RESTART))
     return out

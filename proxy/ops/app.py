@@ -208,7 +208,7 @@ async def _start_observability(cfg: Config, service: Any, worker: int) -> Any:
 async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
                       reuse_port: bool, worker: int = 0, cancel_dir: Path | None = None,
                       state_dir: Path | None = None, t0: float | None = None,
-                      stop_grace: float | None = None) -> None:
+                      stop_grace: float | None = None, file_listen: str | None = None) -> None:
     from ..catalog.hardening import SetupLockTimeout
     from ..catalog.relay import ensure_shadow
     from ..dp.service import DPService
@@ -244,7 +244,8 @@ async def _run_server(cfg: Config, upstream: Upstream, ready_line: str | None,
     relay = CancelRelay(worker, cancel_dir) if cancel_dir is not None else None
     server = ProxyServer(cfg, service, catalog_dsn, reuse_port=reuse_port, metrics=metrics, cancel_relay=relay)
     stop = asyncio.Event()
-    server.admin = ServerAdmin(server, worker=worker, is_worker=reuse_port, stop=stop.set, state_dir=state_dir)
+    server.admin = ServerAdmin(server, worker=worker, is_worker=reuse_port, stop=stop.set, state_dir=state_dir,
+                               file_listen=file_listen)
     await server.start()
     figures = None
     if cancel_dir is not None:   # workers: SHOW STATS/CLIENTS/SERVERS gather every worker's rows
@@ -377,6 +378,7 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
         print(f"lapras-proxy: --workers must be between 1 and {MAX_WORKERS}", file=sys.stderr)
         return 2
     t0 = time.monotonic()
+    file_listen = cfg.server.listen if listen is not None else None   # reloads keep the flag's address
     if listen is not None:
         host = f"[{listen[0]}]" if ":" in listen[0] else listen[0]   # an IPv6 host keeps its brackets
         cfg = replace(cfg, server=replace(cfg.server, listen=f"{host}:{listen[1]}"))
@@ -408,9 +410,10 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     _install_loop()
     try:
         if workers <= 1:
-            asyncio.run(_run_server(cfg, upstream, ready, reuse_port=False, state_dir=state_dir, t0=t0))
+            asyncio.run(_run_server(cfg, upstream, ready, reuse_port=False, state_dir=state_dir, t0=t0,
+                                    file_listen=file_listen))
         else:
-            if _run_workers(cfg, upstream, ready, workers, state_dir, t0) != 0:
+            if _run_workers(cfg, upstream, ready, workers, state_dir, t0, file_listen) != 0:
                 print("lapras-proxy: workers kept dying; stopped (see the log above)", file=sys.stderr)
                 return 1
     except StartupError as exc:
@@ -430,14 +433,14 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
 
 
 def _run_workers(cfg: Config, upstream: Upstream, ready: str, workers: int, state_dir: Path | None = None,
-                 t0: float | None = None) -> int:
+                 t0: float | None = None, file_listen: str | None = None) -> int:
     """N supervised servers sharing the port with SO_REUSEPORT and one ledger in the database."""
     from .supervisor import Supervisor
 
     def worker(index: int, directory: Path, first: bool) -> None:
         asyncio.run(_run_server(cfg, upstream, ready if index == 0 and first else None, reuse_port=True,
                                 worker=index, cancel_dir=directory, state_dir=state_dir, t0=t0,
-                                stop_grace=WORKER_STOP_GRACE_S))
+                                stop_grace=WORKER_STOP_GRACE_S, file_listen=file_listen))
 
     return Supervisor(workers, worker).run()
 

@@ -16,6 +16,7 @@ import os
 import signal
 import ssl
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -106,8 +107,10 @@ class ServerAdmin:
     """The admin console's view of one proxy process (implements `proxy.statements.admin.AdminControl`)."""
 
     def __init__(self, server: ServerState, *, worker: int = 0, is_worker: bool = False,
-                 stop: Callable[[], None] | None = None, state_dir: Path | None = None) -> None:
+                 stop: Callable[[], None] | None = None, state_dir: Path | None = None,
+                 file_listen: str | None = None) -> None:
         self.server = server
+        self.file_listen = file_listen   # the file's address when `serve --listen` overrode it at start
         self.worker = worker
         self.is_worker = is_worker
         self._stop = stop
@@ -266,6 +269,9 @@ class ServerAdmin:
                         "; ".join(exc.problems))
             raise PgError("F0000", f"{running.path}: not reloaded, the running configuration is unchanged: "
                                    + "; ".join(exc.problems)) from None
+        if self.file_listen is not None and new.server.listen == self.file_listen:
+            # serve --listen wins over the file's address at a reload as at start: unchanged, not pending.
+            new = replace(new, server=replace(new.server, listen=running.server.listen))
         tls_context = None
         live = reloading.live_config(running, new)
         if live.tls.enabled:

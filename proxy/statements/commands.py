@@ -11,7 +11,7 @@ from collections.abc import Callable
 from ..protocol import backend, types
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
-from .results import ResultSet, command, text_result
+from .results import ResultSet, command, encode_rows, format_for, session_zone, text_result
 from .router import CURRENT_SETTING, Route
 from .session import CANONICAL, LAPRAS_SETTINGS, Session, lapras_setting_error
 from .session_funcs import session_select
@@ -72,9 +72,10 @@ def _setting_value(tokens: list[str]) -> str | None:
 
 def _set(s: Session, sql: str, _formats: list[int]) -> ResultSet:
     w = _words(sql)[1:]
+    local = False
     if w and w[0].upper() in ("SESSION", "LOCAL") and not (len(w) > 1 and w[1].upper() in
                                                              ("CHARACTERISTICS", "AUTHORIZATION")):
-        w = w[1:]
+        local, w = w[0].upper() == "LOCAL", w[1:]
     if not w:
         raise PgError("42601", "syntax error at end of input")
     head = w[0].upper()
@@ -84,19 +85,21 @@ def _set(s: Session, sql: str, _formats: list[int]) -> ResultSet:
     if head == "ROLE" or (head == "SESSION" and second == "AUTHORIZATION"):
         raise PgError("42501", "permission denied to set role")
     if head == "TIME" and len(w) > 1 and w[1].upper() == "ZONE":
-        s.set("timezone", _setting_value(w[2:]) or None)
-        return command("SET")
-    if head == "NAMES":
-        s.set("client_encoding", _setting_value(w[1:]))
-        return command("SET")
-    if head == "SCHEMA":
-        s.set("search_path", _setting_value(w[1:]))
-        return command("SET")
-    name = _ident(w[0])
-    rest = w[1:]
-    if not rest or rest[0].upper() not in ("TO", "="):
-        raise PgError("42601", f"syntax error in SET {name}", hint="write SET name TO value")
-    s.set(name, _setting_value(rest[1:]))
+        name, value = "timezone", _setting_value(w[2:]) or None
+    elif head == "NAMES":
+        name, value = "client_encoding", _setting_value(w[1:])
+    elif head == "SCHEMA":
+        name, value = "search_path", _setting_value(w[1:])
+    else:
+        name = _ident(w[0])
+        rest = w[1:]
+        if not rest or rest[0].upper() not in ("TO", "="):
+            raise PgError("42601", f"syntax error in SET {name}", hint="write SET name TO value")
+        value = _setting_value(rest[1:])
+    if local and s.tx == "I":   # as PostgreSQL: a warning, and no effect
+        return command("SET", [backend.notice_response("SET LOCAL can only be used in transaction blocks",
+                                                       "WARNING", "25P01")])
+    s.set(name, value, local=local)
     return command("SET")
 
 
@@ -286,9 +289,9 @@ def _fetch(s: Session, sql: str, formats: list[int]) -> ResultSet:
     cur = s.cursors.get(name)
     if cur is None:
         raise PgError("34000", f"cursor \"{name}\" does not exist")
-    rows = cur.result.rows
+    rows = list(range(len(cur.result.rows)))   # row numbers: the rows are taken below, encoded at the end
     n = len(rows)
-    taken: list[bytes] = []
+    taken: list[int] = []
     if mode == "abs":
         target = count if count >= 0 else n + 1 + count
         target = max(0, min(target, n + 1))
@@ -313,7 +316,13 @@ def _fetch(s: Session, sql: str, formats: list[int]) -> ResultSet:
     tag = f"{'MOVE' if is_move else 'FETCH'} {len(taken)}"
     if is_move:
         return command(tag)
-    return ResultSet(cur.result.fields, taken, tag, cur.result.formats)
+    fields = cur.result.fields or []
+    if cur.values is not None and formats and any(
+            format_for(formats, i) != format_for(cur.result.formats, i) for i in range(len(fields))):
+        # The FETCH's Bind asks for other formats than DECLARE's (psycopg's binary named cursors): as asked.
+        encoded = encode_rows(fields, [cur.values[i] for i in taken], formats, session_zone(s.get("timezone")))
+        return ResultSet(cur.result.fields, encoded, tag, list(formats))
+    return ResultSet(cur.result.fields, [cur.result.rows[i] for i in taken], tag, cur.result.formats)
 
 
 def _close(s: Session, sql: str, _formats: list[int]) -> ResultSet:

@@ -201,7 +201,7 @@ class Executor:
                 return await self._declare(route)
             if route.command == "PREPARE":
                 return self._prepare(route)
-            if route.command == "EXECUTE":
+            if route.command in ("EXECUTE", "EXPLAIN EXECUTE"):
                 return await self._execute_prepared(route, result_formats)
             return run_command(self.session, route, list(result_formats))
         if kind is Kind.EMPTY:
@@ -241,7 +241,9 @@ class Executor:
         if stmt.route.kind is Kind.DP:
             oids = await self.param_oids(stmt, len(raw))
             decoded = decode_params(oids, [], raw)
-        return await self._run(stmt.route, param_oids=stmt.param_oids, params=raw, decoded=decoded,
+        # EXPLAIN EXECUTE name(args): EXPLAIN of the statement's text with its arguments bound, as PostgreSQL.
+        target = self.router.route("EXPLAIN " + stmt.sql) if route.command == "EXPLAIN EXECUTE" else stmt.route
+        return await self._run(target, param_oids=stmt.param_oids, params=raw, decoded=decoded,
                                result_formats=result_formats)
 
     async def _declare(self, route: Route) -> ResultSet:
@@ -254,5 +256,6 @@ class Executor:
         if not hold and self.session.tx == "I":
             raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
         result = await self._run(inner, result_formats=[1] if binary else [])
-        self.session.add_cursor(name, result, hold)
+        answer = self._last_dp if inner.kind is Kind.DP else None
+        self.session.add_cursor(name, result, hold, values=None if answer is None else list(answer.rows))
         return command("DECLARE CURSOR")

@@ -31,6 +31,7 @@ TYPE_OIDS = {**OID_BY_NAME, "unknown": 0}
 
 _PREPARE = re.compile(r"^\s*PREPARE\s+(?P<name>\"(?:[^\"]|\"\")*\"|[\w$]+)\s*(?:\((?P<types>[^)]*)\))?\s*AS\s+"
                       r"(?P<body>.*)$", re.I | re.S)
+_EXPLAIN = re.compile(r"^EXPLAIN\s+", re.I)
 _EXECUTE = re.compile(r"^\s*EXECUTE\s+(?P<name>\"(?:[^\"]|\"\")*\"|[\w$]+)\s*(?:\((?P<args>.*)\))?\s*$", re.I | re.S)
 
 
@@ -79,8 +80,8 @@ def _split_args(text: str) -> list[str]:
 
 
 def parse_execute(sql: str) -> tuple[str, list[str | None]]:
-    """(name, text-format arguments) of SQL-level EXECUTE; arguments must be literals."""
-    m = _EXECUTE.match(strip_comments(sql).strip().rstrip(";"))
+    """(name, text-format arguments) of SQL-level EXECUTE (or EXPLAIN EXECUTE); arguments must be literals."""
+    m = _EXECUTE.match(_EXPLAIN.sub("", strip_comments(sql).strip().rstrip(";")))
     if not m:
         raise PgError("42601", "syntax error in EXECUTE", hint="write EXECUTE name (literal, ...)")
     args: list[str | None] = []

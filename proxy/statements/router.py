@@ -34,7 +34,7 @@ from ..dp.commands import (
 from ..protocol.errors import PgError
 from .admin import admin_command
 from .session_funcs import session_select
-from .sqltext import EscapeError, decode_escapes, leading_words, strip_comments
+from .sqltext import EscapeError, command_name, decode_escapes, leading_words, strip_comments
 
 _PLAIN_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(?:SELECT|WITH)\b", re.IGNORECASE)
 """EXPLAIN without options of a query: answered by the DP service (options such as ANALYZE stay refused)."""
@@ -191,13 +191,15 @@ class Router:
                 return Route(Kind.REFUSED, sql, first, read_only_error(f"{first} PREPARED"))
             return Route(Kind.SESSION, sql, first)
         if first in WRITE_COMMANDS:
-            return Route(Kind.REFUSED, sql, first, read_only_error(" ".join(words[:2])))
+            return Route(Kind.REFUSED, sql, first, read_only_error(command_name(sql)))
         if first == "COPY":
             return self._copy(sql)
         if first == "PREPARE" and len(words) > 1 and words[1] == "TRANSACTION":
             return Route(Kind.REFUSED, sql, first, read_only_error("PREPARE TRANSACTION"))
         if first in ("PREPARE", "EXECUTE"):
             return Route(Kind.SESSION, sql, first)   # SQL-level prepared statements (psql < 16 users)
+        if first == "EXPLAIN" and words[1:2] == ["EXECUTE"]:
+            return Route(Kind.SESSION, sql, "EXPLAIN EXECUTE")   # the session's prepared statement, explained
         try:
             plain = decode_escapes(sql)
         except EscapeError as exc:

@@ -79,6 +79,7 @@ class Cursor:
     result: ResultSet
     hold: bool
     position: int = 0          # rows before the cursor position (0 = before the first row)
+    values: list[Any] | None = None   # a DP answer's rows as values: a FETCH is encoded in the formats it asks for
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Session:
     savepoints: list[str] = field(default_factory=list)
     _base: dict[str, str] = field(default_factory=dict)
     _tx_snapshot: dict[str, str] | None = None
+    _local: dict[str, str | None] = field(default_factory=dict)   # SET LOCAL keys: their values before it
     reported: list[bytes] = field(default_factory=list)   # ParameterStatus messages to send next
 
     @classmethod
@@ -134,7 +136,8 @@ class Session:
     def get(self, name: str) -> str | None:
         return self.settings.get(name.lower())
 
-    def set(self, name: str, value: str | None) -> None:
+    def set(self, name: str, value: str | None, local: bool = False) -> None:
+        """SET name (None: DEFAULT); ``local``: SET LOCAL, undone when the transaction block ends."""
         k = name.lower()
         if k.startswith("lapras.") and k not in LAPRAS_SETTINGS:
             if k in LAPRAS_READ_ONLY:
@@ -145,6 +148,10 @@ class Session:
             raise PgError("55P02", f"parameter \"{name}\" cannot be changed now")
         if k == "client_encoding" and value is not None:
             value = _client_encoding(value)
+        if local:
+            self._local.setdefault(k, self.settings.get(k))
+        else:
+            self._local.pop(k, None)   # a plain SET outlives the block (PostgreSQL: it replaces SET LOCAL's)
         new = self._base.get(k, "") if value is None else value
         if self.settings.get(k) != new:
             self.settings[k] = new
@@ -175,9 +182,13 @@ class Session:
 
     def end_transaction(self, commit: bool) -> None:
         """Close the block: a rollback restores the settings it changed; cursors without HOLD close."""
+        local, self._local = self._local, {}
         if not commit and self._tx_snapshot is not None:
             for k, v in self._tx_snapshot.items():
                 self.set(k, v) if k not in FIXED else None
+        else:
+            for k, before in local.items():   # SET LOCAL lasts until the end of the block, committed or not
+                self.set(k, before)
         self._tx_snapshot = None
         self.savepoints.clear()
         self.conn.transaction_status = "I"
@@ -226,12 +237,12 @@ class Session:
         self.portals.clear()
         self.cursors.clear()
 
-    def add_cursor(self, name: str, result: ResultSet, hold: bool) -> None:
+    def add_cursor(self, name: str, result: ResultSet, hold: bool, values: list[Any] | None = None) -> None:
         if name in self.cursors:
             raise PgError("42P03", f"cursor \"{name}\" already exists")
         if not hold and self.tx == "I":
             raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
-        self.cursors[name] = Cursor(name, result, hold)
+        self.cursors[name] = Cursor(name, result, hold, values=values)
 
 
 def lapras_setting_error(name: str) -> PgError:

@@ -9,10 +9,37 @@ import re
 
 from pgcore.sqlscan import is_blank, is_comment, is_e_string, split_statements, strip_comments, tokens
 
-__all__ = ["EscapeError", "decode_escapes", "is_blank", "leading_words", "split_statements",
+__all__ = ["EscapeError", "command_name", "decode_escapes", "is_blank", "leading_words", "split_statements",
            "strip_comments"]
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+# PostgreSQL's command names for the writes the proxy refuses ("cannot execute CREATE TABLE in a read-only
+# transaction"): a modifier (TEMP, OR REPLACE, UNIQUE) is not part of the name; a table name never is.
+_FIXED_TAGS = {"TRUNCATE": "TRUNCATE TABLE", "REFRESH": "REFRESH MATERIALIZED VIEW", "SECURITY": "SECURITY LABEL",
+               "IMPORT": "IMPORT FOREIGN SCHEMA", "REASSIGN": "REASSIGN OWNED"}
+_OBJECT_VERBS = frozenset({"CREATE", "ALTER", "DROP"})
+_MODIFIERS = frozenset({"OR", "REPLACE", "TEMP", "TEMPORARY", "UNLOGGED", "GLOBAL", "LOCAL", "UNIQUE", "RECURSIVE",
+                        "TRUSTED", "PROCEDURAL", "CONSTRAINT"})
+_TWO_WORD_OBJECTS = frozenset({"MATERIALIZED", "FOREIGN", "EVENT", "TEXT", "ACCESS", "USER", "OPERATOR", "DEFAULT"})
+
+
+def command_name(sql: str) -> str:
+    """The command a write statement is, as PostgreSQL names it in errors (``CREATE TABLE``, ``VACUUM``)."""
+    words = leading_words(sql, 6)
+    if not words:
+        return ""
+    first = words[0]
+    if first in _FIXED_TAGS:
+        return _FIXED_TAGS[first]
+    if first not in _OBJECT_VERBS:
+        return first
+    rest = [w for w in words[1:] if w not in _MODIFIERS]
+    if not rest:
+        return first
+    obj = rest[0] if rest[0] not in _TWO_WORD_OBJECTS or len(rest) < 2 else f"{rest[0]} {rest[1]}"
+    return f"{first} {obj}"
 
 
 def leading_words(sql: str, count: int = 3) -> list[str]:

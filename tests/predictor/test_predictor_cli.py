@@ -109,3 +109,23 @@ def test_log_takes_the_files_of_a_glob(tmp_path: Path, log: Path) -> None:
     out = tmp_path / "P.json"
     assert main(["--log", str(first), str(second), "--out", str(out), "--quiet"]) == 0
     assert json.loads(out.read_text())["epoch_start"] == "2026-03-12T00:00:00"  # the second file's days read
+
+
+def test_unreadable_lines_are_quoted_without_their_line_break(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A jsonlog line that is not JSON is quoted on one line of the report (it once carried its own newline,
+    leaving a blank line after each), and a pg_stat_statements export (no timestamps) makes P for the next
+    epoch instead of an "epoch starting None"."""
+    log = tmp_path / "pg.json"
+    good = json.dumps({"timestamp": "2026-11-01 09:00:00.123 UTC", "user": "a", "dbname": "adult", "pid": 1,
+                       "error_severity": "LOG", "message": "statement: SELECT COUNT(*) FROM adult"})
+    log.write_text(f"{good}\n{{not json\r\n{good}\n")
+    assert main(["--log", str(log), "--quiet"]) == 0
+    assert main(["--log", str(log)]) == 0
+    err = capsys.readouterr().err
+    assert "pg.json [jsonlog]: 3 lines, 2 statements, 0 skipped, 1 unreadable\n  unreadable line 2: {not json\n" in err
+    pgss = tmp_path / "pgss.csv"
+    pgss.write_text("query,calls\nSELECT sex, COUNT(*) FROM adult GROUP BY sex,30\n")
+    assert main(["--log", str(pgss), "--format", "pgss", "--snapshot-days", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "queries for the next epoch" in out and "None" not in out

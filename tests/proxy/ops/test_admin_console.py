@@ -357,3 +357,37 @@ def test_console_covers_every_worker(embedded_pg: Any, default_config: Any, harn
         for c in held:
             c.close()
         proxy.stop()
+
+
+def test_reload_keeps_the_listen_address_of_the_command_line(proxy_factory: Any, harness: Any) -> None:
+    """`serve --listen` wins over the file's address. RELOAD (or SIGHUP) of a file whose address did not change
+    once reported server.listen as changed, the file's against the flag's, "needs a restart", and SHOW CONFIG
+    kept it pending; an address changed in the file is still reported (the flag's stays until a restart)."""
+    first = proxy_factory()
+    first.stop()
+    port = harness.free_port()
+    proxy = harness.ProxyProcess(first.config_path, first.state_dir, port,
+                                 extra_args=("--listen", f"127.0.0.1:{port}"))
+    proxy.start()
+    try:
+        text = proxy.config_path.read_text()
+        assert f'listen = "127.0.0.1:{first.port}"' in text and port != first.port
+        proxy.config_path.write_text(text.replace("queries_per_minute = 6000", "queries_per_minute = 5000"))
+        with admin(proxy) as dba:
+            changes = {r[0]: r for r in dba.execute("RELOAD").fetchall()}
+            assert list(changes) == ["server.queries_per_minute"], changes
+            config = {r["key"]: r for r in rows_of(dba, "SHOW CONFIG")}
+            assert config["server.listen"]["value"] == f"127.0.0.1:{port}" and not config["server.listen"]["pending"]
+            proxy.config_path.write_text(proxy.config_path.read_text().replace(
+                f'listen = "127.0.0.1:{first.port}"', 'listen = "127.0.0.1:1"'))
+            changes = {r[0]: r for r in dba.execute("RELOAD").fetchall()}
+            assert changes["server.listen"][1:] == (f"127.0.0.1:{port}", "127.0.0.1:1", "restart"), changes
+        proxy.config_path.write_text(text)   # the file's own address again, reloaded by SIGHUP
+        proxy.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 20
+        while not any("queries_per_minute: 5000 -> 6000" in line for line in proxy.output):
+            assert time.monotonic() < deadline, "".join(proxy.output)
+            time.sleep(0.1)
+        assert not any(f"-> 127.0.0.1:{first.port}" in line for line in proxy.output), "".join(proxy.output)
+    finally:
+        proxy.stop()

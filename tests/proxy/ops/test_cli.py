@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.config import ConfigError, load_config, parse_config
+from proxy.config import Config, ConfigError, load_config, parse_config
 from proxy.ops.cli import build_parser, main
 
 REPO = Path(__file__).resolve().parents[3]
@@ -151,3 +151,16 @@ def test_check_config_warns_of_private_keys_without_partition_selection(tmp_path
     path.write_text(text.replace("partition_fraction = 0.0 ", "partition_fraction = 0.1 "))
     code, _, stderr = main_in_process(capsys, "check-config", "--config", str(path))
     assert code == 0 and "warning" not in stderr, stderr
+
+
+def test_reload_report_names_a_changed_table_without_an_empty_arrow() -> None:
+    """check-config --state-dir and RELOAD's log said "tables:  -> public.t: needs a restart" for a table whose
+    declaration changed: an arrow from nothing. They now say what changed."""
+    from proxy.config import reload as reloading
+
+    def config(values: list[str]) -> Config:
+        return parse_config({"users": [{"name": "a", "auth": "trust"}],
+                             "tables": {"t": {"columns": {"c": {"type": "text", "values": values}}}}})
+
+    lines = reloading.summary(reloading.diff(config(["a"]), config(["a", "b"])))
+    assert lines == ["tables: public.t changed: needs a restart (the running value stays)"], lines

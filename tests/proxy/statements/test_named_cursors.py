@@ -38,3 +38,23 @@ def test_psycopg_named_cursor_returns_every_row_charged_once(proxy_factory: Any)
             cur.scroll(5)
             assert cur.fetchone() == rows[5]
     assert _spends(px.upstream_dsn) == 1  # repeats are free
+
+
+def test_binary_named_cursor_fetches_in_binary(proxy: Any) -> None:
+    """psycopg's named cursor with binary=True binds each FETCH for binary results: the rows come in binary,
+    the same values as the text cursor's (a repeat: the stored answer). They were the DECLARE's text bytes
+    under a binary description, read as garbage (age 17 as 825688165)."""
+    sql = ("SELECT date_trunc('month', ts) AS m, category, COUNT(*), SUM(amount), AVG(duration_s) FROM events "
+           "GROUP BY 1, 2 ORDER BY 1, 2")
+    with psycopg.connect(proxy.dsn()) as conn:
+        with conn.cursor(name="text") as cur:
+            cur.execute(sql)
+            text_rows = cur.fetchall()
+        with conn.cursor(name="bin", binary=True) as cur:
+            cur.execute(sql)
+            binary_rows = cur.fetchmany(5) + cur.fetchall()
+        with conn.cursor(name="ages", binary=True) as cur:
+            cur.execute(SQL)
+            ages = [r[0] for r in cur.fetchall()]
+    assert len(text_rows) == 12 * 8 and binary_rows == text_rows
+    assert ages == list(range(17, 91))
