@@ -25,7 +25,7 @@ def lower_outputs(ctx: Context) -> list[S.Expr]:
     for item in ctx.select.expressions:
         node = item.this if isinstance(item, exp.Alias) else item
         if is_param(node):  # SELECT $1 AS label: an untyped parameter standing alone is text, as in PostgreSQL
-            ctx.param_types.setdefault(param_index(node), S.TEXT)
+            ctx.param_types.setdefault(param_index(node), TEXT)
         e = lower_expr(node, ctx, "SELECT")
         e.name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(node)
         if e.oid == UNKNOWN:
