@@ -48,17 +48,22 @@ _WHO: dict[type[exp.Expr], str] = {exp.CurrentUser: "current_user", exp.SessionU
 _WHO_NAMES = {"user", "current_role", "current_user", "session_user"}
 
 
-def session_select(sql: str) -> list[Item] | None:
-    """The columns of ``sql`` when it is a SELECT of session functions only, else None."""
+def _lone_select(sql: str) -> exp.Select | None:
+    """``sql`` parsed when it is one short SELECT naming a session function (the prefilter), else None."""
     if len(sql) > 2000 or not PREFILTER.search(sql):
         return None
     try:
         trees = sqlglot.parse(sql, read="postgres")
     except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
         return None
-    if len(trees) != 1 or not isinstance(trees[0], exp.Select):
+    return trees[0] if len(trees) == 1 and isinstance(trees[0], exp.Select) else None
+
+
+def session_select(sql: str) -> list[Item] | None:
+    """The columns of ``sql`` when it is a SELECT of session functions only, else None."""
+    sel = _lone_select(sql)
+    if sel is None:
         return None
-    sel = trees[0]
     if any(sel.args.get(k) for k in ("from", "from_", "where", "group", "having", "order", "limit", "with",
                                      "distinct", "joins")):
         return None
@@ -106,7 +111,7 @@ def _item(e: exp.Expr) -> Item | None:
 
         def set_config(s: Session) -> str | None:
             assert setting is not None
-            s.set(setting, value)  # is_local or not: the session's settings, as SET [LOCAL] keeps them
+            s.set(setting, value)  # is_local not honoured yet: kept as a plain SET keeps it
             return s.get(setting)
 
         return "set_config", set_config
@@ -124,16 +129,8 @@ def with_client_names(sql: str, database: str, user: str) -> str:
     written as the client's own name (``'analyst'::name``), its output column keeping the function's name.
     Other statements unchanged (catalog queries filtering on ``current_database()`` stay consistent with the
     catalog database's own information_schema)."""
-    if len(sql) > 2000 or not PREFILTER.search(sql):
-        return sql
-    try:
-        trees = sqlglot.parse(sql, read="postgres")
-    except (sqlglot.errors.ParseError, sqlglot.errors.TokenError):
-        return sql
-    if len(trees) != 1 or not isinstance(trees[0], exp.Select):
-        return sql
-    sel = trees[0]
-    if any(sel.args.get(k) for k in ("from", "from_", "with", "joins")):
+    sel = _lone_select(sql)
+    if sel is None or any(sel.args.get(k) for k in ("from", "from_", "with", "joins")):
         return sql
     changed = False
     for item in list(sel.expressions):

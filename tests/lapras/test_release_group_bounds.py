@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import parser as sqlparser
-from lapras import Engine, EngineSettings, MemoryLedger
+from lapras import Engine
 from lapras.engine import prediction_from_sql
 from lapras.engine.calibrate import free_estimates
 from lapras.exact import PostgresExactSource
@@ -22,7 +22,7 @@ from lapras.release_bounds import release_unit_bound, splits_groups
 from lapras.strategy import KronStrategy, identity_strategy
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
 from parser.pushdown.bounding import GroupAxis, statement_groups
-from tests.fixtures.engine_helpers import events_database
+from tests.fixtures.engine_helpers import events_database, light_units, release_engine, release_histograms
 
 K, C = 10, 3
 G = K  # max_groups_per_unit unset: g = k
@@ -37,46 +37,33 @@ HEAVY = 120
 
 
 def _rows(drop: int | None = None) -> list[tuple[int | None, int, int, int]]:
-    """120 heavy units with 2-5 rows every day of the window (c = 3 per day and k = 10 in all cut them)
+    """120 heavy units with 2-5 rows every day of the window (c = 3 a day in g = 10 days cut them)
     and 600 light ones with 1-6 rows over the year; ``drop``: without that unit (a neighbouring database)."""
     rng = np.random.default_rng(11)
     rows: list[tuple[int | None, int, int, int]] = []
     for u in range(HEAVY):
         for d in range(196, 232):
             rows += [(u, d, int(rng.integers(0, 5)), int(rng.integers(0, 100))) for _ in range(int(rng.integers(2, 6)))]
-    for u in range(HEAVY, HEAVY + 600):
-        rows += [(u, int(rng.integers(0, 364)), int(rng.integers(0, 5)), int(rng.integers(0, 100)))
-                 for _ in range(int(rng.integers(1, 7)))]
+    rows += light_units(rng, HEAVY)
     return [r for r in rows if r[0] != drop]
 
 
 @pytest.fixture(scope="module")
-def window(embedded_pg) -> str:
-    return events_database(embedded_pg, "group_bounds_release", _rows())
+def neighbours(embedded_pg) -> tuple[str, str]:
+    """The window's database and its neighbour without heavy unit 5."""
+    return (events_database(embedded_pg, "group_bounds_release", _rows()),
+            events_database(embedded_pg, "group_bounds_release_minus", _rows(drop=5)))
 
 
 @pytest.fixture(scope="module")
-def without_heavy(embedded_pg) -> str:
-    return events_database(embedded_pg, "group_bounds_release_minus", _rows(drop=5))
+def window(neighbours: tuple[str, str]) -> str:
+    return neighbours[0]
 
 
 def _engine(src: PostgresExactSource, sqls: list[str]) -> Engine:
-    pred = prediction_from_sql(sqls, 10, 1.0, CATALOG)
-    return Engine(CATALOG, MemoryLedger(), src,
-                  EngineSettings(epsilon=1e4, split="matrix_heavy", rho_estimate=1.0, joint_max_cells=0,
-                                 mm_time_limit=2.0),
-                  predictions=lambda _c: pred)
+    return release_engine(CATALOG, src, prediction_from_sql(sqls, 10, 1.0, CATALOG))
 
 
-def _histograms(src: PostgresExactSource, rel: MMRelease) -> list[np.ndarray]:
-    """Each group's histogram as the release read it (its cells, per group where it is bounded so)."""
-    out = []
-    for i, g in enumerate(rel.groups):
-        cells = rel.group_cells(i)
-        assert cells is not None
-        table, _ = src.release_table(EVENTS, g.marginal, cells, g.axis)
-        out.append(src.marginal(table, g.marginal))
-    return out
 
 
 def _queries(sql: str) -> list:  # type: ignore[type-arg]
@@ -101,7 +88,7 @@ def test_a_predicted_group_by_is_released_at_its_fresh_bound_with_its_fresh_rows
     assert [g.fresh_norm for g in rel.groups] == pytest.approx(norms)
     assert joint_sensitivity(rel.groups, {"events": K}) == pytest.approx(
         float(np.sqrt(sum((g.weight * g.strategy.sensitivity * m) ** 2 for g, m in zip(rel.groups, norms, strict=True)))))
-    hists = _histograms(src, rel)
+    hists = release_histograms(src, rel, EVENTS)
     exact = MMRelease(rel.groups, [g.strategy.measure(x) for g, x in zip(rel.groups, hists, strict=True)],
                       rel.sigma, rel.cost, rel.cells)
     for sql in (DAILY, BY_KIND):
@@ -118,17 +105,17 @@ def test_a_predicted_group_by_is_released_at_its_fresh_bound_with_its_fresh_rows
     src.close()
 
 
-def test_one_unit_moves_the_release_by_at_most_its_per_group_sensitivity(window: str, without_heavy: str) -> None:
+def test_one_unit_moves_the_release_by_at_most_its_per_group_sensitivity(neighbours: tuple[str, str]) -> None:
     """Red team: removing a heavy unit (2-5 rows every day) changes each group's histogram by at most c = 3
     rows per group and g c = 30 in all, and the weighted measurements by at most the joint sensitivity the
     release is calibrated on (per group N(g c, c, g) times its column norm, added in squares), which is below
     the k bound's."""
-    src, minus = PostgresExactSource(window), PostgresExactSource(without_heavy)
+    src, minus = PostgresExactSource(neighbours[0]), PostgresExactSource(neighbours[1])
     eng = _engine(src, [DAILY, BY_KIND])
     rel = eng._mm
     assert rel is not None
     moved = []
-    for g, x, y in zip(rel.groups, _histograms(src, rel), _histograms(minus, rel), strict=True):
+    for g, x, y in zip(rel.groups, release_histograms(src, rel, EVENTS), release_histograms(minus, rel, EVENTS), strict=True):
         d = np.abs(x - y)
         assert 0 < d.sum() <= G * C
         axis = g.axis

@@ -16,7 +16,7 @@ from lapras.engine import prediction_from_sql
 from lapras.exact import PostgresExactSource
 from lapras.matrix_mechanism import MMRelease, StatementCells, joint_sensitivity
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
-from tests.fixtures.engine_helpers import events_database
+from tests.fixtures.engine_helpers import events_database, light_units, release_engine, release_histograms
 
 K = 13
 EVENTS = TableSchema("events", (Attribute("day", IntType(0, 363)), Attribute("kind", IntType(0, 4)),
@@ -36,9 +36,7 @@ def _rows(drop: int | None = None) -> list[tuple[int | None, int, int, int]]:
     rows: list[tuple[int | None, int, int, int]] = []
     for u in range(HEAVY):
         rows += [(u, d, int(rng.integers(0, 5)), int(rng.integers(0, 100))) for d in range(364)]
-    for u in range(HEAVY, HEAVY + 600):
-        rows += [(u, int(rng.integers(0, 364)), int(rng.integers(0, 5)), int(rng.integers(0, 100)))
-                 for _ in range(int(rng.integers(1, 7)))]
+    rows += light_units(rng, HEAVY)
     return [r for r in rows if r[0] != drop]
 
 
@@ -56,21 +54,9 @@ def _engine(src: PostgresExactSource, by_statement: bool) -> Engine:
     pred = prediction_from_sql([WINDOW, WINDOW_TOTAL, WEEK, YTD], 10, 1.0, CATALOG)
     if not by_statement:
         pred = type(pred)(pred.queries, pred.s_estimate, pred.rho_estimate, pred.source)  # no statements
-    return Engine(CATALOG, MemoryLedger(), src,
-                  EngineSettings(epsilon=1e4, split="matrix_heavy", rho_estimate=1.0, joint_max_cells=0,
-                                 mm_time_limit=2.0),
-                  predictions=lambda _c: pred)
+    return release_engine(CATALOG, src, pred)
 
 
-def _histograms(src: PostgresExactSource, rel: MMRelease) -> list[np.ndarray]:
-    """Each group's histogram as the release read it (its cells' rows, each unit's k among them)."""
-    out = []
-    for i, g in enumerate(rel.groups):
-        cells = rel.group_cells(i)
-        assert cells is not None
-        table, _ = src.release_table(EVENTS, g.marginal, cells)
-        out.append(src.marginal(table, g.marginal))
-    return out
 
 
 def _noise_free(rel: MMRelease, hists: list[np.ndarray], sql: str) -> np.ndarray:
@@ -99,7 +85,7 @@ def test_a_windowed_query_from_p_is_the_fresh_statement_bounded_answer(daily: st
     rel = eng._mm
     assert rel is not None
     assert sorted(int(c.sum()) for c in rel.cells if c is not None) == [7, 28, 228]
-    hists = _histograms(src, rel)
+    hists = release_histograms(src, rel, EVENTS)
     for sql in (WINDOW, WINDOW_TOTAL, WEEK, YTD):
         plan = sqlparser.plan_query(sql, CATALOG)
         fresh = src.answers(EVENTS, [q for q in plan.queries if not q.is_zero])
@@ -119,7 +105,7 @@ def test_a_group_bounded_over_more_cells_than_the_statement_reads_is_not_used(da
     eng = _engine(src, by_statement=False)
     rel = eng._mm
     assert rel is not None and len(rel.groups) == 1 and int(rel.cells[0].sum()) == 228  # type: ignore[union-attr]
-    hists = _histograms(src, rel)
+    hists = release_histograms(src, rel, EVENTS)
     exact = MMRelease(rel.groups, [rel.groups[0].strategy.measure(hists[0])], rel.sigma, rel.cost, rel.cells)
     sizes = {a.name: a.domain.size for a in EVENTS.attributes}
     window = [q for q in sqlparser.plan_query(WINDOW_TOTAL, CATALOG).queries if not q.is_zero]
@@ -140,7 +126,7 @@ def test_one_unit_moves_the_split_release_by_at_most_its_joint_sensitivity(daily
     rel = eng._mm
     assert rel is not None and len(rel.groups) == 3
     moved = []
-    for g, x, y in zip(rel.groups, _histograms(src, rel), _histograms(minus, rel), strict=True):
+    for g, x, y in zip(rel.groups, release_histograms(src, rel, EVENTS), release_histograms(minus, rel, EVENTS), strict=True):
         assert 0 < np.abs(x - y).sum() <= K
         moved.append(g.weight * g.strategy.measure(x - y))
     shift = float(np.linalg.norm(np.concatenate(moved)))

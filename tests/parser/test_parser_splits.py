@@ -111,6 +111,15 @@ ANSWERED = [
     "AND amount > 105 GROUP BY region ORDER BY region",
     "SELECT count(*) FILTER (WHERE amount > 105), count(*) FILTER (WHERE amount <= 105) FROM pay",
     "SELECT sum(CASE WHEN ts > '2026-05-01' THEN amount ELSE 0 END) FROM pay",
+    # Buckets with an IS NULL branch or COALESCE over a nullable binned column or day-resolution timestamp (the
+    # BI tools' "no value" bucket: Metabase custom columns, Tableau CASE): NULL is a cell of its own.
+    "SELECT CASE WHEN price IS NULL THEN 'none' WHEN price < 25 THEN 'cheap' ELSE 'dear' END AS k, count(*) "
+    "FROM pay GROUP BY 1",
+    "SELECT CASE WHEN price IS NOT NULL AND price >= 10 THEN 'ten+' ELSE 'other' END AS k, count(*), sum(amount) "
+    "FROM pay GROUP BY 1",
+    "SELECT COALESCE(price, 0) < 10 AS k, count(*) FROM pay GROUP BY 1",
+    "SELECT CASE WHEN tz IS NULL THEN 'unknown' ELSE to_char(tz, 'YYYY-MM') END AS m, count(*) FROM pay GROUP BY 1",
+    "SELECT count(*) FROM pay WHERE CASE WHEN price IS NULL THEN 'none' ELSE 'some' END = 'none'",
 ]
 
 
@@ -201,6 +210,10 @@ def test_group_by_keeps_the_declared_cells() -> None:
      "cuts the cells of column amount"),
     ("SELECT date_trunc('minute', ts) AS k, count(*) FROM pay GROUP BY 1", "0A000", "cuts the cells of column ts"),
     ("SELECT count(*) FROM pay WHERE amount * 2 > 211", "0A000", "cuts the cells of column amount"),
+    # A NULL bucket does not help a literal inside a bin (price's bins: 0, 10, 25, 50, 100).
+    ("SELECT CASE WHEN price IS NULL THEN 'none' WHEN price < 12 THEN 'cheap' ELSE 'dear' END AS k, count(*) "
+     "FROM pay GROUP BY 1", "0A000", "cuts the cells"),
+    ("SELECT COALESCE(price, 0) < 12 AS k, count(*) FROM pay GROUP BY 1", "0A000", "cuts the cells"),
     # A measure without bins has one cell: filtering it stays refused; so do private-key text columns.
     ("SELECT count(*) FROM pay WHERE raw > 5", "0A000", "without bins"),
     ("SELECT name, count(*) FROM pay WHERE name >= 'M' GROUP BY name", "0A000", "private keys"),
