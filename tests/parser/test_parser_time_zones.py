@@ -89,6 +89,13 @@ ANSWERED = [
     "SELECT CAST(date_trunc('day', ((t AT TIME ZONE 'UTC') AT TIME ZONE 'America/New_York')) AS date) AS d, count(*) "
     "FROM tzev GROUP BY 1",
     "SELECT date_trunc('day', ((ts AT TIME ZONE 'UTC') AT TIME ZONE 'Europe/Paris')) AS d, count(*) FROM tzev GROUP BY 1",
+    # Metabase's own text: a month of local days filtered by instants with offsets, Sunday-started local weeks
+    'SELECT CAST(date_trunc(\'day\', ("public"."tzev"."ts" AT TIME ZONE \'Europe/Paris\')) AS timestamp) AS "ts", '
+    'count(*) AS "count" FROM "public"."tzev" WHERE ("public"."tzev"."ts" >= timestamp with time zone '
+    '\'2026-03-01 00:00:00.000+01:00\' AND "public"."tzev"."ts" < timestamp with time zone \'2026-04-01 00:00:00.000+02:00\') '
+    'GROUP BY CAST(date_trunc(\'day\', ("public"."tzev"."ts" AT TIME ZONE \'Europe/Paris\')) AS timestamp)',
+    "SELECT date_trunc('week', (((\"public\".\"tzev\".\"t\" AT TIME ZONE 'UTC') AT TIME ZONE 'Europe/Paris') "
+    "+ INTERVAL '1 day')) - INTERVAL '1 day' AS \"t\", count(*) FROM \"public\".\"tzev\" GROUP BY 1",
     # a timestamp column's wall times as instants: the spring-forward gap and the repeated fall-back hour
     "SELECT date_trunc('day', t AT TIME ZONE 'America/New_York') AS d, count(*) FROM tzev GROUP BY 1",
     "SELECT date_trunc('hour', t AT TIME ZONE 'Europe/Paris') AS h, count(*) FROM tzev "
