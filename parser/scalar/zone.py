@@ -6,7 +6,7 @@ cells check (``parser.analysis.cells``) whether the conversion steps back inside
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -17,9 +17,10 @@ from pgcore.sqlstate import DATETIME_FIELD_OVERFLOW
 
 from ..semantics.datetimes import Interval
 from ..semantics.zones import Zone, from_interval, resolve
-from .tree import Env, Expr, Vector
+from .tree import Env, Expr, Vector, nulls, objects
 
 _MIN, _MAX = datetime(1, 1, 1), datetime(9999, 12, 31, 23, 59, 59, 999999)
+_EPOCH, _EPOCH_UTC, _US = datetime(1970, 1, 1), datetime(1970, 1, 1, tzinfo=UTC), timedelta(microseconds=1)
 
 
 def zone_of(value: Any) -> Zone:
@@ -28,8 +29,11 @@ def zone_of(value: Any) -> Zone:
 
 
 def _micros(values: Sequence[datetime]) -> np.ndarray:
-    naive = [v.replace(tzinfo=None) - (v.utcoffset() or _MIN - _MIN) if v.tzinfo is not None else v for v in values]
-    return np.asarray(naive, dtype="datetime64[us]").astype(np.int64)
+    """Microseconds since 1970 (UTC for aware values): one subtraction a value, ten times numpy's parsing."""
+    if not values:
+        return np.empty(0, dtype=np.int64)
+    epoch = _EPOCH_UTC if values[0].tzinfo is not None else _EPOCH
+    return np.fromiter(((v - epoch) // _US for v in values), dtype=np.int64, count=len(values))
 
 
 def _datetimes(us: np.ndarray, aware: bool) -> list[datetime]:
@@ -77,9 +81,9 @@ class AtZone(Expr):
         zs = self.args[0].ev(starts)
         if zs != self.args[0].ev(ends) or len({z for z in zs if z is not None}) > 1:
             return False
-        los, his = self.args[1].ev(starts), self.args[1].ev(ends)
-        pairs = [(a, b) for z, a, b in zip(zs, los, his, strict=True) if z is not None and a is not None and b is not None]
-        if not pairs:
+        los, his = objects(self.args[1].ev(starts)), objects(self.args[1].ev(ends))
+        keep = ~(nulls(objects(zs)) | nulls(los) | nulls(his))
+        if not keep.any():
             return True
         zone = zone_of(next(z for z in zs if z is not None))
-        return zone.monotone(_micros([a for a, _ in pairs]), _micros([b for _, b in pairs]), self.local)
+        return zone.monotone(_micros(los[keep].tolist()), _micros(his[keep].tolist()), self.local)

@@ -138,6 +138,14 @@ def _year_table(key: str, year: int) -> tuple[int, tuple[tuple[int, int], ...]]:
     return first, tuple(changes)
 
 
+def _loads(key: str) -> bool:
+    try:
+        ZoneInfo(key)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return False
+    return True
+
+
 @lru_cache(maxsize=1)
 def _zone_keys() -> dict[str, str]:
     """The tz database's zone names by their lower case (PostgreSQL matches them in any case)."""
@@ -155,12 +163,10 @@ def resolve(text: str) -> Zone:
         raise Refusal(FEATURE_NOT_SUPPORTED, f'time zone abbreviation "{text}" is not supported on protected tables',
                       hint="Its offset follows a zone's history: write the zone's name (such as 'Europe/Moscow') "
                       "or a fixed offset such as INTERVAL '+03:00'.")
-    key = _zone_keys().get(low)
+    key = text if low not in _REJECTED and _loads(text) else _zone_keys().get(low)  # the usual spelling: no scan
     if key is not None:
-        try:
-            ZoneInfo(key)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise not_recognized(text) from None
+        if not _loads(key):
+            raise not_recognized(text)
         if key.upper() in ("UTC", "ETC/UTC", "GMT", "ETC/GMT", "UCT", "ZULU", "UNIVERSAL", "ETC/UNIVERSAL"):
             return Zone(text, fixed=0)
         return Zone(text, key=key)
