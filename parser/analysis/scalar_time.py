@@ -77,6 +77,10 @@ class TemporalCompiler(CompilerPart):
                         T.TIMESTAMPTZ)
         elif x.oid == T.DATE:
             x = S.Cast(x, T.TIMESTAMPTZ, "timestamptz", pos)
+        if x.oid == T.TIME and z.oid in (T.TEXT, T.UNKNOWN, T.INTERVAL):
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, "AT TIME ZONE of a time of day (time with time zone) is not supported "
+                          "on protected tables", position=pos, hint="Convert the timestamp first: "
+                          "(ts AT TIME ZONE 'Europe/Paris')::time.")
         if z.oid not in (T.TEXT, T.UNKNOWN, T.INTERVAL) or x.oid not in (T.TIMESTAMP, T.TIMESTAMPTZ):
             raise Refusal(E.UNDEFINED_FUNCTION, f"function timezone({T.type_name(z.oid)}, {T.type_name(x.oid)}) does "
                           "not exist", position=pos, hint="AT TIME ZONE takes a timestamp or timestamptz and a zone "

@@ -115,6 +115,12 @@ ANSWERED = [
     "WHERE (ts AT TIME ZONE 'Europe/Paris')::date = '2026-10-25' GROUP BY 1",
     "SELECT count(*) FROM tzev WHERE extract(hour from timezone('America/New_York', ts)) BETWEEN 9 AND 17",
     "SELECT count(*) FROM tzev WHERE ts AT TIME ZONE 'Europe/Paris' IS NULL",
+    "SELECT date_trunc('day', ts AT TIME ZONE 'Europe/Paris') AS d, count(*) FROM tzev GROUP BY 1 "
+    "HAVING date_trunc('day', ts AT TIME ZONE 'Europe/Paris') > '2026-10-20'",
+    "SELECT CASE WHEN extract(hour from ts AT TIME ZONE 'Europe/Paris') < 12 THEN 'am' ELSE 'pm' END AS k, count(*) "
+    "FROM tzev GROUP BY 1",
+    # Grafana's epoch buckets of local days
+    "SELECT floor(extract(epoch from ts AT TIME ZONE 'Europe/Paris') / 86400) * 86400 AS b, count(*) FROM tzev GROUP BY 1",
 ]
 
 
@@ -226,3 +232,9 @@ def test_steps_back_inside_a_cell_are_found() -> None:
     assert resolve("Europe/Paris").monotone(*cell(datetime(2026, 10, 25, 0), datetime(2026, 10, 25, 1)), True)
     assert resolve("Europe/Paris").monotone(*cell(datetime(2026, 10, 25, 1), datetime(2026, 10, 25, 2)), True)
     assert not resolve("Europe/Paris").monotone(*cell(datetime(2026, 10, 25, 0), datetime(2026, 10, 26, 0)), True)
+
+
+def test_a_time_of_day_at_a_zone_is_refused_not_misnamed() -> None:
+    """PostgreSQL answers time AT TIME ZONE with a timetz, a type the proxy does not produce: 0A000, not 42883."""
+    r = refused("SELECT count(*) FROM tzev WHERE n > 3 AND (TIME '10:00' AT TIME ZONE 'Europe/Paris') IS NOT NULL", CATALOG)
+    assert r.sqlstate == "0A000" and "time of day" in r.message and r.hint
