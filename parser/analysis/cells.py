@@ -70,7 +70,7 @@ _MONOTONE_CALLS = {"date_trunc", "extract", "floor", "ceil", "round", "to_timest
 
 def _monotone(e: S.Expr) -> bool:
     """``e`` is monotone in its one non-constant argument within a cell (cells never cross midnight)."""
-    if isinstance(e, S.Cast | S.Neg):
+    if isinstance(e, S.Cast | S.Neg | S.AtZone):  # AT TIME ZONE: unless a cell holds a step back (_state)
         return True
     if isinstance(e, S.Call):
         # to_char is not monotone ('MM' repeats every year), but each of its fields (parser.semantics.tochar: year,
@@ -86,26 +86,40 @@ def _monotone(e: S.Expr) -> bool:
     return False
 
 
+# Over every cell: one value; not one value; a time zone's step back inside a cell (a fall-back), below which no
+# ancestor may be judged by the ends of the cells: the ends could agree while the inside of a cell differs.
+_CONSTANT, _VARYING, _UNORDERED = 0, 1, 2
+
+
 def constant_per_cell(e: S.Expr, starts: S.Env, ends: S.Env, budget: Budget, varying: str | None = None) -> bool:
     """True when ``e`` takes one value over every cell (see ``on_cells``); raises nothing. ``varying``: the
     one attribute whose cells hold many values, the others' cells being one value each (``joint.py``:
     each row of ``starts`` / ``ends`` is a combination of cells); None: every cell read varies."""
+    return _state(e, starts, ends, budget, varying) == _CONSTANT
+
+
+def _state(e: S.Expr, starts: S.Env, ends: S.Env, budget: Budget, varying: str | None) -> int:
     if isinstance(e, S.Cell):
-        return varying is not None and e.attr != varying
+        return _CONSTANT if varying is not None and e.attr != varying else _VARYING
     if not any(isinstance(x, S.Cell) and (varying is None or x.attr == varying) for x in e.walk()):
-        return True
+        return _CONSTANT
     if isinstance(e, S.IsNull) and isinstance(_uncast(e.args[0]), S.Cell):
-        return True  # NULL is a cell of its own: the other cells hold non-NULL values only
-    inner = [constant_per_cell(a, starts, ends, budget, varying) for a in e.args]
-    if not all(inner) and (not _monotone(e) or sum(not c for c in inner) > 1):
-        return False
+        return _CONSTANT  # NULL is a cell of its own: the other cells hold non-NULL values only
+    inner = [_state(a, starts, ends, budget, varying) for a in e.args]
+    moving = sum(c != _CONSTANT for c in inner)
+    if _UNORDERED in inner or (moving and isinstance(e, S.AtZone) and not e.monotone(starts, ends)):
+        return _UNORDERED
+    if moving and (not _monotone(e) or moving > 1):
+        return _VARYING
     budget.tick(2 * starts.n)
-    return bool(e.ev(starts) == e.ev(ends))
+    return _CONSTANT if e.ev(starts) == e.ev(ends) else _VARYING
 
 
 def _uncast(e: S.Expr) -> S.Expr:
-    while isinstance(e, S.Cast):
-        e = e.args[0]
+    """``e`` without the steps that keep NULL and only NULL NULL: casts, AT TIME ZONE a constant zone."""
+    while isinstance(e, S.Cast) or (isinstance(e, S.AtZone) and isinstance(e.args[0], S.Const)
+                                    and e.args[0].value is not None):
+        e = e.args[-1]
     return e
 
 
@@ -117,4 +131,13 @@ def cuts_cells(what: str, node: exp.Expr, attr: Attribute) -> Refusal:
                    f"(cells of {d.coarseness()})", position=position_of(node),
                    hint=f"{attr.name} is declared with cells of {d.coarseness()}: use it through whole cells "
                    f"(date_trunc, extract or to_char of a unit of at least {d.coarseness()}, ::date, "
-                   "comparisons with cell boundaries).")
+                   "comparisons with cell boundaries)." + (_ZONE_HINT if _zoned(node) else ""))
+
+
+_ZONE_HINT = (" AT TIME ZONE shifts the cells by the zone's offset: the result must still fall on whole cells "
+              "(zones off the hour cut hourly cells; a zone other than UTC cuts day cells).")
+
+
+def _zoned(node: exp.Expr) -> bool:
+    return any(isinstance(n, exp.AtTimeZone) or (isinstance(n, exp.Anonymous) and n.name.lower() == "timezone")
+               for n in node.walk())

@@ -136,7 +136,7 @@ def star_refusal(table: TableSchema, node: exp.Expr) -> Refusal:
 _FUNCTION_NAMES: dict[type[exp.Expr], str] = {
     exp.Coalesce: "coalesce", exp.Nullif: "nullif", exp.Round: "round", exp.Abs: "abs", exp.Ceil: "ceil",
     exp.Floor: "floor", exp.Greatest: "greatest", exp.Least: "least", exp.TimestampTrunc: "date_trunc",
-    exp.DateTrunc: "date_trunc", exp.Extract: "extract", exp.UnixToTime: "to_timestamp",
+    exp.DateTrunc: "date_trunc", exp.Extract: "extract", exp.UnixToTime: "to_timestamp", exp.AtTimeZone: "timezone",
 }
 _CAST_NAMES = {exp.DataType.Type.BIGINT: "int8", exp.DataType.Type.INT: "int4", exp.DataType.Type.DOUBLE: "float8",
                exp.DataType.Type.DECIMAL: "numeric", exp.DataType.Type.TEXT: "text", exp.DataType.Type.DATE: "date",
@@ -160,6 +160,8 @@ def figure_name(node: exp.Expr) -> str:
         return type(node).__name__.lower()
     if isinstance(node, exp.Case):
         return "case"
-    if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
+    if isinstance(node, exp.Anonymous) and node.name.lower() == "timezone":
+        return "timezone"
+    if isinstance(node, exp.Func | exp.AtTimeZone) and not isinstance(node, exp.Binary):
         return _FUNCTION_NAMES.get(type(node), "?column?")
     return "?column?"

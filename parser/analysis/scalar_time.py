@@ -1,5 +1,5 @@
 """Temporal SQL in the scalar compiler: the statement's clock (now(), current_date), INTERVAL literals,
-date_trunc, extract, to_date / to_timestamp, date and timestamp arithmetic, and comparisons across the
+date_trunc, extract, to_date / to_timestamp, AT TIME ZONE, date and timestamp arithmetic, and comparisons across the
 temporal types. A mixin of ``parser.analysis.scalars``' compiler: it sees the same leaf and budget."""
 
 from __future__ import annotations
@@ -52,6 +52,10 @@ class TemporalCompiler(CompilerPart):
             if not isinstance(source, S.Const) or not isinstance(fmt, exp.Literal) or not isinstance(source.value, str):
                 raise NotScalar(node)
             return S.Const(TM.strptime(source.value, str(fmt.this), oid), oid)
+        if isinstance(node, exp.AtTimeZone):
+            return self.at_zone(node.args["zone"], node.this, node, d)
+        if isinstance(node, exp.Anonymous) and node.name.lower() == "timezone" and len(node.expressions) == 2:
+            return self.at_zone(node.expressions[0], node.expressions[1], node, d)
         if isinstance(node, exp.UnixToTime):
             if node.args.get("scale") is not None:
                 raise NotScalar(node)
@@ -60,6 +64,36 @@ class TemporalCompiler(CompilerPart):
                 raise NotScalar(node)
             return S.Call("to_timestamp", [x], T.TIMESTAMPTZ)
         return None
+
+    def at_zone(self, zone_node: exp.Expr, x_node: exp.Expr, node: exp.Expr, d: int) -> S.Expr:
+        """``x AT TIME ZONE zone`` / ``timezone(zone, x)``: a date or a quoted literal reads as timestamptz (as
+        PostgreSQL resolves them, in the session's UTC); a constant zone is checked here (22023)."""
+        x, z = self.compile(x_node, d), self.compile(zone_node, d)
+        if isinstance(z, S.Param):
+            z.oid = T.TEXT
+        pos = position_of(node)
+        if isinstance(x, S.Const) and x.oid in (T.TEXT, T.UNKNOWN):
+            x = S.Const(None if x.value is None else S.cast_value(x.value, T.TEXT, T.TIMESTAMPTZ, "timestamptz"),
+                        T.TIMESTAMPTZ)
+        elif x.oid == T.DATE:
+            x = S.Cast(x, T.TIMESTAMPTZ, "timestamptz", pos)
+        if x.oid == T.TIME and z.oid in (T.TEXT, T.UNKNOWN, T.INTERVAL):
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, "AT TIME ZONE of a time of day (time with time zone) is not supported "
+                          "on protected tables", position=pos, hint="Convert the timestamp first: "
+                          "(ts AT TIME ZONE 'Europe/Paris')::time.")
+        if z.oid not in (T.TEXT, T.UNKNOWN, T.INTERVAL) or x.oid not in (T.TIMESTAMP, T.TIMESTAMPTZ):
+            raise Refusal(E.UNDEFINED_FUNCTION, f"function timezone({T.type_name(z.oid)}, {T.type_name(x.oid)}) does "
+                          "not exist", position=pos, hint="AT TIME ZONE takes a timestamp or timestamptz and a zone "
+                          "name ('Europe/Paris'), an offset ('+02', 'UTC') or an INTERVAL.")
+        if not any(isinstance(e, S.Cell | S.Key | S.Param) for e in z.walk()):
+            value = S.constant(z)
+            if value is not None:
+                try:
+                    S.zone_of(value)
+                except Refusal as r:
+                    r.position = r.position or position_of(zone_node)
+                    raise
+        return S.AtZone(z, x, pos)
 
     def clock(self, node: exp.Expr) -> S.Expr:
         """now(), current_date, current_timestamp, localtimestamp: the statement's one instant (UTC)."""

@@ -15,7 +15,7 @@ and comparisons run in numpy, an IN list is one hash lookup a row whatever its l
 over a column of thousands of cells plans in milliseconds.
 
 Modules: ``tree`` (``Env``, ``Expr``, leaves, vector helpers), ``arith`` (arithmetic, casts, calls),
-``logic`` (comparisons and three-valued logic, CASE).
+``logic`` (comparisons and three-valued logic, CASE), ``zone`` (AT TIME ZONE).
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ from ..semantics.values import cast_value, coerce_param, compare, round_count
 from .arith import Arith, Call, Cast, Neg
 from .logic import Case, Cmp, InList, IsNull, IsTruth, Logic
 from .tree import Cell, Const, Env, Expr, Key, Param, Vector, constant, nulls, objects
+from .zone import AtZone, zone_of
 
 # The evaluator's own node types (other packages subclass Expr for aggregates and order statistics).
 NODES: frozenset[type[Expr]] = frozenset({Const, Param, Cell, Key, Arith, Neg, Cast, Call, Cmp, InList, Logic,
-                                          IsNull, IsTruth, Case})
+                                          IsNull, IsTruth, Case, AtZone})
 
-__all__ = ["Arith", "Call", "Case", "Cast", "Cell", "Cmp", "Const", "Env", "Expr", "InList", "IsNull", "IsTruth", "Key", "Logic",
+__all__ = ["Arith", "AtZone", "Call", "Case", "Cast", "Cell", "Cmp", "Const", "Env", "Expr", "InList", "IsNull", "IsTruth", "Key", "Logic",
            "Neg", "Param", "Vector", "call_type", "cast_value", "coerce_param", "compare", "constant",
-           "round_count", "FUNCTIONS", "NODES", "nulls", "objects"]
+           "round_count", "FUNCTIONS", "NODES", "nulls", "objects", "zone_of"]
 
