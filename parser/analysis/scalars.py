@@ -43,6 +43,14 @@ def _type_params(a: S.Expr, b: S.Expr) -> None:
         b.oid = a.oid
 
 
+def _untyped_param_takes(a: S.Expr, b: S.Expr) -> None:
+    """An untyped parameter next to an operator takes the other operand's type (``$1 * 2``: integer,
+    ``$1 - interval '7 days'``: interval), as PostgreSQL resolves an unknown operand."""
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, S.Param) and x.oid == T.UNKNOWN and y.oid != T.UNKNOWN:
+            x.oid = y.oid
+
+
 class _Compiler(TemporalCompiler, CallCompiler):
     def __init__(self, leaf: Leaf, exact: bool, budget: Budget) -> None:
         self.leaf, self.exact, self.budget = leaf, exact, budget
@@ -74,6 +82,7 @@ class _Compiler(TemporalCompiler, CallCompiler):
         if type(node) in ARITH:
             a, b = self.compile(node.this, d), self.compile(node.expression, d)
             op = ARITH[type(node)]
+            _untyped_param_takes(a, b)
             if {a.oid, b.oid} & (T.TEMPORAL_OIDS | {T.INTERVAL}):
                 return self.temporal_arith(op, a, b, node)
             if T.TEXT in (a.oid, b.oid) or T.BOOL in (a.oid, b.oid):
@@ -137,6 +146,9 @@ class _Compiler(TemporalCompiler, CallCompiler):
     def cast(self, node: exp.Cast, d: int) -> S.Expr:
         a = self.compile(node.this, d)
         to = node.args["to"].this
+        if isinstance(a, S.Param) and a.oid == T.UNKNOWN and to == exp.DataType.Type.INTERVAL:
+            a.oid = T.INTERVAL  # $1::interval: a parameter of that type
+            return a
         if to in INT_TYPES:
             oid = T.INT4 if to == exp.DataType.Type.INT else T.INT8
         elif to in FLOAT_TYPES:
@@ -169,6 +181,9 @@ class _Compiler(TemporalCompiler, CallCompiler):
             return S.Const(None if value is None else TM.parse_interval(str(value)), T.INTERVAL)
         else:
             raise NotScalar(node)
+        if isinstance(a, S.Param) and a.oid == T.UNKNOWN:
+            a.oid = oid  # $1::timestamp: the parameter is of that type (PostgreSQL types it so at Parse)
+            return a
         if a.oid == T.BOOL and oid not in (T.BOOL, T.INT4, T.TEXT):
             raise Refusal(E.CANNOT_COERCE, f"cannot cast type boolean to {T.type_name(oid)}", position=position_of(node),
                           hint="boolean casts to integer (int4): CAST(flag AS INT).")
