@@ -23,6 +23,7 @@ from pgcore import errors as E
 from pgcore.errors import Refusal
 
 from .analysis import analyze
+from .analysis.param_exprs import declared_types
 from .analysis.template import Template
 from .bind.binder import bind
 from .bind.partition import NeedsPartition, PartitionRequest
@@ -103,11 +104,20 @@ def _params_key(params: tuple[object, ...]) -> str:
     return repr(tuple((type(p).__qualname__, p) for p in params))
 
 
-def _plan_key(sql: str, params: Sequence[object] | None) -> tuple[tuple[object, ...], str, bytes]:
-    """The parameters as a tuple, their cache key, and the plan cache's key for ``sql`` with them."""
+def _declared(oids: Sequence[int]) -> tuple[dict[int, int], str]:
+    """The client's declared parameter types the analysis uses, and their cache key ("" when none)."""
+    types = declared_types(oids)
+    return types, ",".join(f"{k}:{v}" for k, v in sorted(types.items()))
+
+
+def _plan_key(sql: str, params: Sequence[object] | None,
+              declared: Sequence[int] = ()) -> tuple[tuple[object, ...], str, bytes]:
+    """The parameters as a tuple, their cache key, and the plan cache's key for ``sql`` with them (and the
+    parameter types the client declared, which can change the statement's meaning: ``$1 - interval``)."""
     ptuple = tuple(params) if params is not None else ()
     pkey = _params_key(ptuple)
-    return ptuple, pkey, digest(sql, pkey)
+    dkey = _declared(declared)[1]
+    return ptuple, pkey, digest(sql, pkey + ("|declared:" + dkey if dkey else ""))
 
 
 class Planner:
@@ -121,12 +131,15 @@ class Planner:
         self.plans = DigestLRU(4096, cache_bytes // 2)
 
     def template(self, sql: str, *, deadline: float | None = None,
-                 trees: Sequence[exp.Expr] | None = None) -> Template:
+                 trees: Sequence[exp.Expr] | None = None, declared: Sequence[int] = ()) -> Template:
         """The checked, parameter-free form of ``sql`` (cached, refusals too, unless they were timeouts).
 
         ``trees``: ``parse_statements(sql)``, parsed by the caller (the proxy's router); the analysis
-        rewrites them, so they are the planner's from then on. Used only when the template is not cached."""
-        key = digest(sql)
+        rewrites them, so they are the planner's from then on. Used only when the template is not cached.
+        ``declared``: the parameter type oids of the client's Parse message (0: unspecified); one template
+        per text and declared types."""
+        types, dkey = _declared(declared)
+        key = digest(sql, "declared:" + dkey) if dkey else digest(sql)
         hit = self.templates.get(key)
         if hit is not None:
             if isinstance(hit, Refusal):
@@ -135,7 +148,7 @@ class Planner:
         budget = Budget(self.limits, deadline)
         try:
             with using(self.catalog.collation):
-                t: Template | Refusal = analyze(_statement(sql, self.limits, trees), self.catalog, budget)
+                t: Template | Refusal = analyze(_statement(sql, self.limits, trees), self.catalog, budget, types)
         except Refusal as r:
             if r.sqlstate == E.QUERY_CANCELED:
                 raise
@@ -153,30 +166,34 @@ class Planner:
             raise _copy(t)
         return t
 
-    def cached_plan(self, sql: str, params: Sequence[object] | None = None) -> QueryPlan | None:
+    def cached_plan(self, sql: str, params: Sequence[object] | None = None,
+                    declared: Sequence[int] = ()) -> QueryPlan | None:
         """The plan of ``sql`` with ``params`` if it is cached (no work otherwise)."""
-        return self.plans.get(_plan_key(sql, params)[2])
+        return self.plans.get(_plan_key(sql, params, declared)[2])
 
     def plan(self, sql: str, params: Sequence[object] | None = None, *,
-             deadline: float | None = None, trees: Sequence[exp.Expr] | None = None) -> QueryPlan:
+             deadline: float | None = None, trees: Sequence[exp.Expr] | None = None,
+             declared: Sequence[int] = ()) -> QueryPlan:
         """Turn an aggregate SELECT over a protected table into linear queries, or raise Refusal."""
-        ptuple, pkey, key = _plan_key(sql, params)
+        ptuple, pkey, key = _plan_key(sql, params, declared)
         hit = self.plans.get(key)
         if hit is not None:
             return hit
-        return self._bind(self.template(sql, deadline=deadline, trees=trees), ptuple, key, pkey, deadline)
+        return self._bind(self.template(sql, deadline=deadline, trees=trees, declared=declared), ptuple, key, pkey,
+                          deadline)
 
     def prepare(self, sql: str, params: Sequence[object] | None = None, *, deadline: float | None = None,
-                trees: Sequence[exp.Expr] | None = None, series: bool = True) -> PlanStep:
+                trees: Sequence[exp.Expr] | None = None, series: bool = True,
+                declared: Sequence[int] = ()) -> PlanStep:
         """The next step of ``sql``'s plan: the ``QueryPlan``, a ``Selection`` to run before ``complete``, or
         (with ``series`` and no parameter) the ``SeriesStep`` of a series-limited statement; otherwise the
-        statement's Refusal is raised."""
-        ptuple, pkey, key = _plan_key(sql, params)
+        statement's Refusal is raised. ``declared``: the client's parameter type oids (``template``)."""
+        ptuple, pkey, key = _plan_key(sql, params, declared)
         hit = self.plans.get(key)
         if hit is not None:
             return hit
         try:
-            t = self.template(sql, deadline=deadline, trees=trees)
+            t = self.template(sql, deadline=deadline, trees=trees, declared=declared)
         except Refusal as r:
             return self._series_step(sql, r, series and not ptuple)
         try:
@@ -237,9 +254,9 @@ class Planner:
         return replace(plan, collation=self.catalog.collation)
 
     def describe(self, sql: str, *, deadline: float | None = None,
-                 trees: Sequence[exp.Expr] | None = None) -> Description:
+                 trees: Sequence[exp.Expr] | None = None, declared: Sequence[int] = ()) -> Description:
         """Parameter type oids ($1.. in order; 25 text when unconstrained) and result columns of ``sql``."""
-        t = self.template(sql, deadline=deadline, trees=trees)
+        t = self.template(sql, deadline=deadline, trees=trees, declared=declared)
         n = max(t.param_types, default=0)
         return Description(tuple(t.param_types.get(i, 25) for i in range(1, n + 1)),
                            tuple(Column(e.name, e.oid) for e in t.outputs))

@@ -77,7 +77,7 @@ def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
         return S.Key(plain[0], ctx.groups[plain[0]].oid, attr.name)
     if isinstance(node, exp.Parameter | exp.Placeholder):
         n = param_index(node)  # typed by what it meets (an operator, a cast, a function), else text
-        return S.Param(n, ctx.param_types.get(n, UNKNOWN))
+        return S.Param(n, ctx.declared.get(n, ctx.param_types.get(n, UNKNOWN)))
     if isinstance(node, exp.Select | exp.Subquery):
         raise unsupported("subquery", node)
     return None

@@ -11,6 +11,8 @@ constrains, is text.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 from sqlglot import exp
 
 from pgcore import errors as E
@@ -37,12 +39,26 @@ def is_param_expr(node: exp.Expr) -> bool:
     return has_param(node) and node.find(exp.Column, exp.AggFunc, exp.Select, exp.Window) is None
 
 
-def _leaf(n: exp.Expr) -> S.Expr | None:
-    if is_param(n):
-        return S.Param(param_index(n), T.UNKNOWN)
-    if isinstance(n, exp.Column | exp.AggFunc | exp.Select | exp.Window):
-        raise NotScalar(n)
-    return None
+# Declared parameter types the evaluator computes with: the rest (0, json, uuid...) are left untyped.
+_DECLARED = {T.INT2: T.INT4, T.INT4: T.INT4, T.INT8: T.INT8, T.NUMERIC: T.NUMERIC, T.FLOAT4: T.FLOAT8,
+             T.FLOAT8: T.FLOAT8, T.TEXT: T.TEXT, T.VARCHAR: T.TEXT, T.BPCHAR: T.TEXT, T.NAME: T.TEXT, T.BOOL: T.BOOL,
+             T.DATE: T.DATE, T.TIMESTAMP: T.TIMESTAMP, T.TIMESTAMPTZ: T.TIMESTAMPTZ, T.INTERVAL: T.INTERVAL}
+
+
+def declared_types(oids: Sequence[int]) -> dict[int, int]:
+    """The client's Parse-message parameter types (0: unspecified) as ``$n`` -> the evaluator's type."""
+    return {i: _DECLARED[o] for i, o in enumerate(oids, 1) if o in _DECLARED}
+
+
+def _leaf(ctx: Context) -> Callable[[exp.Expr], S.Expr | None]:
+    def leaf(n: exp.Expr) -> S.Expr | None:
+        if is_param(n):
+            k = param_index(n)
+            return S.Param(k, ctx.declared.get(k, T.UNKNOWN))
+        if isinstance(n, exp.Column | exp.AggFunc | exp.Select | exp.Window):
+            raise NotScalar(n)
+        return None
+    return leaf
 
 
 def resolve_params(e: S.Expr, ctx: Context) -> None:
@@ -58,7 +74,7 @@ def resolve_params(e: S.Expr, ctx: Context) -> None:
 def compile_param_expr(node: exp.Expr, ctx: Context) -> S.Expr:
     """``node``, an expression over parameters and constants, compiled with typed parameters."""
     try:
-        e = compile_scalar(node, _leaf, ctx.budget, exact=True)
+        e = compile_scalar(node, _leaf(ctx), ctx.budget, exact=True)
     except NotScalar as u:
         raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node,
                           hint="Compare an attribute with a literal, a parameter or an expression over them.") from None

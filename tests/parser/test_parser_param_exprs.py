@@ -64,10 +64,13 @@ def pay_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
     conn.close()
 
 
-def _postgres(conn: psycopg.Connection, sql: str, params: list[Any]) -> tuple[list[tuple[Any, ...]], list[int]]:
-    """PostgreSQL's rows and column types for ``sql`` PREPAREd with untyped parameters."""
+def _postgres(conn: psycopg.Connection, sql: str, params: list[Any],
+              declared: tuple[str, ...] = ()) -> tuple[list[tuple[Any, ...]], list[int]]:
+    """PostgreSQL's rows and column types for ``sql`` PREPAREd with untyped parameters (or ``declared`` ones)."""
     name = pgsql.Identifier(f"param_exprs_{next(_NAMES)}")
-    conn.execute(pgsql.SQL("PREPARE {} AS {}").format(name, pgsql.SQL(sql)), prepare=False)  # type: ignore[arg-type]
+    types = pgsql.SQL("({})".format(", ".join(declared)) if declared else "")  # type: ignore[arg-type]
+    conn.execute(pgsql.SQL("PREPARE {}{} AS {}").format(name, types, pgsql.SQL(sql)),  # type: ignore[arg-type]
+                 prepare=False)
     try:
         cur = conn.execute(pgsql.SQL("EXECUTE {}({})").format(
             name, pgsql.SQL(", ").join(pgsql.Literal(p) for p in params)), prepare=False)
@@ -76,8 +79,9 @@ def _postgres(conn: psycopg.Connection, sql: str, params: list[Any]) -> tuple[li
         conn.execute(pgsql.SQL("DEALLOCATE {}").format(name), prepare=False)
 
 
-def _ours(sql: str, params: list[Any], conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:
-    plan = Planner(CATALOG).plan(sql, params)
+def _ours(sql: str, params: list[Any], conn: psycopg.Connection,
+          declared: tuple[int, ...] = ()) -> tuple[list[tuple[Any, ...]], Any]:
+    plan = Planner(CATALOG).plan(sql, params, declared=declared)
     values: list[float] = []
     for batch in answers_sql_batches(plan.table_schema, list(plan.queries)):
         values.extend(float(v) for v in conn.execute(batch).fetchone() or ())
@@ -126,3 +130,22 @@ def test_a_bad_value_fails_at_bind_as_in_postgresql(pay_conn: psycopg.Connection
     with pytest.raises(psycopg.Error) as theirs:
         _postgres(pay_conn, sql, ["yesterday-ish"])
     assert ours.value.sqlstate == theirs.value.sqlstate, (ours.value.message, str(theirs.value))
+
+
+@pytest.mark.parametrize(("sql", "params", "names", "oids"), [
+    ("SELECT count(*) FROM pay WHERE ts >= $1 - interval '7 days' AND ts < $2 + interval '1 day'",
+     ["2026-03-08 10:30", "2026-03-14"], ("timestamp", "timestamp"), (1114, 1114)),
+    ("SELECT count(*) FROM pay WHERE tz > $1 - interval '2 days'", ["2026-03-03 00:00:00+00"], ("timestamptz",),
+     (1184,)),
+    ("SELECT count(*) FROM pay WHERE d >= $1 - 3", ["2026-03-10"], ("date",), (1082,)),
+    ("SELECT $1 * 2 AS x, count(*) FROM pay", ["21"], ("bigint",), (20,)),
+    ("SELECT count(*) FROM pay WHERE region = lower($1)", ["B"], ("varchar",), (1043,)),
+])
+def test_declared_parameter_types_are_read_as_postgresql_reads_them(
+        sql: str, params: list[Any], names: tuple[str, ...], oids: tuple[int, ...], pay_conn: psycopg.Connection) -> None:
+    """With the types the client declared at Parse (psycopg declares a datetime's, JDBC an int's), ``$1 -
+    interval '7 days'`` is a timestamp's arithmetic, as in PostgreSQL."""
+    ours, plan = _ours(sql, params, pay_conn, oids)
+    theirs, types = _postgres(pay_conn, sql, params, names)
+    assert rows_match(ours, theirs, len(plan.template.groups), ordered=False) is None, (sql, ours, theirs)
+    assert [c.type_oid for c in plan.columns] == types

@@ -1,6 +1,7 @@
 """Expressions over bound parameters through the real proxy, with psycopg's server-side binding (the
 unnamed statement, then a named prepared one): a date range picker's ``ts >= $1::timestamptz - interval
-'7 days'``, ``category = lower($1)``, ``COUNT(*) + $1``. They were refused with 0A000 although the same
+'7 days'``, ``category = lower($1)``, ``COUNT(*) + $1``, and ``$1 - interval '7 days'`` with the
+parameter's type declared at Parse. They were refused with 0A000 although the same
 statements with literals are answered. A bound statement is the same linear query as its literal twin, so it
 is answered from the ledger with the literal's released value (no new noise; nothing statistical here)."""
 
@@ -27,6 +28,13 @@ def test_bound_expressions_answer_as_their_literal_twins(proxy: Any) -> None:
             for params in ((datetime(2026, 3, 8, tzinfo=UTC), datetime(2026, 3, 8, tzinfo=UTC), "SEARCH"),
                            ("2026-03-08 00:00:00+00", "2026-03-08 00:00:00+00", "Search")):
                 assert conn.execute(bound_sql, params, prepare=prepare).fetchone() == literal, (prepare, params)
+        # psycopg declares a datetime's type (timestamptz) at Parse: ``$1 - interval`` is then timestamptz -
+        # interval, as PostgreSQL reads it (untyped, it is interval - interval: the test below).
+        day = datetime(2026, 3, 8, tzinfo=UTC)
+        for prepare in (False, True):
+            assert conn.execute("SELECT COUNT(*) FROM events WHERE ts >= %s - interval '7 days' "
+                                "AND ts < %s + interval '1 day' AND category = 'search'", (day, day),
+                                prepare=prepare).fetchone() == literal
         total = conn.execute("SELECT COUNT(*) FROM events").fetchone()
         assert total is not None
         for prepare in (False, True):
