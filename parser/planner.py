@@ -21,8 +21,10 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
+from pgcore.pgtypes import TEXT
 
 from .analysis import analyze
+from .analysis.group_params import DESCRIBE_VALUE, group_params, values_of, with_values
 from .analysis.param_exprs import declared_types
 from .analysis.template import Template
 from .bind.binder import bind
@@ -37,6 +39,13 @@ from .syntax.parse import parse_statements
 
 DEFAULT_CACHE_BYTES = 64 << 20
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _ByValue:
+    """Cached for a text whose GROUP BY reads parameters: their indexes (one template per their values)."""
+
+    indexes: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,24 @@ def _statement(sql: str, limits: Limits, trees: Sequence[exp.Expr] | None = None
     return trees[0]
 
 
+def _too_complex() -> Refusal:
+    return Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
+
+
+def _tree(sql: str, limits: Limits, trees: Sequence[exp.Expr] | None) -> exp.Expr | Refusal:
+    """The one statement of ``sql`` (``_statement``), or its refusal (a timeout is raised, never kept)."""
+    try:
+        return _statement(sql, limits, trees)
+    except Refusal as r:
+        if r.sqlstate == E.QUERY_CANCELED:
+            raise
+        return _copy(r)
+    except RecursionError:
+        return _too_complex()
+    except Exception as e:  # noqa: BLE001 - see _unexpected
+        raise _unexpected(e, "analysing") from None
+
+
 def _copy(r: Refusal) -> Refusal:
     return Refusal(r.sqlstate, r.message, detail=r.detail, hint=r.hint, position=r.position)
 
@@ -130,31 +157,44 @@ class Planner:
         self.templates = DigestLRU(4096, cache_bytes // 2)
         self.plans = DigestLRU(4096, cache_bytes // 2)
 
-    def template(self, sql: str, *, deadline: float | None = None,
-                 trees: Sequence[exp.Expr] | None = None, declared: Sequence[int] = ()) -> Template:
+    def template(self, sql: str, *, deadline: float | None = None, trees: Sequence[exp.Expr] | None = None,
+                 declared: Sequence[int] = (), params: Sequence[object] | None = None) -> Template:
         """The checked, parameter-free form of ``sql`` (cached, refusals too, unless they were timeouts).
 
         ``trees``: ``parse_statements(sql)``, parsed by the caller (the proxy's router); the analysis
         rewrites them, so they are the planner's from then on. Used only when the template is not cached.
         ``declared``: the parameter type oids of the client's Parse message (0: unspecified); one template
-        per text and declared types."""
+        per text and declared types. ``params``: read only for parameters that shape the groups
+        (``date_trunc($1, ts)`` in GROUP BY, ``analysis/group_params.py``): one template per their values."""
         types, dkey = _declared(declared)
         key = digest(sql, "declared:" + dkey) if dkey else digest(sql)
         hit = self.templates.get(key)
+        if isinstance(hit, _ByValue):
+            return self._by_value(sql, hit.indexes, params, deadline, types, key)
         if hit is not None:
             if isinstance(hit, Refusal):
                 raise _copy(hit)
             return hit
+        tree = _tree(sql, self.limits, trees)
+        if not isinstance(tree, Refusal) and (indexes := group_params(tree)):
+            self.templates.put(key, _ByValue(indexes), 256)
+            return self._by_value(sql, indexes, params, deadline, types, key)
+        return self._analysed(key, sql, tree, deadline, types)
+
+    def _analysed(self, key: bytes, sql: str, tree: exp.Expr | Refusal, deadline: float | None,
+                  types: dict[int, int]) -> Template:
         budget = Budget(self.limits, deadline)
         try:
+            if isinstance(tree, Refusal):
+                raise tree
             with using(self.catalog.collation):
-                t: Template | Refusal = analyze(_statement(sql, self.limits, trees), self.catalog, budget, types)
+                t: Template | Refusal = analyze(tree, self.catalog, budget, types)
         except Refusal as r:
             if r.sqlstate == E.QUERY_CANCELED:
                 raise
             t = _copy(r)  # without its traceback, whose frames hold the statement's text
         except RecursionError:
-            t = Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
+            t = _too_complex()
         except Exception as e:  # noqa: BLE001 - a planner bug: a clear refusal, not an internal error
             raise _unexpected(e, "analysing") from None
         if isinstance(t, Template) and t.volatile:
@@ -165,6 +205,22 @@ class Planner:
         if isinstance(t, Refusal):
             raise _copy(t)
         return t
+
+    def _by_value(self, sql: str, indexes: tuple[int, ...], params: Sequence[object] | None,
+                  deadline: float | None, types: dict[int, int], key: bytes) -> Template:
+        """The template of ``sql`` with the group-shaping parameters ``indexes`` written as their bound values
+        (Describe's placeholder when unbound), cached per value; they stay text parameters of the statement."""
+        values = values_of(indexes, params) or tuple(DESCRIBE_VALUE for _ in indexes)
+        vkey = digest(key.hex(), _params_key(values))
+        hit = self.templates.get(vkey)
+        if hit is None:
+            tree = _tree(sql, self.limits, None)
+            if not isinstance(tree, Refusal):
+                tree = with_values(tree, indexes, values)
+            hit = self._analysed(vkey, sql, tree, deadline, {k: v for k, v in types.items() if k not in indexes})
+        elif isinstance(hit, Refusal):
+            raise _copy(hit)
+        return replace(hit, param_types={**hit.param_types, **dict.fromkeys(indexes, TEXT)})
 
     def cached_plan(self, sql: str, params: Sequence[object] | None = None,
                     declared: Sequence[int] = ()) -> QueryPlan | None:
@@ -179,8 +235,8 @@ class Planner:
         hit = self.plans.get(key)
         if hit is not None:
             return hit
-        return self._bind(self.template(sql, deadline=deadline, trees=trees, declared=declared), ptuple, key, pkey,
-                          deadline)
+        return self._bind(self.template(sql, deadline=deadline, trees=trees, declared=declared, params=ptuple),
+                          ptuple, key, pkey, deadline)
 
     def prepare(self, sql: str, params: Sequence[object] | None = None, *, deadline: float | None = None,
                 trees: Sequence[exp.Expr] | None = None, series: bool = True,
@@ -193,7 +249,7 @@ class Planner:
         if hit is not None:
             return hit
         try:
-            t = self.template(sql, deadline=deadline, trees=trees, declared=declared)
+            t = self.template(sql, deadline=deadline, trees=trees, declared=declared, params=ptuple)
         except Refusal as r:
             return self._series_step(sql, r, series and not ptuple)
         try:
@@ -247,7 +303,7 @@ class Planner:
                       deadline: float | None = None) -> QueryPlan:
         """The plan of a value list listing only the groups covering ``selected`` cells (what a partition
         selection released for its filter); not cached (a value list binds in microseconds)."""
-        t = self.template(sql, deadline=deadline)
+        t = self.template(sql, deadline=deadline, params=params)
         with using(self.catalog.collation):
             plan = bind(t, tuple(params) if params is not None else (), Budget(self.limits, deadline),
                         selected=selected)

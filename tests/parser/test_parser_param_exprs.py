@@ -149,3 +149,29 @@ def test_declared_parameter_types_are_read_as_postgresql_reads_them(
     theirs, types = _postgres(pay_conn, sql, params, names)
     assert rows_match(ours, theirs, len(plan.template.groups), ordered=False) is None, (sql, ours, theirs)
     assert [c.type_oid for c in plan.columns] == types
+
+
+@pytest.mark.parametrize("unit", ["day", "week", "month", "quarter", "year", "hour"])
+def test_a_bound_granularity_groups_as_postgresql_groups(unit: str, pay_conn: psycopg.Connection) -> None:
+    """``date_trunc($1, ts)`` in GROUP BY (a granularity picker): one template per unit, as PostgreSQL groups."""
+    for sql in ("SELECT date_trunc($1, ts) AS t, count(*), sum(amount) FROM pay WHERE ts < $2::timestamp "
+                "GROUP BY 1 ORDER BY 1",
+                "SELECT region, date_trunc($1, ts), count(*) FROM pay WHERE ts < $2::timestamp "
+                "GROUP BY region, date_trunc($1, ts)"):
+        params = [unit, "2026-02-15"]
+        ours, plan = _ours(sql, params, pay_conn)
+        theirs, types = _postgres(pay_conn, sql, params)
+        assert rows_match(ours, theirs, len(plan.template.groups), ordered=False) is None, (sql, ours[:3], theirs[:3])
+        assert [c.type_oid for c in plan.columns] == types
+
+
+def test_a_bound_granularity_is_planned_once_per_value() -> None:
+    planner = Planner(CATALOG)
+    sql = "SELECT date_trunc($1, ts) AS t, count(*) FROM pay GROUP BY 1"
+    assert planner.describe(sql).param_types == (25,)  # text, as PostgreSQL describes it
+    first = planner.plan(sql, ["month"])
+    assert planner.plan(sql, ["day"]).n_groups == 181 and first.n_groups == 6
+    assert planner.template(sql, params=["month"]).groups is first.template.groups  # cached, not re-analysed
+    with pytest.raises(Refusal) as err:  # a unit finer than the hourly cells is refused, as the literal is
+        planner.plan(sql, ["minute"])
+    assert err.value.sqlstate == "0A000" and "cuts the cells of column ts" in err.value.message

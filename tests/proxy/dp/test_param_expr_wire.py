@@ -54,3 +54,15 @@ def test_an_untyped_parameter_next_to_an_interval_is_refused_as_postgresql_refus
         with pytest.raises(psycopg.errors.UndefinedFunction, match="operator does not exist"):
             conn.execute("SELECT COUNT(*) FROM events WHERE ts >= %s - interval '7 days'", ("2026-03-08",),
                          prepare=True)
+
+
+def test_a_bound_granularity_answers_as_the_literal_unit(proxy: Any) -> None:
+    """``date_trunc(%s, ts)`` in GROUP BY (a granularity picker, bound): the literal unit's statement."""
+    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        for unit in ("month", "quarter"):
+            literal = conn.execute(f"SELECT date_trunc('{unit}', ts) AS t, COUNT(*) FROM events GROUP BY 1 "
+                                   "ORDER BY 1").fetchall()
+            for prepare in (False, True):
+                bound = conn.execute("SELECT date_trunc(%s, ts) AS t, COUNT(*) FROM events GROUP BY 1 ORDER BY 1",
+                                     (unit,), prepare=prepare).fetchall()
+                assert bound == literal and len(bound) == {"month": 12, "quarter": 4}[unit], (unit, prepare)
