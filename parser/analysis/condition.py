@@ -135,6 +135,17 @@ class Cells(Cond):
 
 
 @dataclass(frozen=True, slots=True)
+class BoundCells(Cond):
+    """A per-row predicate over one attribute that reads parameters (``strpos(city, $1) > 0``, ``age + $1 >
+    50``): evaluated on every cell of the public domain at Bind, with the parameters' values (``Cells``
+    once bound); refused there if, with those values, it cuts a cell. ``sql`` (its text) identifies it."""
+
+    attr: str
+    sql: str
+    expr: Expr = field(compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Mapped(Cond):
     """``expr op operand`` where ``expr`` is a per-row expression over one attribute (``ts::date >= $1``,
     ``lower(city) = $1``, ``city LIKE $1`` with op "like" or "ilike"): its value on every cell of the public

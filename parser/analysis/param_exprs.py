@@ -118,6 +118,21 @@ def mapped_operand(node: exp.Expr, oid: int, ctx: Context) -> C.Computed | None:
     return C.Computed(sql_of(node), e.oid, e)
 
 
-def evaluate(operand: C.Computed, params: object) -> object:
-    """The operand's value with the statement's parameters bound (None is NULL)."""
-    return operand.expr.ev(S.Env(1, params=params))[0]  # type: ignore[arg-type]
+def bound_cells(node: exp.Expr, attr: Attribute, ctx: Context) -> C.BoundCells:
+    """``node``, a predicate over ``attr``'s cells and parameters, compiled for Bind (``C.BoundCells``)."""
+    declared = _leaf(ctx)
+
+    def leaf(n: exp.Expr) -> S.Expr | None:
+        return declared(n) if is_param(n) else ctx.cell_leaf(n)
+
+    try:
+        e = compile_scalar(node, leaf, ctx.budget, exact=True)
+    except NotScalar as u:
+        raise unsupported(f"expression {sql_of(u.node)!r} in WHERE", u.node) from None
+    except Refusal as r:
+        r.position = r.position or position_of(node)
+        raise
+    resolve_params(e, ctx)
+    if e.oid not in (T.BOOL, T.UNKNOWN):
+        raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
+    return C.BoundCells(attr.name, sql_of(node), e)

@@ -43,12 +43,16 @@ def _type_params(a: S.Expr, b: S.Expr) -> None:
         b.oid = a.oid
 
 
-def _untyped_param_takes(a: S.Expr, b: S.Expr) -> None:
+def _untyped_param_takes(op: str, a: S.Expr, b: S.Expr, node: exp.Expr) -> None:
     """An untyped parameter next to an operator takes the other operand's type (``$1 * 2``: integer,
-    ``$1 - interval '7 days'``: interval), as PostgreSQL resolves an unknown operand."""
+    ``$1 - interval '7 days'``: interval), as PostgreSQL resolves an unknown operand; timestamp + unknown has
+    no timestamp + timestamp, so its one candidate, interval; date + unknown has several (42725)."""
     for x, y in ((a, b), (b, a)):
         if isinstance(x, S.Param) and x.oid == T.UNKNOWN and y.oid != T.UNKNOWN:
-            x.oid = y.oid
+            if op == "+" and y.oid == T.DATE:
+                raise Refusal(E.AMBIGUOUS_FUNCTION, "operator is not unique: date + unknown", position=position_of(node),
+                              hint="Cast the parameter: $1::integer (days) or $1::interval.")
+            x.oid = T.INTERVAL if op == "+" and y.oid in (T.TIMESTAMP, T.TIMESTAMPTZ) else y.oid
 
 
 class _Compiler(TemporalCompiler, CallCompiler):
@@ -82,7 +86,7 @@ class _Compiler(TemporalCompiler, CallCompiler):
         if type(node) in ARITH:
             a, b = self.compile(node.this, d), self.compile(node.expression, d)
             op = ARITH[type(node)]
-            _untyped_param_takes(a, b)
+            _untyped_param_takes(op, a, b, node)
             if {a.oid, b.oid} & (T.TEMPORAL_OIDS | {T.INTERVAL}):
                 return self.temporal_arith(op, a, b, node)
             if T.TEXT in (a.oid, b.oid) or T.BOOL in (a.oid, b.oid):

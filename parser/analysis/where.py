@@ -36,7 +36,7 @@ from .nodes import (
     strip_paren,
     unsupported,
 )
-from .param_exprs import computed_operand, is_param_expr, mapped_operand
+from .param_exprs import bound_cells, computed_operand, has_param, is_param_expr, mapped_operand
 from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold
 
 _WHERE_HINT = ("WHERE supports =, <>, <, <=, >, >=, BETWEEN, IN, IS [NOT] NULL on attributes compared with "
@@ -209,6 +209,8 @@ class _Lowering:
             return self.per_rows(node, sorted(attrs), self.ctx.cell_leaf)
         attr = ctx.table.attribute(attrs.pop())
         assert attr is not None
+        if has_param(node):  # strpos(city, $1) > 0: evaluated on the cells at Bind
+            return bound_cells(node, attr, ctx)
         e = self.compile_cells(node)
         if e.oid not in (T.BOOL, T.UNKNOWN):
             raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))

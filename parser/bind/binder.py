@@ -22,7 +22,7 @@ from ..syntax.parse import position_of
 from .distinct import DistinctQueries
 from .group_cells import GroupCells, all_groups, covers, filtered_elsewhere, group_indices, mask
 from .group_limit import within_limit
-from .operands import array_value, count, missing, operand_value, typed_value
+from .operands import array_value, bound_cells, count, missing, operand_value, typed_value
 from .partition import (
     NeedsPartition,
     partition_request,
@@ -112,6 +112,10 @@ class Binder:
                 x = operand_value(operand, attr, self.params)
                 t = sp.not_(self.base(attr)) if x is None else self._cmp(attr, "=", x)[0]
                 return t, sp.not_(t)
+            case C.BoundCells(name):
+                out = bound_cells(cond, self.table, self.params, self.budget)
+                true, false = (merge_ranges([(i, i) for i, r in enumerate(out) if r is want]) for want in (True, False))
+                return sp.cells(name, true), sp.cells(name, false)
             case C.Cells(name, true, false):
                 return sp.cells(name, list(true)), sp.cells(name, list(false))
             case C.Mapped(name, values, oid, op, operand):

@@ -13,8 +13,10 @@ from pgcore.errors import Refusal
 from pgcore.pgtypes import BOOL, TEXT, type_name
 
 from ..analysis import condition as C
-from ..model.schema import Attribute
-from ..scalar import Env, Param, cast_value, coerce_param
+from ..analysis.cells import constant_per_cell
+from ..model.limits import Budget
+from ..model.schema import Attribute, TableSchema
+from ..scalar import Env, Expr, Param, cast_value, coerce_param
 from ..semantics.values import as_text
 
 
@@ -24,14 +26,20 @@ def missing(params: Sequence[object], needed: int, at_least: bool = True) -> Ref
                    f"statement requires {'at least ' if at_least else ''}{needed}")
 
 
+def _bound(e: Expr, params: Sequence[object]) -> list[object]:
+    """The parameters as ``e``'s parameter nodes read them (text decoded; a typed value sent to a text
+    parameter as its text)."""
+    values = [p.decode() if isinstance(p, bytes) else p for p in params]
+    for x in e.walk():
+        if isinstance(x, Param) and x.oid == TEXT and values[x.index - 1] is not None:
+            values[x.index - 1] = as_text(values[x.index - 1])
+    return values
+
+
 def computed(operand: C.Computed, params: Sequence[object]) -> Any:
     """The value of a parameter expression with the statement's parameters bound (None is NULL); errors
     (22P02 for a value that does not read as its parameter's type, 22012, 22008) as PostgreSQL raises them."""
-    values = [p.decode() if isinstance(p, bytes) else p for p in params]
-    for x in operand.expr.walk():
-        if isinstance(x, Param) and x.oid == TEXT and values[x.index - 1] is not None:
-            values[x.index - 1] = as_text(values[x.index - 1])  # a typed value sent to a text parameter
-    return operand.expr.ev(Env(1, params=values))[0]
+    return operand.expr.ev(Env(1, params=_bound(operand.expr, params)))[0]
 
 
 def operand_value(operand: C.Operand, attr: Attribute, params: Sequence[object]) -> Any:
@@ -102,3 +110,22 @@ def count(spec: C.Operand | None, params: Sequence[object], what: str) -> int | 
         raise Refusal(E.INVALID_ROW_COUNT if what == "LIMIT" else E.INVALID_OFFSET_COUNT, f"{what} must not be negative")
     return n
 
+
+
+def bound_cells(cond: C.BoundCells, table: TableSchema, params: Sequence[object], budget: Budget) -> list[Any]:
+    """A per-row predicate reading parameters, on every cell of its attribute with the parameters bound;
+    refused (0A000) where, with these values, it is not constant over a cell."""
+    attr = table.attribute(cond.attr)
+    assert attr is not None
+    d = attr.domain
+    values, bound = d.cell_values, _bound(cond.expr, params)
+    budget.tick(len(values))
+    results = cond.expr.ev(Env(len(values), {attr.name: values}, params=bound))
+    lasts = d.last_values()
+    if lasts is not None and not constant_per_cell(cond.expr, Env(len(values), {attr.name: values}, params=bound),
+                                                   Env(len(lasts), {attr.name: lasts}, params=bound), budget):
+        raise Refusal(E.FEATURE_NOT_SUPPORTED, f"condition {cond.sql!r} cuts the cells of column {attr.name} "
+                      f"(cells of {d.coarseness()}) with the bound parameters",
+                      hint=f"{attr.name} is declared with cells of {d.coarseness()}: compare it with values on "
+                      "cell boundaries.")
+    return results
