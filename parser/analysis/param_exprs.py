@@ -68,7 +68,7 @@ def resolve_params(e: S.Expr, ctx: Context) -> None:
         if isinstance(x, S.Param):
             if x.oid == T.UNKNOWN:
                 x.oid = T.TEXT
-            ctx.param_types[x.index] = x.oid
+            ctx.param_types.setdefault(x.index, x.oid)
 
 
 def compile_param_expr(node: exp.Expr, ctx: Context) -> S.Expr:

@@ -74,8 +74,8 @@ def _postgres(conn: psycopg.Connection, sql: str, params: list[Any],
               declared: tuple[str, ...] = ()) -> tuple[list[tuple[Any, ...]], list[int]]:
     """PostgreSQL's rows and column types for ``sql`` PREPAREd with untyped parameters (or ``declared`` ones)."""
     name = pgsql.Identifier(f"param_exprs_{next(_NAMES)}")
-    types = pgsql.SQL("({})".format(", ".join(declared)) if declared else "")  # type: ignore[arg-type]
-    conn.execute(pgsql.SQL("PREPARE {}{} AS {}").format(name, types, pgsql.SQL(sql)),  # type: ignore[arg-type]
+    types = pgsql.SQL("({})".format(", ".join(declared)) if declared else "")
+    conn.execute(pgsql.SQL("PREPARE {}{} AS {}").format(name, types, pgsql.SQL(sql)),
                  prepare=False)
     try:
         cur = conn.execute(pgsql.SQL("EXECUTE {}({})").format(
