@@ -53,6 +53,10 @@ CASES: list[tuple[str, list[Any]]] = [
      ["2026-03-01", "C"]),
     ("SELECT count(*) FROM pay WHERE n + $1 >= 150", ["-50"]),
     ("SELECT count(*) FROM pay WHERE ts + $1 >= TIMESTAMP '2026-03-01'", ["1 day"]),
+    # In FILTER and CASE WHEN conditions, and HAVING.
+    ("SELECT count(*) FILTER (WHERE ts > $1::timestamp - interval '1 day'), count(*) FROM pay", ["2026-03-01 10:30"]),
+    ("SELECT count(CASE WHEN ts > $1::timestamp - interval '1 day' THEN 1 END) FROM pay", ["2026-04-01"]),
+    ("SELECT region, count(*) FROM pay GROUP BY region HAVING count(*) > $1 * 2", ["660"]),
     # In the target list: typed as PostgreSQL types them (bigint, integer, text).
     ("SELECT COUNT(*) + $1 FROM pay", ["3"]),
     ("SELECT $1 * 2 AS x, count(*) FROM pay", ["21"]),
