@@ -21,8 +21,11 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
+from pgcore.pgtypes import TEXT
 
 from .analysis import analyze
+from .analysis.group_params import DESCRIBE_VALUE, group_params, values_of, with_values
+from .analysis.param_exprs import declared_types
 from .analysis.template import Template
 from .bind.binder import bind
 from .bind.partition import NeedsPartition, PartitionRequest
@@ -36,6 +39,13 @@ from .syntax.parse import parse_statements
 
 DEFAULT_CACHE_BYTES = 64 << 20
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _ByValue:
+    """Cached for a text whose GROUP BY reads parameters: their indexes (one template per their values)."""
+
+    indexes: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,24 @@ def _statement(sql: str, limits: Limits, trees: Sequence[exp.Expr] | None = None
     return trees[0]
 
 
+def _too_complex() -> Refusal:
+    return Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
+
+
+def _tree(sql: str, limits: Limits, trees: Sequence[exp.Expr] | None) -> exp.Expr | Refusal:
+    """The one statement of ``sql`` (``_statement``), or its refusal (a timeout is raised, never kept)."""
+    try:
+        return _statement(sql, limits, trees)
+    except Refusal as r:
+        if r.sqlstate == E.QUERY_CANCELED:
+            raise
+        return _copy(r)
+    except RecursionError:
+        return _too_complex()
+    except Exception as e:  # noqa: BLE001 - see _unexpected
+        raise _unexpected(e, "analysing") from None
+
+
 def _copy(r: Refusal) -> Refusal:
     return Refusal(r.sqlstate, r.message, detail=r.detail, hint=r.hint, position=r.position)
 
@@ -103,11 +131,20 @@ def _params_key(params: tuple[object, ...]) -> str:
     return repr(tuple((type(p).__qualname__, p) for p in params))
 
 
-def _plan_key(sql: str, params: Sequence[object] | None) -> tuple[tuple[object, ...], str, bytes]:
-    """The parameters as a tuple, their cache key, and the plan cache's key for ``sql`` with them."""
+def _declared(oids: Sequence[int]) -> tuple[dict[int, int], str]:
+    """The client's declared parameter types the analysis uses, and their cache key ("" when none)."""
+    types = declared_types(oids)
+    return types, ",".join(f"{k}:{v}" for k, v in sorted(types.items()))
+
+
+def _plan_key(sql: str, params: Sequence[object] | None,
+              declared: Sequence[int] = ()) -> tuple[tuple[object, ...], str, bytes]:
+    """The parameters as a tuple, their cache key, and the plan cache's key for ``sql`` with them (and the
+    parameter types the client declared, which can change the statement's meaning: ``$1 - interval``)."""
     ptuple = tuple(params) if params is not None else ()
     pkey = _params_key(ptuple)
-    return ptuple, pkey, digest(sql, pkey)
+    dkey = _declared(declared)[1]
+    return ptuple, pkey, digest(sql, pkey + ("|declared:" + dkey if dkey else ""))
 
 
 class Planner:
@@ -120,28 +157,44 @@ class Planner:
         self.templates = DigestLRU(4096, cache_bytes // 2)
         self.plans = DigestLRU(4096, cache_bytes // 2)
 
-    def template(self, sql: str, *, deadline: float | None = None,
-                 trees: Sequence[exp.Expr] | None = None) -> Template:
+    def template(self, sql: str, *, deadline: float | None = None, trees: Sequence[exp.Expr] | None = None,
+                 declared: Sequence[int] = (), params: Sequence[object] | None = None) -> Template:
         """The checked, parameter-free form of ``sql`` (cached, refusals too, unless they were timeouts).
 
         ``trees``: ``parse_statements(sql)``, parsed by the caller (the proxy's router); the analysis
-        rewrites them, so they are the planner's from then on. Used only when the template is not cached."""
-        key = digest(sql)
+        rewrites them, so they are the planner's from then on. Used only when the template is not cached.
+        ``declared``: the parameter type oids of the client's Parse message (0: unspecified); one template
+        per text and declared types. ``params``: read only for parameters that shape the groups
+        (``date_trunc($1, ts)`` in GROUP BY, ``analysis/group_params.py``): one template per their values."""
+        types, dkey = _declared(declared)
+        key = digest(sql, "declared:" + dkey) if dkey else digest(sql)
         hit = self.templates.get(key)
+        if isinstance(hit, _ByValue):
+            return self._by_value(sql, hit.indexes, params, deadline, types, key)
         if hit is not None:
             if isinstance(hit, Refusal):
                 raise _copy(hit)
             return hit
+        tree = _tree(sql, self.limits, trees)
+        if not isinstance(tree, Refusal) and (indexes := group_params(tree)):
+            self.templates.put(key, _ByValue(indexes), 256)
+            return self._by_value(sql, indexes, params, deadline, types, key)
+        return self._analysed(key, sql, tree, deadline, types)
+
+    def _analysed(self, key: bytes, sql: str, tree: exp.Expr | Refusal, deadline: float | None,
+                  types: dict[int, int]) -> Template:
         budget = Budget(self.limits, deadline)
         try:
+            if isinstance(tree, Refusal):
+                raise tree
             with using(self.catalog.collation):
-                t: Template | Refusal = analyze(_statement(sql, self.limits, trees), self.catalog, budget)
+                t: Template | Refusal = analyze(tree, self.catalog, budget, types)
         except Refusal as r:
             if r.sqlstate == E.QUERY_CANCELED:
                 raise
             t = _copy(r)  # without its traceback, whose frames hold the statement's text
         except RecursionError:
-            t = Refusal(E.STATEMENT_TOO_COMPLEX, "statement too complex", hint="Simplify the WHERE clause.")
+            t = _too_complex()
         except Exception as e:  # noqa: BLE001 - a planner bug: a clear refusal, not an internal error
             raise _unexpected(e, "analysing") from None
         if isinstance(t, Template) and t.volatile:
@@ -153,30 +206,50 @@ class Planner:
             raise _copy(t)
         return t
 
-    def cached_plan(self, sql: str, params: Sequence[object] | None = None) -> QueryPlan | None:
+    def _by_value(self, sql: str, indexes: tuple[int, ...], params: Sequence[object] | None,
+                  deadline: float | None, types: dict[int, int], key: bytes) -> Template:
+        """The template of ``sql`` with the group-shaping parameters ``indexes`` written as their bound values
+        (Describe's placeholder when unbound), cached per value; they stay text parameters of the statement."""
+        values = values_of(indexes, params) or tuple(DESCRIBE_VALUE for _ in indexes)
+        vkey = digest(key.hex(), _params_key(values))
+        hit = self.templates.get(vkey)
+        if hit is None:
+            tree = _tree(sql, self.limits, None)
+            if not isinstance(tree, Refusal):
+                tree = with_values(tree, indexes, values)
+            hit = self._analysed(vkey, sql, tree, deadline, {k: v for k, v in types.items() if k not in indexes})
+        elif isinstance(hit, Refusal):
+            raise _copy(hit)
+        return replace(hit, param_types={**hit.param_types, **dict.fromkeys(indexes, TEXT)})
+
+    def cached_plan(self, sql: str, params: Sequence[object] | None = None,
+                    declared: Sequence[int] = ()) -> QueryPlan | None:
         """The plan of ``sql`` with ``params`` if it is cached (no work otherwise)."""
-        return self.plans.get(_plan_key(sql, params)[2])
+        return self.plans.get(_plan_key(sql, params, declared)[2])
 
     def plan(self, sql: str, params: Sequence[object] | None = None, *,
-             deadline: float | None = None, trees: Sequence[exp.Expr] | None = None) -> QueryPlan:
+             deadline: float | None = None, trees: Sequence[exp.Expr] | None = None,
+             declared: Sequence[int] = ()) -> QueryPlan:
         """Turn an aggregate SELECT over a protected table into linear queries, or raise Refusal."""
-        ptuple, pkey, key = _plan_key(sql, params)
+        ptuple, pkey, key = _plan_key(sql, params, declared)
         hit = self.plans.get(key)
         if hit is not None:
             return hit
-        return self._bind(self.template(sql, deadline=deadline, trees=trees), ptuple, key, pkey, deadline)
+        return self._bind(self.template(sql, deadline=deadline, trees=trees, declared=declared, params=ptuple),
+                          ptuple, key, pkey, deadline)
 
     def prepare(self, sql: str, params: Sequence[object] | None = None, *, deadline: float | None = None,
-                trees: Sequence[exp.Expr] | None = None, series: bool = True) -> PlanStep:
+                trees: Sequence[exp.Expr] | None = None, series: bool = True,
+                declared: Sequence[int] = ()) -> PlanStep:
         """The next step of ``sql``'s plan: the ``QueryPlan``, a ``Selection`` to run before ``complete``, or
         (with ``series`` and no parameter) the ``SeriesStep`` of a series-limited statement; otherwise the
-        statement's Refusal is raised."""
-        ptuple, pkey, key = _plan_key(sql, params)
+        statement's Refusal is raised. ``declared``: the client's parameter type oids (``template``)."""
+        ptuple, pkey, key = _plan_key(sql, params, declared)
         hit = self.plans.get(key)
         if hit is not None:
             return hit
         try:
-            t = self.template(sql, deadline=deadline, trees=trees)
+            t = self.template(sql, deadline=deadline, trees=trees, declared=declared, params=ptuple)
         except Refusal as r:
             return self._series_step(sql, r, series and not ptuple)
         try:
@@ -230,16 +303,16 @@ class Planner:
                       deadline: float | None = None) -> QueryPlan:
         """The plan of a value list listing only the groups covering ``selected`` cells (what a partition
         selection released for its filter); not cached (a value list binds in microseconds)."""
-        t = self.template(sql, deadline=deadline)
+        t = self.template(sql, deadline=deadline, params=params)
         with using(self.catalog.collation):
             plan = bind(t, tuple(params) if params is not None else (), Budget(self.limits, deadline),
                         selected=selected)
         return replace(plan, collation=self.catalog.collation)
 
     def describe(self, sql: str, *, deadline: float | None = None,
-                 trees: Sequence[exp.Expr] | None = None) -> Description:
+                 trees: Sequence[exp.Expr] | None = None, declared: Sequence[int] = ()) -> Description:
         """Parameter type oids ($1.. in order; 25 text when unconstrained) and result columns of ``sql``."""
-        t = self.template(sql, deadline=deadline, trees=trees)
+        t = self.template(sql, deadline=deadline, trees=trees, declared=declared)
         n = max(t.param_types, default=0)
         return Description(tuple(t.param_types.get(i, 25) for i in range(1, n + 1)),
                            tuple(Column(e.name, e.oid) for e in t.outputs))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .sqlstate import (  # noqa: F401 - the parser's SQLSTATE names, re-exported for its passes
     AMBIGUOUS_COLUMN,
+    AMBIGUOUS_FUNCTION,
     CANNOT_COERCE,
     DATATYPE_MISMATCH,
     DIVISION_BY_ZERO,

@@ -91,10 +91,11 @@ def _one_cell_keys(t: Template) -> bool:
     return True
 
 
-def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget) -> Template:
-    """Run the passes over one parsed statement."""
+def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget, declared: dict[int, int] | None = None) -> Template:
+    """Run the passes over one parsed statement; ``declared``: parameter types the client declared (``$n``
+    -> oid, ``param_exprs.declared_types``), which type a parameter inside an expression as in PostgreSQL."""
     select = check_shape(inline_wrappers(inline_joins(tree, catalog, budget), catalog, budget))
-    ctx = Context(select, resolve_names(select, catalog), budget)
+    ctx = Context(select, resolve_names(select, catalog), budget, declared=dict(declared or {}))
     _check_private_keys(select, ctx)
     if check_select(ctx) == "probe":
         return probe_template(ctx)

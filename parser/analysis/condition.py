@@ -3,12 +3,15 @@
 The analyzer lowers a WHERE clause, a FILTER clause or a CASE branch condition to a ``Cond``; the binder
 turns it, with parameter values, into the sets of cells where it is TRUE and where it is FALSE (SQL's
 three-valued logic: the other cells are NULL). Being hashable, conditions serve as cache and slot keys.
-Operands are literals or ``$n`` parameters; literal values are int, Decimal, str, bool or None.
+Operands are literals, ``$n`` parameters or constant expressions over parameters (``Computed``); literal
+values are int, Decimal, str, bool or None.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from ..scalar import Expr
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +28,18 @@ class Param:
     index: int
 
 
-Operand = Lit | Param
+@dataclass(frozen=True, slots=True)
+class Computed:
+    """A constant expression over parameters (``$1::timestamp + interval '1 day'``, ``lower($1)``): no column
+    read, so one value per execution, evaluated at Bind by the scalar evaluator. ``sql`` (its text) and
+    ``oid`` (its SQL type) identify it; ``expr`` is its compiled form."""
+
+    sql: str
+    oid: int
+    expr: Expr = field(compare=False, hash=False)
+
+
+Operand = Lit | Param | Computed
 
 
 class Cond:
@@ -83,11 +97,13 @@ class In(Cond):
 @dataclass(frozen=True, slots=True)
 class AnyOf(Cond):
     """``attr op ANY($n)`` with an array bound to ``$n`` (psycopg's way of sending an IN list): TRUE where
-    some element compares TRUE, FALSE where all compare FALSE (an empty array: FALSE everywhere)."""
+    some element compares TRUE, FALSE where all compare FALSE (an empty array: FALSE everywhere).
+    ``every``: ``attr op ALL($n)``, TRUE where all compare TRUE, FALSE where some compares FALSE."""
 
     attr: str
     op: str
     operand: Param
+    every: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +132,17 @@ class Cells(Cond):
     attr: str
     true: tuple[tuple[int, int], ...]
     false: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BoundCells(Cond):
+    """A per-row predicate over one attribute that reads parameters (``strpos(city, $1) > 0``, ``age + $1 >
+    50``): evaluated on every cell of the public domain at Bind, with the parameters' values (``Cells``
+    once bound); refused there if, with those values, it cuts a cell. ``sql`` (its text) identifies it."""
+
+    attr: str
+    sql: str
+    expr: Expr = field(compare=False, hash=False)
 
 
 @dataclass(frozen=True, slots=True)

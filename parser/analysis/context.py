@@ -24,6 +24,7 @@ class Context:
     aggs: list[AggSpec] = field(default_factory=list)
     agg_index: dict[AggSpec, int] = field(default_factory=dict)
     groups: tuple[GroupDim, ...] = ()
+    declared: dict[int, int] = field(default_factory=dict)  # $n -> the type the client declared at Parse
 
     @property
     def table(self) -> TableSchema:

@@ -8,13 +8,14 @@ from sqlglot import exp
 
 from pgcore import errors as E
 from pgcore.errors import Refusal
-from pgcore.pgtypes import FLOAT8, TEXT, UNKNOWN
+from pgcore.pgtypes import TEXT, UNKNOWN
 
 from .. import scalar as S
 from ..syntax.parse import position_of
 from .aggregates import lower_aggregate
 from .context import Context
 from .nodes import figure_name, ident, is_param, param_index, sql_of, unsupported
+from .param_exprs import resolve_params
 from .scalars import NotScalar, compile_scalar
 from .where import lower_where
 
@@ -41,7 +42,7 @@ def lower_expr(node: exp.Expr, ctx: Context, where: str) -> S.Expr:
         return _leaf(n, ctx)
 
     try:
-        return compile_scalar(node, leaf, ctx.budget, exact=False)
+        e = compile_scalar(node, leaf, ctx.budget, exact=False)
     except NotScalar as u:
         n = u.node
         if isinstance(n, exp.Cast):
@@ -49,6 +50,8 @@ def lower_expr(node: exp.Expr, ctx: Context, where: str) -> S.Expr:
         if n.find(exp.Select):
             raise unsupported("subquery", n.find(exp.Select)) from None
         raise unsupported(f"expression {sql_of(n)!r} in {where}", n) from None
+    resolve_params(e, ctx)  # COUNT(*) + $1: bigint; lower($1): text (PostgreSQL's resolution)
+    return e
 
 
 def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
@@ -73,9 +76,8 @@ def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
                           "clause or be used in an aggregate function", position=position_of(node))
         return S.Key(plain[0], ctx.groups[plain[0]].oid, attr.name)
     if isinstance(node, exp.Parameter | exp.Placeholder):
-        n = param_index(node)
-        ctx.param_types.setdefault(n, FLOAT8)
-        return S.Param(n, ctx.param_types[n])
+        n = param_index(node)  # typed by what it meets (an operator, a cast, a function), else text
+        return S.Param(n, ctx.declared.get(n, ctx.param_types.get(n, UNKNOWN)))
     if isinstance(node, exp.Select | exp.Subquery):
         raise unsupported("subquery", node)
     return None

@@ -43,6 +43,18 @@ def _type_params(a: S.Expr, b: S.Expr) -> None:
         b.oid = a.oid
 
 
+def _untyped_param_takes(op: str, a: S.Expr, b: S.Expr, node: exp.Expr) -> None:
+    """An untyped parameter next to an operator takes the other operand's type (``$1 * 2``: integer,
+    ``$1 - interval '7 days'``: interval), as PostgreSQL resolves an unknown operand; timestamp + unknown has
+    no timestamp + timestamp, so its one candidate, interval; date + unknown has several (42725)."""
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, S.Param) and x.oid == T.UNKNOWN and y.oid != T.UNKNOWN:
+            if op == "+" and y.oid == T.DATE:
+                raise Refusal(E.AMBIGUOUS_FUNCTION, "operator is not unique: date + unknown", position=position_of(node),
+                              hint="Cast the parameter: $1::integer (days) or $1::interval.")
+            x.oid = T.INTERVAL if op == "+" and y.oid in (T.TIMESTAMP, T.TIMESTAMPTZ) else y.oid
+
+
 class _Compiler(TemporalCompiler, CallCompiler):
     def __init__(self, leaf: Leaf, exact: bool, budget: Budget) -> None:
         self.leaf, self.exact, self.budget = leaf, exact, budget
@@ -74,6 +86,7 @@ class _Compiler(TemporalCompiler, CallCompiler):
         if type(node) in ARITH:
             a, b = self.compile(node.this, d), self.compile(node.expression, d)
             op = ARITH[type(node)]
+            _untyped_param_takes(op, a, b, node)
             if {a.oid, b.oid} & (T.TEMPORAL_OIDS | {T.INTERVAL}):
                 return self.temporal_arith(op, a, b, node)
             if T.TEXT in (a.oid, b.oid) or T.BOOL in (a.oid, b.oid):
@@ -137,6 +150,9 @@ class _Compiler(TemporalCompiler, CallCompiler):
     def cast(self, node: exp.Cast, d: int) -> S.Expr:
         a = self.compile(node.this, d)
         to = node.args["to"].this
+        if isinstance(a, S.Param) and a.oid == T.UNKNOWN and to == exp.DataType.Type.INTERVAL:
+            a.oid = T.INTERVAL  # $1::interval: a parameter of that type
+            return a
         if to in INT_TYPES:
             oid = T.INT4 if to == exp.DataType.Type.INT else T.INT8
         elif to in FLOAT_TYPES:
@@ -169,6 +185,9 @@ class _Compiler(TemporalCompiler, CallCompiler):
             return S.Const(None if value is None else TM.parse_interval(str(value)), T.INTERVAL)
         else:
             raise NotScalar(node)
+        if isinstance(a, S.Param) and a.oid == T.UNKNOWN:
+            a.oid = oid  # $1::timestamp: the parameter is of that type (PostgreSQL types it so at Parse)
+            return a
         if a.oid == T.BOOL and oid not in (T.BOOL, T.INT4, T.TEXT):
             raise Refusal(E.CANNOT_COERCE, f"cannot cast type boolean to {T.type_name(oid)}", position=position_of(node),
                           hint="boolean casts to integer (int4): CAST(flag AS INT).")

@@ -36,6 +36,7 @@ from .nodes import (
     strip_paren,
     unsupported,
 )
+from .param_exprs import bound_cells, computed_operand, has_param, is_param_expr, mapped_operand
 from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold
 
 _WHERE_HINT = ("WHERE supports =, <>, <, <=, >, >=, BETWEEN, IN, IS [NOT] NULL on attributes compared with "
@@ -47,7 +48,7 @@ def lower_where(node: exp.Expr, ctx: Context) -> C.Cond:
     return _Lowering(ctx).cond(node, 0)
 
 
-def operand(node: exp.Expr, attr: Attribute | None, ctx: Context) -> C.Operand:
+def operand(node: exp.Expr, attr: Attribute | None, ctx: Context, op: str = "=") -> C.Operand:
     """A constant or a parameter compared with ``attr`` (None: a constant-only comparison)."""
     node = strip_paren(node)
     while isinstance(node, exp.Cast) and is_param(strip_paren(node.this)):
@@ -56,6 +57,8 @@ def operand(node: exp.Expr, attr: Attribute | None, ctx: Context) -> C.Operand:
         n = param_index(node)
         ctx.param_types[n] = attr.domain.param_oid if attr is not None else T.INT4
         return C.Param(n)
+    if is_param_expr(node):  # $1::timestamp + interval '1 day', lower($1): evaluated at Bind
+        return computed_operand(node, attr, ctx, op)
     value = fold(node, ctx.budget)
     if value is NOT_CONSTANT:
         if isinstance(node, exp.Column):
@@ -206,6 +209,8 @@ class _Lowering:
             return self.per_rows(node, sorted(attrs), self.ctx.cell_leaf)
         attr = ctx.table.attribute(attrs.pop())
         assert attr is not None
+        if has_param(node):  # strpos(city, $1) > 0: evaluated on the cells at Bind
+            return bound_cells(node, attr, ctx)
         e = self.compile_cells(node)
         if e.oid not in (T.BOOL, T.UNKNOWN):
             raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
@@ -242,6 +247,10 @@ class _Lowering:
                 ctx.param_types[n] = oid
                 parts.append(C.Mapped(attr.name, values, oid, op, C.Param(n)))
                 continue
+            computed = mapped_operand(x, oid, ctx)
+            if computed is not None:
+                parts.append(C.Mapped(attr.name, values, oid, op, computed))
+                continue
             value = fold(x, ctx.budget)
             if value is NOT_CONSTANT:
                 raise unsupported(f"expression {sql_of(x)!r} in WHERE", x, hint=_WHERE_HINT)
@@ -272,22 +281,26 @@ class _Lowering:
             ctx.budget.in_list(len(items))
             parts = tuple(C.Compare(attr.name, op, operand(x, attr, ctx)) for x in items)
             return C.And(parts) if every else C.Or(parts)
-        if isinstance(right, exp.Any) and isinstance(left, exp.Column) and _bare_param(right.this) is not None:
-            attr, n = ctx.column(left), _bare_param(right.this)
-            assert n is not None
+        array = _array_param(right)
+        if array is not None and isinstance(left, exp.Column):  # col op ANY($1), col <> ALL($1)
+            attr, (n, every) = ctx.column(left), array
             ctx.param_types[n] = T.ARRAY_OF.get(attr.domain.param_oid, T.ARRAY_OF[T.TEXT])
-            return C.AnyOf(attr.name, op, C.Param(n))
+            return C.AnyOf(attr.name, op, C.Param(n), every)
         if isinstance(right, exp.Any):
             raise unsupported(f"{sql_of(right)}", right)
         if isinstance(left, exp.Column) and right.find(exp.Column) is None:
             attr = ctx.column(left)
-            return C.Compare(attr.name, op, operand(right, attr, ctx))
+            return C.Compare(attr.name, op, operand(right, attr, ctx, op))
         if isinstance(right, exp.Column) and left.find(exp.Column) is None:
             attr = ctx.column(right)
-            return C.Compare(attr.name, FLIP[op], operand(left, attr, ctx))
+            return C.Compare(attr.name, FLIP[op], operand(left, attr, ctx, FLIP[op]))
         if _bare_param(right) is not None and left.find(exp.Column) is not None:
             return self.mapped(op, left, (right,), node)
         if _bare_param(left) is not None and right.find(exp.Column) is not None:
+            return self.mapped(FLIP[op], right, (left,), node)
+        if is_param_expr(right) and left.find(exp.Column) is not None:  # lower(city) = lower($1)
+            return self.mapped(op, left, (right,), node)
+        if is_param_expr(left) and right.find(exp.Column) is not None:
             return self.mapped(FLIP[op], right, (left,), node)
         if node.find(exp.Column) is not None and node.find(exp.AggFunc) is None:
             return self.per_row(node)
@@ -306,6 +319,17 @@ def _bare_param(node: exp.Expr) -> int | None:
     while isinstance(node, exp.Cast) and is_param(strip_paren(node.this)):
         node = strip_paren(node.this)
     return param_index(node) if is_param(node) else None
+
+
+def _array_param(node: exp.Expr) -> tuple[int, bool] | None:
+    """``ANY($n)`` -> (n, False); ``ALL($n)`` -> (n, True); else None."""
+    if isinstance(node, exp.Any):
+        n = _bare_param(node.this)
+        return None if n is None else (n, False)
+    if isinstance(node, exp.Anonymous) and str(node.this).upper() == "ALL" and len(node.expressions) == 1:
+        n = _bare_param(node.expressions[0])
+        return None if n is None else (n, True)
+    return None
 
 
 def _quantified(node: exp.Expr) -> tuple[bool, list[exp.Expr]] | None:

@@ -2,33 +2,29 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
 from pgcore import errors as E
-from pgcore.arrays import array_items
 from pgcore.errors import Refusal
-from pgcore.pgtypes import BOOL, TEXT
+from pgcore.pgtypes import BOOL
 
 from ..analysis import condition as C
 from ..analysis.template import Template
 from ..model.limits import Budget, Limits
 from ..model.linear import LinearQuery, make_linear_query, space_of, unit
-from ..model.predicate import Pred, Ranges, Space, merge_ranges
+from ..model.predicate import Pred, merge_ranges
 from ..model.schema import Attribute, TableSchema
 from ..plan.queryplan import Column, QueryPlan
-from ..scalar import FUNCTIONS, cast_value, coerce_param, compare
+from ..scalar import FUNCTIONS, coerce_param, compare
 from ..syntax.parse import position_of
 from .distinct import DistinctQueries
+from .group_cells import GroupCells, all_groups, covers, filtered_elsewhere, group_indices, mask
 from .group_limit import within_limit
+from .operands import array_value, bound_cells, count, missing, operand_value, typed_value
 from .partition import (
     NeedsPartition,
-    has_selected_keys,
     partition_request,
     private_columns,
     selected_groups,
@@ -37,60 +33,6 @@ from .partition import (
 from .splits import cut_compare, cutting, split_axes, split_table
 
 TF = tuple[Pred, Pred]  # (cells where the condition is TRUE, where it is FALSE); the rest are NULL
-
-
-@lru_cache(maxsize=64)
-def _missing(params: Sequence[object], needed: int, at_least: bool = True) -> Refusal:
-    return Refusal(E.PROTOCOL_VIOLATION, f"bind message supplies {len(params)} parameters, but prepared "
-                   f"statement requires {'at least ' if at_least else ''}{needed}")
-
-
-def _value(operand: C.Operand, attr: Attribute, params: Sequence[object]) -> Any:
-    """The operand's value coerced to the attribute's type (parameters arrive as text or Python values)."""
-    if isinstance(operand, C.Lit):
-        return operand.value
-    if operand.index > len(params):
-        raise _missing(params, operand.index)
-    p = params[operand.index - 1]
-    return None if p is None else attr.domain.coerce_param(p)
-
-
-def _typed_value(operand: C.Operand, oid: int, params: Sequence[object]) -> Any:
-    """The operand read as SQL type ``oid`` (a per-row expression's type), as PostgreSQL reads a parameter
-    compared with it; a value that does not read as that type fails with 22P02 / 22007 before anything runs."""
-    if isinstance(operand, C.Lit):
-        v = operand.value
-    else:
-        if operand.index > len(params):
-            raise _missing(params, operand.index)
-        v = params[operand.index - 1]
-    if v is None:
-        return None
-    v = v.decode() if isinstance(v, bytes) else v
-    if oid == BOOL:
-        return cast_value(v, TEXT, BOOL, "boolean")
-    if oid == TEXT:
-        return str(v)
-    return coerce_param(v, oid)
-
-
-def _array_value(operand: C.Param, params: Sequence[object]) -> list[Any] | None:
-    """The array bound to ``operand`` as a list (None: a NULL array); a text array literal is read here when
-    the client sent it untyped."""
-    if operand.index > len(params):
-        raise _missing(params, operand.index)
-    v = params[operand.index - 1]
-    if v is None or isinstance(v, list | tuple):
-        return None if v is None else list(v)
-    return array_items(v.decode() if isinstance(v, bytes) else str(v))
-
-
-def _mask(shape: tuple[int, ...], ranges: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """A boolean array over a product of domains from runs of flat indices."""
-    flat = np.zeros(int(np.prod(shape)), dtype=bool)
-    for lo, hi in ranges:
-        flat[lo:hi + 1] = True
-    return flat.reshape(shape)
 
 
 class Binder:
@@ -122,7 +64,7 @@ class Binder:
 
     def _in(self, attr: Attribute, operands: tuple[C.Operand, ...]) -> TF:
         """``attr IN (...)``: the union of the equal cells; FALSE elsewhere unless a NULL is listed."""
-        values = [_value(o, attr, self.params) for o in operands]
+        values = [operand_value(o, attr, self.params) for o in operands]
         self.budget.tick(len(values))
         cut = [attr.name in self.axes and v is not None and bool(cutting(attr, "=", v)) for v in values]
         hits = merge_ranges([r for v, c in zip(values, cut, strict=True) if v is not None and not c
@@ -151,29 +93,35 @@ class Binder:
                 return t, sp.not_(t)
             case C.Compare(name, op, operand):
                 attr = self._attr(name)
-                return self._cmp(attr, op, _value(operand, attr, self.params))
+                return self._cmp(attr, op, operand_value(operand, attr, self.params))
             case C.In(name, operands):
                 return self._in(self._attr(name), operands)
-            case C.AnyOf(name, op, operand):
+            case C.AnyOf(name, op, operand, every):
                 attr = self._attr(name)
-                items = _array_value(operand, self.params)
+                items = array_value(operand, self.params)
                 if items is None:
                     return False, False
                 self.budget.in_list(len(items))
                 both = [self._cmp(attr, op, None if v is None else attr.domain.coerce_param(v)) for v in items]
+                if every:  # ALL: TRUE where every element compares TRUE (an empty array: everywhere)
+                    return sp.all_of([p[0] for p in both]), sp.any_of([p[1] for p in both])
                 return sp.any_of([p[0] for p in both]), sp.all_of([p[1] for p in both])
             case C.NotDistinct(name, operand):
                 # IS NOT DISTINCT FROM: equality where NULL equals NULL; never unknown.
                 attr = self._attr(name)
-                x = _value(operand, attr, self.params)
+                x = operand_value(operand, attr, self.params)
                 t = sp.not_(self.base(attr)) if x is None else self._cmp(attr, "=", x)[0]
                 return t, sp.not_(t)
+            case C.BoundCells(name):
+                out = bound_cells(cond, self.table, self.params, self.budget)
+                true, false = (merge_ranges([(i, i) for i, r in enumerate(out) if r is want]) for want in (True, False))
+                return sp.cells(name, true), sp.cells(name, false)
             case C.Cells(name, true, false):
                 return sp.cells(name, list(true)), sp.cells(name, list(false))
             case C.Mapped(name, values, oid, op, operand):
-                return self._mapped(name, values, op, _typed_value(operand, oid, self.params))
+                return self._mapped(name, values, op, typed_value(operand, oid, self.params))
             case C.Table(names, shape, true, false):
-                return sp.table(names, _mask(shape, true)), sp.table(names, _mask(shape, false))
+                return sp.table(names, mask(shape, true)), sp.table(names, mask(shape, false))
             case C.IsNull(name):
                 base = self.base(self._attr(name))
                 return sp.not_(base), base
@@ -198,25 +146,6 @@ class Binder:
         return True if cond is None else self.tf(cond)[0]
 
 
-def _count(spec: C.Operand | None, params: Sequence[object], what: str) -> int | None:
-    if spec is None:
-        return None
-    if isinstance(spec, C.Lit):
-        return int(spec.value)  # type: ignore[call-overload]
-    if spec.index > len(params):
-        raise _missing(params, spec.index)
-    p = params[spec.index - 1]
-    if p is None:
-        return None
-    try:
-        n = int(p.decode() if isinstance(p, bytes) else p)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise Refusal(E.INVALID_TEXT_REPRESENTATION, f'invalid input syntax for type bigint: "{p}"') from None
-    if n < 0:
-        raise Refusal(E.INVALID_ROW_COUNT if what == "LIMIT" else E.INVALID_OFFSET_COUNT, f"{what} must not be negative")
-    return n
-
-
 def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
          selected: frozenset[tuple[int, ...]] | None = None) -> QueryPlan:
     """Build the QueryPlan: one linear query per (group of the public domain, aggregate).
@@ -226,12 +155,12 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     budget = budget if budget is not None else Budget(Limits())
     needed = max(t.param_types, default=0)
     if needed > len(params):
-        raise _missing(params, needed, at_least=False)
+        raise missing(params, needed, at_least=False)
     for param in t.post_params():
         if param.index <= len(params):
             coerce_param(params[param.index - 1], param.oid)  # a bad HAVING value fails now, before a release
     finer = split_table(t.table, [t.where, *(spec.filter for spec in t.aggs)],
-                        lambda o, a: _value(o, a, params), lambda p: _array_value(p, params))
+                        lambda o, a: operand_value(o, a, params), lambda p: array_value(p, params))
     if finer is not None:  # literals inside cells: this statement's finer partition (parser/bind/splits.py)
         t = replace(t, table=finer)
     b = Binder(t.table, params, budget)
@@ -248,7 +177,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
                       hint="Group by one private-keys column (with any public ones).")
     if private:
         raise NeedsPartition(partition_request(t.table, private[:1], sp, base))
-    t = within_limit(t, _GroupCells(t.table, sp, budget).restrict, base, selected, budget.limits.max_groups)
+    t = within_limit(t, GroupCells(t.table, sp, budget).restrict, base, selected, budget.limits.max_groups)
     agg_preds = []
     for spec in t.aggs:
         p = base if spec.filter is None else sp.and_(base, b.where(spec.filter))
@@ -257,7 +186,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
         agg_preds.append(p)
     derived = {i: DistinctQueries(t, sp, p, spec.attr) for i, (spec, p) in enumerate(zip(t.aggs, agg_preds, strict=True))
                if spec.kind == "distinct"}
-    if not t.aggs and t.groups and selected is None and _filtered_elsewhere(t, sp.support(base)):
+    if not t.aggs and t.groups and selected is None and filtered_elsewhere(t, sp.support(base)):
         # Which values occur where another column has some value is data: DP partition selection.
         if any(d.attrs for d in t.groups):
             raise Refusal(E.FEATURE_NOT_SUPPORTED, "a value list of an expression over several columns, filtered "
@@ -273,12 +202,12 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     slots: list[list[int]] = []
     factors: list[list[float]] = []
     groups = []
-    limit = _count(t.limit, params, "LIMIT")
-    joint = _GroupCells(t.table, sp, budget)
+    limit = count(t.limit, params, "LIMIT")
+    joint = GroupCells(t.table, sp, budget)
     # LIMIT 0 (how Tableau and others ask for a query's columns) shows no row whatever is measured: measure
     # nothing, so describing an aggregate costs nothing.
     listed = selected_groups(t, selected) if t.select_groups and selected is not None else \
-        zip(_groups(t), _group_indices(t), strict=True)
+        zip(all_groups(t), group_indices(t), strict=True)
     for (key, cells), at in listed if limit != 0 else []:
         if t.groups:
             # A group the WHERE clause excludes by its own text is a known zero, not data: omitted (a pie
@@ -288,7 +217,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
                 gp = joint.restrict(gp, gattr, granges)
             if gp is False:
                 continue
-            if selected is not None and not _covers(cells, selected):
+            if selected is not None and not covers(cells, selected):
                 continue  # not released by the partition selection
         groups.append((key, cells))
         row, frow = [], []
@@ -320,7 +249,7 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
         factors=tuple(tuple(f) for f in factors),
         params=tuple(params),
         limit=limit,
-        offset=_count(t.offset, params, "OFFSET"),
+        offset=count(t.offset, params, "OFFSET"),
     )
 
 
@@ -335,64 +264,3 @@ def _check_joint(t: Template, private: Sequence[str]) -> None:
                       position=position_of(joint[0].node))
 
 
-class _GroupCells:
-    """A group's cells restricting a predicate: a plain dimension's ranges of one attribute, or a joint
-    dimension's runs over the product of its attributes (``analysis/joint.py``), built once per key."""
-
-    def __init__(self, table: TableSchema, space: Space, budget: Budget) -> None:
-        self.table, self.space, self.budget = table, space, budget
-        # Masks over a joint product are vectorised: charged by the runs they hold (the boxes they become),
-        # not the product's size (bounded at analysis by joint.MAX_GROUP_WORK).
-        self.free = space.with_budget(None)
-        self.preds: dict[tuple[tuple[str, ...], Ranges], Pred] = {}
-        # Groups are listed in key order, so consecutive groups share their first dimensions' cells: each
-        # prefix is restricted once (5 text keys: about 1.3 restrictions a group instead of 5).
-        self.done: dict[tuple[Pred, str, Ranges], Pred] = {}
-
-    def restrict(self, p: Pred, attr: str | tuple[str, ...], ranges: Ranges) -> Pred:
-        if isinstance(attr, str):
-            key3 = (p, attr, ranges)
-            hit = self.done.get(key3)
-            if hit is None:
-                hit = self.done[key3] = self.space.restrict(p, attr, ranges)
-            return hit
-        key = (attr, ranges)
-        cells = self.preds.get(key)
-        if cells is None:
-            self.budget.tick(10 * len(ranges))  # about one box a run, counted as the binder counts boxes
-            self.budget.check_deadline()
-            cells = self.free.table(attr, _mask(self.table.shape(attr), ranges))
-            self.preds[key] = cells
-        return self.space.and_(p, cells)
-
-
-def _filtered_elsewhere(t: Template, support: tuple[str, ...]) -> bool:
-    """True when a value list's WHERE reads columns other than its keys (filtered on its own keys only,
-    it is the public domain's values and free)."""
-    if has_selected_keys(t.table, t.group_attrs):
-        return False  # its keys were released by partition selection under this very filter
-    keys = set(t.group_attrs)
-    return any(a not in keys for a in support)
-
-
-def _covers(cells: list[tuple[str | tuple[str, ...], Ranges]], selected: frozenset[tuple[int, ...]]) -> bool:
-    """True when a group's cells include a released cell tuple."""
-    per_dim = [[i for lo, hi in granges for i in range(lo, hi + 1)] for _, granges in cells]
-    return any(combo in selected for combo in itertools.product(*per_dim))
-
-
-def _group_indices(t: Template) -> list[tuple[int, ...]]:
-    """Per group of :func:`_groups` (same order), its key index along each dimension."""
-    return list(itertools.product(*(range(len(d.keys)) for d in t.groups)))
-
-
-def _groups(t: Template) -> list[tuple[tuple[object, ...], list[tuple[str | tuple[str, ...], Ranges]]]]:
-    """Every group of the product of the GROUP BY dimensions, in key order (empty groups included): its key
-    values and, per dimension, the attribute cells it covers (a joint dimension: its attributes' tuple and
-    runs over their product)."""
-    out: list[tuple[tuple[object, ...], list[tuple[str | tuple[str, ...], Ranges]]]] = [((), [])]
-    for dim in t.groups:
-        name: str | tuple[str, ...] = dim.attrs or dim.attr
-        out = [(k + (key,), c + [(name, cells)]) for k, c in out for key, cells in zip(dim.keys, dim.cells,
-                                                                                     strict=True)]
-    return out

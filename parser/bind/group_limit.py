@@ -14,7 +14,7 @@ from ..analysis.template import Template
 from ..model.predicate import Pred, Ranges
 
 Restrict = Callable[[Pred, str | tuple[str, ...], Ranges], Pred]
-"""A predicate restricted to a group's cells on one dimension (``binder._GroupCells.restrict``)."""
+"""A predicate restricted to a group's cells on one dimension (``group_cells.GroupCells.restrict``)."""
 
 
 def within_limit(t: Template, restrict: Restrict, base: Pred, selected: frozenset[tuple[int, ...]] | None,

@@ -49,7 +49,7 @@ class QueryHandler:
         deadline = time.monotonic() + self.config.server.statement_timeout_s
         sql = command.sql
         try:
-            d = planner.describe(sql, deadline=deadline, trees=command.parsed.take())
+            d = planner.describe(sql, deadline=deadline, trees=command.parsed.take(), declared=param_oids)
         except Refusal:
             split = planner.series_split(sql)
             if split is None:
@@ -62,18 +62,19 @@ class QueryHandler:
         return params, [ColumnDesc(c.name, c.type_oid) for c in d.columns]
 
     async def execute(self, command: Query, params: Sequence[object | None], user: str,
-                      settings: Mapping[str, str]) -> QueryResult:
+                      settings: Mapping[str, str], param_oids: Sequence[int] = ()) -> QueryResult:
         sql = command.sql
         t0 = time.perf_counter()
         planner = self.planners.planner
         trees = command.parsed.take()  # the router's trees: this planning's, or nobody's
-        step: PlanStep | None = planner.cached_plan(sql, params or None)
+        step: PlanStep | None = planner.cached_plan(sql, params or None, param_oids)
         selection = None
         if step is None:
             # Planning a new text is bounded by the statement's deadline and work limits, and runs off the
             # event loop so a hard statement never stalls other clients while it is planned or refused.
             step = await asyncio.to_thread(planner.prepare, sql, params or None,
-                                           deadline=deadline_of(self.config, settings), trees=trees)
+                                           deadline=deadline_of(self.config, settings), trees=trees,
+                                           declared=param_oids)
         if isinstance(step, SeriesStep):
             return await self._series_limited(step.split, user, settings)
         if isinstance(step, Selection):

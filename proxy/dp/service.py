@@ -86,16 +86,16 @@ class DPService:
     # -------------------------------------------------------------------------------------- execute
 
     async def execute(self, command: DPCommand, params: Sequence[object | None], user: str,
-                      settings: Mapping[str, str]) -> QueryResult:
+                      settings: Mapping[str, str], param_oids: Sequence[int] = ()) -> QueryResult:
         try:
             for _ in range(2):
                 self._follow_catalog()
                 try:
-                    return await self._execute(command, params, user, settings)
+                    return await self._execute(command, params, user, settings, param_oids)
                 except StalePlan:
                     continue  # planned just before the epoch changed its value lists: plan it again
             self._follow_catalog()
-            return await self._execute(command, params, user, settings)
+            return await self._execute(command, params, user, settings, param_oids)
         except psycopg.OperationalError:
             # The upstream is down or restarting: nothing was answered; the client may retry.
             raise ServiceError("57P03", "the upstream database is not available; nothing was answered",
@@ -106,7 +106,7 @@ class DPService:
             raise ServiceError("XX000", "the upstream database failed to answer; nothing was released") from None
 
     async def _execute(self, command: DPCommand, params: Sequence[object | None], user: str,
-                       settings: Mapping[str, str]) -> QueryResult:
+                       settings: Mapping[str, str], param_oids: Sequence[int] = ()) -> QueryResult:
         if isinstance(command, ShowCommand):
             return await asyncio.to_thread(self.admin.show, command, user)
         if isinstance(command, RegressionCommand) and (regression := self._regression(command)) is not None:
@@ -115,7 +115,7 @@ class DPService:
             return await asyncio.to_thread(self.admin.new_epoch, command, user)
         if isinstance(command, ExplainCommand):
             return await asyncio.to_thread(self.explains.explain, command, params, settings)
-        return await self.queries.execute(command, params, user, settings)
+        return await self.queries.execute(command, params, user, settings, param_oids)
 
     # ------------------------------------------------------------------------------------- epochs
 

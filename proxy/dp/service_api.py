@@ -39,6 +39,7 @@ class QueryService(Protocol):
         ...
 
     async def execute(self, command: DPCommand, params: Sequence[object | None], user: str,
-                      settings: Mapping[str, str]) -> QueryResult:
-        """Run the statement with bound parameters and return its (noisy) result."""
+                      settings: Mapping[str, str], param_oids: Sequence[int] = ()) -> QueryResult:
+        """Run the statement with bound parameters and return its (noisy) result; ``param_oids``: the types
+        the client declared for them (Parse), which type parameters inside expressions."""
         ...

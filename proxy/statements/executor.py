@@ -186,7 +186,7 @@ class Executor:
         if kind is Kind.DP:
             values = decoded if decoded is not None else decode_params(param_oids, param_formats, params)
             assert route.dp is not None
-            return await self._dp(route.dp, values, result_formats)
+            return await self._dp(route.dp, values, result_formats, param_oids)
         if kind is Kind.CATALOG:
             try:
                 res = await self.catalog.execute(self._catalog_sql(route.sql), param_oids, param_formats, params,
@@ -209,9 +209,10 @@ class Executor:
         assert route.error is not None
         raise route.error
 
-    async def _dp(self, dp: DPCommand, values: Sequence[Any], result_formats: Sequence[int]) -> ResultSet:
+    async def _dp(self, dp: DPCommand, values: Sequence[Any], result_formats: Sequence[int],
+                  param_oids: Sequence[int] = ()) -> ResultSet:
         s = self.session
-        result = await self.service.execute(dp, values, s.user, s.settings)
+        result = await self.service.execute(dp, values, s.user, s.settings, param_oids)
         self._last_dp = result
         fields = [backend.field(c.name, c.type_oid) for c in result.columns]
         rows = encode_rows(fields, result.rows, result_formats, session_zone(s.get("timezone")))

@@ -1,0 +1,61 @@
+"""Parameters that shape the groups: ``date_trunc($1, ts)`` in GROUP BY (a dashboard's granularity picker,
+sent bound by JDBC and psycopg). The GROUP BY dimensions, hence the template, depend on the value, so such a
+statement is analysed once per distinct value of those parameters (the planner caches one template per
+text and value: a picker has a handful), each as the statement with the value written as a string literal in
+the tree (never in the text), which PostgreSQL reads exactly as the untyped parameter: text for date_trunc.
+Describe, which has no value, analyses it with ``DESCRIBE_VALUE`` (the type of the columns does not depend on
+the unit)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+from pgcore.identifiers import fold
+
+from .nodes import is_param, param_index, strip_paren
+
+DESCRIBE_VALUE = "year"  # a unit no declared cell cuts (resolutions are at most a day... or a month)
+
+
+def group_params(tree: exp.Expr) -> tuple[int, ...]:
+    """The parameters inside the GROUP BY expressions of a flat SELECT (``GROUP BY 1`` and output aliases
+    read as the target-list item they name), in order; () for none."""
+    if not isinstance(tree, exp.Select) or tree.args.get("group") is None:
+        return ()
+    items = tree.expressions
+    aliases = {fold(i.alias): i.this for i in items if isinstance(i, exp.Alias)}
+    found: set[int] = set()
+    for g in tree.args["group"].expressions:
+        node = strip_paren(g)
+        if isinstance(node, exp.Literal) and node.is_int and 1 <= int(node.this) <= len(items):
+            node = items[int(node.this) - 1]
+        elif isinstance(node, exp.Column) and not node.table and fold(node.name) in aliases:
+            node = aliases[fold(node.name)]
+        found |= {param_index(p) for p in node.walk() if is_param(p)}
+    return tuple(sorted(found))
+
+
+def values_of(indexes: Sequence[int], params: Sequence[object] | None) -> tuple[str | None, ...] | None:
+    """The bound values of ``indexes`` as text (None: NULL), or None when they are not all bound."""
+    if params is None or any(i > len(params) for i in indexes):
+        return None
+    out: list[str | None] = []
+    for i in indexes:
+        v = params[i - 1]
+        out.append(None if v is None else v.decode() if isinstance(v, bytes) else str(v))
+    return tuple(out)
+
+
+def with_values(tree: exp.Expr, indexes: Sequence[int], values: Sequence[str | None]) -> exp.Expr:
+    """``tree`` with every occurrence of those parameters replaced by its value as a string literal."""
+    by_index = dict(zip(indexes, values, strict=True))
+
+    def put(node: exp.Expr) -> exp.Expr:
+        if is_param(node) and param_index(node) in by_index:
+            v = by_index[param_index(node)]
+            return exp.Null() if v is None else exp.Literal.string(v)
+        return node
+
+    return tree.transform(put)
