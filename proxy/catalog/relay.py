@@ -256,6 +256,27 @@ class CatalogDB:
             raise res.error
         return res
 
+    async def reencode(self, type_oids: Sequence[int], rows: Sequence[Sequence[bytes | None]],
+                       from_formats: Sequence[int], to_formats: Sequence[int], owner: int | None = None,
+                       user: str = "") -> list[list[bytes | None]]:
+        """Values of the given column types from one wire format to another (per column), by the catalog
+        database itself: they go in as typed parameters of a VALUES list and come back as asked (every type
+        the catalog returns has its input and output functions there; the proxy's codecs know a few)."""
+        width = len(type_oids)
+        if not rows or not width:
+            return [[] for _ in rows]
+        out: list[list[bytes | None]] = []
+        per = max(1, REENCODE_PARAMS // width)
+        for start in range(0, len(rows), per):
+            chunk = rows[start:start + per]
+            marks = ", ".join("(" + ", ".join(f"${r * width + c + 1}" for c in range(width)) + ")"
+                              for r in range(len(chunk)))
+            res = await self.execute(f"VALUES {marks}", list(type_oids) * len(chunk), list(from_formats) * len(chunk),
+                                     [v for row in chunk for v in row], list(to_formats), describe=False,
+                                     owner=owner, user=user)
+            out.extend(data_row_values(r) for r in res.rows)
+        return out
+
     def _answerable(self, sql_text: str) -> str:
         """The statement as the shadow database runs it: pg_stat_user_tables without figures.
 
@@ -304,6 +325,25 @@ class CatalogDB:
             finally:
                 self.pool.release(conn)
         raise AssertionError("unreachable")
+
+
+REENCODE_PARAMS = 30000
+"""Values re-encoded per catalog statement (the protocol allows 65535 parameters)."""
+
+
+def data_row_values(data_row: bytes) -> list[bytes | None]:
+    """The column values of a DataRow message (None for NULL)."""
+    (count,) = struct.unpack_from("!h", data_row, 5)
+    pos, out = 7, []
+    for _ in range(count):
+        (n,) = struct.unpack_from("!i", data_row, pos)
+        pos += 4
+        if n < 0:
+            out.append(None)
+        else:
+            out.append(data_row[pos:pos + n])
+            pos += n
+    return out
 
 
 def _text(data_row: bytes, i: int) -> str:
