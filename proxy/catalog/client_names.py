@@ -101,4 +101,4 @@ async def localize_information_schema(conn: psycopg.AsyncConnection[Any]) -> Non
             continue
         body = definition.replace("current_database()", _LOCALIZED)
         await conn.execute(sql.SQL("CREATE OR REPLACE VIEW {} AS {}").format(
-            sql.Identifier("information_schema", name), sql.SQL(body.rstrip().rstrip(";"))))  # type: ignore[arg-type]
+            sql.Identifier("information_schema", name), sql.SQL(body.rstrip().rstrip(";"))))

@@ -351,7 +351,7 @@ REENCODE_PARAMS = 30000
 def data_row_values(data_row: bytes) -> list[bytes | None]:
     """The column values of a DataRow message (None for NULL)."""
     (count,) = struct.unpack_from("!h", data_row, 5)
-    pos, out = 7, []
+    pos, out = 7, list[bytes | None]()
     for _ in range(count):
         (n,) = struct.unpack_from("!i", data_row, pos)
         pos += 4

@@ -203,11 +203,11 @@ class Executor:
                 return self._prepare(route)
             if route.command in ("EXECUTE", "EXPLAIN EXECUTE"):
                 return await self._execute_prepared(route, result_formats)
-            res = run_command(self.session, route, list(result_formats))
-            if route.command == "FETCH" and res.fields and result_formats and any(
-                    format_for(result_formats, i) != format_for(res.formats, i) for i in range(len(res.fields))):
-                return await self._reencode(res, result_formats)
-            return res
+            done = run_command(self.session, route, list(result_formats))
+            if route.command == "FETCH" and done.fields and result_formats and any(
+                    format_for(result_formats, i) != format_for(done.formats, i) for i in range(len(done.fields))):
+                return await self._reencode(done, result_formats)
+            return done
         if kind is Kind.EMPTY:
             return command("")
         assert route.error is not None
