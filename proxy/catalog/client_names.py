@@ -33,6 +33,9 @@ TABLE = "pg_database"
 
 _CURRENT = re.compile(r"(?<![\w.$])(?:pg_catalog\s*\.\s*)?(?:current_database\s*\(\s*\)|current_catalog\b(?!\s*\())",
                       re.IGNORECASE)
+_OWN_DATABASE = re.compile(r"\b(?:has_database_privilege|pg_database_size)\s*\(\s*(?:[^,()]*,\s*)?$", re.IGNORECASE)
+"""A call asking about the database by name: it keeps current_database(), the catalog database's own (its
+size and privileges are the ones the client's database has there; the name may not exist on the cluster)."""
 _PREFILTER = re.compile(r"current_(?:database|catalog)", re.IGNORECASE)
 
 _LOCALIZED = f"(COALESCE(pg_catalog.current_setting('{SETTING}'::text, true), current_database()::text))::name"
@@ -62,6 +65,8 @@ def with_client_database(sql_text: str, client_database: str) -> str:
     value = literal(client_database)
 
     def name(m: re.Match[str]) -> str:
+        if _OWN_DATABASE.search(m.string, 0, m.start()):
+            return m.group(0)
         # A one-column subquery: the output column keeps the function's name, as PostgreSQL names it.
         column = "current_catalog" if m.group(0).lower().endswith("catalog") else "current_database"
         return f"(SELECT {value} AS {column})"

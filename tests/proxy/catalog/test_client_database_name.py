@@ -37,6 +37,10 @@ def test_catalog_queries_name_the_clients_database(proxy: Any) -> None:
             ("adult",)]
         names = [r[0] for r in _rows(conn, "SELECT datname FROM pg_catalog.pg_database d ORDER BY 1")]
         assert names == ["adult"]
+        # Functions asking about the database by name keep asking about the catalog database (whose size and
+        # privileges the client's database has there).
+        assert _rows(conn, "SELECT has_database_privilege(current_database(), 'CONNECT'), "
+                           "pg_database_size(current_database()) > 0 FROM pg_class LIMIT 1") == [(True, True)]
         # A name inside a string or a quoted identifier is left alone.
         assert _rows(conn, "SELECT 'current_database()' AS \"current_database()\" FROM pg_class LIMIT 1") == [
             ("current_database()",)]
