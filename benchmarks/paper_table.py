@@ -36,6 +36,7 @@ from lapras.accounting import Accountant, Budget  # noqa: E402
 from lapras.allocation import PRESETS, Allocator, AllocState, Split, auto_split, warmup_length  # noqa: E402
 from lapras.matrix_mechanism import MMRelease, expected_relative_variance, plan_groups, release_mm  # noqa: E402
 from lapras.mechanisms import Gaussian  # noqa: E402
+from lapras.mechanisms.noise import simulation  # noqa: E402
 from lapras.online import OnlinePolicy, combine  # noqa: E402
 from lapras.strategy import ProductQuery  # noqa: E402
 
@@ -148,7 +149,10 @@ def workloads(ds: Dataset, qs: Sequence[Q]) -> dict[tuple[str, tuple[str, ...]],
 def mm_release(ds: Dataset, groups, budget: Accountant, units: float, rng: np.random.Generator) -> MMRelease | None:  # type: ignore[no-untyped-def]
     if units <= 0 or not groups:
         return None
-    return release_mm(groups, [ds.marginal(g.marginal) for g in groups], budget.cost_of(units))
+    # The release's lattice draws from a stream seeded by `rng` (noise.simulation: values nobody is shown), so
+    # that twin cells seeded alike share them; the proxy's releases draw from the OS CSPRNG.
+    with simulation(int(rng.integers(2**63))):
+        return release_mm(groups, [ds.marginal(g.marginal) for g in groups], budget.cost_of(units))
 
 
 def answer_from(rel: MMRelease | None, ds: Dataset, q: Q) -> tuple[float, float]:
@@ -163,8 +167,14 @@ def run_lapras(ds: Dataset, order: Sequence[Q], truths: dict[str, float], pkeys:
     alloc = Allocator(split, budget.units, S, warmup_length(S), policy)  # type: ignore[arg-type]
     pol = OnlinePolicy(alloc, budget)
     st = AllocState()
-    errs, answered = [], 0
     spent = split.mm * budget.units if rel is not None else 0.0
+    with simulation(int(rng.integers(2**63))):   # the bad queries' draws: shared by twins (see mm_release)
+        return _answer_stream(ds, order, truths, pkeys, rel, pol, st, spent)
+
+
+def _answer_stream(ds: Dataset, order: Sequence[Q], truths: dict[str, float], pkeys: set[str],
+                   rel: MMRelease | None, pol: OnlinePolicy, st: AllocState, spent: float) -> tuple[float, float, float]:
+    errs, answered = [], 0
     for q in order:
         free, free_var = answer_from(rel, ds, q)
         d = pol.decide(st, predicted=q.key in pkeys, free_var=np.array([free_var]), sensitivity_of=lambda m: 1.0)
@@ -220,8 +230,9 @@ def one_draw(args: tuple[str, float, int]) -> list[dict[str, object]]:
     for mode in MODES:
         budget = Budget(mode, EPSILON, DELTA)
         u = budget.units
-        online = Gaussian.calibrate(budget.cost_of(u / S), 1.0).release(
-            np.array([truths[q.key] for q in stream]), 1.0)
+        with simulation(seeds[("online",)]):   # twins share their draws (see mm_release)
+            online = Gaussian.calibrate(budget.cost_of(u / S), 1.0).release(
+                np.array([truths[q.key] for q in stream]), 1.0)
         mae_on = float(np.mean(np.abs(online - [truths[q.key] for q in stream])))
         off = mm_release(ds, s_groups, budget, u, np.random.default_rng(seeds[("off",)]))
         mae_off = float(np.mean([abs(answer_from(off, ds, q)[0] - truths[q.key]) for q in stream]))

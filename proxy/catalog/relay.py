@@ -25,6 +25,7 @@ from pgcore.identifiers import quote_ident
 
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
+from . import client_names
 from .hardening import close_protected_database, harden_shadow, release_setup_lock, take_setup_lock
 from .pgclient import BackendConnection, BackendPool, Relayed
 from .public_copy import public_scripts
@@ -162,6 +163,7 @@ async def ensure_shadow(admin_dsn: str, shadow_dbname: str, catalog: Catalog,
                         await conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
                             sql.Identifier(shadow_dbname), sql.Literal(mark)))
                     await harden_shadow(conn, shadow_dbname, role)
+                    await client_names.localize_information_schema(conn)
         finally:
             await release_setup_lock(lock_conn)
     info = conninfo_to_dict(admin_dsn)
@@ -177,11 +179,15 @@ ANSWERABLE_CACHE_BYTES = 4 << 20
 class CatalogDB:
     """Relays catalog statements to the shadow database; caches Describe results (the schema is fixed)."""
 
-    def __init__(self, dsn: str, pool_size: int = 8) -> None:
+    def __init__(self, dsn: str, pool_size: int = 8, client_database: str = "") -> None:
         info = {k: str(v) for k, v in conninfo_to_dict(dsn).items() if v is not None}
+        options = "-c default_transaction_read_only=on"
+        if client_database:  # information_schema's *_catalog columns name it (client_names)
+            options += " " + client_names.startup_option(client_database)
         startup = {"application_name": "lapras-proxy catalog", "client_encoding": "UTF8",
-                   "DateStyle": "ISO, MDY", "TimeZone": "UTC",
-                   "options": "-c default_transaction_read_only=on"}
+                   "DateStyle": "ISO, MDY", "TimeZone": "UTC", "options": options}
+        self.client_database = client_database
+        self.shadow_database = info.get("dbname", "")
         self.pool = BackendPool(info, startup, pool_size)
         # One user's sessions may hold at most half the pool at once, so however many slow catalog
         # statements one analyst runs, everyone else's catalog queries still find a backend.
@@ -191,6 +197,7 @@ class CatalogDB:
         self._describe_cache = DigestLRU(2048, 8 << 20)
         self.server_version = ""
         self._table_stats = ""  # pg_stat_user_tables without figures (table_stats), learned at open()
+        self._databases = ""    # pg_database as clients see it (client_names), learned at open()
         self._answerable_texts: dict[str, str] = {}
         self._answerable_bytes = 0
 
@@ -202,6 +209,11 @@ class CatalogDB:
             res = await conn.relay(COLUMNS_SQL, [], [], [], [0], False)
             if res.error is None:
                 self._table_stats = figure_free_sql([(_text(r, 0), _text(r, 1)) for r in res.rows])
+            if self.client_database:
+                res = await conn.relay(client_names.COLUMNS_SQL, [], [], [], [0], False)
+                if res.error is None:
+                    self._databases = client_names.database_row_sql(
+                        [_text(r, 0) for r in res.rows], self.shadow_database, self.client_database)
         finally:
             self.pool.release(conn)
 
@@ -256,18 +268,44 @@ class CatalogDB:
             raise res.error
         return res
 
+    async def reencode(self, type_oids: Sequence[int], rows: Sequence[Sequence[bytes | None]],
+                       from_formats: Sequence[int], to_formats: Sequence[int], owner: int | None = None,
+                       user: str = "") -> list[list[bytes | None]]:
+        """Values of the given column types from one wire format to another (per column), by the catalog
+        database itself: they go in as typed parameters of a VALUES list and come back as asked (every type
+        the catalog returns has its input and output functions there; the proxy's codecs know a few)."""
+        width = len(type_oids)
+        if not rows or not width:
+            return [[] for _ in rows]
+        out: list[list[bytes | None]] = []
+        per = max(1, REENCODE_PARAMS // width)
+        for start in range(0, len(rows), per):
+            chunk = rows[start:start + per]
+            marks = ", ".join("(" + ", ".join(f"${r * width + c + 1}" for c in range(width)) + ")"
+                              for r in range(len(chunk)))
+            res = await self.execute(f"VALUES {marks}", list(type_oids) * len(chunk), list(from_formats) * len(chunk),
+                                     [v for row in chunk for v in row], list(to_formats), describe=False,
+                                     owner=owner, user=user)
+            out.extend(data_row_values(r) for r in res.rows)
+        return out
+
     def _answerable(self, sql_text: str) -> str:
-        """The statement as the shadow database runs it: pg_stat_user_tables without figures.
+        """The statement as the shadow database runs it: pg_stat_user_tables without figures, the client's
+        database name for current_database() and in pg_database (client_names).
 
         Remembered per text (texts up to ANSWERABLE_TEXT_LIMIT, ANSWERABLE_CACHE_BYTES in all): a tool's
         introspection statement of a few KB is lower-cased on every run otherwise (about 3 us per KB), and
         a rewrite parses it with sqlglot (milliseconds)."""
-        if not self._table_stats:
+        if not self._table_stats and not self.client_database:
             return sql_text
         known = self._answerable_texts.get(sql_text)
         if known is not None:
             return known
-        out = rewrite(sql_text, self._table_stats) if mentions(sql_text) else sql_text
+        out = client_names.with_client_database(sql_text, self.client_database)
+        if self._table_stats and mentions(out):
+            out = rewrite(out, self._table_stats)
+        if self._databases and client_names.mentions_databases(out):
+            out = rewrite(out, self._databases, client_names.TABLE)
         size = len(sql_text) + (len(out) if out is not sql_text else 0)
         if len(sql_text) <= ANSWERABLE_TEXT_LIMIT:
             if self._answerable_bytes + size > ANSWERABLE_CACHE_BYTES:
@@ -304,6 +342,25 @@ class CatalogDB:
             finally:
                 self.pool.release(conn)
         raise AssertionError("unreachable")
+
+
+REENCODE_PARAMS = 30000
+"""Values re-encoded per catalog statement (the protocol allows 65535 parameters)."""
+
+
+def data_row_values(data_row: bytes) -> list[bytes | None]:
+    """The column values of a DataRow message (None for NULL)."""
+    (count,) = struct.unpack_from("!h", data_row, 5)
+    pos, out = 7, list[bytes | None]()
+    for _ in range(count):
+        (n,) = struct.unpack_from("!i", data_row, pos)
+        pos += 4
+        if n < 0:
+            out.append(None)
+        else:
+            out.append(data_row[pos:pos + n])
+            pos += n
+    return out
 
 
 def _text(data_row: bytes, i: int) -> str:

@@ -41,9 +41,9 @@ def mentions(sql_text: str) -> bool:
     return VIEW in sql_text.lower()
 
 
-def rewrite(sql_text: str, replacement: str) -> str:
-    """`sql_text` with every table reference to pg_stat_user_tables replaced by `replacement` under the
-    same alias (or the view's name); the text unchanged when it names none or does not parse."""
+def rewrite(sql_text: str, replacement: str, view: str = VIEW) -> str:
+    """`sql_text` with every table reference to `view` (pg_stat_user_tables) replaced by `replacement` under
+    the same alias (or the view's name); the text unchanged when it names none or does not parse."""
     try:
         tree = sqlglot.parse_one(sql_text, read="postgres")
         sub = sqlglot.parse_one(replacement, read="postgres")
@@ -51,10 +51,10 @@ def rewrite(sql_text: str, replacement: str) -> str:
         return sql_text
     changed = False
     for table in list(tree.find_all(exp.Table)):
-        if table.name.lower() != VIEW or table.args.get("catalog") or table.db.lower() not in ("", "pg_catalog"):
+        if table.name.lower() != view or table.args.get("catalog") or table.db.lower() not in ("", "pg_catalog"):
             continue
         alias = table.args.get("alias")
-        alias = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(VIEW))
+        alias = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(view))
         table.replace(exp.Subquery(this=sub.copy(), alias=alias))
         changed = True
     return tree.sql(dialect="postgres") if changed else sql_text

@@ -60,7 +60,7 @@ class ProxyServer:
         self.config = config
         self.service = service
         self.metrics = metrics
-        self.catalog = CatalogDB(catalog_dsn, catalog_pool_size)
+        self.catalog = CatalogDB(catalog_dsn, catalog_pool_size, client_database=config.server.database)
         self.router = Router(config.catalog)
         self.reuse_port = reuse_port
         self.cancel_relay = cancel_relay

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..catalog.relay import CatalogDB, catalog_error
+from ..catalog.relay import CatalogDB, catalog_error, data_row_values
 from ..dp.commands import DPCommand
 from ..dp.service_api import QueryResult, QueryService
 from ..observability.metrics import ProxyMetrics
@@ -198,16 +198,39 @@ class Executor:
             return ResultSet(res.fields, res.rows, res.tag, list(result_formats), res.notices)
         if kind is Kind.SESSION:
             if route.command == "DECLARE":
-                return await self._declare(route)
+                return await self._declare(route, param_oids, param_formats, params)
             if route.command == "PREPARE":
                 return self._prepare(route)
             if route.command in ("EXECUTE", "EXPLAIN EXECUTE"):
                 return await self._execute_prepared(route, result_formats)
-            return run_command(self.session, route, list(result_formats))
+            done = run_command(self.session, route, list(result_formats))
+            if route.command == "FETCH" and done.fields and result_formats and any(
+                    format_for(result_formats, i) != format_for(done.formats, i) for i in range(len(done.fields))):
+                return await self._reencode(done, result_formats)
+            return done
         if kind is Kind.EMPTY:
             return command("")
         assert route.error is not None
         raise route.error
+
+    async def _reencode(self, res: ResultSet, formats: Sequence[int]) -> ResultSet:
+        """A FETCH from a catalog cursor in the formats its Bind asks for (psycopg's binary named cursors):
+        the DECLARE's rows (the values it saw) re-encoded by the catalog database, in their own types."""
+        fields = res.fields or []
+        cols = [i for i in range(len(fields)) if format_for(formats, i) != format_for(res.formats, i)]
+        rows = [data_row_values(r) for r in res.rows]
+        try:
+            converted = await self.catalog.reencode(
+                [fields[i][3] for i in cols], [[row[i] for i in cols] for row in rows],
+                [format_for(res.formats, i) for i in cols], [format_for(formats, i) for i in cols],
+                self.catalog_owner, self.session.user or "")
+        except PgError as exc:
+            raise catalog_error(exc) from None
+        for row, new in zip(rows, converted, strict=True):
+            for i, v in zip(cols, new, strict=True):
+                row[i] = v
+        out = [format_for(formats, i) for i in range(len(fields))]
+        return ResultSet(res.fields, [backend.data_row(r) for r in rows], res.tag, out, res.notices)
 
     async def _dp(self, dp: DPCommand, values: Sequence[Any], result_formats: Sequence[int],
                   param_oids: Sequence[int] = ()) -> ResultSet:
@@ -247,7 +270,10 @@ class Executor:
         return await self._run(target, param_oids=stmt.param_oids, params=raw, decoded=decoded,
                                result_formats=result_formats)
 
-    async def _declare(self, route: Route) -> ResultSet:
+    async def _declare(self, route: Route, param_oids: Sequence[int] = (), param_formats: Sequence[int] = (),
+                       params: Sequence[bytes | None] = ()) -> ResultSet:
+        """DECLARE runs its query at once (bound with the DECLARE's own parameters: psycopg's named cursors
+        send them so) and keeps the rows for FETCH."""
         name, binary, hold, query = parse_declare(route.sql)
         inner = self.router.route(query)
         if inner.kind not in (Kind.DP, Kind.CATALOG, Kind.REFUSED):
@@ -256,7 +282,12 @@ class Executor:
             raise PgError("42P03", f"cursor \"{name}\" already exists")
         if not hold and self.session.tx == "I":
             raise PgError("25P01", "DECLARE CURSOR can only be used in transaction blocks")
-        result = await self._run(inner, result_formats=[1] if binary else [])
+        decoded = None
+        if inner.kind is Kind.DP and params:
+            oids = await self.param_oids(PreparedStatement("", query, inner, list(param_oids)), len(params))
+            decoded = decode_params(oids, param_formats, params)
+        result = await self._run(inner, param_oids=param_oids, param_formats=param_formats, params=params,
+                                 decoded=decoded, result_formats=[1] if binary else [])
         answer = self._last_dp if inner.kind is Kind.DP else None
         self.session.add_cursor(name, result, hold, values=None if answer is None else list(answer.rows))
         return command("DECLARE CURSOR")

@@ -127,8 +127,8 @@ def with_client_names(sql: str, database: str, user: str) -> str:
     """``sql`` as the catalog database runs it: a SELECT without FROM that mixes session functions with others
     (DBeaver's ``SELECT current_schema(),session_user``), with each function naming the database or the user
     written as the client's own name (``'analyst'::name``), its output column keeping the function's name.
-    Other statements unchanged (catalog queries filtering on ``current_database()`` stay consistent with the
-    catalog database's own information_schema)."""
+    Other statements unchanged here (the catalog relay names the client's database in them too:
+    ``catalog/client_names.py``)."""
     sel = _lone_select(sql)
     if sel is None or any(sel.args.get(k) for k in ("from", "from_", "with", "joins")):
         return sql

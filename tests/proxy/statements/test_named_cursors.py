@@ -57,4 +57,35 @@ def test_binary_named_cursor_fetches_in_binary(proxy: Any) -> None:
             cur.execute(SQL)
             ages = [r[0] for r in cur.fetchall()]
     assert len(text_rows) == 12 * 8 and binary_rows == text_rows
+    with psycopg.connect(proxy.dsn()) as conn:   # the DECLARE's parameters reach its query
+        with conn.cursor(name="param") as cur:
+            cur.execute(SQL.replace("sex = 1", "sex = %s"), (1,))
+            assert [r[0] for r in cur.fetchall()] == ages
     assert ages == list(range(17, 91))
+
+
+def test_binary_named_cursor_over_a_catalog_query(proxy: Any) -> None:
+    """A binary named cursor over a catalog query: each FETCH's rows come in the formats its Bind asks for,
+    of the catalog's own types, the same values as a text cursor's. The DECLARE's text bytes under a binary
+    description read oid 16 as 825622528."""
+    sql = "SELECT oid, typname, typlen, typbyval, typarray FROM pg_type WHERE oid IN (16, 20, 25) ORDER BY oid"
+    with psycopg.connect(proxy.dsn()) as conn:
+        with conn.cursor(name="text") as cur:
+            cur.execute(sql)
+            text_rows = cur.fetchall()
+        with conn.cursor(name="bin", binary=True) as cur:
+            cur.execute(sql)
+            binary_rows = cur.fetchmany(1) + cur.fetchall()
+            assert [d.type_code for d in cur.description] == [26, 19, 21, 16, 26]
+        with conn.cursor(name="one", binary=True) as cur:
+            cur.execute("SELECT oid, typname FROM pg_type WHERE oid = 16")
+            assert cur.fetchall() == [(16, "bool")]
+        with conn.cursor(name="odd", binary=True) as cur:  # types the proxy's own codecs do not know, a NULL
+            cur.execute("SELECT typinput::text, typcategory, ARRAY[typname, NULL]::name[], typdefault "
+                        "FROM pg_type WHERE oid = 16")
+            assert cur.fetchall() == [("boolin", "B", ["bool", None], None)]
+        with conn.cursor(name="param", binary=True) as cur:
+            cur.execute("SELECT typname FROM pg_type WHERE oid = %s", (20,))
+            assert cur.fetchall() == [("int8",)]
+    assert text_rows == binary_rows == [(16, "bool", 1, True, 1000), (20, "int8", 8, True, 1016),
+                                        (25, "text", -1, False, 1009)]

