@@ -17,11 +17,10 @@ import numpy as np
 import psycopg
 import pytest
 from psycopg import sql as pgsql
-from test_parser_splits import CATALOG, pay_rows
+from test_parser_splits import CATALOG, pay_database
 
 from parser import Planner, Refusal
 from parser.pushdown.sql import answers_sql_batches
-from tests.fixtures.databases import table_database
 from tests.fixtures.exact_rows import norm, rows_match
 
 _NAMES = itertools.count()
@@ -66,12 +65,7 @@ CASES: list[tuple[str, list[Any]]] = [
 
 @pytest.fixture(scope="module")
 def pay_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    conn = table_database(embedded_pg, "parser_param_exprs", "pay (amount numeric, price double precision, raw "
-                          "numeric, n integer, ts timestamp, tz timestamptz, d date, region text, name text)", pay_rows(),
-                          setup=["SET TimeZone = 'UTC'"])
-    conn.execute("SET TimeZone = 'UTC'")
-    yield conn
-    conn.close()
+    yield from pay_database(embedded_pg, "parser_param_exprs")
 
 
 def _postgres(conn: psycopg.Connection, sql: str, params: list[Any],

@@ -67,14 +67,19 @@ def pay_rows(n: int = 4000, seed: int = 11) -> list[tuple[Any, ...]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def pay_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
-    conn = table_database(embedded_pg, "parser_splits", "pay (amount numeric, price double precision, raw numeric, "
+def pay_database(embedded_pg: Any, name: str) -> Iterator[psycopg.Connection]:
+    """A connection (TimeZone UTC) to a new database ``name`` holding ``pay_rows()`` in ``pay``, closed after."""
+    conn = table_database(embedded_pg, name, "pay (amount numeric, price double precision, raw numeric, "
                           "n integer, ts timestamp, tz timestamptz, d date, region text, name text)", pay_rows(),
                           setup=["SET TimeZone = 'UTC'"])
     conn.execute("SET TimeZone = 'UTC'")
     yield conn
     conn.close()
+
+
+@pytest.fixture(scope="module")
+def pay_conn(embedded_pg: Any) -> Iterator[psycopg.Connection]:
+    yield from pay_database(embedded_pg, "parser_splits")
 
 
 def exact_rows(sql: str, conn: psycopg.Connection) -> tuple[list[tuple[Any, ...]], Any]:

