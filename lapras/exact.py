@@ -160,19 +160,20 @@ class PostgresExactSource:
                       axis: GroupAxis | None = None) -> tuple[TableSchema, np.ndarray | None]:
         """``table`` as a release's histogram over the marginal ``attrs`` reads it, and the cells it holds
         rows of: with ``bounding = "statement"`` and a privacy unit, each unit's rows among ``cells`` (the
-        cells the release's queries read, ``lapras.matrix_mechanism.workload_cells``) bounded to k; else
+        cells the release's queries read, ``lapras.matrix_mechanism.workload_cells``) bounded to k, or with
+        ``axis`` per group as its GROUP BY statement reads them (``statement_rows``); else
         ``table`` and None (every cell, each unit's rows bounded over all rows, as every fresh answer is).
         When the cells are more than ``MAX_BOUNDING_BOXES`` boxes, or all of them, the histogram bounds each
         unit over all rows and says so: every cell (then only statements reading every cell of the
         marginal are estimated from it, ``MMRelease.estimate``)."""
-        if (self.bounding != "statement" or table.privacy_unit is None or table.derived is not None
-                or table.rows_from is not None):
-            return table, None
-        where = cells_filter(table, attrs, cells)
+        per_group = (self.bounding == "statement" and table.privacy_unit is not None and table.derived is None
+                     and table.rows_from is None)
+        where = cells_filter(table, attrs, cells) if per_group else None
         if where is None:
-            # A group read per group was prepared only where its cells can be written (its bound needs them).
-            assert axis is None, "a release group bounded per group reads its own cells"
-            return table, np.ones(np.shape(cells), dtype=bool)
+            # A group read per group is charged its per-group bound: it must read exactly its own cells so.
+            if axis is not None:
+                raise RuntimeError(f"release group over {tuple(attrs)} is bounded per group but not read so")
+            return (table, None) if not per_group else (table, np.ones(np.shape(cells), dtype=bool))
         return replace(table, rows_from=statement_rows(table, where, axis)), np.asarray(cells, dtype=bool)
 
     def prepare(self, tables: Sequence[TableSchema]) -> None:

@@ -15,9 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lapras.mechanisms.sensitivity import axis_unit_norm
 from lapras.strategy import KronStrategy
-from parser.model.schema import TableSchema
 from parser.pushdown.bounding import GroupAxis
 
 # An inner product this small against the largest is rounding, not a shared measurement.
@@ -67,9 +65,3 @@ def splits_groups(strategy: KronStrategy, marginal: Sequence[str], shape: Sequen
     apart = atom_gid[used][:, None] != atom_gid[used][None, :]
     return not bool((gram[apart] > ORTHOGONAL_TOL * max(float(gram.max()), 1e-300)).any())
 
-
-def release_unit_bound(table: TableSchema, axis: GroupAxis) -> float:
-    """What one unit's rows can add to a group bounded per group, in multiples of the strategy's largest
-    column norm: the fresh statement's bound (``axis_unit_norm``), since the group's rows are read by the
-    same ``grouped_rows_sql``."""
-    return axis_unit_norm(table, axis)

@@ -32,7 +32,8 @@ from lapras.matrix_mechanism import (
     workload_cells,
 )
 from lapras.mechanisms import Gaussian, new_rng
-from lapras.release_bounds import release_unit_bound, splits_groups
+from lapras.mechanisms.sensitivity import axis_unit_norm
+from lapras.release_bounds import splits_groups
 from lapras.settings import EngineSettings
 from lapras.strategy import identity_strategy, workload_error
 from lapras.strategy.optimize import coarse_labels
@@ -153,7 +154,7 @@ class ReleasePlanner:
             table = catalog.table(g.table)
             if axis is None or table is None:
                 continue
-            g.fresh_norm = release_unit_bound(table, axis)
+            g.fresh_norm = axis_unit_norm(table, axis)
             cells = workload_cells(shape, units)
             if cells_filter(table, g.marginal, cells) is None:
                 continue  # read over every row: no per-group reading
@@ -173,7 +174,8 @@ class ReleasePlanner:
                         prepared: PreparedEpoch) -> list[tuple[TableSchema, np.ndarray | None]]:
         """Per group of the release, the table its histogram is read from and the cells it holds rows of
         (None: all): with ``bounding = "statement"`` each unit's k rows among the cells P's queries of the
-        group read (the exact source's ``release_table``; a merged group's, its members' cells), so a
+        group read, or per group (c rows in each of g groups) for a group with an ``axis`` (the exact
+        source's ``release_table``; a merged group's, its members' cells), so a
         predicted windowed query is not biased by a unit's rows outside its window; a free answer is then
         estimated only from a group whose cells hold every cell it reads (``MMRelease.estimate``)."""
         view = getattr(self.exact, "release_table", None)
@@ -182,6 +184,8 @@ class ReleasePlanner:
         for g, work in zip(groups, works, strict=True):
             table = prepared.derived.get(g.table) or prepared.catalog.table(g.table)
             if view is None or work is None or table.privacy_unit is None or table.derived is not None:
+                if g.axis is not None:  # charged its per-group bound: read any other way it could exceed it
+                    raise RuntimeError(f"release group over {g.marginal} is bounded per group but not read so")
                 out.append((table, None))
                 continue
             shape, units = work

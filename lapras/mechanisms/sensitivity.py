@@ -5,8 +5,8 @@ A table with a privacy unit keeps at most k rows per unit (``TableSchema.unit_ro
 histogram by a non-negative integer vector of L1 norm at most k, whose image has L2 norm at most k times
 the largest column norm (the triangle inequality), with equality when all k rows fall in one cell; so every
 sensitivity over such a table is exactly k times the row-level one. Per-group bounds (at most c rows in one
-of a statement's disjoint groups, at most g groups, no total k) replace k by :func:`group_bound_norm`
-(docs/bounding.md).
+of a statement's disjoint groups, at most g groups, ``GroupAxis.total`` in all: g c when
+``max_rows_per_group`` is declared, else min(g c, k)) replace k by :func:`axis_unit_norm` (docs/bounding.md).
 Matrices are never formed densely where structure gives the norm directly: Kronecker products multiply
 their blocks' norms, stacked releases over the same table add squared norms.
 """

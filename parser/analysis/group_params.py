@@ -16,12 +16,12 @@ from pgcore.identifiers import fold
 
 from .nodes import is_param, param_index, strip_paren
 
-DESCRIBE_VALUE = "year"  # a unit no declared cell cuts (resolutions are at most a day... or a month)
+DESCRIBE_VALUE = "year"  # a unit whose buckets hold whole cells of every declared resolution
 
 
 def group_params(tree: exp.Expr) -> tuple[int, ...]:
-    """The parameters inside the GROUP BY expressions of a flat SELECT (``GROUP BY 1`` and output aliases
-    read as the target-list item they name), in order; () for none."""
+    """The parameters that are a truncation's unit inside the GROUP BY expressions of a flat SELECT
+    (``GROUP BY 1`` and output aliases read as the target-list item they name), in order; () for none."""
     if not isinstance(tree, exp.Select) or tree.args.get("group") is None:
         return ()
     items = tree.expressions
@@ -33,7 +33,10 @@ def group_params(tree: exp.Expr) -> tuple[int, ...]:
             node = items[int(node.this) - 1]
         elif isinstance(node, exp.Column) and not node.table and fold(node.name) in aliases:
             node = aliases[fold(node.name)]
-        found |= {param_index(p) for p in node.walk() if is_param(p)}
+        # Only a truncation's unit (date_trunc($1, ts)): a parameter elsewhere in a key (a bucket's bound,
+        # a CASE threshold) is a value, bound per execution like any other, and typed as PostgreSQL types it.
+        found |= {param_index(t.args["unit"]) for t in node.find_all(exp.TimestampTrunc, exp.DateTrunc)
+                  if is_param(t.args.get("unit"))}
     return tuple(sorted(found))
 
 

@@ -1,6 +1,7 @@
 """Constant expressions over parameters: ``$1::timestamp + interval '1 day'``, ``lower($1)``,
 ``COALESCE($1, 'x')``, ``$1 * 2``. They read no column, so each is one value per execution: compiled here
-once per statement text (the template) with PostgreSQL's parameter type resolution, and evaluated at Bind
+once per template (per statement text, the client's declared parameter types and any truncation unit bound
+in its GROUP BY) with PostgreSQL's parameter type resolution, and evaluated at Bind
 (``parser.bind.binder``) as if the client had written its value as a literal.
 
 Type resolution follows PostgreSQL's for an untyped parameter: ``$1::t`` is of type t; next to an operator

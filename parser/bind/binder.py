@@ -262,5 +262,3 @@ def _check_joint(t: Template, private: Sequence[str]) -> None:
         raise Refusal(E.FEATURE_NOT_SUPPORTED, "a GROUP BY expression over a column with private keys and other "
                       "columns is not supported", hint="Group by the private-keys column itself.",
                       position=position_of(joint[0].node))
-
-

@@ -22,7 +22,6 @@ def mask(shape: tuple[int, ...], ranges: tuple[tuple[int, int], ...]) -> np.ndar
     return flat.reshape(shape)
 
 
-
 class GroupCells:
     """A group's cells restricting a predicate: a plain dimension's ranges of one attribute, or a joint
     dimension's runs over the product of its attributes (``analysis/joint.py``), built once per key."""

@@ -111,7 +111,6 @@ def count(spec: C.Operand | None, params: Sequence[object], what: str) -> int | 
     return n
 
 
-
 def bound_cells(cond: C.BoundCells, table: TableSchema, params: Sequence[object], budget: Budget) -> list[Any]:
     """A per-row predicate reading parameters, on every cell of its attribute with the parameters bound;
     refused (0A000) where, with these values, it is not constant over a cell."""

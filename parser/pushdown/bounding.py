@@ -75,8 +75,9 @@ def table_ref(table: TableSchema) -> str:
 
 def statement_rows(table: TableSchema, where: str | None, groups: GroupAxis | None = None) -> str:
     """The ``rows_from`` of ``table`` as a statement with row filter ``where`` reads it under
-    ``bounding = "statement"``: each unit's rows among those ``where`` keeps, bounded to k (and, with
-    ``groups``, to c per group and g groups: ``grouped_rows_sql``), as a subquery."""
+    ``bounding = "statement"``: each unit's rows among those ``where`` keeps, bounded to k, or with
+    ``groups`` to c per group in g groups and ``GroupAxis.total`` in all (``grouped_rows_sql``), as a
+    subquery."""
     if groups is not None:
         return f"({grouped_rows_sql(table, where, groups)})"
     return f"({bounded_rows_sql(table, where=where)})"

@@ -68,7 +68,8 @@ class Zone:
         """timestamptz AT TIME ZONE: the wall time (as naive microseconds) of each instant."""
         if not len(utc):
             return utc
-        trans, offs = self.table(int(utc.min()), int(utc.max()))
+        # A day's margin either side: the year of an instant is read from an average year's length.
+        trans, offs = self.table(int(utc.min()) - 2 * DAY, int(utc.max()) + 2 * DAY)
         return utc + offs[np.searchsorted(trans, utc, side="right")]
 
     def to_utc(self, wall: np.ndarray) -> np.ndarray:

@@ -45,14 +45,15 @@ class Planners:
                 log.info("the epoch's value lists changed: planning over its catalog")
 
     def complete(self, planner: Planner, step: Selection, selection: PartitionRecord, sql: str,
-                 params: Sequence[object | None], deadline: float) -> QueryPlan:
+                 params: Sequence[object | None], deadline: float, declared: Sequence[int] = ()) -> QueryPlan:
         """The plan of ``step`` (met by ``planner``) over the keys ``selection`` released: a value list is
         bound from the step's template; private keys are planned over the catalog of the selected keys."""
         request = step.request
         if request.kind == "cells":
             cells = frozenset(tuple(int(i) for i in k) for k in selection.keys)
             return planner.complete(step, cells, deadline=deadline)
-        return self._selected_planner(request, selection).plan(sql, params or None, deadline=deadline)
+        return self._selected_planner(request, selection).plan(sql, params or None, deadline=deadline,
+                                                                declared=declared)
 
     def _selected_planner(self, request: PartitionRequest, selection: PartitionRecord) -> Planner:
         """The planner over the catalog in which the request's column has the selected keys as its domain."""

@@ -84,7 +84,7 @@ class QueryHandler:
                 raise step.refusal  # no partition budget: refused as before, saying how to turn it on
             selection = await asyncio.to_thread(self.engine.select_partition, step.request)
             step = await asyncio.to_thread(self.planners.complete, planner, step, selection, sql, params,
-                                           deadline_of(self.config, settings))
+                                           deadline_of(self.config, settings), param_oids)
         plan = step
         # Repeats and free answers come from memory without a thread hop: the hot path stays lean.
         answer = self.engine.lookup(plan)

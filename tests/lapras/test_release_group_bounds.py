@@ -17,8 +17,8 @@ from lapras.engine import prediction_from_sql
 from lapras.engine.calibrate import free_estimates
 from lapras.exact import PostgresExactSource
 from lapras.matrix_mechanism import MMRelease, joint_sensitivity
-from lapras.mechanisms.sensitivity import group_bound_norm
-from lapras.release_bounds import release_unit_bound, splits_groups
+from lapras.mechanisms.sensitivity import axis_unit_norm, group_bound_norm
+from lapras.release_bounds import splits_groups
 from lapras.strategy import KronStrategy, identity_strategy
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
 from parser.pushdown.bounding import GroupAxis, statement_groups
@@ -152,7 +152,7 @@ def test_a_strategy_that_mixes_groups_keeps_the_k_bound() -> None:
     qs = _queries(DAILY)
     axis = statement_groups(EVENTS, qs)
     assert isinstance(axis, GroupAxis) and axis.attr == "day" and axis.count == 28
-    assert release_unit_bound(EVENTS, axis) == pytest.approx(group_bound_norm(G * C, C, G))
+    assert axis_unit_norm(EVENTS, axis) == pytest.approx(group_bound_norm(G * C, C, G))
     shape = (364,)
     cells = np.zeros(shape, dtype=bool)
     cells[200:228] = True

@@ -194,3 +194,20 @@ def test_a_bound_granularity_is_planned_once_per_value() -> None:
     with pytest.raises(Refusal) as err:  # a unit finer than the hourly cells is refused, as the literal is
         planner.plan(sql, ["minute"])
     assert err.value.sqlstate == "0A000" and "cuts the cells of column ts" in err.value.message
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT CASE WHEN n >= $1 THEN 'big' ELSE 'small' END AS k, count(*) FROM pay GROUP BY 1",
+    "SELECT width_bucket(n, $1, 1000, 5) AS b, count(*) FROM pay GROUP BY 1",
+])
+def test_a_parameter_in_a_group_key_other_than_a_truncation_unit_is_refused_alike(sql: str) -> None:
+    """Only ``date_trunc($1, ts)``'s unit shapes the groups per value; a parameter elsewhere in a GROUP BY
+    key is refused the same way at Describe (no value) and at Bind (a value), never answered at one and
+    refused at the other."""
+    planner = Planner(CATALOG)
+    with pytest.raises(Refusal) as described:
+        planner.describe(sql)
+    with pytest.raises(Refusal) as bound:
+        planner.plan(sql, ["200"])
+    assert described.value.sqlstate == bound.value.sqlstate == "0A000"
+    assert described.value.message == bound.value.message
