@@ -39,20 +39,22 @@ class ExplainHandler:
         self.engine = engine
         self.planners = planners
 
-    def describe(self, command: ExplainCommand) -> tuple[list[int], list[ColumnDesc]]:
+    def describe(self, command: ExplainCommand, param_oids: Sequence[int] = ()) -> tuple[list[int], list[ColumnDesc]]:
         deadline = time.monotonic() + self.config.server.statement_timeout_s
-        d = self.planners.planner.describe(command.statement, deadline=deadline, trees=command.parsed.take())
+        d = self.planners.planner.describe(command.statement, deadline=deadline, trees=command.parsed.take(),
+                                           declared=param_oids)
         return list(d.param_types), list(EXPLAIN_COLUMNS)
 
-    def explain(self, command: ExplainCommand, params: Sequence[object | None],
-                settings: Mapping[str, str]) -> QueryResult:
+    def explain(self, command: ExplainCommand, params: Sequence[object | None], settings: Mapping[str, str],
+                param_oids: Sequence[int] = ()) -> QueryResult:
         """EXPLAIN of a DP statement: what it measures and what it costs (a partition selection's (epsilon,
         delta) in full); nothing is read, drawn or charged."""
         sql = command.statement
         deadline = deadline_of(self.config, settings)
         lines: list[str] = []
         planner = self.planners.planner
-        step = planner.prepare(sql, params or None, deadline=deadline, trees=command.parsed.take(), series=False)
+        step = planner.prepare(sql, params or None, deadline=deadline, trees=command.parsed.take(), series=False,
+                               declared=param_oids)
         assert not isinstance(step, SeriesStep)
         if isinstance(step, Selection):
             req = step.request
@@ -72,7 +74,7 @@ class ExplainHandler:
                 lines.append(f"  selected earlier in this epoch: {info['keys']} keys released; reused, no charge")
                 record = info["record"]
                 assert isinstance(record, PartitionRecord)
-                plan = self.planners.complete(planner, step, record, sql, params, deadline)
+                plan = self.planners.complete(planner, step, record, sql, params, deadline, param_oids)
             elif cost is None:
                 lines.append("  off: no partition budget ([privacy] partition_fraction = 0): the statement is refused")
                 return QueryResult(list(EXPLAIN_COLUMNS), [(ln,) for ln in lines], f"EXPLAIN {len(lines)}")

@@ -80,7 +80,7 @@ class DPService:
         if isinstance(command, NewEpochCommand):
             return [], self.admin.describe_new_epoch(command)
         if isinstance(command, ExplainCommand):
-            return self.explains.describe(command)
+            return self.explains.describe(command, param_oids)
         return self.queries.describe(command, param_oids)
 
     # -------------------------------------------------------------------------------------- execute
@@ -114,7 +114,7 @@ class DPService:
         if isinstance(command, NewEpochCommand):
             return await asyncio.to_thread(self.admin.new_epoch, command, user)
         if isinstance(command, ExplainCommand):
-            return await asyncio.to_thread(self.explains.explain, command, params, settings)
+            return await asyncio.to_thread(self.explains.explain, command, params, settings, param_oids)
         return await self.queries.execute(command, params, user, settings, param_oids)
 
     # ------------------------------------------------------------------------------------- epochs

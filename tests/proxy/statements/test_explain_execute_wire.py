@@ -32,3 +32,18 @@ def test_explain_execute_explains_the_prepared_statement(proxy: Any) -> None:
         with pytest.raises(psycopg.errors.InvalidSqlStatementName, match='prepared statement "nope"'):
             conn.execute("EXPLAIN EXECUTE nope(1)")
         assert conn.execute("EXECUTE q(47)").fetchone() is not None   # the statement itself still runs
+
+
+def test_explain_execute_reads_the_declared_parameter_types(proxy: Any) -> None:
+    """``PREPARE w (timestamptz) AS ... $1 - interval '7 days'``: the declared type makes ``$1 - interval`` a
+    timestamptz's arithmetic (untyped, PostgreSQL reads interval - interval); EXPLAIN EXECUTE plans it with
+    that type, as EXECUTE does, and explains what the literal statement would measure."""
+    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        conn.execute("PREPARE w (timestamptz) AS SELECT COUNT(*) FROM events "
+                     "WHERE ts >= $1 - interval '7 days' AND ts < $1")
+        ours = [r[0] for r in conn.execute("EXPLAIN EXECUTE w('2026-03-08 00:00:00+00')").fetchall()]
+        direct = [r[0] for r in conn.execute(
+            "EXPLAIN SELECT COUNT(*) FROM events WHERE ts >= timestamptz '2026-03-01 00:00:00+00' "
+            "AND ts < timestamptz '2026-03-08 00:00:00+00'").fetchall()]
+        assert ours == direct and ours[0].startswith("DP aggregate over public.events"), ours
+        assert conn.execute("EXECUTE w('2026-03-08 00:00:00+00')").fetchone() is not None
