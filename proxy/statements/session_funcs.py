@@ -30,8 +30,10 @@ class Session(Protocol):
     database: str
     user: str
 
+    @property
+    def tx(self) -> str: ...  # the transaction status: "I" outside a block
     def get(self, name: str) -> str | None: ...
-    def set(self, name: str, value: str) -> None: ...
+    def set(self, name: str, value: str, local: bool = False) -> None: ...
 
 
 Item = tuple[str, Callable[[Session], str | None]]
@@ -109,9 +111,13 @@ def _item(e: exp.Expr) -> Item | None:
         if setting is None or value is None or setting.lower() not in SETTABLE:
             return None  # other settings stay refused (statement_timeout, search_path: use SET)
 
+        local = bool(args[2].this)
+
         def set_config(s: Session) -> str | None:
             assert setting is not None
-            s.set(setting, value)  # is_local not honoured yet: kept as a plain SET keeps it
+            if local and s.tx == "I":
+                return value  # is_local outside a block: this statement's own transaction, over as it ends
+            s.set(setting, value, local=local)  # in a block, is_local lasts until it ends, as SET LOCAL
             return s.get(setting)
 
         return "set_config", set_config

@@ -74,3 +74,24 @@ def test_asyncpg_introspects_array_types_and_binds_lists(proxy: Any) -> None:
 
     some, every, none = asyncio.run(run())
     assert 0 < some < every and none == 0
+
+
+def test_set_config_is_local_as_in_postgresql(proxy: Any, adult_db: str) -> None:
+    """``set_config(name, value, true)`` is SET LOCAL's function form: outside a block it returns the value
+    and changes nothing after the statement; in a block it lasts until COMMIT or ROLLBACK. The proxy's
+    answers are PostgreSQL's own."""
+    seen = []
+    for dsn in (proxy.dsn(), adult_db):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SET application_name = 'base'")
+            out = [conn.execute("SELECT set_config('application_name', 'once', true)").fetchone(),
+                   conn.execute("SHOW application_name").fetchone()]
+            for end in ("COMMIT", "ROLLBACK"):
+                conn.execute("BEGIN")
+                out.append(conn.execute("SELECT set_config('application_name', 'block', true)").fetchone())
+                out.append(conn.execute("SHOW application_name").fetchone())
+                conn.execute(end)
+                out.append(conn.execute("SHOW application_name").fetchone())
+            seen.append(out)
+    assert seen[0] == seen[1] == [("once",), ("base",), ("block",), ("block",), ("base",), ("block",), ("block",),
+                                  ("base",)]
