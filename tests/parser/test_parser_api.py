@@ -1,5 +1,6 @@
 """The parser's public API: describe, parameters, post-processing of noisy values, LinearQuery, routing,
-caching, limits and the generated SQL (no database needed except for the clipping test)."""
+caching, limits and the generated SQL (no database needed except for the clipping test). Nothing here draws
+noise or random values: the tests are deterministic (false-failure rate 0)."""
 
 from __future__ import annotations
 

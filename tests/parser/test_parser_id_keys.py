@@ -1,7 +1,8 @@
 """Numeric identifier keys (issue 25): an int, bigint or numeric column declared ``keys = "private"`` (a ZIP
 code, an NPI number) is grouped through DP partition selection over its stored values, as a text column
 with private keys is, never filtered or summed; over the released keys it plans with its own type (numbers
-in numeric order, the column's type oid) and queries that name values."""
+in numeric order, the column's type oid) and queries that name values. Planning only: no selection is run
+and no noise drawn, so the tests are deterministic (false-failure rate 0)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Partition selection's parser side: a GROUP BY over private keys or a filtered value list asks for a
 selection (one per filter, however spelled), anything else reading private keys is refused, and a
-statement plans over the released keys with queries that name values, not positions."""
+statement plans over the released keys with queries that name values, not positions. Planning only: no
+selection is run and no noise drawn, so the tests are deterministic (false-failure rate 0)."""
 
 from __future__ import annotations
 
