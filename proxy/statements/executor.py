@@ -23,7 +23,7 @@ from .prepare import parse_declare, parse_execute, parse_prepare
 from .results import ResultSet, command, encode_rows, format_for, session_zone
 from .router import Kind, Route, Router
 from .session import PreparedStatement, Session
-from .session_funcs import with_client_names
+from .session_funcs import with_client_user
 
 
 def decode_params(oids: Sequence[int], formats: Sequence[int], raw: Sequence[bytes | None]) -> list[Any]:
@@ -103,9 +103,9 @@ class Executor:
         return out
 
     def _catalog_sql(self, sql: str) -> str:
-        """The statement as the catalog database runs it: the client's own user and database names in a
-        SELECT of session functions among others (``session_funcs.with_client_names``)."""
-        return with_client_names(sql, self.session.database or "", self.session.user or "")
+        """The statement as the catalog database runs it: the client's own user name in a SELECT of session
+        functions among others (``session_funcs.with_client_user``; the relay writes the database's)."""
+        return with_client_user(sql, self.session.user or "")
 
     async def param_oids(self, stmt: PreparedStatement, nparams: int) -> list[int]:
         """Parameter types for decoding: the client's, completed by Describe when it left some unknown."""

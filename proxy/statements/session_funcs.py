@@ -124,31 +124,25 @@ def _item(e: exp.Expr) -> Item | None:
     return None
 
 
-_NAMES: dict[type[exp.Expr], str] = {exp.CurrentDatabase: "current_database", exp.CurrentCatalog: "current_catalog",
-                                     exp.CurrentUser: "current_user", exp.SessionUser: "session_user"}
-
-
 @lru_cache(maxsize=512)
-def with_client_names(sql: str, database: str, user: str) -> str:
+def with_client_user(sql: str, user: str) -> str:
     """``sql`` as the catalog database runs it: a SELECT without FROM that mixes session functions with others
-    (DBeaver's ``SELECT current_schema(),session_user``), with each function naming the database or the user
-    written as the client's own name (``'analyst'::name``), its output column keeping the function's name.
-    Other statements unchanged here (the catalog relay names the client's database in them too:
-    ``catalog/client_names.py``)."""
+    (DBeaver's ``SELECT current_schema(),session_user``), with each function naming the user written as the
+    client's own name (``'analyst'::name``), its output column keeping the function's name. The database's
+    name is the catalog relay's to write, in every relayed statement (``catalog/client_names.py``)."""
     sel = _lone_select(sql)
     if sel is None or any(sel.args.get(k) for k in ("from", "from_", "with", "joins")):
         return sql
     changed = False
     for item in list(sel.expressions):
         for node in list(item.walk()):
-            name = _NAMES.get(type(node))
+            name = _WHO.get(type(node))
             if name is None and isinstance(node, exp.Column) and not node.table and not node.this.quoted \
                     and node.name.lower() in _WHO_NAMES:
                 name = node.name.lower()
             if name is None:
                 continue
-            value = database if name in ("current_database", "current_catalog") else user
-            literal = exp.cast(exp.Literal.string(value), exp.DataType.build("name", dialect="postgres"))
+            literal = exp.cast(exp.Literal.string(user), exp.DataType.build("name", dialect="postgres"))
             if node is item:
                 item.replace(exp.alias_(literal, name, quoted=True))
             else:
