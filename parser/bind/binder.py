@@ -177,7 +177,8 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
                       hint="Group by one private-keys column (with any public ones).")
     if private:
         raise NeedsPartition(partition_request(t.table, private[:1], sp, base))
-    t = within_limit(t, GroupCells(t.table, sp, budget).restrict, base, selected, budget.limits.max_groups)
+    joint = GroupCells(t.table, sp, budget)  # one cache of group restrictions for the limit and the queries
+    t = within_limit(t, joint.restrict, base, selected, budget.limits.max_groups)
     agg_preds = []
     for spec in t.aggs:
         p = base if spec.filter is None else sp.and_(base, b.where(spec.filter))
@@ -203,7 +204,6 @@ def bind(t: Template, params: Sequence[object], budget: Budget | None = None,
     factors: list[list[float]] = []
     groups = []
     limit = count(t.limit, params, "LIMIT")
-    joint = GroupCells(t.table, sp, budget)
     # LIMIT 0 (how Tableau and others ask for a query's columns) shows no row whatever is measured: measure
     # nothing, so describing an aggregate costs nothing.
     listed = selected_groups(t, selected) if t.select_groups and selected is not None else \
