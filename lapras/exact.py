@@ -236,8 +236,7 @@ class PostgresExactSource:
             # group sum: a count histogram answers neither.)
             attrs = tuple(a.name for a in table.attributes if any(a.name in q.marginal for q in queries))
             cells = math.prod(table.shape(attrs))
-            if cells <= MARGINAL_MAX_CELLS and (len(queries) >= MARGINAL_MIN_QUERIES or statement_ranges(
-                    queries) >= max(MARGINAL_MIN_RANGES, cells // MARGINAL_MIN_RANGES)):
+            if _one_scan_pays(queries, cells):
                 # Many queries (a wide GROUP BY), or groups that are many scattered cells (extract(hour)
                 # over hourly cells: 365 ranges per group), over a small union marginal: one pushed-down
                 # GROUP BY scan computing each row's cell once, and sums over cells in numpy, beat one
@@ -261,8 +260,7 @@ class PostgresExactSource:
         read = [q.marginal for q in forms]
         attrs = tuple(a.name for a in table.attributes if any(a.name in r for r in read))
         cells = math.prod(table.shape(attrs))
-        if cells > MARGINAL_MAX_CELLS or (len(queries) < MARGINAL_MIN_QUERIES and statement_ranges(
-                queries) < max(MARGINAL_MIN_RANGES, cells // MARGINAL_MIN_RANGES)):
+        if not _one_scan_pays(queries, cells):
             return None
         kinds = tuple(dict.fromkeys(f for f in families if f is not None))
         sums = tuple(a for k, a in kinds if k == "sum")
@@ -329,6 +327,14 @@ class PostgresExactSource:
         c = getattr(self._local, "conn", None)
         if c is not None:
             c.close()
+
+
+def _one_scan_pays(queries: Sequence[LinearQuery], cells: int) -> bool:
+    """Whether one GROUP BY scan over a marginal of ``cells`` cells beats per-query aggregates: the marginal
+    is small and the queries many (a wide GROUP BY) or scattered over many ranges (extract(hour) over hourly
+    cells)."""
+    return cells <= MARGINAL_MAX_CELLS and (len(queries) >= MARGINAL_MIN_QUERIES or statement_ranges(
+        queries) >= max(MARGINAL_MIN_RANGES, cells // MARGINAL_MIN_RANGES))
 
 
 def _count_form(table: TableSchema, q: LinearQuery) -> tuple[LinearQuery, tuple[str, str] | None]:
