@@ -20,6 +20,7 @@ import numpy as np
 
 from lapras.errors import StatementTooComplex
 from lapras.factored import TooMuchWork, box_sums, factor, families, family_weights
+from parser.bind.distinct_caps import unit_change_caps
 from parser.model.linear import LinearQuery
 from parser.model.schema import TableSchema
 from parser.pushdown.bounding import GroupAxis
@@ -118,22 +119,78 @@ def statement_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], ma
 
 
 def derived_sensitivity(table: TableSchema, queries: Sequence[LinearQuery], max_work: int | None = None) -> float:
-    """Sensitivity over a derived histogram (``parser.bind.distinct``), g = ``table.unit_rows``.
+    """Sensitivity over a derived histogram (``parser.bind.distinct``: units or distinct values present per
+    group), from what one unit can change in it (``parser.bind.distinct_caps``): an integer vector x over the
+    cells with 0 <= x_c <= m_c (1 for units present; min(g, values the cell's rows can hold) for distinct
+    values of a column with a public list) and sum_c x_c <= g, every such x reached by some pair of
+    neighbouring tables. The sensitivity is then exactly max ||A x|| over those x (A: the queries, each
+    divided by its own sensitivity).
 
-    Distinct values: one unit moves the histogram by a non-negative integer vector of total at most g (its
-    g kept (group, value) pairs, possibly all in one group): at most g times the largest column norm (the
-    triangle inequality), as for k rows. Units present: one unit is in at most g cells and adds 1 to each, a
-    0/1 vector with at most g ones, so the same bound holds, and when every query is one cell (a
-    statement's groups) the columns are unit vectors of distinct rows, which g ones reach at most g of:
-    sqrt(g), or sqrt(number of queries) when that is smaller."""
+    When the queries are counts over disjoint cell sets S_q (a statement's groups: one cell each), (A x)_q is
+    +-y_q with y_q = sum of x over S_q, and the y reachable are exactly the integers 0 <= y_q <= M_q =
+    min(g, sum of m_c over S_q) with sum_q y_q <= g. sum y_q^2 is convex and increasing, and the greedy y
+    (the largest M_q first, each filled until g is spent) weakly majorises every reachable y (its j largest
+    entries sum to min(g, the j largest M_q), which no reachable y exceeds), so it is the maximum:
+    :func:`capped_norm`. Units present: sqrt(min(g, groups)); distinct values of a column with 5 values, g =
+    12: 5 without groups, sqrt(5^2 + 5^2 + 2^2) over days. Otherwise (queries overlapping, or summing
+    weighted cells) the general bound: x has total at most g, so ||A x|| <= g times the largest column norm
+    (the triangle inequality)."""
     live = [q for q in queries if q.sensitivity > 0 and not q.is_zero]
     if not live:
         return 0.0
     g = table.unit_rows
-    sizes = {a.name: a.domain.size for a in table.attributes}
-    if table.derived.counted is None and all(_single_cell(q, sizes) for q in live):
-        return math.sqrt(min(g, len({q.key for q in live})))
+    caps = _count_caps(table, live)
+    if caps is not None:
+        return capped_norm(caps, g)
     return g * _row_sensitivity(table, live, max_work)
+
+
+def capped_norm(caps: np.ndarray | Sequence[int], total: int) -> float:
+    """Largest sqrt(sum_q y_q^2) over integers 0 <= y_q <= caps_q with sum_q y_q <= total: the largest caps
+    filled first until the total is spent (the greedy vector weakly majorises every feasible one, and the
+    sum of squares is Schur-convex and increasing on y >= 0)."""
+    c = np.sort(np.minimum(np.asarray(caps, dtype=np.float64), total))[::-1]
+    spent = np.concatenate(([0.0], np.cumsum(c)[:-1]))
+    y = np.clip(total - spent, 0.0, c)
+    return float(np.sqrt(np.sum(y * y)))
+
+
+MAX_CAP_CELLS = 1_000_000
+"""Most derived cells :func:`_count_caps` lists for a statement's queries; past them the general bound."""
+
+
+def _count_caps(table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray | None:
+    """Per distinct query, the most one unit can move it once divided by its sensitivity, M_q = min(g, sum
+    of the caps of its cells), when every query is a count with one weight (its sensitivity) over cells that
+    no other query reads; None otherwise (the general bound applies)."""
+    names = [a.name for a in table.attributes]
+    sizes = [a.domain.size for a in table.attributes]
+    if math.prod(sizes) >= 2**62:
+        return None
+    uniq = list({q.key: q for q in queries}.values())  # a query asked twice is one answer
+    cells: list[np.ndarray] = []
+    owner: list[np.ndarray] = []
+    listed = 0
+    for i, q in enumerate(uniq):
+        if q.value is not None or q.measure or abs(q.scale) != q.sensitivity:
+            return None
+        for box in q.boxes:
+            pinned = dict(box)
+            axes = [np.concatenate([np.arange(lo, hi + 1) for lo, hi in pinned[a]]) if a in pinned
+                    else np.arange(n) for a, n in zip(names, sizes, strict=True)]
+            listed += math.prod(len(x) for x in axes)
+            if listed > MAX_CAP_CELLS:
+                return None
+            grid = (np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(names)) if names
+                    else np.zeros((1, 0), dtype=np.int64))
+            cells.append(grid)
+            owner.append(np.full(len(grid), i))
+    keys = np.concatenate(cells).astype(np.int64)
+    flat = np.ravel_multi_index(tuple(keys.T), sizes) if names else np.zeros(len(keys), dtype=np.int64)
+    if len(np.unique(flat)) < len(flat):
+        return None  # two queries share a cell
+    per_query = np.bincount(np.concatenate(owner), weights=unit_change_caps(table, keys), minlength=len(uniq))
+    return np.minimum(per_query, table.unit_rows)
 
 
 PRESENCE_MAX_BLOCK = 4096
@@ -164,15 +221,6 @@ def presence_sensitivity(blocks: Sequence[np.ndarray], g: int, aggregated: bool 
     diag = math.prod(d)
     off = max((o[i] * math.prod(d[j] for j in range(len(d)) if j != i) for i in range(len(d))), default=0.0)
     return min(general, math.sqrt(g * diag + g * (g - 1) * off))
-
-
-def _single_cell(q: LinearQuery, sizes: Mapping[str, int]) -> bool:
-    """The query is the indicator of one cell of its table (every attribute pinned to one index)."""
-    if len(q.boxes) != 1 or q.value is not None or q.scale != 1:
-        return False
-    pinned = dict(q.boxes[0])
-    return all((a in pinned and len(pinned[a]) == 1 and pinned[a][0][0] == pinned[a][0][1]) or
-               (a not in pinned and n == 1) for a, n in sizes.items())
 
 
 def _pointwise_bound(queries: Sequence[LinearQuery]) -> float | None:

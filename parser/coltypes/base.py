@@ -140,6 +140,14 @@ class ColumnType:
         A per-row expression is exact over cells only if it agrees at both ends of every cell."""
         return None
 
+    @property
+    def distinct_cells(self) -> bool:
+        """Each cell holds exactly one stored value, the one ``cell_sql`` gives its rows (a public list of
+        values, integers, booleans, days): COUNT(DISTINCT col) then counts cells
+        (``parser.pushdown.cellsql.counted_expr``), so no unit adds a value the domain does not list. False
+        where a cell holds many stored values (hours, bins) or there is no public list (private keys)."""
+        return False
+
     def coarseness(self) -> str:
         """How wide a cell is, for hints (``one hour``)."""
         return "one value"

@@ -45,6 +45,10 @@ class BoolType(ColumnType, names=("boolean", "bool"), pg=("boolean", T.BOOL)):
     def base_size(self) -> int:
         return 2
 
+    @property
+    def distinct_cells(self) -> bool:
+        return True
+
     def _index(self, value: Value) -> int | None:
         try:
             return int(read_bool(value))

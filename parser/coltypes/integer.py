@@ -33,6 +33,10 @@ class IntType(RangeBounds, ColumnType, names=("int", "integer", "int4"), pg=("in
     def base_size(self) -> int:
         return self.hi - self.lo + 1
 
+    @property
+    def distinct_cells(self) -> bool:
+        return True
+
     def _index(self, value: Value) -> int | None:
         if isinstance(value, bool):
             return None

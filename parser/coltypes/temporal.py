@@ -292,6 +292,10 @@ class DateType(TemporalType, names=("date",), pg=("date", T.DATE)):
     def last_values(self) -> list[Value] | None:
         return None
 
+    @property
+    def distinct_cells(self) -> bool:
+        return self.step == timedelta(days=1)  # one day a cell: one date
+
     def literal_sql(self, value: Value) -> str:
         return f"DATE '{_naive(value, self.oid).date().isoformat()}'"
 

@@ -51,6 +51,10 @@ class TextType(ColumnType, names=("text", "categorical"), pg=("text", T.TEXT)):
     def base_size(self) -> int:
         return len(self.values)
 
+    @property
+    def distinct_cells(self) -> bool:
+        return self.keys == "public" and bool(self.values)  # a selected set's other values are in no cell
+
     def _index(self, value: Value) -> int | None:
         try:
             return self.values.index(str(value))

@@ -1,6 +1,7 @@
-"""The SQL of one attribute's cells: the cell a stored value falls in, and a set of cells as a condition
-(on the stored column where its type says that is exact). The pushed-down statements (``sql``), the
-per-unit bounding (``bounding``) and the row filters (``rowfilter``) all write cells through here."""
+"""The SQL of one attribute's cells: the cell a stored value falls in, a set of cells as a condition (on the
+stored column where its type says that is exact), and the values COUNT(DISTINCT) counts. The pushed-down
+statements (``sql``), the per-unit bounding (``bounding``) and the row filters (``rowfilter``) all write
+cells through here."""
 
 from __future__ import annotations
 
@@ -13,6 +14,17 @@ from ..model.schema import Attribute
 def cell_expr(attr: Attribute) -> str:
     """SQL mapping the stored column to its domain cell value (clipped / folded; NULL stays NULL if nullable)."""
     return attr.domain.cell_sql(quote_ident(attr.name))
+
+
+def counted_expr(attr: Attribute) -> str:
+    """SQL of the values COUNT(DISTINCT attr) counts: the attribute's cell value where each cell holds one
+    stored value (``distinct_cells``; a stored value outside the declared list is read as the cell the domain
+    puts it in, as every other aggregate reads it), so a unit can add only values the domain lists
+    (``parser.bind.distinct_caps``); else the stored values. A NULL stays NULL (never counted)."""
+    col = quote_ident(attr.name)
+    if not attr.domain.distinct_cells:
+        return col
+    return f"CASE WHEN {col} IS NULL THEN NULL ELSE {cell_expr(attr)} END"
 
 
 def attr_condition(attr: Attribute, ranges: Ranges) -> str:

@@ -17,7 +17,7 @@ from ..model.linear import LinearQuery, space_of
 from ..model.predicate import Ranges, merge_ranges
 from ..model.schema import Attribute, TableSchema
 from .bounding import bounding_seed, groups_seed, table_ref
-from .cellsql import attr_condition, attr_sql, cell_expr
+from .cellsql import attr_condition, attr_sql, cell_expr, counted_expr
 
 __all__ = ["EXACT_SESSION_SQL", "MAX_COLUMNS", "bounding_seed", "answers_sql", "answers_sql_batches", "cell_expr", "clamp_sql", "marginal_sql", "predicate_sql", "raw_predicate_sql",
            "quote_ident", "quote_literal", "table_ref", "groups_seed", "unit_cells_sql",
@@ -92,7 +92,7 @@ def derived_marginal_sql(table: TableSchema, attrs: Sequence[str]) -> str:
     if d.counted is not None:
         col = base.attribute(d.counted)
         assert col is not None
-        exprs.append(quote_ident(col.name))  # the stored values, as PostgreSQL's COUNT(DISTINCT) counts them
+        exprs.append(counted_expr(col))  # the stored values, read as their cells where a cell is one value
     # A NULL axis is a row in no group (a CASE no key matches, a value outside a selected key set): left
     # out before the bound, so it takes none of the unit's g cells (plain axes are never nullable); NULL
     # values are not counted.
