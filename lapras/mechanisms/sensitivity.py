@@ -168,29 +168,43 @@ def _count_caps(table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarra
     if math.prod(sizes) >= 2**62:
         return None
     uniq = list({q.key: q for q in queries}.values())  # a query asked twice is one answer
+    points: list[list[int]] = []  # cells of one-cell boxes (a statement's groups), listed without a grid
     cells: list[np.ndarray] = []
-    owner: list[np.ndarray] = []
+    point_of: list[int] = []
+    owners: list[np.ndarray] = []
     listed = 0
     for i, q in enumerate(uniq):
         if q.value is not None or q.measure or abs(q.scale) != q.sensitivity:
             return None
         for box in q.boxes:
             pinned = dict(box)
+            point = [_single_index(pinned.get(a), n) for a, n in zip(names, sizes, strict=True)]
+            if None not in point:
+                points.append(point)  # type: ignore[arg-type]
+                point_of.append(i)
+                continue
             axes = [np.concatenate([np.arange(lo, hi + 1) for lo, hi in pinned[a]]) if a in pinned
                     else np.arange(n) for a, n in zip(names, sizes, strict=True)]
             listed += math.prod(len(x) for x in axes)
-            if listed > MAX_CAP_CELLS:
+            if listed + len(points) > MAX_CAP_CELLS:
                 return None
-            grid = (np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(names)) if names
-                    else np.zeros((1, 0), dtype=np.int64))
-            cells.append(grid)
-            owner.append(np.full(len(grid), i))
+            cells.append(np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(names)))
+            owners.append(np.full(len(cells[-1]), i))
+    cells.insert(0, np.array(points, dtype=np.int64).reshape(len(points), len(names)))
+    owners.insert(0, np.array(point_of, dtype=np.int64))
     keys = np.concatenate(cells).astype(np.int64)
     flat = np.ravel_multi_index(tuple(keys.T), sizes) if names else np.zeros(len(keys), dtype=np.int64)
     if len(np.unique(flat)) < len(flat):
         return None  # two queries share a cell
-    per_query = np.bincount(np.concatenate(owner), weights=unit_change_caps(table, keys), minlength=len(uniq))
+    per_query = np.bincount(np.concatenate(owners), weights=unit_change_caps(table, keys), minlength=len(uniq))
     return np.minimum(per_query, table.unit_rows)
+
+
+def _single_index(ranges: Sequence[tuple[int, int]] | None, size: int) -> int | None:
+    """The one cell index ``ranges`` (None: the whole axis) holds, or None when it holds more than one."""
+    if ranges is None:
+        return 0 if size == 1 else None
+    return ranges[0][0] if len(ranges) == 1 and ranges[0][0] == ranges[0][1] else None
 
 
 PRESENCE_MAX_BLOCK = 4096

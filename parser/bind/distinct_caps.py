@@ -54,8 +54,9 @@ def unit_change_caps(table: TableSchema, keys: np.ndarray) -> np.ndarray:
     size = col.domain.base_size  # non-NULL cells: a NULL is never counted
     boxes = d.within.boxes if d.within is not None else ((),)
     plain = [(j, ax) for j, ax in enumerate(d.axes) if not ax.joint]  # an expression's groups: not intersected
-    widths = {ax.attr: d.base.attribute(ax.attr).domain.size for _, ax in plain}  # type: ignore[union-attr]
-    work = len(boxes) * n * size + sum(len(boxes) * (widths[ax.attr] * len(ax.cells) + n) for _, ax in plain)
+    widths = {ax.attr: d.base.attribute(ax.attr).domain.size for _, ax in plain}
+    work = len(boxes) * n * size + sum(len(boxes) * (widths[ax.attr] + sum(map(len, ax.cells)) + n)
+                                       for _, ax in plain)
     if work > MAX_CAP_WORK:
         return np.full(n, g, dtype=np.int64)
     held = np.stack([_mask(dict(b).get(d.counted), size) for b in boxes])  # box x value
@@ -63,12 +64,16 @@ def unit_change_caps(table: TableSchema, keys: np.ndarray) -> np.ndarray:
     values = np.ones((n, size), dtype=bool)  # cell i's own restriction of the counted column
     for j, ax in plain:
         width = widths[ax.attr]
-        group = np.stack([_mask(rs, width) for rs in ax.cells])  # key x cell of the axis's column
-        box = np.stack([_mask(dict(b).get(ax.attr), width) for b in boxes])
-        meets = (box.astype(np.float64) @ group.T.astype(np.float64)) > 0  # box x key
-        allowed &= meets[:, keys[:, j]]
+        owner = np.array([k for k, rs in enumerate(ax.cells) for _ in rs], dtype=np.int64)
+        lo, hi = (np.array([r[i] for rs in ax.cells for r in rs], dtype=np.int64) for i in (0, 1))
+        for b, box in enumerate(boxes):
+            # Key k meets the box when one of its ranges holds a cell the box allows (prefix sums).
+            inside = np.concatenate(([0], np.cumsum(_mask(dict(box).get(ax.attr), width))))
+            meets = np.bincount(owner, weights=inside[hi + 1] - inside[lo], minlength=len(ax.cells)) > 0
+            allowed[b] &= meets[keys[:, j]]
         if ax.attr == d.counted:
-            values &= group[keys[:, j], :size]
+            for k in np.unique(keys[:, j]):
+                values[keys[:, j] == k] &= _mask(ax.cells[k], width)[:size]
     reach = (allowed.T.astype(np.float64) @ held.astype(np.float64)) > 0  # cell x value
     return np.minimum((reach & values).sum(axis=1), g).astype(np.int64)
 
