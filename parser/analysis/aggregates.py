@@ -239,7 +239,7 @@ def _count(arg: exp.Expr | None, filt: C.Cond | None, name: str, ctx: Context) -
 
 
 def _count_distinct(arg: exp.Distinct, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:
-    """``COUNT(DISTINCT unit)``: units present per group; ``COUNT(DISTINCT col)``: distinct stored values of a
+    """``COUNT(DISTINCT unit)``: units present per group; ``COUNT(DISTINCT col)``: distinct values of a
     declared column per group. Both are cells of a derived histogram (``parser.bind.distinct``)."""
     cols = arg.expressions
     if len(cols) != 1:
@@ -254,7 +254,7 @@ def _count_distinct(arg: exp.Distinct, filt: C.Cond | None, name: str, ctx: Cont
     if not isinstance(col, exp.Column):
         raise unsupported(f"COUNT(DISTINCT {sql_of(col)})", col,
                           hint="COUNT(DISTINCT col) takes the privacy unit or one declared column.")
-    attr = ctx.column(col)  # a declared column, of any type: its stored values are counted
+    attr = ctx.column(col)  # a declared column, of any type (its values as parser.pushdown.cellsql.counted_expr reads them)
     return pp.Agg(ctx.slot(AggSpec("distinct", attr.name, filt)), True, name)
 
 

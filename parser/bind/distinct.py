@@ -7,11 +7,14 @@ each unit counted in at most g = ``table.unit_cells`` groups (chosen by a seeded
 unit moves at most g cells by 1 each.
 
 ``COUNT(DISTINCT col)`` is one cell of a *distinct-values histogram*: per group, the number of distinct
-(group, stored value of col) pairs among the kept rows, each unit keeping at most g such pairs. Adding or
-removing a unit adds or removes at most its g pairs, so it moves the histogram by a non-negative vector of
-total at most g (possibly all in one group). That holds whatever the column's type or domain (the stored
-values are counted, as PostgreSQL counts them; only the per-group counts leave the database), so it also
-counts a measure's, a timestamp's or a private-keys column's distinct values.
+(group, value of col) pairs among the kept rows, each unit keeping at most g such pairs. Adding or removing
+a unit adds or removes at most its g pairs, so it moves the histogram by a non-negative vector of total at
+most g. That holds whatever the column's type or domain (only the per-group counts leave the database), so
+it also counts a measure's, a timestamp's or a private-keys column's distinct stored values. Where each
+cell of the column's domain holds one value (a public list, integers, booleans, days) the value counted is
+the row's cell (``parser.pushdown.cellsql.counted_expr``: the stored value itself when it is in the
+domain), so a unit adds at most min(g, values the group's rows can hold) to a group
+(``parser.bind.distinct_caps``).
 
 Both are histograms of the table derived by a fixed transformation, so each is a virtual
 :class:`TableSchema` whose attributes are the group axes and whose ``unit_rows`` is g: the engine measures
