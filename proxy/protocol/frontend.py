@@ -232,7 +232,6 @@ def _formats(r: _Reader) -> list[int]:
 
 
 _H = struct.Struct("!h")
-_HH = struct.Struct("!hh")
 _I32 = struct.Struct("!i")
 _SYNC = Sync()
 _FLUSH = Flush()
