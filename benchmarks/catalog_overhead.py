@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -66,16 +65,6 @@ def _start_proxy(repo: Path, config: Path, state: Path) -> subprocess.Popen[str]
     raise RuntimeError(f"the proxy of {repo} did not start:\n" + "".join(seen))
 
 
-def _stop(proc: subprocess.Popen[str] | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
 async def _rounds(paths: dict[str, tuple[Any, int | None]], rounds: int, queries: int) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {name: [] for name in paths}
     await asyncio.sleep(3)   # the proxies' start-up work in the background (P's release) settles
@@ -107,11 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     from psycopg.conninfo import conninfo_to_dict
 
     from proxy.catalog.relay import ensure_shadow
-    from proxy.config import load_config
     from proxy.ops.app import CATALOG_DB_SUFFIX
-    from proxy.upstream.demo_data import ensure_table
     from proxy.upstream.embedded import EmbeddedPostgres
-    from proxy.upstream.events_data import EventsSpec, ensure_events_table
 
     root = Path(tempfile.mkdtemp(prefix="lapras-catalog-overhead-"))
     pg = EmbeddedPostgres(root / "pg")
@@ -120,14 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         pg.start()
         import psycopg
 
-        with psycopg.connect(pg.dsn(), autocommit=True) as c:
-            c.execute("CREATE DATABASE adult")
-        cfg = load_config(REPO / "config.toml")
-        for t in cfg.catalog.tables:
-            if cfg.loads[t.name].generator == "events":
-                ensure_events_table(pg.dsn("adult"), EventsSpec(rows=20_000), t.schema, t.name)
-            else:
-                ensure_table(pg.dsn("adult"), t, cfg.loads[t.name], None)
+        cfg = serve.shipped_tables(pg)
         ports: dict[str, int] = {}
         pids: dict[str, int] = {}
         for name, repo in (("proxy", REPO), ("baseline", args.baseline)):
@@ -169,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         per = asyncio.run(_rounds(paths, args.rounds, args.queries))
     finally:
         for p in procs:
-            _stop(p)
+            if p.poll() is None:
+                serve.stop(p)
         pg.destroy()
         shutil.rmtree(root, ignore_errors=True)
 

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import psutil
 import psycopg
+import serve  # benchmarks/serve.py, beside this script
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
@@ -177,15 +178,9 @@ def _config_text(port: int) -> str:
 
 def start_proxy(workdir: Path) -> tuple[subprocess.Popen[str], int]:
     """Start `lapras-proxy serve` on a free port with an embedded database; returns (process, port)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = serve.free_port()
     cfg = workdir / "config.toml"
     cfg.write_text(_config_text(port))
-    import serve  # benchmarks/serve.py, beside this script
-
     data = ["--data", str(ADULT_CSV)] if ADULT_CSV.exists() else []
     proc, _ = serve.start(cfg, workdir / "state", timeout=180, extra_args=data)
     return proc, port
@@ -277,11 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             doc["errors"]["proxy exited"] = 1
     finally:
         if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            serve.stop(proc)
         shutil.rmtree(workdir, ignore_errors=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -175,8 +174,6 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         pass
 
-    from proxy.config import load_config
-    from proxy.upstream.demo_data import ensure_table
     from proxy.upstream.embedded import EmbeddedPostgres
 
     root = Path(tempfile.mkdtemp(prefix="lapras-bench-"))
@@ -185,24 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     relay: subprocess.Popen[str] | None = None
     try:
         pg.start()
-        import psycopg
-
-        with psycopg.connect(pg.dsn(), autocommit=True) as c:
-            c.execute("CREATE DATABASE adult")
-        cfg = load_config(REPO / "config.toml")
         csv = REPO.parent / "shared" / "data" / "adult.csv"
-        table = cfg.catalog.table("adult")
-        assert table is not None
-        ensure_table(pg.dsn("adult"), table, cfg.loads["adult"], csv if csv.exists() else None)
-        from proxy.upstream.events_data import EventsSpec, ensure_events_table
-
-        for t in cfg.catalog.tables:  # the shipped config's other tables: a small event log, the shop demo
-            if t.name == "adult":
-                continue
-            if cfg.loads[t.name].generator == "events":
-                ensure_events_table(pg.dsn("adult"), EventsSpec(rows=20_000), t.schema, t.name)
-            else:
-                ensure_table(pg.dsn("adult"), t, cfg.loads[t.name], None)
+        cfg = serve.shipped_tables(pg, csv if csv.exists() else None)
         port = serve.free_port()
         (root / "config.toml").write_text(serve.config_text(pg.dsn("adult"), port))
         proc = subprocess.Popen([sys.executable, "-m", "proxy.ops.cli", "serve", "--config", str(root / "config.toml"),
@@ -237,11 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             relay.kill()
             relay.wait(10)
         if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            serve.stop(proc)
         pg.destroy()
         shutil.rmtree(root, ignore_errors=True)
 

@@ -1,6 +1,6 @@
 """Start a real `lapras-proxy serve` for a benchmark and stop it: the process, and the seconds it took to
-print its ready line; the embedded PostgreSQL a benchmark serves, with a database of its own; a free port
-and the shipped config set up for a benchmark."""
+print its ready line; the embedded PostgreSQL a benchmark serves, with a database of its own (or the shipped
+config's tables); a free port and the shipped config set up for a benchmark."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from proxy.config import Config
+    from proxy.upstream.embedded import EmbeddedPostgres
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -61,6 +66,27 @@ def embedded_database(root: Path, name: str) -> Iterator[str]:
         yield pg.dsn(name)
     finally:
         pg.destroy()
+
+
+def shipped_tables(pg: EmbeddedPostgres, adult_csv: Path | None = None) -> Config:
+    """Database "adult" created in the started cluster ``pg`` and filled with the shipped config.toml's tables
+    (a 20,000-row event log for an events table, generated rows for the others, ``adult_csv``'s rows for
+    adult when given); returns that config."""
+    import psycopg
+
+    from proxy.config import load_config
+    from proxy.upstream.demo_data import ensure_table
+    from proxy.upstream.events_data import EventsSpec, ensure_events_table
+
+    with psycopg.connect(pg.dsn(), autocommit=True) as conn:
+        conn.execute("CREATE DATABASE adult")
+    cfg = load_config(REPO / "config.toml")
+    for t in cfg.catalog.tables:
+        if cfg.loads[t.name].generator == "events":
+            ensure_events_table(pg.dsn("adult"), EventsSpec(rows=20_000), t.schema, t.name)
+        else:
+            ensure_table(pg.dsn("adult"), t, cfg.loads[t.name], adult_csv if t.name == "adult" else None)
+    return cfg
 
 
 def stop(proc: subprocess.Popen[str]) -> None:

@@ -33,10 +33,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _config_module(root: Path) -> Any:
-    spec = importlib.util.spec_from_file_location("wide_planning_config", REPO / "tests/fixtures/wide_planning_config.py")
+    """``root``'s tests/fixtures/wide_planning_config.py, also in a process measuring another revision's parser
+    (that tree first on sys.path): the fixtures it imports (tests.fixtures.toml_data) come from ``root`` too."""
+    spec = importlib.util.spec_from_file_location("wide_planning_config", root / "tests/fixtures/wide_planning_config.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    sys.path.insert(0, str(root))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(root))
     return module
 
 

@@ -19,7 +19,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from lapras.errors import BudgetExhausted, UnknownTable
+from lapras.errors import BudgetExhausted
 from lapras.ledger.base import EpochRecord, EpochTxn, ReleaseRecord, StaleEpoch, StoredAnswer
 from lapras.matrix_mechanism import MMRelease
 from lapras.online import Decision, OnlinePolicy, combine
@@ -30,7 +30,7 @@ from parser.model.schema import TableSchema
 from .calibrate import Sensitivity, calibration, free_estimates
 from .keeper import EpochKeeper
 from .selector import PartitionSelector
-from .statements import Answer, Preview, Statement, check_planned_over, pick, table_of
+from .statements import Answer, Preview, Statement, check_planned_over, pick, protected_table, table_of
 
 
 @dataclass
@@ -154,9 +154,7 @@ class StreamAnswerer:
         with epochs.lock:  # one epoch's state: its release and its cells together
             ep, mm, policy, catalog = epochs.epoch, epochs.mm, epochs.policy, epochs.catalog
         assert ep is not None
-        table = table_of(plan, catalog)
-        if table is None:
-            raise UnknownTable(f'relation "{plan.table}" is not a protected table')
+        table = protected_table(plan, catalog)
         check_planned_over(plan, catalog)
         queries = list(plan.queries)
         todo = [i for i, q in enumerate(queries) if not q.is_zero and q.key not in epochs.answers]
@@ -259,9 +257,7 @@ class StreamAnswerer:
         epochs = self.epochs
         ep, mm, policy, catalog = epochs.epoch, epochs.mm, epochs.policy, epochs.catalog
         assert ep is not None
-        table = table_of(plan, catalog)
-        if table is None:
-            raise UnknownTable(f'relation "{plan.table}" is not a protected table')
+        table = protected_table(plan, catalog)
         queries = list(plan.queries)
         cache = epochs.answers
         errs = np.zeros(len(queries))

@@ -1,6 +1,7 @@
 """What the engine is asked and what it gives back: a statement's linear queries (``Statement``), a partition
 selection's request (``PartitionRequest``), the ``Answer`` and the EXPLAIN ``Preview``, and the checks that
-a statement was planned over the engine's current epoch (``table_of``, ``check_planned_over``)."""
+a statement was planned over the engine's current epoch (``table_of``, ``protected_table``,
+``check_planned_over``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
-from lapras.errors import LaprasError
+from lapras.errors import LaprasError, UnknownTable
 from lapras.mechanisms import Cost
 from lapras.outcomes import Outcome, QueryOutcome
 from parser.bind.partition import has_selected_keys
@@ -88,6 +89,14 @@ def table_of(plan: Statement, catalog: Catalog) -> TableSchema | None:
     if isinstance(planned, TableSchema) and (has_selected_keys(planned) or has_splits(planned)):
         return planned  # (has_splits: cells cut at the statement's literals, parser/bind/splits.py)
     return catalog.table(plan.table)
+
+
+def protected_table(plan: Statement, catalog: Catalog) -> TableSchema:
+    """``table_of`` for a statement that must be over a protected table: UnknownTable when it is not."""
+    table = table_of(plan, catalog)
+    if table is None:
+        raise UnknownTable(f'relation "{plan.table}" is not a protected table')
+    return table
 
 
 def check_planned_over(plan: Statement, catalog: Catalog) -> None:

@@ -100,12 +100,17 @@ class MemoryLedger(Ledger):
         with self._lock:
             return dict(self._answers.get(epoch_id, {}))
 
+    def _open(self, epoch_id: int) -> EpochRecord:
+        """The epoch ``epoch_id`` (with the lock held), or StaleEpoch once it has ended."""
+        ep = self._epochs[epoch_id - 1]
+        if ep.ended_at is not None:
+            raise StaleEpoch(epoch_id)
+        return ep
+
     @contextmanager
     def locked(self, epoch_id: int) -> Iterator[EpochTxn]:
         with self._lock:
-            ep = self._epochs[epoch_id - 1]
-            if ep.ended_at is not None:
-                raise StaleEpoch(epoch_id)
+            ep = self._open(epoch_id)
             yield _MemTxn(self, ep)
 
     def epochs(self) -> list[EpochRecord]:
@@ -123,9 +128,7 @@ class MemoryLedger(Ledger):
     def commit_regression(self, epoch_id: int, key: str, epsilon: float, delta: float, rows: list[list[Any]],
                           note: str = "") -> tuple[list[list[Any]], bool]:
         with self._lock:
-            ep = self._epochs[epoch_id - 1]
-            if ep.ended_at is not None:
-                raise StaleEpoch(epoch_id)
+            ep = self._open(epoch_id)
             stored = self._regressions.get((epoch_id, key))
             if stored is not None:
                 return stored, False
@@ -141,9 +144,7 @@ class MemoryLedger(Ledger):
 
     def commit_partition(self, epoch_id: int, record: PartitionRecord) -> tuple[PartitionRecord, bool]:
         with self._lock:
-            ep = self._epochs[epoch_id - 1]
-            if ep.ended_at is not None:
-                raise StaleEpoch(epoch_id)
+            ep = self._open(epoch_id)
             stored = self._partitions.get((epoch_id, record.key))
             if stored is not None:
                 return stored, False

@@ -119,16 +119,8 @@ def _sum_typed(e: S.Expr, arg: exp.Expr, ctx: Context) -> S.Expr:
 
 def _value_type(node: exp.Expr, ctx: Context) -> int | None:
     """PostgreSQL's type of a per-row expression over declared columns; None when it has no scalar form."""
-    def leaf(n: exp.Expr) -> S.Expr | None:
-        if isinstance(n, exp.Column):
-            a = ctx.column(n)
-            return S.Cell(a.name, a.domain.oid)
-        if isinstance(n, exp.Parameter | exp.Placeholder | exp.AggFunc | exp.Select | exp.Window):
-            raise NotScalar(n)
-        return None
-
     try:
-        return compile_scalar(node, leaf, ctx.budget, exact=True).oid
+        return compile_scalar(node, ctx.cell_leaf, ctx.budget, exact=True).oid
     except (NotScalar, Refusal):
         return None
 

@@ -40,12 +40,15 @@ class Context:
             self.aggs.append(spec)
         return self.agg_index[spec]
 
-    def cell_leaf(self, n: exp.Expr) -> S.Expr | None:
-        """The leaf of a scalar over the rows' cells: a column read as its cell; a parameter has no value on
-        the cells (claimed: not a scalar)."""
+    def cell_leaf(self, n: exp.Expr, read: dict[str, Attribute] | None = None) -> S.Expr | None:
+        """The leaf of a scalar over the rows' cells (a per-row value): a column read as its cell, and noted
+        in ``read`` when given; a parameter, an aggregate, a subquery or a window has no value on the cells
+        (claimed: not a scalar)."""
         if isinstance(n, exp.Column):
             a = self.column(n)
+            if read is not None:
+                read[a.name] = a
             return S.Cell(a.name, a.domain.oid)
-        if is_param(n):
+        if is_param(n) or isinstance(n, exp.AggFunc | exp.Select | exp.Window):
             raise NotScalar(n)
         return None

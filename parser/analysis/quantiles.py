@@ -4,6 +4,7 @@ and the post-processing expression that reads the quantile from them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 
 from sqlglot import exp
@@ -15,8 +16,8 @@ from pgcore.pgtypes import FLOAT8, TEXT
 from .. import scalar as S
 from ..coltypes.temporal import TemporalType
 from ..coltypes.text import TextType
-from ..model.predicate import merge_ranges
-from ..plan.quantile import Quantile, build_tree
+from ..model.predicate import Ranges, merge_ranges
+from ..plan.quantile import Quantile, Tree, build_tree
 from ..semantics import collation
 from ..syntax.parse import position_of
 from . import condition as C
@@ -72,14 +73,11 @@ def lower_order_statistic(node: exp.Expr, filt: C.Cond | None, name: str, ctx: C
     if isinstance(dom, TextType) and text:
         return _text_statistic(attr.name, list(dom.values), kind, fraction, filt, name, ctx)
     n = attr.domain.base_size
-    tree = build_tree(n)
-    ctx.budget.tick(len(tree.nodes))
-    slots = []
-    for i in range(len(tree.nodes)):
-        lo, hi = tree.node_cells(i)
-        rest = merge_ranges([r for r in ((0, lo - 1), (hi + 1, n - 1)) if r[0] <= r[1]])
-        cond: C.Cond = C.Cells(attr.name, ((lo, hi),), tuple(rest))
-        slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
+
+    def split(lo: int, hi: int) -> tuple[Ranges, Ranges]:  # cells in value order: a run is one range
+        return ((lo, hi),), merge_ranges([r for r in ((0, lo - 1), (hi + 1, n - 1)) if r[0] <= r[1]])
+
+    tree, slots = _count_slots(attr.name, n, split, filt, ctx)
     oid = FLOAT8 if kind == "cont" else attr.domain.oid
     # A range slider's MIN/MAX (no WHERE, FILTER or GROUP BY) may return the declared bound (parser.plan.quantile).
     bounded = kind in ("min", "max") and filt is None and not ctx.groups and ctx.select.args.get("where") is None
@@ -103,18 +101,28 @@ def _text_statistic(attr: str, values: list[str], kind: str, fraction: float, fi
     rank = collation.current().ranks(values)
     perm = sorted(range(len(values)), key=lambda i: rank[values[i]])
     n = len(values)
+
+    def split(lo: int, hi: int) -> tuple[Ranges, Ranges]:
+        inside = set(perm[lo:hi + 1])
+        return (merge_ranges([(c, c) for c in sorted(inside)]),
+                merge_ranges([(c, c) for c in range(n) if c not in inside]))
+
+    tree, slots = _count_slots(attr, n, split, filt, ctx)
+    ordered: list[object] = [values[c] for c in perm]
+    return Quantile(tree, slots, [float(i) for i in range(n)], kind, fraction, TEXT, name, cells=(ordered, ordered))
+
+
+def _count_slots(attr: str, n: int, split: Callable[[int, int], tuple[Ranges, Ranges]], filt: C.Cond | None,
+                 ctx: Context) -> tuple[Tree, list[int]]:
+    """The count tree over ``n`` ranks and its slots, one a node: the rows (within ``filt``) whose cell's
+    rank is in the node's run ``lo..hi``; ``split(lo, hi)`` gives the cells inside the run and outside it."""
     tree = build_tree(n)
     ctx.budget.tick(len(tree.nodes))
     slots = []
     for i in range(len(tree.nodes)):
-        lo, hi = tree.node_cells(i)
-        inside = set(perm[lo:hi + 1])
-        cells = merge_ranges([(c, c) for c in sorted(inside)])
-        rest = merge_ranges([(c, c) for c in range(n) if c not in inside])
-        cond: C.Cond = C.Cells(attr, cells, rest)
+        cond: C.Cond = C.Cells(attr, *split(*tree.node_cells(i)))
         slots.append(ctx.slot(AggSpec("count", None, cond if filt is None else C.And((filt, cond)))))
-    ordered: list[object] = [values[c] for c in perm]
-    return Quantile(tree, slots, [float(i) for i in range(n)], kind, fraction, TEXT, name, cells=(ordered, ordered))
+    return tree, slots
 
 
 def _no_interpolation(domain: TemporalType, label: str, col: exp.Expr) -> Refusal:

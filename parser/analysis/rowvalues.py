@@ -95,18 +95,8 @@ def _hint(kind: str) -> str:
 def row_value(node: exp.Expr, kind: str, ctx: Context) -> RowValue:
     """The per-row value ``node`` inside aggregate ``kind`` (SUM, AVG, COUNT)."""
     attrs: dict[str, Attribute] = {}
-
-    def leaf(n: exp.Expr) -> S.Expr | None:
-        if isinstance(n, exp.Column):
-            a = ctx.column(n)
-            attrs[a.name] = a
-            return S.Cell(a.name, a.domain.oid)
-        if isinstance(n, exp.Parameter | exp.Placeholder | exp.AggFunc | exp.Select | exp.Window):
-            raise NotScalar(n)
-        return None
-
     try:
-        e = compile_scalar(node, leaf, ctx.budget, exact=True)
+        e = compile_scalar(node, lambda n: ctx.cell_leaf(n, attrs), ctx.budget, exact=True)
     except NotScalar as u:
         raise unsupported(f"expression {sql_of(u.node)!r} inside {kind}", u.node, hint=_hint(kind)) from None
     except Refusal as r:

@@ -28,6 +28,11 @@ def _nonnegative(v: Any) -> str | None:
     return None if v >= 0 else "must be >= 0"
 
 
+def _budget_share(v: Any) -> str | None:
+    """A share of the epoch's budget set aside from the query stream (regression, partition selection)."""
+    return None if 0 <= v < 1 else "must lie in [0, 1): the query stream needs some budget"
+
+
 def parse_listen(text: str) -> tuple[str, int]:
     """Split HOST:PORT (IPv6 hosts in brackets); raises ValueError with a readable message."""
     host, sep, port = text.rpartition(":")
@@ -191,13 +196,13 @@ class PrivacySettings:
     regression_fraction: float = setting(
         default=ENGINE_DEFAULT,
         doc="share of the epoch's budget (epsilon and delta) reserved for private regression",
-        check=lambda v: None if 0 <= v < 1 else "must lie in [0, 1): the query stream needs some budget",
+        check=_budget_share,
     )
     partition_fraction: float = setting(
         default=ENGINE_DEFAULT,
         doc="share of the epoch's budget (epsilon and delta) for DP partition selection (value lists under a "
         'filter, GROUP BY a keys = "private" column); 0 refuses them',
-        check=lambda v: None if 0 <= v < 1 else "must lie in [0, 1): the query stream needs some budget",
+        check=_budget_share,
     )
     partition_selections: int = setting(
         default=ENGINE_DEFAULT,

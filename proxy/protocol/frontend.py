@@ -232,10 +232,23 @@ def _formats(r: _Reader) -> list[int]:
 
 
 _H = struct.Struct("!h")
-_HH = struct.Struct("!hh")
 _I32 = struct.Struct("!i")
 _SYNC = Sync()
 _FLUSH = Flush()
+
+
+def _fast_formats(body: bytes, pos: int) -> tuple[list[int], int] | None:
+    """The format-code list at ``pos`` of a Bind body and the position after it; None when its count is
+    negative or a code is neither 0 (text) nor 1 (binary). Raises struct.error when the body is too short."""
+    (n,) = _H.unpack_from(body, pos)
+    if n < 0:
+        return None
+    pos += 2
+    formats = list(struct.unpack_from(f"!{n}h", body, pos)) if n else []
+    for f in formats:
+        if f != 0 and f != 1:
+            return None
+    return formats, pos + 2 * n
 
 
 def _fast_bind(body: bytes) -> Bind | None:
@@ -245,13 +258,10 @@ def _fast_bind(body: bytes) -> Bind | None:
         b = body.index(b"\0", a + 1)
         portal = body[:a].decode("utf-8")
         stmt = body[a + 1:b].decode("utf-8")
-        pos = b + 1
-        (nf,) = _H.unpack_from(body, pos)
-        if nf < 0:
+        got = _fast_formats(body, b + 1)
+        if got is None:
             return None
-        pos += 2
-        pformats = list(struct.unpack_from(f"!{nf}h", body, pos)) if nf else []
-        pos += 2 * nf
+        pformats, pos = got
         (n,) = _H.unpack_from(body, pos)
         if n < 0:
             return None
@@ -267,22 +277,14 @@ def _fast_bind(body: bytes) -> Bind | None:
             else:
                 params.append(body[pos:pos + ln])
                 pos += ln
-        (nr,) = _H.unpack_from(body, pos)
-        if nr < 0:
+        got = _fast_formats(body, pos)
+        if got is None:
             return None
-        pos += 2
-        rformats = list(struct.unpack_from(f"!{nr}h", body, pos)) if nr else []
-        pos += 2 * nr
+        rformats, pos = got
     except (ValueError, struct.error, UnicodeDecodeError):
         return None
     if pos != len(body) or len(pformats) not in (0, 1, n):
         return None
-    for f in pformats:
-        if f != 0 and f != 1:
-            return None
-    for f in rformats:
-        if f != 0 and f != 1:
-            return None
     return Bind(portal, stmt, pformats, params, rformats)
 
 

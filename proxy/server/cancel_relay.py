@@ -17,6 +17,8 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
+from .worker_socket import WorkerSocket
+
 log = logging.getLogger("lapras.cancel")
 
 WORKER_BITS = 6
@@ -37,18 +39,15 @@ def new_pid(worker: int, taken: Callable[[int], bool]) -> int:
             return pid
 
 
-class CancelRelay:
+class CancelRelay(WorkerSocket):
     """Worker ``index``'s end: a listener for forwarded keys and a sender to the other workers."""
+
+    kind = "cancel"
 
     def __init__(self, index: int, directory: Path) -> None:
         if not 0 <= index < MAX_WORKERS:
             raise ValueError(f"at most {MAX_WORKERS} workers")
-        self.index = index
-        self.directory = directory
-        self._server: asyncio.base_events.Server | None = None
-
-    def path(self, worker: int) -> Path:
-        return self.directory / f"cancel-{worker}.sock"
+        super().__init__(index, directory)
 
     async def start(self, cancel_local: Callable[[int, int], None]) -> None:
         """Listen for keys forwarded to this worker; each is passed to ``cancel_local(pid, secret)``."""
@@ -58,10 +57,7 @@ class CancelRelay:
                 cancel_local(pid, secret)
             writer.close()
 
-        path = self.path(self.index)
-        path.unlink(missing_ok=True)        # a replaced worker takes over its predecessor's socket
-        self._server = await asyncio.start_unix_server(handle, path=str(path))
-        path.chmod(0o600)
+        await self.listen(handle)
 
     async def forward(self, pid: int, secret: int) -> None:
         """Hand a key to the worker it names (silently dropped when that worker is not there)."""
@@ -73,9 +69,3 @@ class CancelRelay:
             writer.close()
         except (OSError, TimeoutError):
             log.debug("cancel key for worker %d dropped: no such worker", target)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()

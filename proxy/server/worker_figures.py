@@ -18,7 +18,8 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
+
+from .worker_socket import WorkerSocket
 
 log = logging.getLogger("lapras.admin")
 
@@ -34,16 +35,10 @@ Local = Callable[[str], Awaitable[Sequence[Sequence[object]]]]
 Act = Callable[[str], Awaitable[None]]
 
 
-class WorkerFigures:
+class WorkerFigures(WorkerSocket):
     """Worker ``index``'s end: answers peers' requests from ``local(what)`` and asks the peers."""
 
-    def __init__(self, index: int, directory: Path) -> None:
-        self.index = index
-        self.directory = directory
-        self._server: asyncio.base_events.Server | None = None
-
-    def path(self, worker: int) -> Path:
-        return self.directory / f"figures-{worker}.sock"
+    kind = "figures"
 
     async def start(self, local: Local, act: Act | None = None) -> None:
         """Answer peers: SHOW rows from ``local(what)``, PAUSE/RESUME by ``act(what)`` (answered when done:
@@ -65,14 +60,11 @@ class WorkerFigures:
             finally:
                 writer.close()
 
-        path = self.path(self.index)
-        path.unlink(missing_ok=True)        # a replaced worker takes over its predecessor's socket
-        self._server = await asyncio.start_unix_server(handle, path=str(path), limit=1 << 24)
-        path.chmod(0o600)
+        await self.listen(handle, limit=1 << 24)
 
     def _peers(self) -> list[int]:
         out = []
-        for p in self.directory.glob("figures-*.sock"):
+        for p in self.directory.glob(f"{self.kind}-*.sock"):
             with contextlib.suppress(ValueError):
                 n = int(p.stem.split("-", 1)[1])
                 if n != self.index:
@@ -106,9 +98,3 @@ class WorkerFigures:
         peers = self._peers()
         answers = await asyncio.gather(*(self._ask(w, what, timeout) for w in peers))
         return [w for w, a in zip(peers, answers, strict=True) if a is None]
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            with contextlib.suppress(Exception):
-                await self._server.wait_closed()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from scipy.stats import chi2
 
 from lapras import BudgetExhausted, Engine, EngineSettings, MemoryLedger, Prediction
+from lapras.errors import UnknownTable
 from lapras.report import budget_report
 from tests.fixtures.engine_helpers import CATALOG, plan, range_sqls
 
@@ -56,6 +58,19 @@ def test_group_by_is_one_release_with_matrix_sensitivity(exact) -> None:  # type
     assert len(a2.values) == 2
     assert a2.stderrs[1] == pytest.approx(39 * a2.stderrs[0])
     assert rel[-1].mechanism == "gaussian" and a2.stderrs[0] == pytest.approx(rel[-1].params["sigma"])
+
+
+def test_a_plan_over_no_protected_table_is_refused_before_any_charge(exact) -> None:  # type: ignore[no-untyped-def]
+    """answer and preview refuse a plan naming a table the catalog does not hold (UnknownTable, 42P01),
+    before any exact work or charge (false-failure rate 0)."""
+    eng = _engine(exact)
+    gone = SimpleNamespace(table="gone", queries=plan("SELECT count(*) FROM t WHERE a = 2").queries)
+    with pytest.raises(UnknownTable, match='relation "gone" is not a protected table') as refused:
+        eng.answer(gone, "u")  # type: ignore[arg-type]
+    assert refused.value.sqlstate == "42P01"
+    with pytest.raises(UnknownTable, match='relation "gone"'):
+        eng.preview(gone)  # type: ignore[arg-type]
+    assert eng.ledger.current_epoch().spent_units == 0  # type: ignore[union-attr]
 
 
 def test_predicted_queries_come_from_the_mm_release(exact) -> None:  # type: ignore[no-untyped-def]
