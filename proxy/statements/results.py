@@ -6,8 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from parser.semantics.zones import session_setting
+from pgcore.errors import Refusal
 from pgcore.pgtypes import TIMESTAMPTZ
 
 from ..protocol import backend
@@ -41,12 +42,13 @@ def format_for(formats: Sequence[int], i: int) -> int:
 
 
 def session_zone(name: str | None) -> tzinfo:
-    """The session's TimeZone setting as a zone (UTC when unset or not a zone name this host knows)."""
-    if not name or name.upper() in ("UTC", "GMT", "Z"):
+    """The session's TimeZone setting as a zone, read as PostgreSQL reads it (``zones.session_setting``: SET
+    checks it there first); UTC when unset or not one (a start-up packet's value is not checked)."""
+    if not name:
         return UTC
     try:
-        return ZoneInfo(name)
-    except (ValueError, ZoneInfoNotFoundError):
+        return session_setting(name).tzinfo()
+    except Refusal:
         return UTC
 
 
