@@ -61,7 +61,7 @@ def _kinds(tree: exp.Expr) -> dict[int, str]:
         found.update((param_index(t.args["unit"]), "unit") for t in node.find_all(exp.TimestampTrunc, exp.DateTrunc)
                      if is_param(t.args.get("unit")))
         found.update((param_index(z), "zone") for t in node.find_all(exp.AtTimeZone, exp.Anonymous)
-                     if is_param(z := _zone_arg(t)))
+                     if (z := _zone_arg(t)) is not None and is_param(z))
     return found
 
 

@@ -75,14 +75,15 @@ def product_values(e: S.Expr, attrs: list[Attribute], budget: Any, node: exp.Exp
         inner, outer = int(np.prod(shape[i + 1:])), int(np.prod(shape[:i]))
         cells[a.name] = np.tile(np.repeat(vals, inner), outer).tolist()
     try:
-        out = S.objects(e.ev(S.Env(size, cells, strict=True, params=params)))
+        bound = params or ()
+        out = S.objects(e.ev(S.Env(size, cells, strict=True, params=bound)))
         if coarse:  # one value per combination: e must not cut the cells of the coarse column
             a = coarse[0]
             lasts = S.objects(a.domain.last_values() or [])
             i = attrs.index(a)
             inner, outer = int(np.prod(shape[i + 1:])), int(np.prod(shape[:i]))
             ends = dict(cells, **{a.name: np.tile(np.repeat(lasts, inner), outer).tolist()})
-            if not constant_per_cell(e, S.Env(size, cells, params=params), S.Env(size, ends, params=params), budget,
+            if not constant_per_cell(e, S.Env(size, cells, params=bound), S.Env(size, ends, params=bound), budget,
                                      a.name):
                 raise cuts_cells(what, node, a)
     except Refusal as r:

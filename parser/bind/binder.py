@@ -123,8 +123,8 @@ class Binder:
             case C.Mapped(name, values, oid, op, operand):
                 return self._mapped(name, values, op, typed_value(operand, oid, self.params))
             case C.BoundTable(names):
-                shape, out = bound_table(cond, self.table, self.params, self.budget)
-                hits = [np.equal(out, np.array(want, dtype=object)) & ~nulls(out) for want in (True, False)]
+                shape, results = bound_table(cond, self.table, self.params, self.budget)
+                hits = [np.equal(results, np.array(want, dtype=object)) & ~nulls(results) for want in (True, False)]
                 return sp.table(names, hits[0].reshape(shape)), sp.table(names, hits[1].reshape(shape))
             case C.Table(names, shape, true, false):
                 return sp.table(names, mask(shape, true)), sp.table(names, mask(shape, false))

@@ -220,11 +220,13 @@ def _east(seconds: int) -> Zone:
     return Zone(f"<{east}{body}>{west}{body}", fixed=seconds * US)
 
 
+@lru_cache(maxsize=256)
 def session_setting(text: str) -> Zone:
     """The zone ``SET TIME ZONE text`` sets, read as PostgreSQL's check_timezone reads it (hours and
     INTERVALs east of UTC, then a zone name or a POSIX offset), ``text`` being its canonical spelling (what
     SHOW prints); 22023 when it is none, 0A000 for one no datetime can print (24 hours or more, DST rules)."""
     m = _SET_INTERVAL.fullmatch(text.strip())
+    zone: Zone | None
     if m is not None:
         zone = _east((int(m.group(2)) * 3600 + int(m.group(3) or 0) * 60 + int(m.group(4) or 0))
                      * (-1 if m.group(1) == "-" else 1))
@@ -232,12 +234,12 @@ def session_setting(text: str) -> Zone:
         zone = _east(round(float(text) * 3600))
     else:
         try:
-            zone = _named(text) or _posix(text)  # type: ignore[assignment]
+            zone = _named(text) or _posix(text)
         except Refusal as r:
             if r.sqlstate == FEATURE_NOT_SUPPORTED:
                 raise Refusal(FEATURE_NOT_SUPPORTED, f'time zone "{text}" with daylight-saving rules is not supported',
                               hint="Write a zone name such as 'America/New_York' or a fixed offset.") from None
-            zone = None  # type: ignore[assignment]
+            zone = None
         if zone is None:
             raise Refusal(INVALID_PARAMETER_VALUE, f'invalid value for parameter "TimeZone": "{text}"')
     if zone.fixed is not None and abs(zone.fixed) >= DAY:
