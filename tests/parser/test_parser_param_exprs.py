@@ -302,3 +302,17 @@ def test_a_parameter_in_a_group_key_other_than_a_truncation_unit_is_refused_alik
         planner.plan(sql, ["200"])
     assert described.value.sqlstate == bound.value.sqlstate == "0A000"
     assert described.value.message == bound.value.message
+
+
+def test_numeric_division_has_postgresqls_scale(pay_conn: psycopg.Connection) -> None:
+    """numeric / numeric carries PostgreSQL's digits (select_div_scale: 16 significant at least, the operands'
+    scales, half away from zero), so count(*)::numeric / 3 prints as PostgreSQL prints it."""
+    from decimal import Decimal as D
+
+    from parser.semantics.values import numeric_div
+
+    pairs = [("20000", "3"), ("1551463", "20000"), ("1", "3"), ("0.001", "7"), ("-5", "3"), ("2.5", "0.01"),
+             ("0", "3"), ("10", "4"), ("123456789012345678901234567890", "7"), ("99999", "1"), ("2", "-3.000")]
+    for a, b in pairs:
+        theirs = pay_conn.execute(f"SELECT ({a}::numeric / {b}::numeric)::text").fetchone()[0]  # type: ignore[index]
+        assert format(numeric_div(D(a), D(b)), "f") == theirs, (a, b)
