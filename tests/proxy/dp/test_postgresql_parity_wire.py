@@ -171,3 +171,11 @@ def test_an_untyped_parameter_minus_an_interval_is_refused_as_postgresql_refuses
     assert ours[0] == "42883"
     fixed = _run(proxy.dsn(), sql.replace("%s", "%s::timestamptz"), ["2026-03-01 00:00:00+00"])
     assert isinstance(fixed, list) and len(fixed) == 1
+
+
+def test_a_parameter_in_a_group_key_is_refused_naming_it(proxy: Any) -> None:
+    """PostgreSQL answers ``GROUP BY age + $1 > hours_per_week``; the proxy cannot list keys that depend on a
+    value it has not seen: 0A000 naming the parameter and the expression."""
+    got = _run(proxy.dsn(), "SELECT age + %s > hours_per_week AS k, count(*) FROM adult GROUP BY 1", [5])
+    assert isinstance(got, tuple) and got[0] == "0A000"
+    assert got[1].startswith("a parameter ($1) in the GROUP BY expression"), got
