@@ -68,6 +68,19 @@ def test_timestamptz_prints_in_the_session_time_zone(zone: str, proxy: Any, adul
     assert _run(proxy.dsn(), relayed, setup=setup) == _run(adult_db, relayed, setup=setup)
 
 
+@pytest.mark.parametrize("zone", ["+02", "europe/paris", "GMT-05:00"])
+def test_a_start_up_time_zone_is_spelt_and_printed_as_postgresql(zone: str, proxy: Any, adult_db: str) -> None:
+    """A TimeZone in the start-up packet (pgjdbc sends the JVM's): ParameterStatus, SHOW and the printed
+    offsets are PostgreSQL's."""
+    seen = []
+    for dsn in (proxy.dsn(), adult_db):
+        with psycopg.connect(dsn + f" options='-c TimeZone={zone}'", autocommit=True) as conn:
+            conn.adapters.register_loader("timestamptz", TextLoader)
+            seen.append((conn.pgconn.parameter_status(b"TimeZone"), conn.execute("SHOW TimeZone").fetchone(),
+                         conn.execute(MONTHS).fetchall()[0][0]))
+    assert seen[0] == seen[1], seen
+
+
 @pytest.mark.parametrize("zone", ["'MSK'", "'Foo/Bar'"])
 def test_a_time_zone_postgresql_refuses_is_refused_alike(zone: str, proxy: Any, adult_db: str) -> None:
     ours = _run(proxy.dsn(), "SELECT 1", setup=f"SET TIME ZONE {zone}")
