@@ -24,7 +24,7 @@ from pgcore.errors import Refusal
 from pgcore.pgtypes import TEXT
 
 from .analysis import analyze
-from .analysis.group_params import DESCRIBE_VALUE, group_params, values_of, with_values
+from .analysis.group_params import describe_values, group_params, values_of, with_values
 from .analysis.param_exprs import declared_types
 from .analysis.template import Template
 from .bind.binder import bind
@@ -210,11 +210,13 @@ class Planner:
                   deadline: float | None, types: dict[int, int], key: bytes) -> Template:
         """The template of ``sql`` with the group-shaping parameters ``indexes`` written as their bound values
         (Describe's placeholder when unbound), cached per value; they stay text parameters of the statement."""
-        values = values_of(indexes, params) or tuple(DESCRIBE_VALUE for _ in indexes)
+        bound = values_of(indexes, params)
+        tree = _tree(sql, self.limits, None) if bound is None else None
+        values = bound or (describe_values(tree, indexes) if isinstance(tree, exp.Expr) else ("",) * len(indexes))
         vkey = digest(key.hex(), _params_key(values))
         hit = self.templates.get(vkey)
         if hit is None:
-            tree = _tree(sql, self.limits, None)
+            tree = tree if tree is not None else _tree(sql, self.limits, None)
             if not isinstance(tree, Refusal):
                 tree = with_values(tree, indexes, values)
             hit = self._analysed(vkey, sql, tree, deadline, {k: v for k, v in types.items() if k not in indexes})

@@ -160,6 +160,19 @@ class Mapped(Cond):
 
 
 @dataclass(frozen=True, slots=True)
+class BoundTable(Cond):
+    """A per-row predicate over several attributes that reads parameters (``age + $1 > hours_per_week``):
+    evaluated on the product of their public domains at Bind, with the parameters' values (``Table`` once
+    bound); refused there if, with those values, it cuts a cell. ``sql`` (its text) identifies it; ``node``
+    is kept for the refusal's message and position."""
+
+    attrs: tuple[str, ...]
+    sql: str
+    expr: Expr = field(compare=False, hash=False)
+    node: object = field(compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
 class Table(Cond):
     """A per-row predicate over several attributes (``n + k > 10``, ``a > b``), evaluated on the product of
     their public domains: ``attrs`` in the table's canonical (sorted) order, and the flat C-order indices

@@ -22,7 +22,7 @@ from ..syntax.parse import position_of
 from .cells import on_cells
 from .context import Context
 from .joint import hashable, joint_dim, ordered_keys
-from .nodes import ident, sql_of, strip_paren, unsupported
+from .nodes import ident, is_param, sql_of, strip_paren, unsupported
 from .scalars import NotScalar, compile_scalar
 from .template import GroupDim
 
@@ -98,6 +98,11 @@ def _bucket(node: exp.Expr, ctx: Context) -> GroupDim:
     try:
         e = compile_scalar(node, ctx.cell_leaf, ctx.budget, exact=True)
     except NotScalar as u:
+        param = next((n for n in u.node.walk() if is_param(n)), None)
+        if param is not None:  # the keys would depend on the value: only a unit's or a zone's is bound per value
+            raise unsupported(f"a parameter ({sql_of(param)}) in the GROUP BY expression {sql_of(node)!r}", param,
+                              hint="Write its value as a literal; a parameter may shape the groups only as "
+                              "date_trunc's unit or AT TIME ZONE's zone.") from None
         raise unsupported(f"GROUP BY expression part {sql_of(u.node)!r}", u.node, hint=_BUCKET_HINT) from None
     except Refusal as r:
         r.position = r.position or position_of(node)

@@ -39,10 +39,9 @@ MAX_GROUP_WORK = 20_000_000
 """A GROUP BY expression over several attributes: at most this many combinations times distinct values."""
 
 
-def product_values(e: S.Expr, attrs: list[Attribute], budget: Any, node: exp.Expr,
-                   what: str) -> tuple[tuple[int, ...], np.ndarray]:
-    """``e`` on every combination of the attributes' cells (row-major over ``attrs`` in the given order):
-    the product's shape and one value per combination (an object array)."""
+def product_shape(attrs: list[Attribute], budget: Any, node: exp.Expr, what: str) -> tuple[int, ...]:
+    """The shape of the attributes' product, refused when ``node`` cannot be evaluated on it: more than
+    ``MAX_PRODUCT`` combinations, or two columns holding many values a cell."""
     coarse = [a for a in attrs if a.domain.last_values() is not None]
     if len(coarse) > 1:
         names = " and ".join(a.name for a in coarse)
@@ -59,20 +58,33 @@ def product_values(e: S.Expr, attrs: list[Attribute], budget: Any, node: exp.Exp
                       "coarser expression." if what.startswith("GROUP BY") else
                       "Filter each column on its own, or on coarser expressions.")
     budget.tick(size)
+    return shape
+
+
+def product_values(e: S.Expr, attrs: list[Attribute], budget: Any, node: exp.Expr,
+                   what: str, params: list[object] | None = None) -> tuple[tuple[int, ...], np.ndarray]:
+    """``e`` on every combination of the attributes' cells (row-major over ``attrs`` in the given order):
+    the product's shape and one value per combination (an object array); ``params``: the bound parameters
+    ``e`` reads (a condition bound at Bind)."""
+    shape = product_shape(attrs, budget, node, what)
+    size = int(np.prod(shape))
+    coarse = [a for a in attrs if a.domain.last_values() is not None]
     cells: dict[str, list[Any]] = {}
     for i, a in enumerate(attrs):
         vals = S.objects(a.domain.cell_values)
         inner, outer = int(np.prod(shape[i + 1:])), int(np.prod(shape[:i]))
         cells[a.name] = np.tile(np.repeat(vals, inner), outer).tolist()
     try:
-        out = S.objects(e.ev(S.Env(size, cells, strict=True)))
+        bound = params or ()
+        out = S.objects(e.ev(S.Env(size, cells, strict=True, params=bound)))
         if coarse:  # one value per combination: e must not cut the cells of the coarse column
             a = coarse[0]
             lasts = S.objects(a.domain.last_values() or [])
             i = attrs.index(a)
             inner, outer = int(np.prod(shape[i + 1:])), int(np.prod(shape[:i]))
             ends = dict(cells, **{a.name: np.tile(np.repeat(lasts, inner), outer).tolist()})
-            if not constant_per_cell(e, S.Env(size, cells), S.Env(size, ends), budget, a.name):
+            if not constant_per_cell(e, S.Env(size, cells, params=bound), S.Env(size, ends, params=bound), budget,
+                                     a.name):
                 raise cuts_cells(what, node, a)
     except Refusal as r:
         r.position = r.position or position_of(node)

@@ -3,6 +3,7 @@ parameters, operator tables, and the refusals that name a construct."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlglot import exp
@@ -14,7 +15,7 @@ from pgcore.identifiers import display_ident, fold
 from .. import scalar as S
 from ..model.limits import Budget
 from ..model.schema import TableSchema
-from ..syntax.parse import position_of
+from ..syntax.parse import DATE_PART, position_of
 
 CMP_OPS: dict[type[exp.Expr], str] = {
     exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
@@ -136,7 +137,8 @@ def star_refusal(table: TableSchema, node: exp.Expr) -> Refusal:
 _FUNCTION_NAMES: dict[type[exp.Expr], str] = {
     exp.Coalesce: "coalesce", exp.Nullif: "nullif", exp.Round: "round", exp.Abs: "abs", exp.Ceil: "ceil",
     exp.Floor: "floor", exp.Greatest: "greatest", exp.Least: "least", exp.TimestampTrunc: "date_trunc",
-    exp.DateTrunc: "date_trunc", exp.Extract: "extract", exp.UnixToTime: "to_timestamp", exp.AtTimeZone: "timezone",
+    exp.DateTrunc: "date_trunc", exp.UnixToTime: "to_timestamp", exp.AtTimeZone: "timezone",
+    exp.CurrentDate: "current_date",
 }
 _CAST_NAMES = {exp.DataType.Type.BIGINT: "int8", exp.DataType.Type.INT: "int4", exp.DataType.Type.DOUBLE: "float8",
                exp.DataType.Type.DECIMAL: "numeric", exp.DataType.Type.TEXT: "text", exp.DataType.Type.DATE: "date",
@@ -163,5 +165,21 @@ def figure_name(node: exp.Expr) -> str:
     if isinstance(node, exp.Anonymous) and node.name.lower() == "timezone":
         return "timezone"
     if isinstance(node, exp.Func | exp.AtTimeZone) and not isinstance(node, exp.Binary):
-        return _FUNCTION_NAMES.get(type(node), "?column?")
+        return _FUNCTION_NAMES.get(type(node)) or _called_name(node)
     return "?column?"
+
+
+def _called_name(node: exp.Expr) -> str:
+    """A function call's name as PostgreSQL's FigureColname gives it (the function's, lower(x) -> lower):
+    sqlglot's node types lose the spelling, so it is read back from the call as written for PostgreSQL."""
+    if isinstance(node, exp.Anonymous):
+        return node.name if isinstance(node.this, exp.Identifier) and node.this.quoted else node.name.lower()
+    if isinstance(node, exp.Extract) and node.meta.get(DATE_PART):
+        return "date_part"
+    if isinstance(node, exp.Trim):  # trim(x) and btrim(x) call btrim; LEADING ltrim, TRAILING rtrim
+        return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(str(node.args.get("position") or "").upper(), "btrim")
+    m = _CALL.match(sql_of(node))
+    return m.group(1).lower() if m else "?column?"
+
+
+_CALL = re.compile(r"([A-Za-z_][A-Za-z_0-9]*)\(")

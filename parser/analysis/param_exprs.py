@@ -26,6 +26,7 @@ from ..semantics.values import NUMBER_OIDS
 from ..syntax.parse import position_of
 from . import condition as C
 from .context import Context
+from .joint import product_shape
 from .nodes import NotScalar, is_param, param_index, sql_of, unsupported
 from .scalars import compile_scalar
 
@@ -101,7 +102,7 @@ def computed_operand(node: exp.Expr, attr: Attribute | None, ctx: Context, op: s
     operator against the attribute's is refused as PostgreSQL refuses it (42883)."""
     e = compile_param_expr(node, ctx)
     if attr is not None and not _comparable(attr.domain.oid, e.oid):
-        raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {attr.domain.sql_type} {op} "
+        raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {T.type_name(attr.domain.oid)} {op} "
                       f"{T.type_name(e.oid)}", position=position_of(node),
                       hint="Cast the parameter to the column's type, e.g. $1::timestamp + interval '1 day'.")
     return C.Computed(sql_of(node), e.oid, e)
@@ -121,6 +122,19 @@ def mapped_operand(node: exp.Expr, oid: int, ctx: Context) -> C.Computed | None:
 
 def bound_cells(node: exp.Expr, attr: Attribute, ctx: Context) -> C.BoundCells:
     """``node``, a predicate over ``attr``'s cells and parameters, compiled for Bind (``C.BoundCells``)."""
+    return C.BoundCells(attr.name, sql_of(node), _bound_predicate(node, ctx))
+
+
+def bound_table(node: exp.Expr, attrs: Sequence[Attribute], ctx: Context) -> C.BoundTable:
+    """``node``, a predicate over several attributes' cells and parameters (``age + $1 > hours_per_week``),
+    compiled for Bind (``C.BoundTable``); what its product can never be (too large, two coarse columns) is
+    refused now, without its values."""
+    e = _bound_predicate(node, ctx)
+    product_shape(list(attrs), ctx.budget, node, "condition")
+    return C.BoundTable(tuple(a.name for a in attrs), sql_of(node), e, node)
+
+
+def _bound_predicate(node: exp.Expr, ctx: Context) -> S.Expr:
     declared = _leaf(ctx)
 
     def leaf(n: exp.Expr) -> S.Expr | None:
@@ -136,4 +150,4 @@ def bound_cells(node: exp.Expr, attr: Attribute, ctx: Context) -> C.BoundCells:
     resolve_params(e, ctx)
     if e.oid not in (T.BOOL, T.UNKNOWN):
         raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))
-    return C.BoundCells(attr.name, sql_of(node), e)
+    return e

@@ -60,9 +60,7 @@ class _Compiler(TemporalCompiler, CallCompiler):
         self.leaf, self.exact, self.budget = leaf, exact, budget
 
     def typed(self, e: S.Expr) -> S.Expr:
-        if not self.exact and e.oid == T.NUMERIC:
-            e.oid = T.FLOAT8  # numbers computed from noisy values are float8 (see parser.plan.postprocess)
-        return e
+        return e  # numeric stays numeric, as PostgreSQL types it (``count(*)::numeric / 3``, ``round(avg, 2)``)
 
     def compile(self, node: exp.Expr, depth: int = 0) -> S.Expr:
         node = strip_paren(node)
@@ -193,7 +191,13 @@ class _Compiler(TemporalCompiler, CallCompiler):
                           hint="boolean casts to integer (int4): CAST(flag AS INT).")
         if not self.exact and a.oid == T.TEXT and oid != T.TEXT and not isinstance(a, S.Const):
             raise NotScalar(node)  # a text key read as a number could fail after the release
-        return self.typed(S.Cast(a, oid, to.value.lower(), position_of(node)))
+        cast = self.typed(S.Cast(a, oid, to.value.lower(), position_of(node)))
+        mods = node.args["to"].expressions
+        if oid == T.NUMERIC and mods:  # numeric(p, s) rounds to s places (half away from zero), as PostgreSQL's typmod
+            scale = mods[1] if len(mods) > 1 else None
+            digits = int(scale.this.this) if isinstance(scale, exp.DataTypeParam) and scale.this.is_int else 0
+            return S.Call("round", [cast, S.Const(digits, T.INT4)], T.NUMERIC)
+        return cast
 
     def compare(self, op: str, left: exp.Expr, right: exp.Expr, d: int, node: exp.Expr) -> S.Expr:
         return self.compared(op, self.compile(left, d), self.compile(right, d), node)

@@ -36,7 +36,7 @@ from .nodes import (
     strip_paren,
     unsupported,
 )
-from .param_exprs import bound_cells, computed_operand, has_param, is_param_expr, mapped_operand
+from .param_exprs import bound_cells, bound_table, computed_operand, has_param, is_param_expr, mapped_operand
 from .scalars import NOT_CONSTANT, NotScalar, compile_scalar, fold
 
 _WHERE_HINT = ("WHERE supports =, <>, <, <=, >, >=, BETWEEN, IN, IS [NOT] NULL on attributes compared with "
@@ -262,6 +262,8 @@ class _Lowering:
         (``joint.product_values``; each cell must hold one value)."""
         ctx = self.ctx
         attrs = [a for a in (ctx.table.attribute(n) for n in names) if a is not None]
+        if has_param(node):  # age + $1 > hours_per_week: evaluated on the joint cells at Bind
+            return bound_table(node, attrs, ctx)
         e = self.compile_cells(node)
         if e.oid not in (T.BOOL, T.UNKNOWN):
             raise Refusal(E.DATATYPE_MISMATCH, "argument of WHERE must be type boolean", position=position_of(node))

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from pgcore import errors as E
 from pgcore.errors import Refusal
 from pgcore.pgtypes import BOOL
@@ -17,12 +19,12 @@ from ..model.linear import LinearQuery, make_linear_query, space_of, unit
 from ..model.predicate import Pred, merge_ranges
 from ..model.schema import Attribute, TableSchema
 from ..plan.queryplan import Column, QueryPlan
-from ..scalar import FUNCTIONS, coerce_param, compare
+from ..scalar import FUNCTIONS, coerce_param, compare, nulls
 from ..syntax.parse import position_of
 from .distinct import DistinctQueries
 from .group_cells import GroupCells, all_groups, covers, filtered_elsewhere, group_indices, mask
 from .group_limit import within_limit
-from .operands import array_value, bound_cells, count, missing, operand_value, typed_value
+from .operands import array_value, bound_cells, bound_table, count, missing, operand_value, typed_value
 from .partition import (
     NeedsPartition,
     partition_request,
@@ -120,6 +122,10 @@ class Binder:
                 return sp.cells(name, list(true)), sp.cells(name, list(false))
             case C.Mapped(name, values, oid, op, operand):
                 return self._mapped(name, values, op, typed_value(operand, oid, self.params))
+            case C.BoundTable(names):
+                shape, results = bound_table(cond, self.table, self.params, self.budget)
+                hits = [np.equal(results, np.array(want, dtype=object)) & ~nulls(results) for want in (True, False)]
+                return sp.table(names, hits[0].reshape(shape)), sp.table(names, hits[1].reshape(shape))
             case C.Table(names, shape, true, false):
                 return sp.table(names, mask(shape, true)), sp.table(names, mask(shape, false))
             case C.IsNull(name):

@@ -7,6 +7,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+from sqlglot import exp
+
 from pgcore import errors as E
 from pgcore.arrays import array_items
 from pgcore.errors import Refusal
@@ -14,6 +17,7 @@ from pgcore.pgtypes import BOOL, TEXT, type_name
 
 from ..analysis import condition as C
 from ..analysis.cells import constant_per_cell
+from ..analysis.joint import product_values
 from ..model.limits import Budget
 from ..model.schema import Attribute, TableSchema
 from ..scalar import Env, Expr, Param, cast_value, coerce_param
@@ -109,6 +113,16 @@ def count(spec: C.Operand | None, params: Sequence[object], what: str) -> int | 
     if n < 0:
         raise Refusal(E.INVALID_ROW_COUNT if what == "LIMIT" else E.INVALID_OFFSET_COUNT, f"{what} must not be negative")
     return n
+
+
+def bound_table(cond: C.BoundTable, table: TableSchema, params: Sequence[object],
+                budget: Budget) -> tuple[tuple[int, ...], np.ndarray]:
+    """A per-row predicate over several attributes reading parameters, on every combination of their cells
+    with the parameters bound (``analysis/joint.py``): the product's shape and one result a combination;
+    refused (0A000) where, with these values, it is not constant over a cell of its coarse column."""
+    attrs = [a for a in (table.attribute(n) for n in cond.attrs) if a is not None]
+    assert isinstance(cond.node, exp.Expr)
+    return product_values(cond.expr, attrs, budget, cond.node, "condition", params=_bound(cond.expr, params))
 
 
 def bound_cells(cond: C.BoundCells, table: TableSchema, params: Sequence[object], budget: Budget) -> list[Any]:

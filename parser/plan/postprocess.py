@@ -3,8 +3,10 @@ OFFSET/LIMIT over the groups.
 
 Everything here is post-processing of released values (and public group keys), so it costs no privacy.
 Typing follows PostgreSQL where it matters to clients: COUNT and SUM of an integer attribute are int8
-(noisy values rounded), integer arithmetic stays integer (``/`` truncates); AVG and anything involving a
-decimal literal is float8 (PostgreSQL says numeric; float8 avoids implying precision noise does not have).
+(noisy values rounded), integer arithmetic stays integer (``/`` truncates); AVG of an integer column and
+arithmetic with a decimal literal are float8 (PostgreSQL says numeric; float8 avoids implying precision noise
+does not have), while a numeric the statement asks for (``count(*)::numeric / 3``, ``round(x, 2)``,
+``numeric(10,2)``, a numeric column's SUM and AVG) is numeric, as PostgreSQL types it.
 Deviation, chosen so a noisy value never raises mid-result: division by zero yields NULL (PostgreSQL
 raises 22012). Noisy counts are clamped at 0 (never shown negative), so are SUMs of a measure whose declared
 domain is non-negative, and AVG divides that clamped SUM by the clamped, rounded count.

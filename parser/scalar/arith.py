@@ -18,7 +18,7 @@ from pgcore.pgtypes import FLOAT8, NUMERIC, TEXT
 
 from ..semantics import collation
 from ..semantics.functions import FUNCTIONS
-from ..semantics.values import INTEGER_OIDS, arith_type, cast_value, dec, int_div, temporal_arith
+from ..semantics.values import INTEGER_OIDS, arith_type, cast_value, dec, int_div, numeric_div, temporal_arith
 from .tree import Env, Expr, Vector, _native
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -42,7 +42,7 @@ class Arith(Expr):
             return int_div(op, x, y) if op in "/%" else _OPS[op](x, y)
         if oid == NUMERIC:
             a, b = dec(x), dec(y)
-            return a % b if op == "%" else _OPS[op](a, b)
+            return a % b if op == "%" else numeric_div(a, b) if op == "/" else _OPS[op](a, b)
         f, g = float(x), float(y)
         return math.fmod(f, g) if op == "%" else _OPS[op](f, g)
 

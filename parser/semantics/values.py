@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from datetime import date, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 from typing import Any
 
 from pgcore import errors as E
@@ -195,6 +195,29 @@ def coerce_param(v: object, oid: int) -> object:
     if oid in INTEGER_OIDS and isinstance(v, float) and v.is_integer():
         return int(v)
     return v
+
+
+def numeric_div(a: Decimal, b: Decimal) -> Decimal:
+    """``a / b`` for numeric as PostgreSQL computes it (numeric.c's select_div_scale): at least 16 significant
+    digits and at least either operand's scale, rounded half away from zero (``20000::numeric / 3`` is
+    6666.6666666666666667); ``b`` is not zero."""
+
+    def weight_first(x: Decimal) -> tuple[int, int]:  # the leading base-10000 digit and its weight (0, 0: zero)
+        if not x:
+            return 0, 0
+        w = x.adjusted() // 4
+        return w, int(abs(x).scaleb(-4 * w))
+
+    (w1, f1), (w2, f2) = weight_first(a), weight_first(b)
+    qweight = w1 - w2 - (1 if f1 < f2 else 0)
+    rscale = min(max(16 - qweight * 4, _scale(a), _scale(b), 0), 1000)
+    with localcontext() as ctx:
+        ctx.prec = max(28, (a.adjusted() if a else 0) - b.adjusted() + rscale + 8)
+        return (a / b).quantize(Decimal(1).scaleb(-rscale), rounding=ROUND_HALF_UP)
+
+
+def _scale(x: Decimal) -> int:
+    return max(0, -int(x.as_tuple().exponent))
 
 
 def int_div(op: str, x: Any, y: Any) -> Any:

@@ -11,13 +11,17 @@ timestamptz -> timestamp (``to_local``) adds the offset in effect at the instant
 (``to_utc``) follows PostgreSQL's DetermineTimeZoneOffset: the transition after the wall time minus a day
 decides, a wall time skipped by a spring-forward reads with the offset before it and a repeated one with the
 offset after it (the later instant in both cases).
+
+The session's TimeZone setting (``SET TIME ZONE``) reads a text as PostgreSQL's check_timezone does
+(``session_setting``): a number of hours or an INTERVAL east of UTC (ISO's sign), else a tz database name or a
+POSIX offset as above (abbreviations are not zones there); the same Zone then prints timestamptz values.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
@@ -33,8 +37,11 @@ US = 1_000_000
 DAY = 86_400 * US
 _PROBE = 6 * 3600  # seconds between probes: zones never change offset twice within 6 hours
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_POSIX = re.compile(r"(?:[a-z]*|<[a-z0-9+-]*>)([+-]?)(\d{1,3})(?::(\d{1,2})(?::(\d{1,2}))?)?", re.I)
-_POSIX_DST = re.compile(r"(?:[a-z]{3,}|<[a-z0-9+-]*>)[+-]?\d{1,3}(?::\d{1,2}){0,2}(?:[a-z]{3,}|<[a-z0-9+-]*>).*", re.I)
+_POSIX = re.compile(r"(?:[a-z]*|<[a-z0-9:+-]*>)([+-]?)(\d{1,3})(?::(\d{1,2})(?::(\d{1,2}))?)?", re.I)
+_POSIX_DST = re.compile(r"(?:[a-z]{3,}|<[a-z0-9:+-]*>)[+-]?\d{1,3}(?::\d{1,2}){0,2}(?:[a-z]{3,}|<[a-z0-9:+-]*>).*",
+                        re.I)
+_HOURS = re.compile(r"\s*[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?", re.I)  # what strtod reads whole
+_SET_INTERVAL = re.compile(r"interval\s+'?([+-]?)(\d{1,3})(?::(\d{1,2})(?::(\d{1,2}))?)?'?(\s+hour\b.*)?", re.I)
 _REJECTED = frozenset({"localtime", "posixrules"})  # files of the tz directory PostgreSQL refuses as zones
 
 
@@ -103,6 +110,12 @@ class Zone:
         inside = np.searchsorted(points, hi, side="right") - np.searchsorted(points, lo, side="right")
         return not bool(inside.any())
 
+    def tzinfo(self) -> tzinfo:
+        """The zone as Python prints datetimes in it."""
+        if self.key is not None:
+            return ZoneInfo(self.key)
+        return UTC if not self.fixed else timezone(timedelta(microseconds=self.fixed))
+
 
 def _year(us: int) -> int:
     return max(1, min(9999, 1970 + int(us // (365.2425 * DAY))))
@@ -164,13 +177,28 @@ def resolve(text: str) -> Zone:
         raise Refusal(FEATURE_NOT_SUPPORTED, f'time zone abbreviation "{text}" is not supported on protected tables',
                       hint="Its offset follows a zone's history: write the zone's name (such as 'Europe/Moscow') "
                       "or a fixed offset such as INTERVAL '+03:00'.")
+    named = _named(text)
+    zone = Zone(text, named.fixed, named.key) if named is not None else _posix(text)
+    if zone is None:
+        raise not_recognized(text)
+    return zone
+
+
+def _named(text: str) -> Zone | None:
+    """A tz database zone (any case) under its own spelling, or None."""
+    low = text.lower()
     key = text if low not in _REJECTED and _loads(text) else _zone_keys().get(low)  # the usual spelling: no scan
-    if key is not None:
-        if not _loads(key):
-            raise not_recognized(text)
-        if key.upper() in ("UTC", "ETC/UTC", "GMT", "ETC/GMT", "UCT", "ZULU", "UNIVERSAL", "ETC/UNIVERSAL"):
-            return Zone(text, fixed=0)
-        return Zone(text, key=key)
+    if key is None:
+        return None
+    if not _loads(key):
+        raise not_recognized(text)
+    if key.upper() in ("UTC", "ETC/UTC", "GMT", "ETC/GMT", "UCT", "ZULU", "UNIVERSAL", "ETC/UNIVERSAL"):
+        return Zone(key, fixed=0)
+    return Zone(key, key=key)
+
+
+def _posix(text: str) -> Zone | None:
+    """A POSIX offset ('UTC+3', '<+02>-02': positive west), or None; one with daylight-saving rules is refused."""
     m = _POSIX.fullmatch(text)
     if m is not None:
         hours, minutes, seconds = int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0)
@@ -180,7 +208,44 @@ def resolve(text: str) -> Zone:
     if _POSIX_DST.fullmatch(text):
         raise Refusal(FEATURE_NOT_SUPPORTED, f'POSIX time zone "{text}" with daylight-saving rules is not supported '
                       "on protected tables", hint="Write a zone name such as 'America/New_York' or a fixed offset.")
-    raise not_recognized(text)
+    return None
+
+
+def _east(seconds: int) -> Zone:
+    """A fixed offset east of UTC named as PostgreSQL names it in TimeZone ('<+02>-02', '<-03:30>+03:30')."""
+    h, rest = divmod(abs(seconds), 3600)
+    m, sec = divmod(rest, 60)
+    body = f"{h:02d}" + (f":{m:02d}" if m or sec else "") + (f":{sec:02d}" if sec else "")
+    east, west = ("+", "-") if seconds >= 0 else ("-", "+")
+    return Zone(f"<{east}{body}>{west}{body}", fixed=seconds * US)
+
+
+@lru_cache(maxsize=256)
+def session_setting(text: str) -> Zone:
+    """The zone ``SET TIME ZONE text`` sets, read as PostgreSQL's check_timezone reads it (hours and
+    INTERVALs east of UTC, then a zone name or a POSIX offset), ``text`` being its canonical spelling (what
+    SHOW prints); 22023 when it is none, 0A000 for one no datetime can print (24 hours or more, DST rules)."""
+    m = _SET_INTERVAL.fullmatch(text.strip())
+    zone: Zone | None
+    if m is not None:
+        zone = _east((int(m.group(2)) * 3600 + int(m.group(3) or 0) * 60 + int(m.group(4) or 0))
+                     * (-1 if m.group(1) == "-" else 1))
+    elif _HOURS.fullmatch(text):
+        zone = _east(round(float(text) * 3600))
+    else:
+        try:
+            zone = _named(text) or _posix(text)
+        except Refusal as r:
+            if r.sqlstate == FEATURE_NOT_SUPPORTED:
+                raise Refusal(FEATURE_NOT_SUPPORTED, f'time zone "{text}" with daylight-saving rules is not supported',
+                              hint="Write a zone name such as 'America/New_York' or a fixed offset.") from None
+            zone = None
+        if zone is None:
+            raise Refusal(INVALID_PARAMETER_VALUE, f'invalid value for parameter "TimeZone": "{text}"')
+    if zone.fixed is not None and abs(zone.fixed) >= DAY:
+        raise Refusal(FEATURE_NOT_SUPPORTED, f'time zone offset "{text}" of a day or more is not supported',
+                      hint="Write an offset of less than 24 hours.")
+    return zone
 
 
 def from_interval(iv: Interval) -> Zone:

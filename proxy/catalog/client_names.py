@@ -31,8 +31,12 @@ from pgcore.sqlscan import tokens
 SETTING = "lapras.client_database"
 TABLE = "pg_database"
 
-_CURRENT = re.compile(r"(?<![\w.$])(?:pg_catalog\s*\.\s*)?(?:current_database\s*\(\s*\)|current_catalog\b(?!\s*\())",
+_CURRENT = re.compile(r'(?<![\w.$"])(?:(?:pg_catalog|(?-i:"pg_catalog"))\s*\.\s*)?'
+                      r'(?:(?:current_database|(?-i:"current_database"))\s*\(\s*\)|current_catalog\b(?!\s*\())',
                       re.IGNORECASE)
+_KEPT_NAMES = frozenset({'"pg_catalog"', '"current_database"'})
+"""Quoted names that spell the function or its schema as PostgreSQL folds them (``"pg_catalog".current_database()``
+calls the same function); any other quoted name, string or comment is masked before matching."""
 _OWN_DATABASE = re.compile(r"\b(?:has_database_privilege|pg_database_size)\s*\(\s*(?:[^,()]*,\s*)?$", re.IGNORECASE)
 """A call asking about the database by name: it keeps current_database(), the catalog database's own (its
 size and privileges are the ones the client's database has there; the name may not exist on the cluster)."""
@@ -58,8 +62,9 @@ def startup_option(client_database: str) -> str:
 
 
 def with_client_database(sql_text: str, client_database: str) -> str:
-    """``sql_text`` with each call of current_database() (bare or pg_catalog-qualified) and each
-    current_catalog, outside strings, quoted names and comments, replaced by the client's database name."""
+    """``sql_text`` with each call of current_database() (bare or pg_catalog-qualified, either name quoted
+    or not) and each current_catalog, outside strings, other quoted names and comments, replaced by the
+    client's database name."""
     if not client_database or not _PREFILTER.search(sql_text):
         return sql_text
     value = literal(client_database)
@@ -71,13 +76,17 @@ def with_client_database(sql_text: str, client_database: str) -> str:
         column = "current_catalog" if m.group(0).lower().endswith("catalog") else "current_database"
         return f"(SELECT {value} AS {column})"
 
+    masked = list(sql_text)  # same length: a match's span in the mask is its span in the text
+    for start, end in tokens(sql_text):
+        if sql_text[start:end] not in _KEPT_NAMES:
+            masked[start:end] = "\x00" * (end - start)
     out: list[str] = []
     pos = 0
-    for start, end in tokens(sql_text):
-        out.append(_CURRENT.sub(name, sql_text[pos:start]))
-        out.append(sql_text[start:end])
-        pos = end
-    out.append(_CURRENT.sub(name, sql_text[pos:]))
+    for m in _CURRENT.finditer("".join(masked)):
+        out.append(sql_text[pos:m.start()])
+        out.append(name(m))
+        pos = m.end()
+    out.append(sql_text[pos:])
     return "".join(out)
 
 

@@ -23,7 +23,7 @@ from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.syntax.cache import DigestLRU, digest
 from pgcore.identifiers import quote_ident
 
-from ..protocol.backend import Field
+from ..protocol.backend import Field, data_row_values
 from ..protocol.errors import PgError
 from . import client_names
 from .hardening import close_protected_database, harden_shadow, release_setup_lock, take_setup_lock
@@ -346,21 +346,6 @@ class CatalogDB:
 
 REENCODE_PARAMS = 30000
 """Values re-encoded per catalog statement (the protocol allows 65535 parameters)."""
-
-
-def data_row_values(data_row: bytes) -> list[bytes | None]:
-    """The column values of a DataRow message (None for NULL)."""
-    (count,) = struct.unpack_from("!h", data_row, 5)
-    pos, out = 7, list[bytes | None]()
-    for _ in range(count):
-        (n,) = struct.unpack_from("!i", data_row, pos)
-        pos += 4
-        if n < 0:
-            out.append(None)
-        else:
-            out.append(data_row[pos:pos + n])
-            pos += n
-    return out
 
 
 def _text(data_row: bytes, i: int) -> str:

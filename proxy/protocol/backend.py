@@ -102,6 +102,20 @@ def data_row(values: Sequence[bytes | None]) -> bytes:
     body = b"".join(parts)
     return _HDR.pack(b"D", len(body) + 4) + body
 
+def data_row_values(data_row: bytes) -> list[bytes | None]:
+    """The column values of a DataRow message (None for NULL)."""
+    (count,) = struct.unpack_from("!h", data_row, 5)
+    pos, out = 7, list[bytes | None]()
+    for _ in range(count):
+        (n,) = struct.unpack_from("!i", data_row, pos)
+        pos += 4
+        if n < 0:
+            out.append(None)
+        else:
+            out.append(data_row[pos:pos + n])
+            pos += n
+    return out
+
 
 def _notice_fields(severity: str, sqlstate: str, message_: str, detail: str | None, hint: str | None,
                    position: int | None) -> bytes:

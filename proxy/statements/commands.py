@@ -8,6 +8,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from parser.semantics.zones import session_setting
+from pgcore.errors import Refusal
+
 from ..protocol import backend, types
 from ..protocol.backend import Field
 from ..protocol.errors import PgError
@@ -38,7 +41,7 @@ def show_columns(s: Session, sql: str) -> list[Field] | None:
         return [backend.field(m[1], types.TEXT)]
     funcs = session_select(sql)
     if funcs is not None:
-        return [backend.field(name, types.TEXT) for name, _ in funcs]
+        return [backend.field(name, types.NAME if is_name else types.TEXT) for name, _, is_name in funcs]
     words = _words(sql)
     if words and words[0].upper() == "SHOW":
         name = _show_name(words[1:])
@@ -96,11 +99,21 @@ def _set(s: Session, sql: str, _formats: list[int]) -> ResultSet:
         if not rest or rest[0].upper() not in ("TO", "="):
             raise PgError("42601", f"syntax error in SET {name}", hint="write SET name TO value")
         value = _setting_value(rest[1:])
+    if name == "timezone" and value is not None:
+        value = _time_zone(value)
     if local and s.tx == "I":   # as PostgreSQL: a warning, and no effect
         return command("SET", [backend.notice_response("SET LOCAL can only be used in transaction blocks",
                                                        "WARNING", "25P01")])
     s.set(name, value, local=local)
     return command("SET")
+
+
+def _time_zone(value: str) -> str:
+    """The TimeZone a SET names, checked and spelt as PostgreSQL spells it (SHOW TimeZone)."""
+    try:
+        return session_setting(value).text
+    except Refusal as r:
+        raise PgError(r.sqlstate, r.message, hint=r.hint) from None
 
 
 def _reset(s: Session, sql: str, _formats: list[int]) -> ResultSet:
@@ -167,8 +180,9 @@ def _current_setting(s: Session, sql: str, formats: list[int]) -> ResultSet:
 def _session_select(s: Session, sql: str, formats: list[int]) -> ResultSet:
     funcs = session_select(decode_escapes(sql))
     assert funcs is not None
-    row = tuple(f(s) for _, f in funcs)
-    return text_result([(name, types.TEXT) for name, _ in funcs], [row], "SELECT 1", formats)
+    row = tuple(f(s) for _, f, _ in funcs)
+    return text_result([(name, types.NAME if is_name else types.TEXT) for name, _, is_name in funcs], [row],
+                       "SELECT 1", formats)
 
 
 def _warning(text: str) -> bytes:

@@ -8,19 +8,19 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..catalog.relay import CatalogDB, catalog_error, data_row_values
+from ..catalog.relay import CatalogDB, catalog_error
 from ..dp.commands import DPCommand
 from ..dp.service_api import QueryResult, QueryService
 from ..observability.metrics import ProxyMetrics
 from ..observability.querylog import finish_statement
 from ..observability.stats import Stats
 from ..protocol import backend, types
-from ..protocol.backend import Field
+from ..protocol.backend import Field, data_row_values
 from ..protocol.errors import PgError
 from .admin import AdminControl, admin_columns, run_admin
 from .commands import run_command, show_columns
 from .prepare import parse_declare, parse_execute, parse_prepare
-from .results import ResultSet, command, encode_rows, format_for, session_zone
+from .results import ResultSet, command, encode_rows, format_for, rezoned, session_zone
 from .router import Kind, Route, Router
 from .session import PreparedStatement, Session
 from .session_funcs import with_client_user
@@ -195,7 +195,10 @@ class Executor:
                                                  user=self.session.user or "")
             except PgError as exc:
                 raise catalog_error(exc) from None
-            return ResultSet(res.fields, res.rows, res.tag, list(result_formats), res.notices)
+            rows = res.rows
+            if self.session.settings.get("timezone", "UTC") != "UTC":  # the catalog's backends print UTC
+                rows = rezoned(res.fields, rows, result_formats, session_zone(self.session.get("timezone")))
+            return ResultSet(res.fields, rows, res.tag, list(result_formats), res.notices)
         if kind is Kind.SESSION:
             if route.command == "DECLARE":
                 return await self._declare(route, param_oids, param_formats, params)

@@ -6,12 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from parser.semantics.zones import session_setting
+from pgcore.errors import Refusal
 from pgcore.pgtypes import TIMESTAMPTZ
 
 from ..protocol import backend
-from ..protocol.backend import Field
+from ..protocol.backend import Field, data_row_values
 from ..protocol.types import encoder
 
 
@@ -41,13 +42,37 @@ def format_for(formats: Sequence[int], i: int) -> int:
 
 
 def session_zone(name: str | None) -> tzinfo:
-    """The session's TimeZone setting as a zone (UTC when unset or not a zone name this host knows)."""
-    if not name or name.upper() in ("UTC", "GMT", "Z"):
+    """The session's TimeZone setting as a zone, read as PostgreSQL reads it (``zones.session_setting``: SET
+    checks it there first); UTC when unset or not one (a start-up packet's value is not checked)."""
+    if not name:
         return UTC
     try:
-        return ZoneInfo(name)
-    except (ValueError, ZoneInfoNotFoundError):
+        return session_setting(name).tzinfo()
+    except Refusal:
         return UTC
+
+
+def rezoned(fields: Sequence[Field] | None, rows: list[bytes], formats: Sequence[int], zone: tzinfo) -> list[bytes]:
+    """Relayed DataRows with their text timestamptz values printed in ``zone`` (the session's TimeZone; the
+    catalog database's backends print UTC); a value Python does not read (infinity, BC) is left as it is."""
+    if zone is UTC or not fields:
+        return rows
+    cols = [i for i, f in enumerate(fields) if f[3] == TIMESTAMPTZ and format_for(formats, i) == 0]
+    if not cols:
+        return rows
+    enc = encoder(TIMESTAMPTZ, 0)
+    out = []
+    for raw in rows:
+        values = data_row_values(raw)
+        for i in cols:
+            v = values[i]
+            if v is not None:
+                try:
+                    values[i] = enc(datetime.fromisoformat(v.decode()).astimezone(zone))
+                except ValueError:
+                    pass
+        out.append(backend.data_row(values))
+    return out
 
 
 def encode_rows(fields: Sequence[Field], rows: Sequence[Sequence[Any]], formats: Sequence[int],

@@ -11,6 +11,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from parser.semantics.zones import session_setting
+from pgcore.errors import Refusal
+
 from ..protocol import backend
 from ..protocol.backend import Field
 from ..protocol.connection import ServerConnection
@@ -50,6 +53,15 @@ LAPRAS_READ_ONLY = {"lapras.budget": "the privacy budget and your own activity (
 FIXED = {"server_version", "server_version_num", "server_encoding", "integer_datetimes", "is_superuser",
          "session_authorization", "in_hot_standby", "lc_collate", "lc_ctype", "block_size",
          "max_identifier_length", "max_index_keys", "ssl", "max_connections"}
+
+
+def _zone_spelling(value: str) -> str:
+    """A start-up TimeZone as PostgreSQL spells it ('+02' is '<+02>-02'); one this host does not read is kept
+    as sent (its values print in UTC: ``results.session_zone``)."""
+    try:
+        return session_setting(value).text
+    except Refusal:
+        return value
 
 
 @dataclass(slots=True)
@@ -124,6 +136,7 @@ class Session:
         for opt_key, opt_value in _parse_options(startup.get("options", "")):
             if opt_key not in FIXED:
                 base[opt_key] = opt_value
+        base["timezone"] = _zone_spelling(base["timezone"])
         s._base = base
         s.settings = dict(base)
         return s

@@ -36,8 +36,9 @@ class Session(Protocol):
     def set(self, name: str, value: str, local: bool = False) -> None: ...
 
 
-Item = tuple[str, Callable[[Session], str | None]]
-"""A result column: its name and how the session computes its value (text; None is NULL)."""
+Item = tuple[str, Callable[[Session], str | None], bool]
+"""A result column: its name, how the session computes its value (text; None is NULL) and whether it is of
+type name (the database and user functions, as in PostgreSQL) rather than text (settings)."""
 
 PREFILTER = re.compile(r"\b(current_setting|set_config|current_database|current_catalog|current_user|"
                        r"session_user|current_role|user)\b", re.IGNORECASE)
@@ -74,7 +75,7 @@ def session_select(sql: str) -> list[Item] | None:
         item = _item(e.unalias())
         if item is None:
             return None
-        items.append((e.alias if isinstance(e, exp.Alias) else item[0], item[1]))
+        items.append((e.alias if isinstance(e, exp.Alias) else item[0], item[1], item[2]))
     return items or None
 
 
@@ -85,11 +86,11 @@ def _literal(e: exp.Expr) -> str | None:
 def _item(e: exp.Expr) -> Item | None:
     if isinstance(e, exp.CurrentDatabase | exp.CurrentCatalog):
         name = "current_database" if isinstance(e, exp.CurrentDatabase) else "current_catalog"
-        return name, lambda s: s.database
+        return name, lambda s: s.database, True
     if type(e) in _WHO:
-        return _WHO[type(e)], lambda s: s.user
+        return _WHO[type(e)], lambda s: s.user, True
     if isinstance(e, exp.Column) and not e.table and not e.this.quoted and e.name.lower() in _WHO_NAMES:
-        return e.name.lower(), lambda s: s.user
+        return e.name.lower(), lambda s: s.user, True
     if not isinstance(e, exp.Anonymous):
         return None
     fn, args = str(e.this).lower(), e.expressions
@@ -105,7 +106,7 @@ def _item(e: exp.Expr) -> Item | None:
                 raise PgError("42704", f'unrecognized configuration parameter "{name}"')
             return value
 
-        return "current_setting", current
+        return "current_setting", current, False
     if fn == "set_config" and len(args) == 3 and isinstance(args[2], exp.Boolean):
         setting, value = _literal(args[0]), _literal(args[1])
         if setting is None or value is None or setting.lower() not in SETTABLE:
@@ -120,7 +121,7 @@ def _item(e: exp.Expr) -> Item | None:
             s.set(setting, value, local=local)  # in a block, is_local lasts until it ends, as SET LOCAL
             return s.get(setting)
 
-        return "set_config", set_config
+        return "set_config", set_config, False
     return None
 
 

@@ -5,6 +5,7 @@ noise or random values: the tests are deterministic (false-failure rate 0)."""
 from __future__ import annotations
 
 import dataclasses
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -365,7 +366,7 @@ def test_values_match_their_declared_types() -> None:
                       "abs(-count(*)), coalesce(sum(age), 0), greatest(count(*), 5), count(*) % 7, race::text, "
                       "sum(CASE WHEN sex = 1 THEN 1 ELSE 0 END), avg(CASE WHEN sex = 1 THEN 1.0 ELSE 0.0 END) "
                       "FROM adult GROUP BY race", CATALOG)
-    expected = {20: int, 23: int, 701: float, 25: str}
+    expected = {20: int, 23: int, 701: float, 25: str, 1700: Decimal}
     for row in plan.rows(np.linspace(3.3, 9999.7, len(plan.queries))):
         for value, col in zip(row, plan.columns, strict=True):
             assert value is None or isinstance(value, expected[col.type_oid]), (col, value)

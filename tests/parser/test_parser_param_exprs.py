@@ -10,7 +10,9 @@ false-failure rate."""
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -52,6 +54,10 @@ CASES: list[tuple[str, list[Any]]] = [
      ["2026-03-01", "C"]),
     ("SELECT count(*) FROM pay WHERE n + $1 >= 150", ["-50"]),
     ("SELECT count(*) FROM pay WHERE ts + $1 >= TIMESTAMP '2026-03-01'", ["1 day"]),
+    # Several columns and a parameter: evaluated on their joint cells once the value is bound.
+    ("SELECT count(*) FROM pay WHERE n + $1 > 100 * length(region)", ["1"]),
+    ("SELECT region, count(*) FROM pay WHERE d > $1::date + length(region) GROUP BY region", ["2026-03-01"]),
+    ("SELECT count(*) FILTER (WHERE n - $1 >= 100 * length(region)) FROM pay", ["100"]),
     # In FILTER and CASE WHEN conditions, and HAVING.
     ("SELECT count(*) FILTER (WHERE ts > $1::timestamp - interval '1 day'), count(*) FROM pay", ["2026-03-01 10:30"]),
     ("SELECT count(CASE WHEN ts > $1::timestamp - interval '1 day' THEN 1 END) FROM pay", ["2026-04-01"]),
@@ -76,11 +82,17 @@ def _postgres(conn: psycopg.Connection, sql: str, params: list[Any],
     conn.execute(pgsql.SQL("PREPARE {}{} AS {}").format(name, types, pgsql.SQL(sql)),
                  prepare=False)
     try:
-        cur = conn.execute(pgsql.SQL("EXECUTE {}({})").format(
-            name, pgsql.SQL(", ").join(pgsql.Literal(p) for p in params)), prepare=False)
+        cur = conn.execute(_execute(name, params), prepare=False)
         return cur.fetchall(), [d.type_code for d in cur.description or ()]
     finally:
         conn.execute(pgsql.SQL("DEALLOCATE {}").format(name), prepare=False)
+
+
+def _execute(name: pgsql.Identifier, params: list[Any]) -> pgsql.Composed:
+    """EXECUTE name(values...), without the parentheses when there is no value (PostgreSQL's syntax)."""
+    if not params:
+        return pgsql.SQL("EXECUTE {}").format(name)
+    return pgsql.SQL("EXECUTE {}({})").format(name, pgsql.SQL(", ").join(pgsql.Literal(p) for p in params))
 
 
 def _ours(sql: str, params: list[Any], conn: psycopg.Connection,
@@ -142,6 +154,19 @@ def test_a_bound_value_cutting_a_cell_is_refused_at_bind() -> None:
         assert err.value.sqlstate == "0A000" and "cuts the cells of column n" in err.value.message
 
 
+def test_a_bound_value_cutting_joint_cells_is_refused_at_bind() -> None:
+    """``n + $1 > 100 * length(region)`` (two columns) reads whole bins of n for $1 = 1, not for $1 = 3: the
+    latter is refused at Bind (0A000), as the literal is; Describe, without a value, answers."""
+    planner = Planner(CATALOG)
+    sql = "SELECT count(*) FROM pay WHERE n + $1 > 100 * length(region)"
+    assert planner.describe(sql).param_types == (23,)  # integer: the other operand's type, as PostgreSQL says
+    planner.plan(sql, ["1"])
+    for sql_, params in ((sql, ["3"]), ("SELECT count(*) FROM pay WHERE n + 3 > 100 * length(region)", [])):
+        with pytest.raises(Refusal) as err:
+            planner.plan(sql_, params)
+        assert err.value.sqlstate == "0A000" and "cuts the cells of column n" in err.value.message
+
+
 def test_a_bad_value_fails_at_bind_as_in_postgresql(pay_conn: psycopg.Connection) -> None:
     sql = "SELECT count(*) FROM pay WHERE ts < $1::timestamp + interval '1 day'"
     with pytest.raises(Refusal) as ours:
@@ -196,9 +221,76 @@ def test_a_bound_granularity_is_planned_once_per_value() -> None:
     assert err.value.sqlstate == "0A000" and "cuts the cells of column ts" in err.value.message
 
 
+@pytest.mark.parametrize(("sql", "params"), [
+    ("SELECT lower($1), upper($2::text), coalesce($1, 'x'), count(*) FROM pay", ["A", "b"]),
+    ("SELECT upper(region), date_trunc('month', ts), to_char(ts, 'YYYY'), count(*) FROM pay GROUP BY 1, 2, 3", []),
+    ("SELECT round(sum(amount), 1), round(avg(n), 2), trim(region), length(region), count(*) FROM pay GROUP BY 3, 4",
+     []),
+    ("SELECT date_part('month', ts), extract(month FROM ts), ltrim(region), count(*) FROM pay GROUP BY 1, 2, 3", []),
+])
+def test_unaliased_columns_are_named_as_postgresql_names_them(sql: str, params: list[Any],
+                                                               pay_conn: psycopg.Connection) -> None:
+    """A function call's column is named after the function (FigureColname): lower($1) is ``lower``."""
+    plan = Planner(CATALOG).plan(sql, params)
+    name = pgsql.Identifier(f"param_exprs_{next(_NAMES)}")
+    pay_conn.execute(pgsql.SQL("PREPARE {} AS {}").format(name, pgsql.SQL(sql)), prepare=False)
+    try:
+        cur = pay_conn.execute(_execute(name, params), prepare=False)
+        assert [c.name for c in plan.columns] == [d.name for d in cur.description or ()]
+    finally:
+        pay_conn.execute(pgsql.SQL("DEALLOCATE {}").format(name), prepare=False)
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT count(*)::numeric / 3 FROM pay", "SELECT sum(n)::numeric / count(*) FROM pay",
+    "SELECT avg(n)::numeric(10,2) FROM pay", "SELECT round(avg(n), 2) FROM pay",
+    "SELECT region, round(sum(amount) / count(*), 1) FROM pay GROUP BY 1", "SELECT count(*)::numeric(12) FROM pay",
+])
+def test_numeric_arithmetic_of_aggregates_is_numeric(sql: str, pay_conn: psycopg.Connection) -> None:
+    """An explicit numeric (a cast, round(x, n)) of noisy aggregates stays numeric, as PostgreSQL types it,
+    its values decimals (numeric(10,2): two places) equal to PostgreSQL's on the exact answers."""
+    ours, plan = _ours(sql, [], pay_conn)
+    theirs, types = _postgres(pay_conn, sql, [])
+    assert [c.type_oid for c in plan.columns] == types
+    assert rows_match(ours, theirs, len(plan.template.groups), ordered=False) is None, (sql, ours, theirs)
+    values = [v for r in plan.rows(np.full(len(plan.queries), 7.0)) for v in r[-1:]]
+    assert all(isinstance(v, Decimal) for v in values), values
+    if "(10,2)" in sql or ", 2)" in sql:
+        assert all(v.as_tuple().exponent == -2 for v in values), values
+
+
+@pytest.mark.parametrize("zone", ["UTC", "+02", "Europe/Paris", "America/New_York"])
+def test_a_bound_zone_groups_as_postgresql_groups(zone: str, pay_conn: psycopg.Connection) -> None:
+    """``date_trunc('day', ts AT TIME ZONE $1)`` in GROUP BY (a viewer's zone): one template per zone, the
+    days PostgreSQL groups by; the parameter is text, as PostgreSQL describes it."""
+    for sql in ("SELECT date_trunc('day', ts AT TIME ZONE $1) AS d, count(*) FROM pay WHERE ts < $2::timestamp "
+                "GROUP BY 1 ORDER BY 1",
+                "SELECT date_trunc('month', timezone($1, ts)), count(*) FROM pay GROUP BY 1"):
+        params = [zone, "2026-02-15"][:len(set(re.findall(r"\$\d", sql)))]
+        ours, plan = _ours(sql, params, pay_conn)
+        theirs, types = _postgres(pay_conn, sql, params)
+        assert rows_match(ours, theirs, len(plan.template.groups), ordered=False) is None, (sql, ours[:3], theirs[:3])
+        assert [c.type_oid for c in plan.columns] == types
+    assert Planner(CATALOG).describe(sql).param_types == (25,)
+
+
+def test_a_bound_zone_that_cuts_cells_is_refused_as_its_literal() -> None:
+    """A zone whose offset is not whole hours cuts ts's hourly cells: refused (0A000) at Bind as the literal
+    zone is; an unknown zone is PostgreSQL's 22023."""
+    planner = Planner(CATALOG)
+    sql = "SELECT date_trunc('day', ts AT TIME ZONE $1) AS d, count(*) FROM pay GROUP BY 1"
+    for zone, state in (("Asia/Kolkata", "0A000"), ("Nowhere/Land", "22023")):
+        with pytest.raises(Refusal) as bound:
+            planner.plan(sql, [zone])
+        with pytest.raises(Refusal) as literal:
+            planner.plan(sql.replace("$1", f"'{zone}'"), [])
+        assert bound.value.sqlstate == literal.value.sqlstate == state, bound.value.message
+
+
 @pytest.mark.parametrize("sql", [
     "SELECT CASE WHEN n >= $1 THEN 'big' ELSE 'small' END AS k, count(*) FROM pay GROUP BY 1",
     "SELECT width_bucket(n, $1, 1000, 5) AS b, count(*) FROM pay GROUP BY 1",
+    "SELECT n + $1 > 100 * length(region) AS k, count(*) FROM pay GROUP BY 1",
 ])
 def test_a_parameter_in_a_group_key_other_than_a_truncation_unit_is_refused_alike(sql: str) -> None:
     """Only ``date_trunc($1, ts)``'s unit shapes the groups per value; a parameter elsewhere in a GROUP BY
@@ -211,3 +303,18 @@ def test_a_parameter_in_a_group_key_other_than_a_truncation_unit_is_refused_alik
         planner.plan(sql, ["200"])
     assert described.value.sqlstate == bound.value.sqlstate == "0A000"
     assert described.value.message == bound.value.message
+    assert described.value.message.startswith("a parameter ($1) in the GROUP BY expression")
+
+
+def test_numeric_division_has_postgresqls_scale(pay_conn: psycopg.Connection) -> None:
+    """numeric / numeric carries PostgreSQL's digits (select_div_scale: 16 significant at least, the operands'
+    scales, half away from zero), so count(*)::numeric / 3 prints as PostgreSQL prints it."""
+    from decimal import Decimal as D
+
+    from parser.semantics.values import numeric_div
+
+    pairs = [("20000", "3"), ("1551463", "20000"), ("1", "3"), ("0.001", "7"), ("-5", "3"), ("2.5", "0.01"),
+             ("0", "3"), ("10", "4"), ("123456789012345678901234567890", "7"), ("99999", "1"), ("2", "-3.000")]
+    for a, b in pairs:
+        theirs = pay_conn.execute(f"SELECT ({a}::numeric / {b}::numeric)::text").fetchone()[0]  # type: ignore[index]
+        assert format(numeric_div(D(a), D(b)), "f") == theirs, (a, b)

@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from parser import plan_query
+from parser import Refusal, plan_query
 from parser.coltypes import DateType, IntType, TimestampType, TimestamptzType
 from parser.model.schema import Attribute, Catalog, TableSchema
 from parser.pushdown.sql import answers_sql_batches
@@ -238,3 +238,48 @@ def test_a_time_of_day_at_a_zone_is_refused_not_misnamed() -> None:
     """PostgreSQL answers time AT TIME ZONE with a timetz, a type the proxy does not produce: 0A000, not 42883."""
     r = refused("SELECT count(*) FROM tzev WHERE n > 3 AND (TIME '10:00' AT TIME ZONE 'Europe/Paris') IS NOT NULL", CATALOG)
     assert r.sqlstate == "0A000" and "time of day" in r.message and r.hint
+
+
+SESSION_ZONES = ["'+02'", "'UTC+3'", "'Europe/Paris'", "'europe/paris'", "'-3.5'", "2", "'utc'", "'CET'", "'EST'",
+                 "INTERVAL '+02:00' HOUR TO MINUTE", "'GMT-5'", "'<+02:30>-02:30'", "'America/St_Johns'"]
+
+
+def _pg_text(dt: datetime) -> str:
+    """A timestamptz as PostgreSQL prints it (ISO: the offset's minutes only when not whole hours)."""
+    off = int(dt.utcoffset().total_seconds())  # type: ignore[union-attr]
+    h, m = divmod(abs(off) // 60, 60)
+    return dt.strftime("%Y-%m-%d %H:%M:%S") + ("-" if off < 0 else "+") + f"{h:02d}" + (f":{m:02d}" if m else "")
+
+
+@pytest.mark.parametrize("zone", SESSION_ZONES)
+def test_session_time_zone_reads_as_postgresql_reads_it(zone: str, tz_conn: psycopg.Connection) -> None:
+    """``SET TIME ZONE x`` (zones.session_setting, the one reader of the proxy's SET and of its output's zone):
+    hours and INTERVALs east of UTC ('+02' is two hours east here, unlike AT TIME ZONE's POSIX reading), zone
+    names in any case, POSIX offsets, tz files named like abbreviations (CET keeps its DST here): its name is
+    PostgreSQL's SHOW TimeZone and an instant in January and in July prints with PostgreSQL's offset."""
+    from parser.semantics.zones import session_setting
+
+    text = zone.removeprefix("'").removesuffix("'") if zone.startswith("'") else zone.replace("'", "")
+    ours = session_setting(text)
+    tz_conn.execute(f"SET TIME ZONE {zone}")
+    try:
+        assert ours.text == tz_conn.execute("SHOW TimeZone").fetchone()[0]  # type: ignore[index]
+        for instant in (datetime(2026, 1, 15, 12, tzinfo=UTC), datetime(2026, 7, 15, 12, tzinfo=UTC)):
+            theirs = tz_conn.execute("SELECT %s::timestamptz::text", (instant,)).fetchone()[0]  # type: ignore[index]
+            assert _pg_text(instant.astimezone(ours.tzinfo())) == theirs, zone
+    finally:
+        tz_conn.execute("SET TIME ZONE 'UTC'")
+
+
+@pytest.mark.parametrize(("zone", "state"), [("MSK", "22023"), ("Foo/Bar", "22023"), ("Z", "22023"),
+                                             ("XXX3YYY", "0A000"), ("100", "0A000")])
+def test_session_time_zones_refused(zone: str, state: str) -> None:
+    """What PostgreSQL refuses in SET TIME ZONE (an abbreviation is no zone there) is 22023 with its message;
+    what it accepts but no datetime can print here (DST rules without a zone, a day's offset) is 0A000."""
+    from parser.semantics.zones import session_setting
+
+    with pytest.raises(Refusal) as err:
+        session_setting(zone)
+    assert err.value.sqlstate == state
+    if state == "22023":
+        assert err.value.message == f'invalid value for parameter "TimeZone": "{zone}"'

@@ -56,3 +56,26 @@ def test_psql_lists_the_clients_database(proxy: Any) -> None:
                          timeout=60)
     assert run.returncode == 0 and not run.stderr, run.stderr
     assert [line.split("|")[0] for line in run.stdout.splitlines() if line.count("|") >= 6] == ["adult"], run.stdout
+
+
+@pytest.mark.parametrize(("sql", "rewritten"), [
+    ('SELECT "pg_catalog".current_database()', True),
+    ('SELECT "pg_catalog" . "current_database" ( )', True),
+    ('SELECT "current_database"()', True),
+    ("SELECT pg_catalog.current_database(), current_catalog", True),
+    ('SELECT "PG_CATALOG".current_database()', False),      # another schema: quoted names keep their case
+    ('SELECT "Current_Database"()', False),
+    ("SELECT x.current_database()", False),
+    ("SELECT 'current_database()', /* current_database() */ 1", False),
+    ('SELECT "current_catalog" FROM t', False),              # a column, not the function
+    ("SELECT pg_database_size(current_database())", False),  # asks about the catalog database by name
+])
+def test_quoted_spellings_of_current_database(sql: str, rewritten: bool) -> None:
+    """Unit test of the relay's rewrite (no process): every spelling PostgreSQL resolves to
+    pg_catalog.current_database() names the client's database, nothing else is touched."""
+    from proxy.catalog.client_names import with_client_database
+
+    out = with_client_database(sql, "adult")
+    assert ("'adult'::pg_catalog.name" in out) == rewritten, out
+    if rewritten:  # no call is left: each became the name, under the function's column name
+        assert "current_database" not in out.replace("AS current_database", ""), out
