@@ -141,16 +141,22 @@ def _fill_tables(cfg: Config, dsn: str, data: dict[str, Path], reload_data: bool
 
 
 def _check_columns(cfg: Config, dsn: str) -> None:
-    """Every declared column and privacy unit exists in its table, or the proxy does not start: a
-    misspelt column would otherwise fail every statement over it with XX000, the reason only in the log.
+    """Every declared column and privacy unit exists in its table, with a type of the declared kind, or the
+    proxy does not start: a misspelt or mistyped column would otherwise fail every statement over it with
+    XX000, the reason only in the log.
     Names are compared as stored (bound values)."""
     problems = []
     with psycopg.connect(dsn, connect_timeout=10) as conn:
         for t in cfg.catalog.tables:
-            stored = {r[0] for r in conn.execute(
-                "SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s "
-                "AND a.attnum > 0 AND NOT a.attisdropped", (t.schema, t.name)).fetchall()}
+            # The stored type's category (of a domain's base type): N numeric, S string, D date/time...
+            stored = {r[0]: (r[1], r[2]) for r in conn.execute(
+                "SELECT a.attname, format_type(a.atttypid, a.atttypmod), COALESCE(bt.typcategory, ty.typcategory) "
+                "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid "
+                "LEFT JOIN pg_catalog.pg_type bt ON ty.typtype = 'd' AND bt.oid = ty.typbasetype "
+                "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped",
+                (t.schema, t.name)).fetchall()}
             declared = [a.name for a in t.attributes] + ([t.privacy_unit] if t.privacy_unit else [])
             absent = [n for n in declared if n not in stored]
             if absent:
@@ -159,9 +165,32 @@ def _check_columns(cfg: Config, dsn: str) -> None:
                 more = f" and {len(have) - 20} more" if len(have) > 20 else ""
                 problems.append(f"table {t.qualified_name} has no column {names} (it has "
                                 f"{', '.join(have[:20]) or 'no columns'}{more})")
+            problems += _type_mismatches(conn, t, stored)
     if problems:
         raise StartupError("; ".join(problems) + f"; fix [tables] in {cfg.path} (names as stored: "
                            "case and spaces count) or the table")
+
+
+_SAME_KIND = {"E": "S"}
+"""Stored categories read as another: an enum column compares with text literals as a text column does."""
+
+
+def _type_mismatches(conn: psycopg.Connection[Any], table: Any, stored: dict[str, tuple[str, str]]) -> list[str]:
+    """Declared columns whose type is of another kind than the stored one (an int declared over a text
+    column): every statement over them would fail upstream with XX000, the reason only in the log."""
+    out = []
+    for a in table.attributes:
+        if a.name not in stored:
+            continue
+        stored_type, category = stored[a.name]
+        row = conn.execute("SELECT typcategory FROM pg_catalog.pg_type WHERE oid = %s::regtype",
+                           (a.sql_type,)).fetchone()
+        if row is None or _SAME_KIND.get(category, category) == _SAME_KIND.get(row[0], row[0]):
+            continue
+        out.append(f"column {display_ident(a.name)} of table {table.qualified_name} is {stored_type} upstream "
+                   f"but declared {a.domain.type_name}: declare a type of its kind "
+                   "(docs/config.md, [tables.NAME.columns])")
+    return out
 
 
 def _no_load() -> Any:

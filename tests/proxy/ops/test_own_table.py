@@ -179,3 +179,26 @@ def test_a_declared_column_missing_from_the_table_stops_the_start(own: Any, harn
     # The declaration as the table is: it starts.
     good = parse_config(tomllib.loads(harness.make_test_config(own.upstream_dsn, 1, extra=DECLARATION)))
     assert open_upstream(good, Path("/nonexistent")).dsn == own.upstream_dsn
+
+
+def test_a_declared_type_of_another_kind_than_the_stored_one_stops_the_start(own: Any, harness: Any) -> None:
+    """A text column declared int (or boolean) would fail every statement over it upstream with XX000, the
+    reason only in the log: the start names each such column, its stored type and the declared one. Types of
+    the same kind (a numeric measure over an integer column, a date over a timestamp) still start."""
+    from proxy.ops.app import StartupError, open_upstream
+
+    mistyped = DECLARATION.replace(
+        'category = { type = "text", values = ["Checkout Started", "checkout_done", "support"], nullable = true }',
+        'category = { type = "int", min = 0, max = 3 }').replace(
+        'price = { type = "numeric", min = 0, max = 300, bins = 20, nullable = true }', 'price = { type = "boolean" }')
+    cfg = parse_config(tomllib.loads(harness.make_test_config(own.upstream_dsn, 1, extra=mistyped)))
+    with pytest.raises(StartupError) as err:
+        open_upstream(cfg, Path("/nonexistent"))
+    message = str(err.value)
+    assert "column category of table public.purchases is text upstream but declared int" in message
+    assert "column price of table public.purchases is numeric upstream but declared boolean" in message
+    assert "event_time" not in message and "is_mobile" not in message
+    same_kind = DECLARATION.replace('type = "timestamp", resolution = "day"', 'type = "date"').replace(
+        'price = { type = "numeric", min = 0, max = 300, bins = 20', 'price = { type = "float", min = 0, max = 300')
+    good = parse_config(tomllib.loads(harness.make_test_config(own.upstream_dsn, 1, extra=same_kind)))
+    assert open_upstream(good, Path("/nonexistent")).dsn == own.upstream_dsn
