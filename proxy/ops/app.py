@@ -74,8 +74,19 @@ def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = N
         try:
             with psycopg.connect(cfg.upstream_dsn, connect_timeout=10) as conn:
                 missing = [t.qualified_name for t in cfg.catalog.tables if not table_exists(conn, t)]
+                role, superuser = conn.execute(
+                    "SELECT current_user, rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user").fetchone() \
+                    or ("", False)
         except psycopg.Error as exc:
             raise StartupError(f"cannot connect to upstream.dsn: {exc}".strip()) from None
+        if not superuser:
+            # Checked here: the set-up would otherwise stop half-way on "permission denied for schema
+            # information_schema", and a non-superuser's REVOKE on system functions only warns.
+            raise StartupError(f"upstream.dsn connects as role {display_ident(role)}, which is not a superuser: the "
+                               "proxy sets up its schema-only catalog database (information_schema's views "
+                               "redefined there, statistics and file functions revoked from PUBLIC) and its "
+                               "reader role, which PostgreSQL allows a superuser only; connect as a superuser "
+                               f"role in {cfg.path}")
         if missing:
             raise StartupError(f"the upstream database has no table {', '.join(missing)}; "
                                f"create it or fix [tables] in {cfg.path}")

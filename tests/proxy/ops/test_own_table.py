@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql as pgsql
 
 from proxy.config import LoadSettings, parse_config
 from proxy.upstream.demo_data import ensure_table
@@ -202,3 +203,29 @@ def test_a_declared_type_of_another_kind_than_the_stored_one_stops_the_start(own
         'price = { type = "numeric", min = 0, max = 300, bins = 20', 'price = { type = "float", min = 0, max = 300')
     good = parse_config(tomllib.loads(harness.make_test_config(own.upstream_dsn, 1, extra=same_kind)))
     assert open_upstream(good, Path("/nonexistent")).dsn == own.upstream_dsn
+
+
+def test_an_upstream_role_that_is_not_a_superuser_stops_the_start_naming_it(own: Any, harness: Any) -> None:
+    """The catalog database's set-up (information_schema's views redefined, system functions revoked from
+    PUBLIC) needs a superuser: a CREATEDB + CREATEROLE role is refused at start with the reason, not
+    half-way through the set-up with "permission denied for schema information_schema"."""
+    from psycopg.conninfo import make_conninfo
+
+    from proxy.ops.app import StartupError, open_upstream
+
+    with psycopg.connect(own.upstream_dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS own_not_super")
+        conn.execute("CREATE ROLE own_not_super LOGIN CREATEDB CREATEROLE")
+        # The proxy closed the database to PUBLIC (README, "To front your own PostgreSQL").
+        conn.execute(pgsql.SQL("GRANT CONNECT ON DATABASE {} TO own_not_super").format(
+            pgsql.Identifier(conn.info.dbname)))
+    try:
+        dsn = make_conninfo(own.upstream_dsn, user="own_not_super")
+        cfg = parse_config(tomllib.loads(harness.make_test_config(dsn, 1, extra=DECLARATION)))
+        with pytest.raises(StartupError) as err:
+            open_upstream(cfg, Path("/nonexistent"))
+        assert "upstream.dsn connects as role own_not_super, which is not a superuser" in str(err.value)
+    finally:
+        with psycopg.connect(own.upstream_dsn, autocommit=True) as conn:
+            conn.execute("DROP OWNED BY own_not_super")
+            conn.execute("DROP ROLE own_not_super")
