@@ -229,3 +229,26 @@ def test_an_upstream_role_that_is_not_a_superuser_stops_the_start_naming_it(own:
         with psycopg.connect(own.upstream_dsn, autocommit=True) as conn:
             conn.execute("DROP OWNED BY own_not_super")
             conn.execute("DROP ROLE own_not_super")
+
+
+def test_check_config_says_what_serve_would_refuse_upstream(own: Any, harness: Any, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """check-config said "OK" of a file whose upstream.dsn names a database that does not exist, or whose
+    table lacks a declared column, which `serve` then refused: with an upstream it now runs serve's checks
+    there (nothing created) and exits 2 naming the problem."""
+    from proxy.ops.cli import main
+
+    def check(declaration: str, dsn: str = own.upstream_dsn) -> tuple[int, str]:
+        path = tmp_path / "config.toml"
+        path.write_text(harness.make_test_config(dsn, 1, extra=declaration))
+        capsys.readouterr()
+        code = main(["check-config", "--config", str(path)])
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    code, text = check(DECLARATION.replace("is_mobile = {", "mobile = {"))
+    assert code == 2 and "table public.purchases has no column mobile" in text, text
+    code, text = check(DECLARATION, dsn=own.upstream_dsn.replace("dbname=", "dbname=no_such_"))
+    assert code == 2 and "cannot connect to upstream.dsn" in text and "does not exist" in text, text
+    code, text = check(DECLARATION)
+    assert code == 0 and "OK" in text, text
