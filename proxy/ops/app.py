@@ -63,13 +63,14 @@ def _ensure_database(admin_dsn: str, name: str) -> None:
 
 
 def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = None,
-                  start: bool = True, reload_data: bool = False) -> Upstream:
+                  start: bool = True, reload_data: bool = False, serving: bool = False) -> Upstream:
     """Start (or reuse) the embedded PostgreSQL, or check the configured upstream.
 
     ``data``: CSV files for protected tables of the embedded database. A table that exists already is
     replaced by its file with ``reload_data``; without it the file is refused rather than silently
     ignored. A failure after the embedded cluster was started here stops it again (nothing is left
-    running)."""
+    running). ``serving``: for `serve`, whose catalog set-up needs the configured upstream role to be a
+    superuser (operator commands such as whatif may read a replica as any role)."""
     if cfg.upstream_dsn:
         try:
             with psycopg.connect(cfg.upstream_dsn, connect_timeout=10) as conn:
@@ -79,7 +80,7 @@ def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = N
                     or ("", False)
         except psycopg.Error as exc:
             raise StartupError(f"cannot connect to upstream.dsn: {exc}".strip()) from None
-        if not superuser:
+        if serving and not superuser:
             # Checked here: the set-up would otherwise stop half-way on "permission denied for schema
             # information_schema", and a non-superuser's REVOKE on system functions only warns.
             raise StartupError(f"upstream.dsn connects as role {display_ident(role)}, which is not a superuser: the "
@@ -425,7 +426,7 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     signal.signal(signal.SIGTERM, _stop_during_startup)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)   # a reload before the server runs has nothing to reload
     try:
-        upstream = open_upstream(cfg, state_dir, data, reload_data=reload_data)
+        upstream = open_upstream(cfg, state_dir, data, reload_data=reload_data, serving=True)
     except (StartupError, OSError, psycopg.Error) as exc:
         print(f"lapras-proxy: {exc}", file=sys.stderr)
         return 1

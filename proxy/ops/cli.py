@@ -108,7 +108,7 @@ def _upstream_checks(cfg: Config) -> list[str]:
     from .app import StartupError, open_upstream
 
     try:
-        open_upstream(cfg, Path(DEFAULT_STATE_DIR))
+        open_upstream(cfg, Path(DEFAULT_STATE_DIR), serving=True)
     except StartupError as exc:
         return [str(exc)]
     return []

@@ -223,8 +223,10 @@ def test_an_upstream_role_that_is_not_a_superuser_stops_the_start_naming_it(own:
         dsn = make_conninfo(own.upstream_dsn, user="own_not_super")
         cfg = parse_config(tomllib.loads(harness.make_test_config(dsn, 1, extra=DECLARATION)))
         with pytest.raises(StartupError) as err:
-            open_upstream(cfg, Path("/nonexistent"))
+            open_upstream(cfg, Path("/nonexistent"), serving=True)
         assert "upstream.dsn connects as role own_not_super, which is not a superuser" in str(err.value)
+        # Operator commands (whatif, budget) need no catalog set-up: they may read as any role.
+        assert open_upstream(cfg, Path("/nonexistent")).dsn == dsn
     finally:
         with psycopg.connect(own.upstream_dsn, autocommit=True) as conn:
             conn.execute("DROP OWNED BY own_not_super")
