@@ -278,6 +278,8 @@ class Planner:
 
     def series_split(self, sql: str) -> SeriesLimit | None:
         """``parser.plan.series.series_limit`` of ``sql`` over this catalog, cached with the templates."""
+        if len(sql.encode("utf-8", "surrogatepass")) > self.limits.max_sql_bytes:
+            return None  # refused for its size: never handed whole to sqlglot (seconds a megabyte)
         key = digest(sql, "series-limit")
         hit = self.templates.get(key)
         if hit is not None:

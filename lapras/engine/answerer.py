@@ -177,10 +177,11 @@ class StreamAnswerer:
         ep, queries, todo = asked.ep, asked.queries, asked.todo
         with self.epochs.ledger.locked(ep.id) as tx:
             stored = tx.find([queries[i].key for i in todo])
+            position = tx.epoch.state.n  # the ledger's (this process's copy is as of its adoption)
         for k, a in stored.items():
             self.epochs.answers[k] = (a.value, a.stderr)
         if any(queries[i].key not in stored and not np.isfinite(v) for i, v in zip(todo, asked.free_var, strict=True)):
-            _refuse(ep.id, ep.state.n)
+            _refuse(ep.id, position)
         if all(queries[i].key in stored for i in todo):
             return self._replayed(plan)
         return None

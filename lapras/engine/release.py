@@ -244,7 +244,9 @@ def _progress(total: int, settings: EngineSettings) -> Callable[[float], None] |
     """A bar over P's marginals; the postfix states the worst case left (the preparation's time limit)."""
     if not settings.progress or total == 0:
         return None
-    bar = tqdm(total=total, desc="matrix mechanism", unit="marginal",
+    # disable=None: no bar when stderr is not a terminal (a service's log file or journal would get the
+    # carriage-return redraws glued to its log lines).
+    bar = tqdm(total=total, desc="matrix mechanism", unit="marginal", disable=None,
                bar_format="{l_bar}{bar}| {n:.1f}/{total} marginals [{elapsed}<{remaining}{postfix}]")
     end = time.monotonic() + settings.mm_time_limit
 

@@ -12,6 +12,7 @@ the keys the second part filters on are the released output of the first.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,8 +60,13 @@ def _literal(v: object) -> exp.Expr:
     return exp.Literal.string(str(v))
 
 
+_JOIN = re.compile(r"\bjoin\b", re.IGNORECASE)
+
+
 def series_limit(sql: str, catalog: Catalog) -> SeriesLimit | None:
     """The split of ``sql`` if it is a series-limited aggregate over one protected table, else None."""
+    if _JOIN.search(sql) is None:
+        return None  # no join, no split: every refused statement comes here, most of them without one
     try:
         trees = sqlglot.parse(sql, read="postgres")
     except SqlglotError:

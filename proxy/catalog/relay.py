@@ -128,9 +128,10 @@ async def ensure_shadow(admin_dsn: str, shadow_dbname: str, catalog: Catalog,
 
     Safe to call from several processes at once (creation races are tolerated; set-up runs under an
     advisory lock in the admin connection's database, which the reader role never reaches, given up after
-    `lock_timeout` with an error naming the holder). `admin_dsn` must be a superuser (or CREATEDB +
-    CREATEROLE) connection to the same cluster. `protected_db`, the database holding the protected tables,
-    is closed to PUBLIC (see hardening.close_protected_database).
+    `lock_timeout` with an error naming the holder). `admin_dsn` must be a superuser connection to the same
+    cluster (CREATEDB + CREATEROLE is not enough: information_schema and the revocations need a superuser).
+    `protected_db`, the database holding the protected tables, is closed to PUBLIC (see
+    hardening.close_protected_database).
     """
     role = reader_role(shadow_dbname)
     # Deterministic so that concurrent workers agree; it only opens an empty, read-only schema.

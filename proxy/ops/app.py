@@ -63,19 +63,31 @@ def _ensure_database(admin_dsn: str, name: str) -> None:
 
 
 def open_upstream(cfg: Config, state_dir: Path, data: dict[str, Path] | None = None,
-                  start: bool = True, reload_data: bool = False) -> Upstream:
+                  start: bool = True, reload_data: bool = False, serving: bool = False) -> Upstream:
     """Start (or reuse) the embedded PostgreSQL, or check the configured upstream.
 
     ``data``: CSV files for protected tables of the embedded database. A table that exists already is
     replaced by its file with ``reload_data``; without it the file is refused rather than silently
     ignored. A failure after the embedded cluster was started here stops it again (nothing is left
-    running)."""
+    running). ``serving``: for `serve`, whose catalog set-up needs the configured upstream role to be a
+    superuser (operator commands such as whatif may read a replica as any role)."""
     if cfg.upstream_dsn:
         try:
             with psycopg.connect(cfg.upstream_dsn, connect_timeout=10) as conn:
                 missing = [t.qualified_name for t in cfg.catalog.tables if not table_exists(conn, t)]
+                role, superuser = conn.execute(
+                    "SELECT current_user, rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user").fetchone() \
+                    or ("", False)
         except psycopg.Error as exc:
             raise StartupError(f"cannot connect to upstream.dsn: {exc}".strip()) from None
+        if serving and not superuser:
+            # Checked here: the set-up would otherwise stop half-way on "permission denied for schema
+            # information_schema", and a non-superuser's REVOKE on system functions only warns.
+            raise StartupError(f"upstream.dsn connects as role {display_ident(role)}, which is not a superuser: the "
+                               "proxy sets up its schema-only catalog database (information_schema's views "
+                               "redefined there, statistics and file functions revoked from PUBLIC) and its "
+                               "reader role, which PostgreSQL allows a superuser only; connect as a superuser "
+                               f"role in {cfg.path}")
         if missing:
             raise StartupError(f"the upstream database has no table {', '.join(missing)}; "
                                f"create it or fix [tables] in {cfg.path}")
@@ -141,16 +153,22 @@ def _fill_tables(cfg: Config, dsn: str, data: dict[str, Path], reload_data: bool
 
 
 def _check_columns(cfg: Config, dsn: str) -> None:
-    """Every declared column and privacy unit exists in its table, or the proxy does not start: a
-    misspelt column would otherwise fail every statement over it with XX000, the reason only in the log.
+    """Every declared column and privacy unit exists in its table, with a type of the declared kind, or the
+    proxy does not start: a misspelt or mistyped column would otherwise fail every statement over it with
+    XX000, the reason only in the log.
     Names are compared as stored (bound values)."""
     problems = []
     with psycopg.connect(dsn, connect_timeout=10) as conn:
         for t in cfg.catalog.tables:
-            stored = {r[0] for r in conn.execute(
-                "SELECT a.attname FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
-                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relname = %s "
-                "AND a.attnum > 0 AND NOT a.attisdropped", (t.schema, t.name)).fetchall()}
+            # The stored type's category (of a domain's base type): N numeric, S string, D date/time...
+            stored = {r[0]: (r[1], r[2]) for r in conn.execute(
+                "SELECT a.attname, format_type(a.atttypid, a.atttypmod), COALESCE(bt.typcategory, ty.typcategory) "
+                "FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid "
+                "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                "JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid "
+                "LEFT JOIN pg_catalog.pg_type bt ON ty.typtype = 'd' AND bt.oid = ty.typbasetype "
+                "WHERE n.nspname = %s AND c.relname = %s AND a.attnum > 0 AND NOT a.attisdropped",
+                (t.schema, t.name)).fetchall()}
             declared = [a.name for a in t.attributes] + ([t.privacy_unit] if t.privacy_unit else [])
             absent = [n for n in declared if n not in stored]
             if absent:
@@ -159,9 +177,32 @@ def _check_columns(cfg: Config, dsn: str) -> None:
                 more = f" and {len(have) - 20} more" if len(have) > 20 else ""
                 problems.append(f"table {t.qualified_name} has no column {names} (it has "
                                 f"{', '.join(have[:20]) or 'no columns'}{more})")
+            problems += _type_mismatches(conn, t, stored)
     if problems:
         raise StartupError("; ".join(problems) + f"; fix [tables] in {cfg.path} (names as stored: "
                            "case and spaces count) or the table")
+
+
+_SAME_KIND = {"E": "S"}
+"""Stored categories read as another: an enum column compares with text literals as a text column does."""
+
+
+def _type_mismatches(conn: psycopg.Connection[Any], table: Any, stored: dict[str, tuple[str, str]]) -> list[str]:
+    """Declared columns whose type is of another kind than the stored one (an int declared over a text
+    column): every statement over them would fail upstream with XX000, the reason only in the log."""
+    out = []
+    for a in table.attributes:
+        if a.name not in stored:
+            continue
+        stored_type, category = stored[a.name]
+        row = conn.execute("SELECT typcategory FROM pg_catalog.pg_type WHERE oid = %s::regtype",
+                           (a.sql_type,)).fetchone()
+        if row is None or _SAME_KIND.get(category, category) == _SAME_KIND.get(row[0], row[0]):
+            continue
+        out.append(f"column {display_ident(a.name)} of table {table.qualified_name} is {stored_type} upstream "
+                   f"but declared {a.domain.type_name}: declare a type of its kind "
+                   "(docs/config.md, [tables.NAME.columns])")
+    return out
 
 
 def _no_load() -> Any:
@@ -385,7 +426,7 @@ def serve(cfg: Config, state_dir: Path, listen: tuple[str, int] | None = None,
     signal.signal(signal.SIGTERM, _stop_during_startup)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)   # a reload before the server runs has nothing to reload
     try:
-        upstream = open_upstream(cfg, state_dir, data, reload_data=reload_data)
+        upstream = open_upstream(cfg, state_dir, data, reload_data=reload_data, serving=True)
     except (StartupError, OSError, psycopg.Error) as exc:
         print(f"lapras-proxy: {exc}", file=sys.stderr)
         return 1

@@ -24,7 +24,7 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     cfg = load_or_exit(args.config)
     tables = ", ".join(f"{t.qualified_name} ({len(t.attributes)} columns)" for t in cfg.catalog.tables)
     where = cfg.upstream_dsn and "upstream PostgreSQL" or "embedded PostgreSQL"
-    problems = _check_prediction_inputs(cfg)
+    problems = _check_prediction_inputs(cfg) + _upstream_checks(cfg)
     if problems:
         print(f"lapras-proxy: {cfg.path}: " + "; ".join(problems), file=sys.stderr)
         return 2
@@ -98,6 +98,20 @@ def _next_epoch_text(cfg: Config, current: dict[str, object] | None) -> str:
     if length is None:
         return f" (epoch {nxt}; epochs are manual: `lapras-proxy epoch --new` starts it)"
     return f" (epoch {nxt}, due {timestamp(float(str(current['started_at'])) + length)})"
+
+
+def _upstream_checks(cfg: Config) -> list[str]:
+    """With upstream.dsn: what `serve` would refuse there before listening (no connection, a missing table
+    or column, a column of another type, a role that is not a superuser). Nothing is created or changed."""
+    if not cfg.upstream_dsn:
+        return []
+    from .app import StartupError, open_upstream
+
+    try:
+        open_upstream(cfg, Path(DEFAULT_STATE_DIR), serving=True)
+    except StartupError as exc:
+        return [str(exc)]
+    return []
 
 
 def _public_table_checks(cfg: Config) -> list[str]:
@@ -429,6 +443,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`lapras-proxy budget --json | head`): stop quietly as other commands do, with
+        # stdout pointed at /dev/null so that the flush at exit cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

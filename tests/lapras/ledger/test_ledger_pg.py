@@ -226,20 +226,25 @@ def test_refusal_after_the_stop_computes_and_writes_nothing(fresh_db: str, exact
                 break
     assert refused == 2 and eng.ledger.current_epoch().state.stopped  # type: ignore[union-attr]
     calls, rows = source.calls, _ledger_rows(fresh_db)
+    # Every refusal names the position where the stream stopped, as the ledger has it (a process that
+    # adopted the epoch earlier said the position of its adoption: "stopped at statement 10" of 448).
+    stop = f"the stream stopped at statement {eng.ledger.current_epoch().state.n};"  # type: ignore[union-attr]
     for i in range(5):
-        with pytest.raises(BudgetExhausted):
+        with pytest.raises(BudgetExhausted) as err:
             eng.answer(plan(f"SELECT count(*) FROM t WHERE a = {i} AND c > 3"), "u")
+        assert stop in str(err.value.detail)
     assert source.calls == calls and _ledger_rows(fresh_db) == rows
     # A second process (fresh engine) learns of the stop from the ledger and refuses the same way.
     eng2 = Engine(CATALOG, PostgresLedger(fresh_db), source, EngineSettings(epoch="manual"))
-    with pytest.raises(BudgetExhausted):
+    with pytest.raises(BudgetExhausted) as err:
         eng2.answer(plan("SELECT count(*) FROM t WHERE b = 'x'"), "u")
-    assert source.calls == calls and _ledger_rows(fresh_db) == rows
+    assert stop in str(err.value.detail) and source.calls == calls and _ledger_rows(fresh_db) == rows
     # A process that learns of the stop from its poll refuses without exact work too, and still serves what
     # another process released after it adopted.
     early.sync_epoch()
-    with pytest.raises(BudgetExhausted):
+    with pytest.raises(BudgetExhausted) as err:
         early.answer(plan("SELECT count(*) FROM t WHERE b = 'y'"), "u")
+    assert stop in str(err.value.detail)
     again = early.answer(plan("SELECT count(*) FROM t WHERE c = 0"), "u")
     assert again.outcome == "repeat" and source.calls == calls and _ledger_rows(fresh_db) == rows
     for e in (eng, eng2, early):

@@ -367,3 +367,17 @@ def test_auto_split_gives_p_nothing_when_the_release_is_no_cheaper() -> None:
     v = expected_relative_variance(plan_groups(panels), Cost(mu=1.0), {"t": 10})
     assert v == pytest.approx(12.0, rel=1e-2)
     assert auto_split(0.5, 10, v, "gdp").mm == 0.0
+
+
+def test_the_release_progress_bar_stays_out_of_a_log_that_is_not_a_terminal(capsys) -> None:
+    """`serve` writes its log to stderr, which an operator sends to a file or a journal: the matrix mechanism's
+    bar redrew itself there with carriage returns glued to the log lines ("materialised in 1.2 s2026-12-07
+    ..."). Without a terminal (capsys: stderr is a pipe) it writes nothing; deterministic (false-failure rate 0)."""
+    from lapras.engine.release import _progress
+    from lapras.settings import EngineSettings
+
+    step = _progress(3, EngineSettings(progress=True))
+    assert step is not None
+    step(1.5)
+    step(1.5)
+    assert capsys.readouterr().err == ""

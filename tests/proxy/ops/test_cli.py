@@ -164,3 +164,20 @@ def test_reload_report_names_a_changed_table_without_an_empty_arrow() -> None:
 
     lines = reloading.summary(reloading.diff(config(["a"]), config(["a", "b"])))
     assert lines == ["tables: public.t changed: needs a restart (the running value stays)"], lines
+
+
+def test_a_reader_that_went_away_ends_the_command_without_a_traceback() -> None:
+    """`lapras-proxy budget --json | head -c 100` printed a BrokenPipeError traceback once head had its bytes:
+    a command whose stdout is closed (a pipe with no reader, deterministic: closed before the start) exits 141
+    as shell tools do, with nothing on stderr."""
+    import os
+
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        done = subprocess.run([sys.executable, "-c", "import sys; from proxy.ops.cli import main; sys.exit(main())",
+                               "check-config", "--config", str(REPO / "config.toml")],
+                              stdout=w, stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120, check=False)
+    finally:
+        os.close(w)
+    assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr

@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql as pgsql
 
 from proxy.config import LoadSettings, parse_config
 from proxy.upstream.demo_data import ensure_table
@@ -179,3 +180,77 @@ def test_a_declared_column_missing_from_the_table_stops_the_start(own: Any, harn
     # The declaration as the table is: it starts.
     good = parse_config(tomllib.loads(harness.make_test_config(own.upstream_dsn, 1, extra=DECLARATION)))
     assert open_upstream(good, Path("/nonexistent")).dsn == own.upstream_dsn
+
+
+def test_a_declared_type_of_another_kind_than_the_stored_one_stops_the_start(own: Any, harness: Any) -> None:
+    """A text column declared int (or boolean) would fail every statement over it upstream with XX000, the
+    reason only in the log: the start names each such column, its stored type and the declared one. Types of
+    the same kind (a numeric measure over an integer column, a date over a timestamp) still start."""
+    from proxy.ops.app import StartupError, open_upstream
+
+    mistyped = DECLARATION.replace(
+        'category = { type = "text", values = ["Checkout Started", "checkout_done", "support"], nullable = true }',
+        'category = { type = "int", min = 0, max = 3 }').replace(
+        'price = { type = "numeric", min = 0, max = 300, bins = 20, nullable = true }', 'price = { type = "boolean" }')
+    cfg = parse_config(tomllib.loads(harness.make_test_config(own.upstream_dsn, 1, extra=mistyped)))
+    with pytest.raises(StartupError) as err:
+        open_upstream(cfg, Path("/nonexistent"))
+    message = str(err.value)
+    assert "column category of table public.purchases is text upstream but declared int" in message
+    assert "column price of table public.purchases is numeric upstream but declared boolean" in message
+    assert "event_time" not in message and "is_mobile" not in message
+    same_kind = DECLARATION.replace('type = "timestamp", resolution = "day"', 'type = "date"').replace(
+        'price = { type = "numeric", min = 0, max = 300, bins = 20', 'price = { type = "float", min = 0, max = 300')
+    good = parse_config(tomllib.loads(harness.make_test_config(own.upstream_dsn, 1, extra=same_kind)))
+    assert open_upstream(good, Path("/nonexistent")).dsn == own.upstream_dsn
+
+
+def test_an_upstream_role_that_is_not_a_superuser_stops_the_start_naming_it(own: Any, harness: Any) -> None:
+    """The catalog database's set-up (information_schema's views redefined, system functions revoked from
+    PUBLIC) needs a superuser: a CREATEDB + CREATEROLE role is refused at start with the reason, not
+    half-way through the set-up with "permission denied for schema information_schema"."""
+    from psycopg.conninfo import make_conninfo
+
+    from proxy.ops.app import StartupError, open_upstream
+
+    with psycopg.connect(own.upstream_dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS own_not_super")
+        conn.execute("CREATE ROLE own_not_super LOGIN CREATEDB CREATEROLE")
+        # The proxy closed the database to PUBLIC (README, "To front your own PostgreSQL").
+        conn.execute(pgsql.SQL("GRANT CONNECT ON DATABASE {} TO own_not_super").format(
+            pgsql.Identifier(conn.info.dbname)))
+    try:
+        dsn = make_conninfo(own.upstream_dsn, user="own_not_super")
+        cfg = parse_config(tomllib.loads(harness.make_test_config(dsn, 1, extra=DECLARATION)))
+        with pytest.raises(StartupError) as err:
+            open_upstream(cfg, Path("/nonexistent"), serving=True)
+        assert "upstream.dsn connects as role own_not_super, which is not a superuser" in str(err.value)
+        # Operator commands (whatif, budget) need no catalog set-up: they may read as any role.
+        assert open_upstream(cfg, Path("/nonexistent")).dsn == dsn
+    finally:
+        with psycopg.connect(own.upstream_dsn, autocommit=True) as conn:
+            conn.execute("DROP OWNED BY own_not_super")
+            conn.execute("DROP ROLE own_not_super")
+
+
+def test_check_config_says_what_serve_would_refuse_upstream(own: Any, harness: Any, tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """check-config said "OK" of a file whose upstream.dsn names a database that does not exist, or whose
+    table lacks a declared column, which `serve` then refused: with an upstream it now runs serve's checks
+    there (nothing created) and exits 2 naming the problem."""
+    from proxy.ops.cli import main
+
+    def check(declaration: str, dsn: str = own.upstream_dsn) -> tuple[int, str]:
+        path = tmp_path / "config.toml"
+        path.write_text(harness.make_test_config(dsn, 1, extra=declaration))
+        capsys.readouterr()
+        code = main(["check-config", "--config", str(path)])
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
+    code, text = check(DECLARATION.replace("is_mobile = {", "mobile = {"))
+    assert code == 2 and "table public.purchases has no column mobile" in text, text
+    code, text = check(DECLARATION, dsn=own.upstream_dsn.replace("dbname=", "dbname=no_such_"))
+    assert code == 2 and "cannot connect to upstream.dsn" in text and "does not exist" in text, text
+    code, text = check(DECLARATION)
+    assert code == 0 and "OK" in text, text
