@@ -91,8 +91,15 @@ def check_select(ctx: Context) -> str:
 
 
 def _in_count_distinct(col: exp.Column) -> bool:
-    """The privacy unit is referenced only as COUNT(DISTINCT unit) (casts allowed around it)."""
+    """The privacy unit is referenced only as COUNT(DISTINCT unit) (casts allowed around it), or as a branch
+    value of a CASE that is COUNT(DISTINCT)'s argument (``COUNT(DISTINCT CASE WHEN p THEN unit END)``)."""
+    child: exp.Expr = col
     node: exp.Expr | None = col.parent
     while isinstance(node, exp.Cast | exp.Paren):
-        node = node.parent
+        child, node = node, node.parent
+    if isinstance(node, exp.If) and child.arg_key == "true" or isinstance(node, exp.Case) and child.arg_key == "default":
+        node = node.parent if isinstance(node, exp.If) else node
+        node = node.parent if isinstance(node, exp.Case) else None
+        while isinstance(node, exp.Cast | exp.Paren):
+            node = node.parent
     return isinstance(node, exp.Distinct) and isinstance(node.parent, exp.Count)
