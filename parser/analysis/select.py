@@ -4,6 +4,8 @@ not use clauses the proxy does not support. Checks run in PostgreSQL's order, so
 
 from __future__ import annotations
 
+from decimal import Decimal, InvalidOperation
+
 from sqlglot import exp
 
 from ..syntax.parse import position_of
@@ -21,19 +23,45 @@ def has_aggregate(sel: exp.Select) -> bool:
 
 
 def is_probe(sel: exp.Select) -> bool:
-    """A statement that only asks for the shape of rows: no aggregate, no grouping, LIMIT 0 or 1.
+    """A statement that only asks for the shape of rows: no aggregate, no grouping, LIMIT 0 or 1, or a
+    WHERE clause false by its own text (``WHERE 1 = 0``, ``WHERE false``).
 
-    Superset probes a virtual dataset's SQL with ``LIMIT 1`` for its column names and types; such a probe is
-    answered with the columns and no row, whatever the data, so it reads nothing and spends nothing.
+    Superset probes a virtual dataset's SQL with ``LIMIT 1`` for its column names and types, Tableau and
+    Power BI with ``WHERE (1 = 0)``; such a probe is answered with the columns and no row, whatever the
+    data, so it reads nothing and spends nothing.
     """
     if has_aggregate(sel) or sel.args.get("group") is not None or sel.args.get("distinct") is not None:
         return False
+    if any(sel.args.get(k) is not None for k in ("having", "offset")) or sel.find(exp.Window):
+        return False
+    where = sel.args.get("where")
+    if where is not None and _never_true(where.this):
+        return True  # PostgreSQL returns no row whatever the data
     # ORDER BY ... LIMIT 1 asks for an extreme row (data), not for a shape.
-    if any(sel.args.get(k) is not None for k in ("having", "offset", "order")) or sel.find(exp.Window):
+    if sel.args.get("order") is not None:
         return False
     limit = sel.args.get("limit")
     value = strip_paren(limit.expression) if isinstance(limit, exp.Limit) else None
     return isinstance(value, exp.Literal) and not value.is_string and str(value.this) in ("0", "1")
+
+
+def _never_true(cond: exp.Expr) -> bool:
+    """Whether ``cond`` is FALSE or NULL by its text alone: ``false``, ``1 = 0``, ``0 <> 0``, or a conjunction
+    holding one of them."""
+    c = strip_paren(cond)
+    if isinstance(c, exp.Boolean):
+        return not c.this
+    if isinstance(c, exp.And):
+        return _never_true(c.this) or _never_true(c.expression)
+    if isinstance(c, exp.EQ | exp.NEQ):
+        a, b = strip_paren(c.this), strip_paren(c.expression)
+        if isinstance(a, exp.Literal) and isinstance(b, exp.Literal) and not a.is_string and not b.is_string:
+            try:
+                same = Decimal(str(a.this)) == Decimal(str(b.this))
+            except InvalidOperation:
+                return False
+            return same if isinstance(c, exp.NEQ) else not same
+    return False
 
 
 def is_value_list(sel: exp.Select) -> bool:
