@@ -68,7 +68,10 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
                       position=position_of(arg.find(exp.Window)))
     if kind == "sum" and arg is not None:
         return _sum_typed(_lower_value(node, kind, _strip_casts(arg, ctx), filt, name, ctx), arg, ctx)
-    return _lower_value(node, kind, _strip_casts(arg, ctx), filt, name, ctx)
+    e = _lower_value(node, kind, _strip_casts(arg, ctx), filt, name, ctx)
+    if kind == "avg" and isinstance(e, pp.Avg) and arg is not None and _value_type(arg, ctx) == T.FLOAT8:
+        e.oid = T.FLOAT8  # avg(double precision) is double precision (Power BI's avg(cast(x as float8)))
+    return e
 
 
 def _lower_value(node: exp.Expr, kind: str, arg: exp.Expr | None, filt: C.Cond | None, name: str,
