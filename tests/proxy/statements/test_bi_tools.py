@@ -115,6 +115,30 @@ def test_superset_series_limit_is_two_dp_statements(proxy, adult_db: str) -> Non
     assert {r[0] for r in top} == {r[0] for r in exact_top}
 
 
+TABLEAU_TOP_N = (
+    'SELECT "adult"."education_num" AS "education_num", SUM(1) AS "cnt:adult_5C1B:ok" FROM "public"."adult" "adult" '
+    'INNER JOIN (SELECT "adult"."race" AS "race", COUNT(1) AS "$__alias__0" FROM "public"."adult" "adult" '
+    'WHERE ("adult"."age" >= 30) GROUP BY 1 ORDER BY 2 DESC LIMIT 2) "t0" ON ("adult"."race" = "t0"."race") '
+    'WHERE ("adult"."age" >= 30) GROUP BY 1')
+
+
+def test_tableau_top_n_filter_is_two_dp_statements(proxy, adult_db: str) -> None:
+    """Tableau's top-N filter, its subquery written with positions (GROUP BY 1 ORDER BY 2 DESC LIMIT N), is
+    split as Superset's series limit: the N races of the noisy totals, then the chart over them (it was
+    refused with 0A000 'JOIN of a subquery'). The session proxy's budget makes noise tiny, so the races are
+    the exact top 2 (as in the Superset test above) and the chart equals the same statement filtered on them."""
+    with psycopg.connect(adult_db) as direct:
+        top = [r[0] for r in direct.execute("SELECT race FROM adult WHERE age >= 30 GROUP BY race "
+                                            "ORDER BY count(*) DESC LIMIT 2").fetchall()]
+    with noticed(proxy.dsn()) as (conn, notices):
+        rows = conn.execute(TABLEAU_TOP_N).fetchall()
+        same = conn.execute('SELECT "adult"."education_num" AS "education_num", SUM(1) AS "cnt:adult_5C1B:ok" '
+                            'FROM "public"."adult" "adult" WHERE ("adult"."age" >= 30) AND "adult"."race" IN '
+                            f"({top[0]}, {top[1]}) GROUP BY 1").fetchall()
+    assert any("series limit: 2 series" in n for n in notices), notices
+    assert sorted(rows) == sorted(same) and len(rows) == 16
+
+
 def test_refused_series_limit_charges_nothing(proxy_factory: Any) -> None:
     """A series-limited chart whose outer part is refused (STDDEV is not answered): both parts are planned
     before the top-N part is charged, so the refusal leaves the ledger without a spend (it once released and
