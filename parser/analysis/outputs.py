@@ -14,10 +14,11 @@ from .. import scalar as S
 from ..syntax.parse import position_of
 from .aggregates import lower_aggregate
 from .context import Context
-from .nodes import figure_name, ident, is_param, param_index, sql_of, unsupported
+from .nodes import figure_name, ident, is_param, param_index, sql_of, strip_paren, unsupported
 from .param_exprs import resolve_params
 from .scalars import NotScalar, compile_scalar
 from .where import lower_where
+from .windows import lower_window
 
 
 def lower_outputs(ctx: Context) -> list[S.Expr]:
@@ -27,8 +28,13 @@ def lower_outputs(ctx: Context) -> list[S.Expr]:
         node = item.this if isinstance(item, exp.Alias) else item
         if is_param(node):  # SELECT $1 AS label: an untyped parameter standing alone is text, as in PostgreSQL
             ctx.param_types.setdefault(param_index(node), TEXT)
-        e = lower_expr(node, ctx, "SELECT")
-        e.name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(node)
+        bare = strip_paren(node)
+        if isinstance(bare, exp.Window):  # a whole output (parser/analysis/select.py checked it)
+            e = lower_window(bare, figure_name(bare.this), lambda n: lower_expr(n, ctx, "SELECT"))
+        else:
+            e = lower_expr(node, ctx, "SELECT")
+        e.name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(bare.this) \
+            if isinstance(bare, exp.Window) else figure_name(node)
         if e.oid == UNKNOWN:
             e.oid = TEXT  # an untyped NULL goes out as text, as PostgreSQL resolves it
         outputs.append(e)

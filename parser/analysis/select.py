@@ -11,6 +11,7 @@ from sqlglot import exp
 from ..syntax.parse import position_of
 from .context import Context
 from .nodes import non_aggregate, star_refusal, strip_paren, unsupported
+from .windows import HINT as WINDOW_HINT
 
 _UNSUPPORTED_CLAUSES = ("qualify", "connect", "laterals", "pivots", "locks", "into", "sample")
 
@@ -96,9 +97,9 @@ def check_select(ctx: Context) -> str:
     if stars:
         for s in stars:
             ctx.scope.star(s)
-    win = sel.find(exp.Window)
+    win = next((w for w in sel.find_all(exp.Window) if values or probe or not _output_window(w, sel)), None)
     if win is not None:
-        raise unsupported("window function", win)
+        raise unsupported("window function", win, hint=WINDOW_HINT)
     if values:
         if sel.args.get("distinct") is not None:
             # DISTINCT over the target list is GROUP BY over it.
@@ -116,6 +117,20 @@ def check_select(ctx: Context) -> str:
         if sel.args.get(key):
             raise unsupported(key.upper(), sel.args[key] if isinstance(sel.args[key], exp.Expr) else sel)
     return "aggregate"
+
+
+def _output_window(win: exp.Window, sel: exp.Select) -> bool:
+    """Whether ``win`` is a whole target-list item of a grouped statement (then answered over its groups,
+    parser/analysis/windows.py): a window over rows, or inside another expression, is not."""
+    if sel.args.get("group") is None and not any(
+            a.find_ancestor(exp.Window) is None or a.find_ancestor(exp.Window).this is not a
+            for part in sel.expressions for a in part.find_all(exp.AggFunc)):
+        return False  # no aggregate but the windows' own functions: a window over the table's rows
+    node: exp.Expr = win
+    while isinstance(node.parent, exp.Paren | exp.Alias):
+        node = node.parent
+    return node.parent is sel and node.arg_key == "expressions" and win.find(exp.Window) is win and not any(
+        w is not win for w in win.find_all(exp.Window))
 
 
 def _in_count_distinct(col: exp.Column) -> bool:

@@ -139,6 +139,35 @@ def test_tableau_top_n_filter_is_two_dp_statements(proxy, adult_db: str) -> None
     assert sorted(rows) == sorted(same) and len(rows) == 16
 
 
+METABASE_CUMULATIVE = (
+    'SELECT "public"."adult"."education_num" AS "education_num", count(*) AS "count", sum(count(*)) OVER (ORDER BY '
+    '"public"."adult"."education_num" ASC ROWS UNBOUNDED PRECEDING) AS "cum_count" FROM "public"."adult" '
+    'WHERE "public"."adult"."sex" = 1 GROUP BY "public"."adult"."education_num" '
+    'ORDER BY "public"."adult"."education_num" ASC')
+
+
+def test_metabase_cumulative_count_is_a_running_sum_of_the_released_counts(proxy) -> None:
+    """Metabase's cumulative count (a window over the grouped rows, v50+) was refused with 0A000. It is
+    post-processing of the released counts: after the plain breakout, the same statement with the window
+    reads the same queries (free, repeated) and its column is the running sum of the counts it shows, typed
+    numeric as PostgreSQL types sum(bigint) (deterministic: false-failure rate 0)."""
+    plain = METABASE_CUMULATIVE.replace(
+        ', sum(count(*)) OVER (ORDER BY "public"."adult"."education_num" ASC ROWS UNBOUNDED PRECEDING) AS '
+        '"cum_count"', "")
+    with noticed(proxy.dsn()) as (conn, notices):
+        counts = conn.execute(plain).fetchall()
+        notices.clear()
+        cur = conn.execute(METABASE_CUMULATIVE)
+        rows = cur.fetchall()
+        assert [d.type_code for d in cur.description or []] == [23, 20, 1700]
+    assert "outcome=repeat" in notices[0], notices
+    assert [r[:2] for r in rows] == counts and len(rows) == 16
+    running = 0
+    for _, n, cum in rows:
+        running += n
+        assert cum == running
+
+
 def test_refused_series_limit_charges_nothing(proxy_factory: Any) -> None:
     """A series-limited chart whose outer part is refused (STDDEV is not answered): both parts are planned
     before the top-N part is charged, so the refusal leaves the ledger without a spend (it once released and

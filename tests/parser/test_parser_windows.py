@@ -1,0 +1,69 @@
+"""Window functions over an aggregate statement's groups (Metabase's cumulative count and sum, running
+totals, ranks, shares of a partition) against PostgreSQL: on exact (noise-free) values the plan's rows equal
+PostgreSQL's for the same SQL (every group here holds rows, so both list the same groups); windows over
+rows, inside other expressions, or with frames other than UNBOUNDED PRECEDING to the current row or the
+end are refused with 0A000 (deterministic: false-failure rate 0)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from test_parser_differential import exact_values
+
+from parser import Refusal, plan_query
+from tests.fixtures.exact_rows import Histograms, norm, rows_match
+from tests.fixtures.parser_catalog import ADULT, MIXED
+
+ANSWERED = [
+    # Metabase (v50+) cumulative count / sum: the window over the grouped rows, ordered by the breakout.
+    'SELECT "public"."adult"."race" AS "race", count(*) AS "count", sum(count(*)) OVER (ORDER BY '
+    '"public"."adult"."race" ASC ROWS UNBOUNDED PRECEDING) AS "cum" FROM "public"."adult" GROUP BY '
+    '"public"."adult"."race" ORDER BY "public"."adult"."race" ASC',
+    "SELECT race, sum(sum(hours_per_week)) OVER (ORDER BY race ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) "
+    "FROM adult WHERE age >= 40 GROUP BY race ORDER BY race",
+    # per-partition totals and running totals (RANGE: peers together), shares of a partition
+    "SELECT sex, race, count(*), sum(count(*)) OVER (PARTITION BY sex ORDER BY race), "
+    "sum(count(*)) OVER (PARTITION BY sex) FROM adult GROUP BY sex, race ORDER BY 1, 2",
+    "SELECT sex, income_gt_50k, count(*) AS n, count(*) OVER (PARTITION BY income_gt_50k) "
+    "FROM adult GROUP BY 1, 2 ORDER BY 1, 2",
+    # ranks of released values and of keys
+    "SELECT race, sum(hours_per_week), rank() OVER (ORDER BY sum(hours_per_week) DESC), "
+    "row_number() OVER (ORDER BY race DESC), dense_rank() OVER (ORDER BY count(*) > 5000) FROM adult "
+    "GROUP BY race ORDER BY race",
+    # whole-partition aggregates, HAVING first (the window sees the groups HAVING keeps)
+    "SELECT race, avg(count(*)) OVER (), max(sum(age)) OVER (), min(count(*)) OVER (ORDER BY race RANGE "
+    "BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING), count(*) OVER () FROM adult GROUP BY race ORDER BY 1",
+    "SELECT race, count(*), sum(count(*)) OVER (ORDER BY race) FROM adult GROUP BY race HAVING count(*) > 1000 "
+    "ORDER BY race",
+    "SELECT race, count(*), sum(count(*)) OVER (ORDER BY count(*) DESC) AS running FROM adult WHERE race IN (1, 2, 4) "
+    "GROUP BY race ORDER BY running",
+]
+
+
+@pytest.mark.parametrize("sql", ANSWERED, ids=lambda s: s[:70])
+def test_windows_over_groups_match_postgresql(sql: str, adult_conn: psycopg.Connection,
+                                              adult_hist: Histograms) -> None:
+    plan = plan_query(sql, MIXED)
+    ours = [tuple(norm(v) for v in r) for r in plan.rows(exact_values(plan, ADULT, adult_hist))]
+    theirs = adult_conn.execute(sql).fetchall()  # type: ignore[call-overload]
+    problem = rows_match(ours, theirs, 0, ordered=True)
+    assert problem is None, f"{sql}\n{problem}"
+    described = [c.type_oid for c in plan.columns]
+    cur = adult_conn.execute(sql)  # type: ignore[call-overload]
+    assert described == [d.type_code for d in cur.description or []], sql
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT sum(age) OVER () FROM adult",                                   # a window over rows
+    "SELECT race, sum(count(*)) OVER () + 1 FROM adult GROUP BY race",      # inside an expression
+    "SELECT race, lag(count(*)) OVER (ORDER BY race) FROM adult GROUP BY race",
+    "SELECT race, sum(count(*)) OVER (ORDER BY race ROWS 2 PRECEDING) FROM adult GROUP BY race",
+    "SELECT race, sum(count(*)) OVER w FROM adult GROUP BY race WINDOW w AS (ORDER BY race)",
+    "SELECT DISTINCT race, row_number() OVER () FROM adult",
+    "SELECT race, count(*) FROM adult GROUP BY race ORDER BY sum(count(*)) OVER ()",
+])
+def test_other_windows_are_refused(sql: str) -> None:
+    with pytest.raises(Refusal) as err:
+        plan_query(sql, MIXED)
+    assert err.value.sqlstate == "0A000", err.value.message
+    assert "window" in err.value.message.lower()
