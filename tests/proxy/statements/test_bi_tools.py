@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.fixtures.notices import noticed
+from tests.fixtures.notices import notice_columns, noticed
 
 
 def _budget(conn: psycopg.Connection) -> dict[str, str]:
@@ -161,6 +161,8 @@ def test_metabase_cumulative_count_is_a_running_sum_of_the_released_counts(proxy
         rows = cur.fetchall()
         assert [d.type_code for d in cur.description or []] == [23, 20, 1700]
     assert "outcome=repeat" in notices[0], notices
+    stated = notice_columns(notices[0])
+    assert set(stated["cum_count"]) == {None} and None not in stated["count"]  # a window states no error
     assert [r[:2] for r in rows] == counts and len(rows) == 16
     running = 0
     for _, n, cum in rows:
