@@ -187,6 +187,7 @@ class QueryPlan:
         readers = (pp.Agg, pp.Scaled, pp.Lin, pp.Ratio, pp.Avg, Quantile)
         out: list[tuple[str, list[float | None]]] = []
         for e in self.template.outputs:
+            col: list[float | None]
             if not any(isinstance(x, readers) for x in e.walk()):
                 continue  # a group key or a constant: no error
             if any(isinstance(x, Window) for x in e.walk()):
