@@ -122,7 +122,7 @@ def _aggregates(sel: exp.Select) -> bool:
 
 
 def _windows_only(sel: exp.Select, inner: exp.Select) -> bool:
-    """Whether ``sel``, over an aggregate subquery, only adds window functions as whole outputs over its
+    """Whether ``sel``, over an aggregate subquery, only adds window functions in its target list over its
     columns (Metabase's cumulative sum over a nested question: ``SUM("source"."count") OVER (ORDER BY
     "source"."ts" ROWS UNBOUNDED PRECEDING)``): merged, they are windows over the aggregate's groups."""
     parts = [*sel.expressions, sel.args.get("where"), sel.args.get("order")]  # not the FROM subquery
@@ -134,8 +134,7 @@ def _windows_only(sel: exp.Select, inner: exp.Select) -> bool:
     if any(id(a) not in own for p in parts if p is not None for a in p.find_all(exp.AggFunc)) or any(
             len(list(w.find_all(exp.Window))) > 1 for w in wins):
         return False
-    return all(strip_paren(i.this if isinstance(i, exp.Alias) else i) in wins for i in sel.expressions
-               if i.find(exp.Window) is not None)
+    return not any(p is not None and p.find(exp.Window) is not None for p in parts[-2:])  # target list only
 
 
 def _is_projection(sel: exp.Select) -> bool:

@@ -29,10 +29,7 @@ def lower_outputs(ctx: Context) -> list[S.Expr]:
         if is_param(node):  # SELECT $1 AS label: an untyped parameter standing alone is text, as in PostgreSQL
             ctx.param_types.setdefault(param_index(node), TEXT)
         bare = strip_paren(node)
-        if isinstance(bare, exp.Window):  # a whole output (parser/analysis/select.py checked it)
-            e = lower_window(bare, figure_name(bare.this), lambda n: lower_expr(n, ctx, "SELECT"))
-        else:
-            e = lower_expr(node, ctx, "SELECT")
+        e = lower_expr(node, ctx, "SELECT")
         e.name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(bare.this) \
             if isinstance(bare, exp.Window) else figure_name(node)
         if e.oid == UNKNOWN:
@@ -61,8 +58,8 @@ def lower_expr(node: exp.Expr, ctx: Context, where: str) -> S.Expr:
 
 
 def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
-    if isinstance(node, exp.Window):
-        raise unsupported("window function", node)
+    if isinstance(node, exp.Window):  # in the target list (parser/analysis/select.py checked where it stands)
+        return lower_window(node, figure_name(node.this), lambda n: lower_expr(n, ctx, "SELECT"))
     if isinstance(node, exp.Filter):
         agg = node.this
         cond = node.expression.this if isinstance(node.expression, exp.Where) else node.expression

@@ -120,16 +120,19 @@ def check_select(ctx: Context) -> str:
 
 
 def _output_window(win: exp.Window, sel: exp.Select) -> bool:
-    """Whether ``win`` is a whole target-list item of a grouped statement (then answered over its groups,
-    parser/analysis/windows.py): a window over rows, or inside another expression, is not."""
+    """Whether ``win`` is in a target-list item of a grouped statement (then answered over its groups,
+    parser/analysis/windows.py; Looker's percent of total ``COUNT(*) / NULLIF(SUM(COUNT(*)) OVER (), 0)``):
+    a window over rows, in another clause, inside an aggregate or another window, is not."""
     if sel.args.get("group") is None and not any(
             a.find_ancestor(exp.Window) is None or a.find_ancestor(exp.Window).this is not a
             for part in sel.expressions for a in part.find_all(exp.AggFunc)):
         return False  # no aggregate but the windows' own functions: a window over the table's rows
     node: exp.Expr = win
-    while isinstance(node.parent, exp.Paren | exp.Alias):
+    while node.parent is not None and node.parent is not sel:
         node = node.parent
-    return node.parent is sel and node.arg_key == "expressions" and win.find(exp.Window) is win and not any(
+        if isinstance(node, exp.AggFunc | exp.Window | exp.Select):
+            return False
+    return node.parent is sel and node.arg_key == "expressions" and not any(
         w is not win for w in win.find_all(exp.Window))
 
 

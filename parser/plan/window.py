@@ -38,6 +38,9 @@ class Window(Expr):
         self.args = ((arg,) if arg is not None else ()) + self.partition + tuple(e for e, _, _ in self.order)
 
     def ev(self, env: Env) -> Vector:
+        if env.root is not None and env.at is not None:  # a CASE branch's rows: computed over all, then picked
+            full = self.ev(env.root)
+            return [full[i] for i in env.at]
         vals = self.arg.ev(env) if self.arg is not None else [1] * env.n
         parts = [p.ev(env) for p in self.partition]
         cols = [e.ev(env) for e, _, _ in self.order]
