@@ -10,15 +10,15 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from .. import scalar as S
-from ..plan.window import AGGREGATES, Window, result_type
+from ..plan.window import AGGREGATES, OFFSETS, Window, result_type
 from .nodes import strip_paren, unsupported
 
 _FUNCS: dict[type[exp.Expr], str] = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min",
                                      exp.Max: "max", exp.RowNumber: "row_number", exp.Rank: "rank",
-                                     exp.DenseRank: "dense_rank"}
-HINT = ("Window functions are answered as whole outputs of an aggregate statement, over its groups: SUM, COUNT, "
-        "AVG, MIN, MAX, ROW_NUMBER, RANK, DENSE_RANK with PARTITION BY / ORDER BY and a frame from UNBOUNDED "
-        "PRECEDING to the current row or the partition's end.")
+                                     exp.DenseRank: "dense_rank", exp.Lag: "lag", exp.Lead: "lead"}
+HINT = ("Window functions are answered in the target list of an aggregate statement, over its groups: SUM, "
+        "COUNT, AVG, MIN, MAX, ROW_NUMBER, RANK, DENSE_RANK, LAG, LEAD with PARTITION BY / ORDER BY and a frame "
+        "from UNBOUNDED PRECEDING to the current row or the partition's end.")
 
 
 def lower_window(node: exp.Window, name: str, compile_output: Callable[[exp.Expr], S.Expr]) -> S.Expr:
@@ -34,12 +34,21 @@ def lower_window(node: exp.Window, name: str, compile_output: Callable[[exp.Expr
             raise unsupported(f"{func.upper()}(DISTINCT ...) OVER", node, hint=HINT)
         if not (func == "count" and (inner is None or isinstance(inner, exp.Star))):
             arg = compile_output(inner)
+    offset, default = 1, None
+    if func in OFFSETS:  # Metabase's Offset(): LAG(x [, n [, default]]) over the ordered groups
+        arg = compile_output(fn.this)
+        n = strip_paren(fn.args["offset"]) if fn.args.get("offset") is not None else None
+        if n is not None and not (isinstance(n, exp.Literal) and not n.is_string and str(n.this).isdigit()):
+            raise unsupported(f"window function {func.upper()} with an offset other than a constant", n, hint=HINT)
+        offset = int(str(n.this)) if n is not None else 1
+        if fn.args.get("default") is not None:
+            default = compile_output(fn.args["default"])
     partition = [compile_output(p) for p in node.args.get("partition_by") or []]
     order_node = node.args.get("order")
     order = [(compile_output(strip_paren(o.this)), bool(o.args.get("desc")), bool(o.args.get("nulls_first")))
              for o in (order_node.expressions if order_node is not None else [])]
     oid = result_type(func, None if arg is None else arg.oid)
-    return Window(func, arg, partition, order, _frame(node, bool(order)), oid, name)
+    return Window(func, arg, partition, order, _frame(node, bool(order)), oid, name, offset, default)
 
 
 def _frame(node: exp.Window, ordered: bool) -> str:

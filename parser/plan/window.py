@@ -20,6 +20,7 @@ from ..scalar import Env, Expr, Vector
 from .postprocess import _sort_key
 
 RANKS = ("row_number", "rank", "dense_rank")
+OFFSETS = ("lag", "lead")
 AGGREGATES = ("sum", "count", "avg", "min", "max")
 FRAMES = ("rows", "peers", "all")
 """Frame ends: ``rows`` up to the current row (ROWS ... CURRENT ROW), ``peers`` up to its last peer (RANGE
@@ -31,11 +32,13 @@ class Window(Expr):
     """``func(arg) OVER (PARTITION BY ... ORDER BY ... frame)`` over the groups (one value per group)."""
 
     def __init__(self, func: str, arg: Expr | None, partition: Sequence[Expr],
-                 order: Sequence[tuple[Expr, bool, bool]], frame: str, oid: int, name: str) -> None:
-        assert func in RANKS + AGGREGATES and frame in FRAMES
+                 order: Sequence[tuple[Expr, bool, bool]], frame: str, oid: int, name: str,
+                 offset: int = 1, default: Expr | None = None) -> None:
+        assert func in RANKS + AGGREGATES + OFFSETS and frame in FRAMES
         self.func, self.arg, self.partition, self.order, self.frame = func, arg, tuple(partition), tuple(order), frame
-        self.oid, self.name = oid, name
-        self.args = ((arg,) if arg is not None else ()) + self.partition + tuple(e for e, _, _ in self.order)
+        self.oid, self.name, self.offset, self.default = oid, name, offset, default
+        self.args = ((arg,) if arg is not None else ()) + self.partition + tuple(e for e, _, _ in self.order) + (
+            (default,) if default is not None else ())
 
     def ev(self, env: Env) -> Vector:
         if env.root is not None and env.at is not None:  # a CASE branch's rows: computed over all, then picked
@@ -48,10 +51,17 @@ class Window(Expr):
         for i in range(env.n):
             partitions.setdefault(tuple(repr(p[i]) for p in parts), []).append(i)
         out: Vector = [None] * env.n
+        fallback = self.default.ev(env) if self.default is not None else [None] * env.n
         for rows in partitions.values():
             for (_, desc, nulls_first), col in reversed(list(zip(self.order, cols, strict=True))):
                 null_rank = (2 if nulls_first else 0) if desc else (0 if nulls_first else 2)
                 rows.sort(key=_sort_key(col, null_rank), reverse=desc)  # stable: last key first
+            if self.func in OFFSETS:  # LAG / LEAD: the value ``offset`` rows before / after in the partition
+                step = -self.offset if self.func == "lag" else self.offset
+                for r, i in enumerate(rows):
+                    j = r + step
+                    out[i] = vals[rows[j]] if 0 <= j < len(rows) else fallback[i]
+                continue
             self._fill(rows, vals, cols, out)
         return out
 
@@ -113,7 +123,7 @@ def result_type(func: str, arg_oid: int | None) -> int:
     if func in RANKS or func == "count":
         return INT8
     assert arg_oid is not None
-    if func in ("min", "max"):
+    if func in ("min", "max") or func in OFFSETS:
         return arg_oid
     if arg_oid == FLOAT8:
         return FLOAT8

@@ -44,6 +44,9 @@ ANSWERED = [
     'ORDER BY "public"."adult"."race" ASC) AS "source" ORDER BY "source"."race" ASC',
     "SELECT s.r, s.n, rank() OVER (ORDER BY s.n DESC) AS k FROM (SELECT race AS r, count(*) AS n FROM adult "
     "WHERE sex = 0 GROUP BY race) s WHERE s.n > 100 ORDER BY k",
+    # Metabase's Offset() (previous period): LAG / LEAD over the ordered groups, defaults included
+    "SELECT sex, race, count(*), lag(count(*)) OVER (PARTITION BY sex ORDER BY race), lead(sum(age), 2, 0) "
+    "OVER (PARTITION BY sex ORDER BY race DESC) FROM adult GROUP BY sex, race ORDER BY 1, 2",
 ]
 
 
@@ -79,7 +82,8 @@ def test_windows_over_groups_match_postgresql(sql: str, adult_conn: psycopg.Conn
 @pytest.mark.parametrize("sql", [
     "SELECT sum(age) OVER () FROM adult",                                   # a window over rows
     "SELECT race, count(*) FROM adult GROUP BY race HAVING sum(count(*)) OVER () > 0",  # in HAVING
-    "SELECT race, lag(count(*)) OVER (ORDER BY race) FROM adult GROUP BY race",
+    "SELECT race, first_value(count(*)) OVER (ORDER BY race) FROM adult GROUP BY race",
+    "SELECT race, lag(count(*), race) OVER (ORDER BY race) FROM adult GROUP BY race",
     "SELECT race, sum(count(*)) OVER (ORDER BY race ROWS 2 PRECEDING) FROM adult GROUP BY race",
     "SELECT race, sum(count(*)) OVER w FROM adult GROUP BY race WINDOW w AS (ORDER BY race)",
     "SELECT DISTINCT race, row_number() OVER () FROM adult",
