@@ -9,8 +9,11 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from pgcore import pgtypes as T
+
 from .. import scalar as S
 from ..plan.window import AGGREGATES, OFFSETS, Window, result_type
+from ..semantics.values import cast_value, common_type
 from .nodes import strip_paren, unsupported
 
 _FUNCS: dict[type[exp.Expr], str] = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min",
@@ -42,13 +45,27 @@ def lower_window(node: exp.Window, name: str, compile_output: Callable[[exp.Expr
             raise unsupported(f"window function {func.upper()} with an offset other than a constant", n, hint=HINT)
         offset = int(str(n.this)) if n is not None else 1
         if fn.args.get("default") is not None:
-            default = compile_output(fn.args["default"])
+            default = _default(compile_output(fn.args["default"]), arg, fn.args["default"])
     partition = [compile_output(p) for p in node.args.get("partition_by") or []]
     order_node = node.args.get("order")
     order = [(compile_output(strip_paren(o.this)), bool(o.args.get("desc")), bool(o.args.get("nulls_first")))
              for o in (order_node.expressions if order_node is not None else [])]
-    oid = result_type(func, None if arg is None else arg.oid)
+    oid = default.oid if default is not None else result_type(func, None if arg is None else arg.oid)
     return Window(func, arg, partition, order, _frame(node, bool(order)), oid, name, offset, default)
+
+
+def _default(d: S.Expr, arg: S.Expr, node: exp.Expr) -> S.Expr:
+    """LAG / LEAD's default, a constant of the type it shares with the value (PostgreSQL's anycompatible: a
+    quoted literal takes the value's type, 22P02 when it does not read as one; numbers widen)."""
+    if not isinstance(d, S.Const):
+        raise unsupported("window function LAG/LEAD with a default other than a constant", node, hint=HINT)
+    if isinstance(d.value, str) or d.oid == T.UNKNOWN:
+        oid = arg.oid
+    else:
+        oid = common_type([arg.oid, d.oid], "LAG")
+    value = None if d.value is None else cast_value(d.value, d.oid if d.oid != T.UNKNOWN else T.TEXT, oid,
+                                                     T.type_name(oid))
+    return S.Const(value, oid)
 
 
 def _frame(node: exp.Window, ordered: bool) -> str:

@@ -60,7 +60,7 @@ class Window(Expr):
                 step = -self.offset if self.func == "lag" else self.offset
                 for r, i in enumerate(rows):
                     j = r + step
-                    out[i] = vals[rows[j]] if 0 <= j < len(rows) else fallback[i]
+                    out[i] = self._widened(vals[rows[j]]) if 0 <= j < len(rows) else fallback[i]
                 continue
             self._fill(rows, vals, cols, out)
         return out
@@ -100,6 +100,14 @@ class Window(Expr):
             prefix.append(self._typed(total, count))
         for r, i in enumerate(rows):
             out[i] = prefix[ends[r] - 1]
+
+    def _widened(self, v: Any) -> Any:
+        """A LAG / LEAD value in the type it shares with its default (an int8 count next to 0.5 is numeric)."""
+        if v is None or isinstance(v, bool):
+            return v
+        if self.oid == NUMERIC and isinstance(v, int | float):
+            return _decimal(v)
+        return float(v) if self.oid == FLOAT8 and isinstance(v, int | Decimal) else v
 
     def _typed(self, total: Any, count: int) -> Any:
         f = self.func

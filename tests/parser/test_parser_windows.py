@@ -47,6 +47,8 @@ ANSWERED = [
     # Metabase's Offset() (previous period): LAG / LEAD over the ordered groups, defaults included
     "SELECT sex, race, count(*), lag(count(*)) OVER (PARTITION BY sex ORDER BY race), lead(sum(age), 2, 0) "
     "OVER (PARTITION BY sex ORDER BY race DESC) FROM adult GROUP BY sex, race ORDER BY 1, 2",
+    "SELECT race, lag(count(*), 1, '7') OVER (ORDER BY race), lead(count(*), 3, NULL) OVER (ORDER BY race) "
+    "FROM adult GROUP BY race ORDER BY race",
 ]
 
 
@@ -97,3 +99,19 @@ def test_other_windows_are_refused(sql: str) -> None:
         plan_query(sql, MIXED)
     assert err.value.sqlstate == "0A000", err.value.message
     assert "window" in err.value.message.lower() or "subquery" in err.value.message
+
+
+@pytest.mark.parametrize(("sql", "state"), [
+    ("SELECT race, lag(count(*), 1, 'x') OVER (ORDER BY race) FROM adult GROUP BY race", "22P02"),
+    ("SELECT race, lag(count(*), 1, count(*)) OVER (ORDER BY race) FROM adult GROUP BY race", "0A000"),
+])
+def test_a_lag_default_that_is_not_a_value_of_its_type_is_refused(sql: str, state: str,
+                                                                   adult_conn: psycopg.Connection) -> None:
+    """As upstream for a literal that does not read as the value's type; a non-constant default is not
+    computed (PostgreSQL answers it; the proxy refuses with a hint rather than guess)."""
+    with pytest.raises(Refusal) as err:
+        plan_query(sql, MIXED)
+    assert err.value.sqlstate == state, err.value.message
+    if state == "22P02":
+        with pytest.raises(psycopg.errors.InvalidTextRepresentation):
+            adult_conn.execute(sql)  # type: ignore[call-overload]
