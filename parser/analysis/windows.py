@@ -9,11 +9,14 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
+from pgcore import errors as E
 from pgcore import pgtypes as T
+from pgcore.errors import Refusal
 
 from .. import scalar as S
 from ..plan.window import AGGREGATES, OFFSETS, Window, result_type
-from ..semantics.values import cast_value, common_type
+from ..semantics.values import NUMBER_OIDS, cast_value, common_type
+from ..syntax.parse import position_of
 from .nodes import strip_paren, unsupported
 
 _FUNCS: dict[type[exp.Expr], str] = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min",
@@ -37,6 +40,9 @@ def lower_window(node: exp.Window, name: str, compile_output: Callable[[exp.Expr
             raise unsupported(f"{func.upper()}(DISTINCT ...) OVER", node, hint=HINT)
         if not (func == "count" and (inner is None or isinstance(inner, exp.Star))):
             arg = compile_output(inner)
+            if func in ("sum", "avg") and arg.oid not in NUMBER_OIDS | {T.UNKNOWN}:
+                raise Refusal(E.UNDEFINED_FUNCTION, f"function {func}({T.type_name(arg.oid)}) does not exist",
+                              position=position_of(fn), hint="SUM and AVG OVER (...) take a number.")
     offset, default = 1, None
     if func in OFFSETS:  # Metabase's Offset(): LAG(x [, n [, default]]) over the ordered groups
         arg = compile_output(fn.this)
