@@ -17,6 +17,7 @@ from typing import Any
 from pgcore.pgtypes import FLOAT8, INT8, NUMERIC
 
 from ..scalar import Env, Expr, Vector
+from ..semantics import collation
 from .postprocess import _sort_key
 
 RANKS = ("row_number", "rank", "dense_rank")
@@ -87,6 +88,9 @@ class Window(Expr):
         prefix: list[Any] = []
         total: Any = None
         count = 0
+        texts = {v for v in vals if isinstance(v, str)}
+        # MIN / MAX of text in the upstream database's collation, as ORDER BY sorts it
+        rank = collation.current().sort_key(texts) if texts and not collation.current().code_point else None
         for i in rows:  # running aggregate over the sorted partition
             v = vals[i]
             if v is not None:
@@ -94,7 +98,8 @@ class Window(Expr):
                 if total is None:
                     total = v
                 elif self.func in ("min", "max"):
-                    total = min(total, v) if self.func == "min" else max(total, v)
+                    lower = rank(v) < rank(total) if rank is not None else v < total
+                    total = v if lower == (self.func == "min") and v != total else total
                 else:
                     total = total + v
             prefix.append(self._typed(total, count))

@@ -12,7 +12,7 @@ from test_parser_differential import exact_values
 
 from parser import Refusal, plan_query
 from tests.fixtures.exact_rows import Histograms, norm, rows_match
-from tests.fixtures.parser_catalog import ADULT, MIXED
+from tests.fixtures.parser_catalog import ADULT, MIXED, PEOPLE
 
 ANSWERED = [
     # Metabase (v50+) cumulative count / sum: the window over the grouped rows, ordered by the breakout.
@@ -79,6 +79,20 @@ def test_windows_over_groups_match_postgresql(sql: str, adult_conn: psycopg.Conn
     described = [c.type_oid for c in plan.columns]
     cur = adult_conn.execute(sql)  # type: ignore[call-overload]
     assert described == [d.type_code for d in cur.description or []], sql
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT dept, city, min(city) OVER (PARTITION BY dept ORDER BY city NULLS FIRST ROWS UNBOUNDED PRECEDING), "
+    "max(dept) OVER (ORDER BY count(*)), sum(sum(score)) OVER (PARTITION BY dept) FROM hr.people GROUP BY 1, 2 "
+    "ORDER BY 1, 2 NULLS FIRST",
+])
+def test_windows_over_text_keys_match_postgresql(sql: str, people_conn: psycopg.Connection,
+                                                 people_hist: Histograms) -> None:
+    """MIN / MAX of text over the groups in the database's collation; NULL keys placed as PostgreSQL does."""
+    plan = plan_query(sql, MIXED)
+    ours = [tuple(norm(v) for v in r) for r in plan.rows(exact_values(plan, PEOPLE, people_hist))]
+    problem = rows_match(ours, people_conn.execute(sql).fetchall(), 0, ordered=True)  # type: ignore[call-overload]
+    assert problem is None, f"{sql}\n{problem}"
 
 
 @pytest.mark.parametrize("sql", [
