@@ -90,7 +90,7 @@ class Window(Expr):
         count = 0
         texts = {v for v in vals if isinstance(v, str)}
         # MIN / MAX of text in the upstream database's collation, as ORDER BY sorts it
-        rank = collation.current().sort_key(texts) if texts and not collation.current().code_point else None
+        text_rank = collation.current().sort_key(texts) if texts and not collation.current().code_point else None
         for i in rows:  # running aggregate over the sorted partition
             v = vals[i]
             if v is not None:
@@ -98,7 +98,7 @@ class Window(Expr):
                 if total is None:
                     total = v
                 elif self.func in ("min", "max"):
-                    lower = rank(v) < rank(total) if rank is not None else v < total
+                    lower = text_rank(v) < text_rank(total) if text_rank is not None else v < total
                     total = v if lower == (self.func == "min") and v != total else total
                 else:
                     total = total + v
