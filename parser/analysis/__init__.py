@@ -40,7 +40,7 @@ from .nodes import strip_paren
 from .outputs import lower_outputs
 from .probe import probe_template
 from .select import check_select
-from .shape import check_shape
+from .shape import check_shape, inline_constant_subqueries
 from .template import Template
 from .where import lower_where
 
@@ -94,6 +94,7 @@ def _one_cell_keys(t: Template) -> bool:
 def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget, declared: dict[int, int] | None = None) -> Template:
     """Run the passes over one parsed statement; ``declared``: parameter types the client declared (``$n``
     -> oid, ``param_exprs.declared_types``), which type a parameter inside an expression as in PostgreSQL."""
+    tree = inline_constant_subqueries(tree)
     select = check_shape(inline_wrappers(inline_joins(tree, catalog, budget), catalog, budget))
     ctx = Context(select, resolve_names(select, catalog), budget, declared=dict(declared or {}))
     _check_private_keys(select, ctx)

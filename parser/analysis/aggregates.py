@@ -68,7 +68,10 @@ def lower_aggregate(node: exp.Expr, filt: C.Cond | None, name: str, ctx: Context
                       position=position_of(arg.find(exp.Window)))
     if kind == "sum" and arg is not None:
         return _sum_typed(_lower_value(node, kind, _strip_casts(arg, ctx), filt, name, ctx), arg, ctx)
-    return _lower_value(node, kind, _strip_casts(arg, ctx), filt, name, ctx)
+    e = _lower_value(node, kind, _strip_casts(arg, ctx), filt, name, ctx)
+    if kind == "avg" and isinstance(e, pp.Avg) and arg is not None and _value_type(arg, ctx) == T.FLOAT8:
+        e.oid = T.FLOAT8  # avg(double precision) is double precision (Power BI's avg(cast(x as float8)))
+    return e
 
 
 def _lower_value(node: exp.Expr, kind: str, arg: exp.Expr | None, filt: C.Cond | None, name: str,
@@ -238,6 +241,11 @@ def _count_distinct(arg: exp.Distinct, filt: C.Cond | None, name: str, ctx: Cont
         raise unsupported("COUNT(DISTINCT ...) of several expressions", arg,
                           hint="COUNT(DISTINCT col) takes one column.")
     raw = strip_paren(cols[0])
+    if isinstance(raw, exp.Case):
+        target, filt = _distinct_case(raw, filt, ctx)
+        if target is None:
+            return S.Const(0, T.INT8)  # every branch NULL: COUNT(DISTINCT NULL) counts nothing
+        cols, raw = [target], target
     while isinstance(raw, exp.Cast):  # the unit's distinct values are those of its text or any cast of it
         raw = strip_paren(raw.this)
     if isinstance(raw, exp.Column) and ctx.scope.is_unit(raw):
@@ -248,6 +256,36 @@ def _count_distinct(arg: exp.Distinct, filt: C.Cond | None, name: str, ctx: Cont
                           hint="COUNT(DISTINCT col) takes the privacy unit or one declared column.")
     attr = ctx.column(col)  # a declared column, of any type (its values as parser.pushdown.cellsql.counted_expr reads them)
     return pp.Agg(ctx.slot(AggSpec("distinct", attr.name, filt)), True, name)
+
+
+def _distinct_case(case: exp.Case, filt: C.Cond | None, ctx: Context) -> tuple[exp.Expr | None, C.Cond | None]:
+    """``COUNT(DISTINCT CASE WHEN p THEN x [ELSE NULL] END)`` (Looker's filtered count_distinct measures,
+    Tableau's ``COUNTD(IF p THEN [x] END)``) is ``COUNT(DISTINCT x) FILTER (WHERE <a branch giving x is
+    taken>)``: NULL branches add no value. Every other branch must give the same ``x``."""
+    if case.this is not None:
+        raise unsupported(f"COUNT(DISTINCT CASE {sql_of(case.this)} ...)", case,
+                          hint="Write COUNT(DISTINCT col) FILTER (WHERE condition).")
+    target: exp.Expr | None = None
+    prior: list[C.Cond] = []
+    taken: list[C.Cond] = []
+    arms = [(b.this, b.args.get("true")) for b in case.args.get("ifs") or []] + [(None, case.args.get("default"))]
+    for test, value in arms:
+        cond = lower_where(test, ctx) if test is not None else None
+        when = (C.IsTrue(cond),) if cond is not None else ()
+        branch = C.And((*when, *(C.Not(C.IsTrue(c)) for c in prior)))
+        if cond is not None:
+            prior.append(cond)
+        value = strip_paren(value) if value is not None else None
+        if value is None or isinstance(value, exp.Null):
+            continue
+        if target is not None and sql_of(value) != sql_of(target):
+            raise unsupported("COUNT(DISTINCT CASE ...) with different values", value,
+                              hint="Its non-NULL branches must all give one column: COUNT(DISTINCT CASE WHEN "
+                              "condition THEN col END), or COUNT(DISTINCT col) FILTER (WHERE condition).")
+        target = value
+        taken.append(branch)
+    keep: C.Cond = taken[0] if len(taken) == 1 else C.Or(tuple(taken))
+    return target, keep if filt is None else C.And((filt, keep))
 
 
 def _case_aggregate(kind: str, case: exp.Case, filt: C.Cond | None, name: str, ctx: Context) -> S.Expr:

@@ -129,9 +129,7 @@ def cuts_cells(what: str, node: exp.Expr, attr: Attribute) -> Refusal:
     d = attr.domain
     return Refusal(E.FEATURE_NOT_SUPPORTED, f"{what} {sql_of(node)!r} cuts the cells of column {attr.name} "
                    f"(cells of {d.coarseness()})", position=position_of(node),
-                   hint=f"{attr.name} is declared with cells of {d.coarseness()}: use it through whole cells "
-                   f"(date_trunc, extract or to_char of a unit of at least {d.coarseness()}, ::date, "
-                   "comparisons with cell boundaries)." + (_ZONE_HINT if _zoned(node) else ""))
+                   hint=d.whole_cells_hint(attr.name) + (_ZONE_HINT if _zoned(node) else ""))
 
 
 _ZONE_HINT = (" AT TIME ZONE shifts the cells by the zone's offset: the result must still fall on whole cells "

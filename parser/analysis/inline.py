@@ -121,6 +121,22 @@ def _aggregates(sel: exp.Select) -> bool:
     return any(p is not None and (isinstance(p, exp.Group) or p.find(exp.AggFunc) is not None) for p in parts)
 
 
+def _windows_only(sel: exp.Select, inner: exp.Select) -> bool:
+    """Whether ``sel``, over an aggregate subquery, only adds window functions in its target list over its
+    columns (Metabase's cumulative sum over a nested question: ``SUM("source"."count") OVER (ORDER BY
+    "source"."ts" ROWS UNBOUNDED PRECEDING)``): merged, they are windows over the aggregate's groups."""
+    parts = [*sel.expressions, sel.args.get("where"), sel.args.get("order")]  # not the FROM subquery
+    wins = [w for p in parts if p is not None for w in p.find_all(exp.Window)]
+    own = {id(w.this) for w in wins}
+    if not wins or any(sel.args.get(k) for k in ("group", "having", "distinct")) or any(
+            inner.args.get(k) is not None for k in ("limit", "offset")):
+        return False
+    if any(id(a) not in own for p in parts if p is not None for a in p.find_all(exp.AggFunc)) or any(
+            len(list(w.find_all(exp.Window))) > 1 for w in wins):
+        return False
+    return not any(p is not None and p.find(exp.Window) is not None for p in parts[-2:])  # target list only
+
+
 def _is_projection(sel: exp.Select) -> bool:
     if _aggregates(sel) or sel.find(exp.Window) is not None:
         return False
@@ -259,7 +275,8 @@ def _merge_aggregate(sel: exp.Select, inner: exp.Select, outputs: list[tuple[str
                      alias: str | None) -> exp.Select:
     """``SELECT s.k, s.n FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k) s WHERE s.n > 10 ORDER BY 2 LIMIT 5``
     -> ``SELECT k AS k, COUNT(*) AS n FROM t GROUP BY k HAVING COUNT(*) > 10 ORDER BY 2 LIMIT 5``."""
-    if _aggregates(sel) or sel.args.get("distinct") or sel.find(exp.Window) is not None:
+    if (_aggregates(sel) or sel.args.get("distinct") or sel.find(exp.Window) is not None) and not _windows_only(
+            sel, inner):
         node = sel.find(exp.AggFunc) or sel.args.get("group") or sel.args.get("distinct") or sel
         raise unsupported("an aggregate over the rows of an aggregate subquery", node,
                           hint="It needs the subquery's rows (which groups exist). Query the aggregate directly. "

@@ -14,10 +14,11 @@ from .. import scalar as S
 from ..syntax.parse import position_of
 from .aggregates import lower_aggregate
 from .context import Context
-from .nodes import figure_name, ident, is_param, param_index, sql_of, unsupported
+from .nodes import figure_name, ident, is_param, param_index, sql_of, strip_paren, unsupported
 from .param_exprs import resolve_params
 from .scalars import NotScalar, compile_scalar
 from .where import lower_where
+from .windows import lower_window
 
 
 def lower_outputs(ctx: Context) -> list[S.Expr]:
@@ -27,8 +28,10 @@ def lower_outputs(ctx: Context) -> list[S.Expr]:
         node = item.this if isinstance(item, exp.Alias) else item
         if is_param(node):  # SELECT $1 AS label: an untyped parameter standing alone is text, as in PostgreSQL
             ctx.param_types.setdefault(param_index(node), TEXT)
+        bare = strip_paren(node)
         e = lower_expr(node, ctx, "SELECT")
-        e.name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(node)
+        e.name = ident(item.args["alias"]) if isinstance(item, exp.Alias) else figure_name(bare.this) \
+            if isinstance(bare, exp.Window) else figure_name(node)
         if e.oid == UNKNOWN:
             e.oid = TEXT  # an untyped NULL goes out as text, as PostgreSQL resolves it
         outputs.append(e)
@@ -55,8 +58,8 @@ def lower_expr(node: exp.Expr, ctx: Context, where: str) -> S.Expr:
 
 
 def _leaf(node: exp.Expr, ctx: Context) -> S.Expr | None:
-    if isinstance(node, exp.Window):
-        raise unsupported("window function", node)
+    if isinstance(node, exp.Window):  # in the target list (parser/analysis/select.py checked where it stands)
+        return lower_window(node, figure_name(node.this), lambda n: lower_expr(n, ctx, "SELECT"))
     if isinstance(node, exp.Filter):
         agg = node.this
         cond = node.expression.this if isinstance(node.expression, exp.Where) else node.expression

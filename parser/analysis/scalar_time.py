@@ -117,6 +117,10 @@ class TemporalCompiler(CompilerPart):
         other side's type first, as PostgreSQL resolves unknown literals)."""
         a, b = self.as_temporal(a, b), self.as_temporal(b, a)
         oid = temporal_arith_type(op, a.oid, b.oid)
+        if oid is None and op in "*/" and {a.oid, b.oid} & {T.INTERVAL} and {a.oid, b.oid} & NUMBER_OIDS:
+            raise Refusal(E.FEATURE_NOT_SUPPORTED, f"interval {op} {T.type_name(b.oid if a.oid == T.INTERVAL else a.oid)} "
+                          "is not supported on protected tables", position=position_of(node),
+                          hint="An interval may be multiplied by an integer (CAST(x AS bigint) * INTERVAL '1 day').")
         if oid is None:
             raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {T.type_name(a.oid)} {op} {T.type_name(b.oid)}",
                           position=position_of(node),

@@ -152,6 +152,12 @@ class ColumnType:
         """How wide a cell is, for hints (``one hour``)."""
         return "one value"
 
+    def whole_cells_hint(self, name: str) -> str:
+        """How to use column ``name`` through whole cells: the hint of a refusal that cuts its cells."""
+        return (f"{name} is declared with cells of {self.coarseness()}: use it through whole cells (date_trunc, "
+                f"extract or to_char of a unit of at least {self.coarseness()}, ::date, comparisons with cell "
+                "boundaries).")
+
     def base_values(self) -> np.ndarray:
         """The non-NULL cell values in cell order (the demo generator draws from them)."""
         return np.asarray([self._value(i) for i in range(self.base_size)], dtype=object)

@@ -92,6 +92,16 @@ class NumericType(RangeBounds, ColumnType, names=("numeric", "decimal"), pg=("nu
     def coarseness(self) -> str:
         return "one bin" if self.edges else "the whole clamp range (no bins declared)"
 
+    def whole_cells_hint(self, name: str) -> str:
+        if not self.edges:
+            return (f"{name} has no bins: it may be summed, averaged and counted; declare bins = WIDTH (or edges) "
+                    "to filter or group by it.")
+        edges = [_fmt(e) for e in dict.fromkeys(self.edges)]
+        shown = ", ".join(edges[:8]) + (", ..." if len(edges) > 8 else "")
+        at = edges[min(2, len(edges) - 1)]
+        return (f"{name}'s cells are bins [a, b) with edges {shown}: compare it with an edge ({name} >= {at}, "
+                f"{name} < {at}) or bucket it by a multiple of the bin width (floor({name} / W) * W).")
+
     def _index(self, value: Value) -> int | None:
         try:
             x = _num(value)

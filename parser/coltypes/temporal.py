@@ -102,6 +102,13 @@ class TemporalType(ColumnType):
     def coarseness(self) -> str:
         return f"one {self.resolution}"
 
+    def whole_cells_hint(self, name: str) -> str:
+        # Dashboards choose the bucket: Grafana's $__timeGroup follows the panel's interval, Superset's the
+        # chart's time grain.
+        return (super().whole_cells_hint(name) + f" In Grafana set the panel's Min interval to 1{self.resolution[0]} "
+                f"or more; in Superset choose a time grain of {'an' if self.resolution == 'hour' else 'a'} "
+                f"{self.resolution} or more.")
+
     def _index(self, value: Value) -> int | None:
         try:
             ts = self.instant(value)

@@ -15,6 +15,7 @@ domain is non-negative, and AVG divides that clamped SUM by the clamped, rounded
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -221,7 +222,7 @@ def result_rows(t: Template, group_keys: Sequence[tuple[object, ...]], aggs: np.
     keep = list(range(n))
     if t.having is not None:
         keep = [i for i, v in enumerate(t.having.ev(env)) if v is True]
-        env = env.take(keep)
+        env = replace(env.take(keep), root=None, at=None)  # the groups HAVING keeps are all a window sees
     columns = [e.ev(env) for e in t.outputs]
     rows = list(zip(*columns, strict=True)) if columns else [() for _ in keep]
     order = list(range(len(keep)))

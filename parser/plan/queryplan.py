@@ -17,6 +17,7 @@ from ..scalar import Env, Expr
 from ..semantics.collation import using
 from . import postprocess as pp
 from .quantile import Quantile
+from .window import Window
 
 if TYPE_CHECKING:
     from ..analysis.template import Template
@@ -186,9 +187,13 @@ class QueryPlan:
         readers = (pp.Agg, pp.Scaled, pp.Lin, pp.Ratio, pp.Avg, Quantile)
         out: list[tuple[str, list[float | None]]] = []
         for e in self.template.outputs:
+            col: list[float | None]
             if not any(isinstance(x, readers) for x in e.walk()):
                 continue  # a group key or a constant: no error
-            if isinstance(e, Quantile):
+            if any(isinstance(x, Window) for x in e.walk()):
+                # A window reads other groups (some cut by LIMIT): no first-order figure per row is stated.
+                col = [None] * len(groups)
+            elif isinstance(e, Quantile):
                 col = e.stderr(env.aggs, env.errs)  # type: ignore[arg-type]
             elif isinstance(e, pp.Agg | pp.Scaled):
                 col = [_stderr(e, self.slots[g], self.factors[g], errs, self.queries) for g in groups]

@@ -87,11 +87,9 @@ def series_limit(sql: str, catalog: Catalog) -> SeriesLimit | None:
     if (not isinstance(inner, exp.Select) or inner.args.get("limit") is None or inner.args.get("group") is None
             or inner.args.get("joins")):
         return None
-    for clause in (inner.args.get("group"), inner.args.get("order")):
-        for item in clause.expressions if clause is not None else []:
-            node = strip_paren(item.this if isinstance(item, exp.Ordered) else item)
-            if isinstance(node, exp.Literal) and not node.is_string:
-                return None  # positions would move when the keys are put first
+    inner = _without_positions(inner)
+    if inner is None:
+        return None
     inner_from = inner.args.get("from_")
     if inner_from is None or not isinstance(inner_from.this, exp.Table) or not _same_table(
             frm.this, inner_from.this, catalog):
@@ -129,6 +127,29 @@ def series_limit(sql: str, catalog: Catalog) -> SeriesLimit | None:
     outer = sel.copy()
     outer.set("joins", None)
     return SeriesLimit(top.sql(dialect="postgres"), len(inner_keys), outer, tuple(outer_keys))
+
+
+def _without_positions(inner: exp.Select) -> exp.Select | None:
+    """``inner`` with ``GROUP BY 1`` / ``ORDER BY 2 DESC`` (Tableau's top-N subquery) written as the outputs
+    they name, since the keys are put first; None when a position names no output."""
+    inner = inner.copy()
+    outs = inner.expressions
+    for clause in (inner.args.get("group"), inner.args.get("order")):
+        for item in clause.expressions if clause is not None else []:
+            holder = item if isinstance(item, exp.Ordered) else None
+            node = strip_paren(item.this if holder is not None else item)
+            if not (isinstance(node, exp.Literal) and not node.is_string):
+                continue
+            n = int(str(node.this)) if str(node.this).isdigit() else 0
+            if not 1 <= n <= len(outs):
+                return None
+            out = outs[n - 1]
+            if holder is not None and isinstance(out, exp.Alias):  # ORDER BY an output: by its name
+                target: exp.Expr = exp.column(exp.to_identifier(ident(out.args["alias"]), quoted=True))
+            else:
+                target = (out.this if isinstance(out, exp.Alias) else out).copy()
+            (holder.this if holder is not None else item).replace(target)
+    return inner
 
 
 def _same_table(a: exp.Table, b: exp.Table, catalog: Catalog) -> bool:

@@ -28,13 +28,16 @@ class Env:
     strict: bool = True
     errs: np.ndarray | None = None  # (n, aggregate slots): standard errors of aggs (order statistics read them)
     clamp: bool = True  # SUMs of non-negative measures clamped at 0 (off while an error is propagated)
+    root: Env | None = None  # the environment a sub-environment was taken from (a window reads all its rows)
+    at: Sequence[int] | None = None  # this sub-environment's rows in ``root``
 
     def take(self, rows: Sequence[int]) -> Env:
         """The sub-environment of the given rows (CASE evaluates each branch on the rows reaching it)."""
         return Env(len(rows), {a: [v[i] for i in rows] for a, v in self.cells.items()},
                    [[k[i] for i in rows] for k in self.keys],
                    None if self.aggs is None else self.aggs[list(rows)], self.params, self.strict,
-                   None if self.errs is None else self.errs[list(rows)], self.clamp)
+                   None if self.errs is None else self.errs[list(rows)], self.clamp,
+                   self.root or self, list(rows) if self.at is None else [self.at[i] for i in rows])
 
 
 class Expr:

@@ -105,11 +105,19 @@ def temporal_arith_type(op: str, a: int, b: int) -> int | None:
         return T.TIMESTAMP if a == T.DATE else a
     if a == T.INTERVAL and b == T.INTERVAL and op in "+-":
         return T.INTERVAL
+    if op == "*" and (a == T.INTERVAL) != (b == T.INTERVAL) and (b if a == T.INTERVAL else a) in INTEGER_OIDS:
+        return T.INTERVAL  # Tableau's week start: -(EXTRACT(DOW FROM x))::bigint * INTERVAL '1 DAY'
     return None
 
 
 def temporal_arith(op: str, x: Any, y: Any) -> Any:
     """``x op y`` for the operand types ``temporal_arith_type`` accepts."""
+    if op == "*":
+        iv, n = (x, int(y)) if isinstance(x, TM.Interval) else (y, int(x))
+        out = TM.Interval(iv.months * n, iv.days * n, iv.micros * n)
+        if max(abs(out.months), abs(out.days)) >= 2 ** 31 or abs(out.micros) >= 2 ** 63:
+            raise Refusal(TM.DATETIME_FIELD_OVERFLOW, "interval out of range")
+        return out
     if op == "+" and not isinstance(x, date | TM.Interval):
         x, y = y, x
     if isinstance(x, TM.Interval) and isinstance(y, TM.Interval):

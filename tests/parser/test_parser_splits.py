@@ -232,6 +232,20 @@ def test_what_stays_refused(sql: str, state: str, words: str) -> None:
     assert err.value.sqlstate == state and words in err.value.message, (err.value.sqlstate, err.value.message)
 
 
+@pytest.mark.parametrize(("sql", "hint"), [
+    ("SELECT CASE WHEN amount > 105 THEN 'hi' ELSE 'lo' END AS k, count(*) FROM pay GROUP BY 1",
+     "amount's cells are bins [a, b) with edges 0, 10, 20"),
+    ("SELECT COALESCE(price, 0) < 12 AS k, count(*) FROM pay GROUP BY 1", "edges 0, 10, 25, 50, 100"),
+    ("SELECT date_trunc('minute', ts) AS k, count(*) FROM pay GROUP BY 1", "panel's Min interval to 1h or more"),
+])
+def test_a_cut_cell_refusal_says_how_to_use_whole_cells(sql: str, hint: str) -> None:
+    """The hint names the column's own cells: a binned measure's edges (not date_trunc), a timestamp's unit."""
+    with pytest.raises(Refusal) as err:
+        plan_query(sql, CATALOG)
+    assert hint in (err.value.hint or ""), err.value.hint
+    assert ("date_trunc" in (err.value.hint or "")) == ("ts" in sql)
+
+
 def test_explain_names_the_cut_points() -> None:
     plan = plan_query("SELECT count(*) FROM pay WHERE amount > 105 AND ts <= '2026-05-01 00:00:00'", CATALOG)
     lines = describe(plan.table_schema)

@@ -236,6 +236,27 @@ def test_to_char_of_timestamps_in_whole_cells_matches_postgresql(sql: str, ev_co
 
 
 @pytest.mark.parametrize("sql", [
+    # Tableau's week starting Sunday: the day minus its day of week, an integer times an interval.
+    "SELECT (DATE_TRUNC('DAY', ts) + (-(CAST(EXTRACT(DOW FROM ts) AS BIGINT)) * INTERVAL '1 DAY')) AS k, "
+    "count(*) FROM ev GROUP BY 1",
+    "SELECT count(*) FROM ev WHERE ts >= TIMESTAMPTZ '2026-01-10 00:00+00' + 2 * INTERVAL '1 day 3 hours'",
+    "SELECT count(*) FROM ev WHERE d < DATE '2026-03-01' + INTERVAL '1 week' * 3",
+    # Looker's relative date filters: each bound a scalar subquery that reads no table.
+    "SELECT cat AS k, count(*) FROM ev WHERE ((( ts ) >= ((SELECT (DATE_TRUNC('day', TIMESTAMPTZ "
+    "'2026-01-20 10:00+00') + (-6 || ' day')::INTERVAL))) AND ( ts ) < ((SELECT ((DATE_TRUNC('day', "
+    "TIMESTAMPTZ '2026-01-20 10:00+00') + (-6 || ' day')::INTERVAL) + (7 || ' day')::INTERVAL))))) GROUP BY 1",
+    "SELECT sum(n) FROM ev WHERE d >= (SELECT DATE '2026-02-01') AND n < (SELECT 5)",
+])
+def test_bi_tools_time_arithmetic_matches_postgresql(sql: str, ev_conn: psycopg.Connection) -> None:
+    """An integer times an interval (Tableau's week start) and ``(SELECT expr)`` bounds (Looker's relative
+    date filters) are the values PostgreSQL computes: answered, equal to its answer over the same rows
+    (no noise: false-failure rate 0)."""
+    ours, _ = exact_rows(sql, ev_conn)
+    problem = rows_match(ours, ev_conn.execute(sql).fetchall(), 1 if "GROUP BY" in sql else 0, ordered=False)
+    assert problem is None, f"{sql}\n{problem}"
+
+
+@pytest.mark.parametrize("sql", [
     "SELECT to_char(ts, 'YYYY-MM-DD HH24:MI') AS k, count(*) FROM ev GROUP BY 1",
     "SELECT to_char(ts, 'MI') AS k, count(*) FROM ev GROUP BY 1",
     "SELECT to_char(ts + interval '30 minutes', 'HH24') AS k, count(*) FROM ev GROUP BY 1",
@@ -307,6 +328,11 @@ def test_literals_inside_cells_match_postgresql(sql: str, ev_conn: psycopg.Conne
     ("SELECT count(*) FROM ev WHERE d > 5", "42883", "date = integer"),
     ("SELECT count(*) FROM ev WHERE created_at > now()", "42703", "created_at"),
     ("SELECT sum(ts) FROM ev", "42883", "sum(timestamptz)"),
+    ("SELECT count(*) FROM ev WHERE ts > TIMESTAMP '2026-01-02' + INTERVAL '1 day' * 1.5", "0A000",
+     "interval * numeric"),
+    ("SELECT count(*) FROM ev WHERE ts > TIMESTAMP '2026-01-02' + INTERVAL '1 day' * INTERVAL '1 day'", "42883",
+     "interval * interval"),
+    ("SELECT count(*) FROM ev WHERE ts > (SELECT max(ts) FROM ev)", "0A000", "subquery"),
 ])
 def test_bad_temporal_input_gets_its_sqlstate(sql: str, state: str, words: str) -> None:
     r = refused(sql, CATALOG)

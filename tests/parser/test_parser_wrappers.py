@@ -104,6 +104,11 @@ PROBES = [
     ("SELECT age, race AS r, age + 1 AS next, CAST(age AS TEXT) AS t FROM adult LIMIT 0", None),
     ("SELECT * FROM (SELECT age AS a, sex FROM adult WHERE race = 1) AS virtual_table LIMIT 1", None),
     ("SELECT * FROM (SELECT age, count(*) FROM adult GROUP BY age) AS virtual_table LIMIT 0", "agg"),
+    # Tableau's and Power BI's metadata queries: a WHERE clause false by its text, no LIMIT.
+    ('SELECT * FROM "public"."adult" "adult" WHERE (1 = 0)', None),
+    ('SELECT "adult"."age" AS "age", "adult"."race" AS "race" FROM "public"."adult" "adult" WHERE 1=0', None),
+    ('SELECT * FROM (SELECT age, sex FROM adult WHERE race = 1) "Custom SQL Query" WHERE (0 <> 0)', None),
+    ("SELECT age FROM adult WHERE false AND sex = 1 ORDER BY age", None),
 ]
 
 
@@ -124,6 +129,17 @@ def test_probe_still_checks_its_where() -> None:
     with pytest.raises(Refusal) as info:
         plan_query("SELECT * FROM adult WHERE agee = 1 LIMIT 1", MIXED)
     assert info.value.sqlstate == "42703"
+    with pytest.raises(Refusal) as info:
+        plan_query("SELECT age FROM adult WHERE 1 = 0 AND agee = 1", MIXED)
+    assert info.value.sqlstate == "42703"
+
+
+@pytest.mark.parametrize("sql", ["SELECT age FROM adult WHERE 1 = 1", "SELECT age FROM adult WHERE 1 = 0 OR sex = 1",
+                                 "SELECT age FROM adult WHERE NOT (1 = 0)", "SELECT age FROM adult WHERE '1' = '0'"])
+def test_a_where_clause_that_may_hold_is_no_probe(sql: str) -> None:
+    with pytest.raises(Refusal) as info:
+        plan_query(sql, MIXED)
+    assert info.value.sqlstate == "42501"
 
 
 def test_series_limit_split() -> None:

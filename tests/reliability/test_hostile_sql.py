@@ -35,7 +35,8 @@ MUST_REFUSE: list[tuple[str, set[str]]] = [
     ("SELECT age, fnlwgt, workclass FROM adult LIMIT 5", RAW_READ),
     ("TABLE adult", RAW_READ),
     ("SELECT adult FROM adult", RAW_READ | {"42703"}),
-    ("SELECT * FROM public.adult WHERE false", RAW_READ),
+    ("SELECT * FROM public.adult WHERE 1 = 1", RAW_READ),
+    ("SELECT * FROM public.adult WHERE 1 = 0 OR true", RAW_READ),
     ("SELECT * FROM adult TABLESAMPLE SYSTEM (1)", RAW_READ),
     ("SELECT/**/*/**/FROM/**/adult", RAW_READ),
     ('SELECT * FROM "public"."adult"', RAW_READ),
@@ -156,6 +157,9 @@ MAY_ANSWER_WITHOUT_DATA = [
     "SHOW data_directory",
     "SELECT rolname, rolpassword FROM pg_authid",
     "SHOW ALL",
+    # A WHERE clause false by its text (Tableau's metadata probe): the columns and no row, whatever the data.
+    "SELECT * FROM public.adult WHERE false",
+    "SELECT age, fnlwgt FROM adult WHERE (1 = 0)",
 ]
 
 # Aggregates the mechanism answers: (sql, params, exact sql run on PostgreSQL, number of group columns).

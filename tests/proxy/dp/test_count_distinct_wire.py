@@ -24,6 +24,14 @@ STATEMENTS = [
     "SELECT category, COUNT(DISTINCT country) AS countries FROM events GROUP BY 1",
     "SELECT country, COUNT(DISTINCT amount) FROM events WHERE category = 'refund' GROUP BY country",
     "SELECT COUNT(DISTINCT ts) FROM events WHERE ts >= '2026-03-01' AND ts < '2026-03-08'",
+    # Looker's filtered count_distinct measure and Tableau's COUNTD(IF ... THEN [User ID] END): a CASE whose
+    # other branches are NULL is COUNT(DISTINCT ...) FILTER (WHERE its condition).
+    "SELECT events.country AS \"events.country\", COUNT(DISTINCT CASE WHEN (events.category = 'purchase') THEN "
+    "events.user_id  ELSE NULL END) AS \"events.buyers\" FROM public.events AS events GROUP BY 1 ORDER BY 2 DESC "
+    "LIMIT 500",
+    "SELECT COUNT(DISTINCT (CASE WHEN \"events\".\"amount\" >= 100 THEN \"events\".\"user_id\" ELSE NULL END)) "
+    "AS \"ctd:big_spenders:ok\" FROM \"public\".\"events\" \"events\" HAVING (COUNT(1) > 0)",
+    "SELECT category, COUNT(DISTINCT CASE WHEN duration_s > 60 THEN country END) FROM events GROUP BY 1",
 ]
 
 
@@ -56,6 +64,9 @@ def test_count_distinct_over_the_wire(sql: str, proxy: Any, adult_db: str, defau
     ("SELECT COUNT(DISTINCT lower(category)) FROM events", "lower"),
     ("SELECT SUM(DISTINCT duration_s) FROM events", "SUM(DISTINCT"),
     ("SELECT COUNT(DISTINCT (category, country)) FROM events", "DISTINCT"),
+    ("SELECT COUNT(DISTINCT CASE WHEN category = 'purchase' THEN user_id ELSE 0 END) FROM events", "CASE"),
+    ("SELECT COUNT(DISTINCT CASE WHEN category = 'purchase' THEN user_id WHEN category = 'share' THEN country END) "
+     "FROM events", "CASE"),
 ])
 def test_unsound_distinct_is_refused_and_the_connection_serves_on(sql: str, part: str, proxy: Any) -> None:
     with wire_refusal(proxy.dsn(), sql) as (conn, err):
@@ -63,3 +74,18 @@ def test_unsound_distinct_is_refused_and_the_connection_serves_on(sql: str, part
         assert part in str(err) and err.diag.message_hint
         (n,) = conn.execute("SELECT COUNT(DISTINCT user_id) FROM events").fetchone()  # type: ignore[misc]
         assert isinstance(n, int)
+
+
+def test_count_distinct_of_a_case_is_the_filtered_count(proxy: Any) -> None:
+    """``COUNT(DISTINCT CASE WHEN p THEN user_id END)`` asks the same linear query as ``COUNT(DISTINCT
+    user_id) FILTER (WHERE p)``: after one, the other is replayed from the ledger, equal and free
+    (deterministic: false-failure rate 0)."""
+    filtered = "SELECT COUNT(DISTINCT user_id) FILTER (WHERE category = 'signup' AND country = 'SE') FROM events"
+    case = ("SELECT COUNT(DISTINCT CASE WHEN category = 'signup' AND country = 'SE' THEN user_id ELSE NULL END) "
+            "FROM events")
+    with noticed(proxy.dsn()) as (conn, notices):
+        first = conn.execute(filtered).fetchall()
+        notices.clear()
+        second = conn.execute(case).fetchall()
+    assert second == first
+    assert parse_provenance(notices)[0] == ["free"] and "outcome=repeat" in notices[0], notices

@@ -48,6 +48,9 @@ NUMERIC_SUMS = ["amount", "duration_s", "amount * 2", "amount / 3", "-amount", "
                 "CASE WHEN amount > 10 THEN amount ELSE 0 END", "amount::float8"] + [
     e for e in EVENTS_EXPRS if any(w in e for w in ("duration_s", "dec"))
     and not any(w in e for w in ("::text", "'yes'", "to_timestamp", "LIKE", "~"))]
+FLOAT_AVGS = ["amount::float8", "CAST(amount AS double precision)", "duration_s::float8",
+              "CASE WHEN category = 'purchase' THEN amount::float8 END"]
+"""AVG of a double precision value is double precision (Power BI's ``avg(cast(x as float8))``)."""
 DEC = "(duration_s / 10.0)"
 """A numeric per-row value over declared cells (``dec`` in the lists; amount is a clamped measure, which
 only SUM and AVG read, as a * amount + b)."""
@@ -70,6 +73,7 @@ def _statements() -> list[tuple[str, str]]:
     out = [("events", f"SELECT {e} AS k, count(*) FROM events GROUP BY 1") for e in EVENTS_EXPRS]
     out += [("adult", f"SELECT {e} AS k, count(*) FROM adult GROUP BY 1") for e in ADULT_EXPRS]
     out += [("events", f"SELECT sum({e}) FROM events") for e in NUMERIC_SUMS]
+    out += [("events", f"SELECT avg({e}) FROM events") for e in FLOAT_AVGS]
     return [(t, re.sub(r"\bdec\b", DEC, sql)) for t, sql in out]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.fixtures.notices import noticed
+from tests.fixtures.notices import notice_columns, noticed
 
 
 def _budget(conn: psycopg.Connection) -> dict[str, str]:
@@ -113,6 +113,61 @@ def test_superset_series_limit_is_two_dp_statements(proxy, adult_db: str) -> Non
         exact_top = direct.execute("SELECT race FROM adult WHERE age >= 30 GROUP BY race ORDER BY count(*) DESC "
                                    "LIMIT 2").fetchall()
     assert {r[0] for r in top} == {r[0] for r in exact_top}
+
+
+TABLEAU_TOP_N = (
+    'SELECT "adult"."education_num" AS "education_num", SUM(1) AS "cnt:adult_5C1B:ok" FROM "public"."adult" "adult" '
+    'INNER JOIN (SELECT "adult"."race" AS "race", COUNT(1) AS "$__alias__0" FROM "public"."adult" "adult" '
+    'WHERE ("adult"."age" >= 30) GROUP BY 1 ORDER BY 2 DESC LIMIT 2) "t0" ON ("adult"."race" = "t0"."race") '
+    'WHERE ("adult"."age" >= 30) GROUP BY 1')
+
+
+def test_tableau_top_n_filter_is_two_dp_statements(proxy, adult_db: str) -> None:
+    """Tableau's top-N filter, its subquery written with positions (GROUP BY 1 ORDER BY 2 DESC LIMIT N), is
+    split as Superset's series limit: the N races of the noisy totals, then the chart over them (it was
+    refused with 0A000 'JOIN of a subquery'). The session proxy's budget makes noise tiny, so the races are
+    the exact top 2 (as in the Superset test above) and the chart equals the same statement filtered on them."""
+    with psycopg.connect(adult_db) as direct:
+        top = [r[0] for r in direct.execute("SELECT race FROM adult WHERE age >= 30 GROUP BY race "
+                                            "ORDER BY count(*) DESC LIMIT 2").fetchall()]
+    with noticed(proxy.dsn()) as (conn, notices):
+        rows = conn.execute(TABLEAU_TOP_N).fetchall()
+        same = conn.execute('SELECT "adult"."education_num" AS "education_num", SUM(1) AS "cnt:adult_5C1B:ok" '
+                            'FROM "public"."adult" "adult" WHERE ("adult"."age" >= 30) AND "adult"."race" IN '
+                            f"({top[0]}, {top[1]}) GROUP BY 1").fetchall()
+    assert any("series limit: 2 series" in n for n in notices), notices
+    assert sorted(rows) == sorted(same) and len(rows) == 16
+
+
+METABASE_CUMULATIVE = (
+    'SELECT "public"."adult"."education_num" AS "education_num", count(*) AS "count", sum(count(*)) OVER (ORDER BY '
+    '"public"."adult"."education_num" ASC ROWS UNBOUNDED PRECEDING) AS "cum_count" FROM "public"."adult" '
+    'WHERE "public"."adult"."sex" = 1 GROUP BY "public"."adult"."education_num" '
+    'ORDER BY "public"."adult"."education_num" ASC')
+
+
+def test_metabase_cumulative_count_is_a_running_sum_of_the_released_counts(proxy) -> None:
+    """Metabase's cumulative count (a window over the grouped rows, v50+) was refused with 0A000. It is
+    post-processing of the released counts: after the plain breakout, the same statement with the window
+    reads the same queries (free, repeated) and its column is the running sum of the counts it shows, typed
+    numeric as PostgreSQL types sum(bigint) (deterministic: false-failure rate 0)."""
+    plain = METABASE_CUMULATIVE.replace(
+        ', sum(count(*)) OVER (ORDER BY "public"."adult"."education_num" ASC ROWS UNBOUNDED PRECEDING) AS '
+        '"cum_count"', "")
+    with noticed(proxy.dsn()) as (conn, notices):
+        counts = conn.execute(plain).fetchall()
+        notices.clear()
+        cur = conn.execute(METABASE_CUMULATIVE)
+        rows = cur.fetchall()
+        assert [d.type_code for d in cur.description or []] == [23, 20, 1700]
+    assert "outcome=repeat" in notices[0], notices
+    stated = notice_columns(notices[0])
+    assert set(stated["cum_count"]) == {None} and None not in stated["count"]  # a window states no error
+    assert [r[:2] for r in rows] == counts and len(rows) == 16
+    running = 0
+    for _, n, cum in rows:
+        running += n
+        assert cum == running
 
 
 def test_refused_series_limit_charges_nothing(proxy_factory: Any) -> None:
