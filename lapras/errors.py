@@ -73,6 +73,7 @@ class InfeasibleBudget(SqlError, ValueError):
 
 class StatementInterrupted(LaprasError):
     """The statement's upstream read was stopped: its statement timeout passed or it was cancelled (57014,
-    query_canceled; the message is PostgreSQL's own). Nothing was charged: the read comes before the spend."""
+    query_canceled; the message is PostgreSQL's own). Nothing was charged: the engine commits a spend only after
+    the read, and checks the statement's guard once more just before."""
 
     sqlstate = "57014"

@@ -7,7 +7,9 @@ hold every thread. So the proxy runs the thread under a ``ReadGuard`` (``READ_GU
 that ``asyncio.to_thread`` carries into the thread) and cancels the guard when it stops waiting.
 ``PostgresExactSource`` reads under it: each statement's queries run with ``statement_timeout`` no longer
 than the time left, no query starts once the guard is cancelled or its deadline passed, and a query
-running when the guard is cancelled is cancelled at the upstream (libpq's cancel request).
+running when the guard is cancelled is cancelled at the upstream (libpq's cancel request). The engine
+checks the guard once more just before it commits a spend (``lapras.engine.answerer``, ``selector``): a
+statement stopped before then is not charged.
 """
 
 from __future__ import annotations
