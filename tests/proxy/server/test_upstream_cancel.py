@@ -106,3 +106,28 @@ def test_cancelled_statement_stops_its_upstream_query(proxy_factory: Any) -> Non
     finally:
         locker.rollback()
         locker.close()
+
+
+def test_timed_out_regression_stops_its_upstream_read(proxy_factory: Any) -> None:
+    """lapras.linear_regression behind the lock: 57014 at the session's statement_timeout, and its upstream
+    read (a connection of its own) ends too. False-failure rate 0 (the 10 s bound is a generous check)."""
+    px = proxy_factory(epsilon=1e4, stream_length=1000, learn_prediction=False)
+    locker = psycopg.connect(px.upstream_dsn)
+    try:
+        locker.execute("LOCK TABLE adult IN ACCESS EXCLUSIVE MODE")
+        with psycopg.connect(px.dsn(), autocommit=True) as c:
+            c.execute("SET statement_timeout = '1s'")
+            with pytest.raises(psycopg.errors.QueryCanceled) as info:
+                c.execute("SELECT * FROM lapras.linear_regression('adult', 'age', 'education_num')").fetchall()
+            assert info.value.diag.message_primary == "canceling statement due to statement timeout"
+            deadline = time.monotonic() + 10
+            while _blocked_upstream(px.upstream_dsn) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert _blocked_upstream(px.upstream_dsn) == 0, "the regression still reads upstream"
+        locker.rollback()
+        with psycopg.connect(px.dsn(), autocommit=True) as c:  # answered once the lock is gone
+            assert len(c.execute("SELECT * FROM lapras.linear_regression('adult', 'age', 'education_num')"
+                                 ).fetchall()) == 2
+    finally:
+        locker.rollback()
+        locker.close()
