@@ -69,3 +69,11 @@ class InfeasibleBudget(SqlError, ValueError):
 
     def __init__(self, message: str, hint: str | None = None) -> None:
         super().__init__(INVALID_PARAMETER_VALUE, message, hint=hint)
+
+
+class StatementInterrupted(LaprasError):
+    """The statement's upstream read was stopped: its statement timeout passed or it was cancelled (57014,
+    query_canceled; the message is PostgreSQL's own). Nothing was charged: the engine commits a spend only after
+    the read, and checks the statement's guard once more just before."""
+
+    sqlstate = "57014"

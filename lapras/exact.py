@@ -15,6 +15,7 @@ among the cells P reads in it), per-group bounds come from ``group_bounds`` (doc
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,6 +28,7 @@ import psycopg
 
 from lapras.bounded import BoundedTables
 from lapras.factored import answers_from_marginal
+from lapras.read_guard import TIMEOUT_MESSAGE, ReadGuard, current_guard
 from parser.model.linear import LinearQuery, value_weights
 from parser.model.schema import TableSchema
 from parser.pushdown.bounding import GroupAxis, statement_groups, statement_rows, sum_factor
@@ -48,6 +50,16 @@ MARGINAL_MAX_CELLS = 1 << 21
 BOUNDING_MODES = ("statement", "epoch", "live")
 """``[lapras] bounding``: where a privacy-unit table's k rows per unit are chosen (docs/bounding.md)."""
 _T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _guarded(method: _F) -> _F:
+    """A public read of ``PostgresExactSource`` under the statement's ``ReadGuard`` (``_reading``)."""
+    @functools.wraps(method)
+    def wrapper(self: PostgresExactSource, *args: Any, **kwargs: Any) -> Any:
+        with self._reading():
+            return method(self, *args, **kwargs)
+    return wrapper  # type: ignore[return-value]
 
 
 def statement_ranges(queries: Sequence[LinearQuery]) -> int:
@@ -115,6 +127,7 @@ class PostgresExactSource:
         finally:
             self._local.live = False
 
+    @_guarded
     def bounded_table(self, table: TableSchema, epoch_id: int | None = None) -> TableSchema:
         """``table`` as exact answers read it in ``epoch_id`` (default: the current epoch): over the epoch's
         materialised bounded rows (built now if nobody did), or ``table`` itself (no privacy unit, bounding
@@ -195,6 +208,58 @@ class PostgresExactSource:
                 self.bounded.forget(table, self._epoch)
             return run(table)
 
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """This thread's upstream reads inside, under the guard of the statement it reads for (outermost
+        call only; none: the epoch preparer's, whatif's). Each query then runs with ``statement_timeout``
+        at most the statement's time left and is cancelled when the client stops waiting (a timed-out or
+        cancelled statement must not hold a worker thread and an upstream backend). A query the upstream
+        cancelled raises ``StatementInterrupted`` (57014), and a connection left inside a transaction by it
+        is closed (the next read opens a clean one). Reads come before any spend: nothing is charged."""
+        guard = current_guard()
+        local = self._local
+        if getattr(local, "guard", None) is not None:
+            yield  # inside a guarded read of this thread already
+            return
+        if guard is None:
+            if getattr(local, "timeout_set", False):
+                self._conn().execute("RESET statement_timeout")
+                local.timeout_set = False
+            yield
+            return
+        guard.check()
+        conn = self._conn()
+        ms = guard.timeout_ms()
+        if ms is not None:
+            conn.execute(f"SET statement_timeout = {ms}")
+            local.timeout_set = True
+        local.guard = guard
+        try:
+            with guard.running(conn):
+                yield
+        except self._psycopg.errors.QueryCanceled as exc:
+            self._drop_if_unclean(conn)
+            if not guard.cancelled and TIMEOUT_MESSAGE not in str(exc):
+                raise  # cancelled by someone else (an operator's pg_cancel_backend): as before
+            raise guard.interrupted() from None
+        except self._psycopg.Error:
+            self._drop_if_unclean(conn)
+            raise
+        finally:
+            local.guard = None
+
+    def _drop_if_unclean(self, conn: Any) -> None:
+        """Close ``conn`` when an error left it anywhere but idle outside a transaction."""
+        if not conn.closed and conn.info.transaction_status != self._psycopg.pq.TransactionStatus.IDLE:
+            conn.close()
+
+    def _execute(self, sql: str, params: Any = None) -> Any:
+        """``sql`` on this thread's connection; none starts once the statement's guard is cancelled."""
+        guard: ReadGuard | None = getattr(self._local, "guard", None)
+        if guard is not None:
+            guard.check()
+        return self._conn().execute(sql, params)
+
     def _conn(self) -> Any:
         c = getattr(self._local, "conn", None)
         if c is None or c.closed:
@@ -209,6 +274,7 @@ class PostgresExactSource:
             self._local.conn = c
         return c
 
+    @_guarded
     def partition_key(self, table: TableSchema) -> str | None:
         """The upstream's partition key of ``table`` as SQL, when it has foreign partitions (else None).
 
@@ -217,7 +283,7 @@ class PostgresExactSource:
         with self._keys_lock:
             if key in self._partition_keys:
                 return self._partition_keys[key]
-        row = self._conn().execute(
+        row = self._execute(
             "SELECT pg_get_partkeydef(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = %s AND c.relname = %s AND c.relkind = 'p' AND EXISTS ("
             "  SELECT 1 FROM pg_inherits i JOIN pg_class p ON p.oid = i.inhrelid"
@@ -227,6 +293,7 @@ class PostgresExactSource:
             self._partition_keys[key] = found
         return found
 
+    @_guarded
     def answers(self, table: TableSchema, queries: Sequence[LinearQuery]) -> np.ndarray:
         if any(q.source is not None for q in queries):
             return derived_answers(self, table, queries)
@@ -268,7 +335,7 @@ class PostgresExactSource:
 
         def run(t: TableSchema) -> list[Any]:
             key = None if t.rows_from is not None else self.partition_key(t)
-            return self._conn().execute(marginal_sql(t, attrs, key, sums, counts)).fetchall()
+            return self._execute(marginal_sql(t, attrs, key, sums, counts)).fetchall()
 
         hists = np.zeros((1 + len(kinds), *table.shape(attrs)))
         index = [table.attribute(a).domain.index_of for a in attrs]  # type: ignore[union-attr]
@@ -293,27 +360,29 @@ class PostgresExactSource:
         key = None if table.rows_from is not None else self.partition_key(table)
         out: list[float] = []
         for sql in answers_sql_batches(table, list(queries), partial_by=key):
-            row = self._conn().execute(sql).fetchone()
+            row = self._execute(sql).fetchone()
             out.extend(float(v) for v in row)
         return np.asarray(out, dtype=np.float64)
 
+    @_guarded
     def key_counts(self, sql: str) -> tuple[list[tuple[object, ...]], np.ndarray]:
         """Rows of a per-key count statement (keys..., count): the keys and their counts, grouped by
         PostgreSQL (partition selection's input; never leaves the engine)."""
-        rows = self._conn().execute(sql).fetchall()
+        rows = self._execute(sql).fetchall()
         return [tuple(r[:-1]) for r in rows], np.asarray([int(r[-1]) for r in rows], dtype=np.int64)
 
+    @_guarded
     def marginal(self, table: TableSchema, attrs: Sequence[str]) -> np.ndarray:
         attrs = tuple(attrs)
         hist = np.zeros(table.shape(attrs))
         if table.derived is not None:
             # Units (or values) present per group: counted across the whole table, never per shard.
-            rows = self._conn().execute(derived_marginal_sql(table, attrs)).fetchall()
+            rows = self._execute(derived_marginal_sql(table, attrs)).fetchall()
             index = [derived_index(table, a) for a in attrs]
         else:
             def read(t: TableSchema) -> list[Any]:
                 key = None if t.rows_from is not None else self.partition_key(t)
-                return self._conn().execute(marginal_sql(t, attrs, key)).fetchall()
+                return self._execute(marginal_sql(t, attrs, key)).fetchall()
 
             rows = self._read(table, read)
             index = [table.attribute(a).domain.index_of for a in attrs]  # type: ignore[union-attr]

@@ -24,6 +24,7 @@ from lapras.ledger.base import EpochRecord, EpochTxn, ReleaseRecord, StaleEpoch,
 from lapras.matrix_mechanism import MMRelease
 from lapras.online import Decision, OnlinePolicy, combine
 from lapras.outcomes import Outcome, QueryOutcome
+from lapras.read_guard import current_guard
 from parser.model.linear import LinearQuery
 from parser.model.schema import TableSchema
 
@@ -120,6 +121,12 @@ class StreamAnswerer:
         exact = self.epochs.exact.answers(asked.table, [queries[i] for i in todo]) if need_exact and todo else None
         # Unit noise is drawn ahead (it does not depend on the grant), so the lock only scales it.
         unit = self.epochs.mechanism.draw(len(todo)) if exact is not None else None
+        guard = current_guard()
+        if guard is not None:
+            # The client stopped waiting (timeout, cancel) after the read: nothing is committed, so nothing
+            # is charged for an answer nobody gets (the exact answer and the unused noise are dropped
+            # unreleased). Once the commit below begins it completes: charged and stored, a retry repeats it.
+            guard.check()
         recs: list[StoredAnswer] = []
         with self.epochs.ledger.locked(ep.id) as tx:
             open_ = self._still_open(tx, asked)

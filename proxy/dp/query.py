@@ -27,7 +27,7 @@ from .notices import TRUE, interval_notices, selection_notice, stderr_notice
 from .planning import Planners
 from .protocols import AnsweringEngine
 from .service_api import ColumnDesc, QueryResult
-from .timeout import deadline_of
+from .timeout import deadline_of, read_in_thread
 
 log = logging.getLogger("lapras.service")
 
@@ -69,11 +69,12 @@ class QueryHandler:
         trees = command.parsed.take()  # the router's trees: this planning's, or nobody's
         step: PlanStep | None = planner.cached_plan(sql, params or None, param_oids)
         selection = None
+        deadline = deadline_of(self.config, settings)
         if step is None:
             # Planning a new text is bounded by the statement's deadline and work limits, and runs off the
             # event loop so a hard statement never stalls other clients while it is planned or refused.
             step = await asyncio.to_thread(planner.prepare, sql, params or None,
-                                           deadline=deadline_of(self.config, settings), trees=trees,
+                                           deadline=deadline, trees=trees,
                                            declared=param_oids)
         if isinstance(step, SeriesStep):
             return await self._series_limited(step.split, user, settings)
@@ -82,7 +83,7 @@ class QueryHandler:
             # charged to the partition part, then the plan is completed over them like any other.
             if self.engine.partition_cost() is None:
                 raise step.refusal  # no partition budget: refused as before, saying how to turn it on
-            selection = await asyncio.to_thread(self.engine.select_partition, step.request)
+            selection = await read_in_thread(deadline, self.engine.select_partition, step.request)
             step = await asyncio.to_thread(self.planners.complete, planner, step, selection, sql, params,
                                            deadline_of(self.config, settings), param_oids)
         plan = step
@@ -90,7 +91,7 @@ class QueryHandler:
         answer = self.engine.lookup(plan)
         if answer is None:
             try:
-                answer = await asyncio.to_thread(self.engine.answer, plan, user)
+                answer = await read_in_thread(deadline, self.engine.answer, plan, user)
             except BudgetExhausted:
                 self._record(sql, params, "refused")  # demand the allocation counts (S), unanswered
                 raise

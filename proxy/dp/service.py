@@ -31,6 +31,7 @@ from .planning import Planners
 from .protocols import Regression, ServiceEngine
 from .query import QueryHandler
 from .service_api import ColumnDesc, QueryResult
+from .timeout import deadline_of, read_in_thread
 
 log = logging.getLogger("lapras.service")
 
@@ -110,7 +111,7 @@ class DPService:
         if isinstance(command, ShowCommand):
             return await asyncio.to_thread(self.admin.show, command, user)
         if isinstance(command, RegressionCommand) and (regression := self._regression(command)) is not None:
-            return await asyncio.to_thread(regression.execute, command.sql, user)
+            return await read_in_thread(deadline_of(self.config, settings), regression.execute, command.sql, user)
         if isinstance(command, NewEpochCommand):
             return await asyncio.to_thread(self.admin.new_epoch, command, user)
         if isinstance(command, ExplainCommand):

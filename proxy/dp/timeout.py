@@ -1,11 +1,18 @@
-"""How long planning may take: the session's statement_timeout, capped by the server's."""
+"""How long a statement may take: the session's statement_timeout, capped by the server's; planning is bounded
+by it, and so are the statement's upstream reads (``read_in_thread``)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from lapras.read_guard import READ_GUARD, ReadGuard
 
 from ..config import Config
+
+_T = TypeVar("_T")
 
 _UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "min": 60000.0, "h": 3600000.0, "d": 86400000.0}
 
@@ -26,3 +33,21 @@ def deadline_of(config: Config, settings: Mapping[str, str]) -> float:
     limit = config.server.statement_timeout_s
     ms = duration_ms(settings.get("statement_timeout", "0"))
     return time.monotonic() + (min(limit, ms / 1000.0) if ms > 0 else limit)
+
+
+async def read_in_thread(deadline: float, fn: Callable[..., _T], *args: object) -> _T:
+    """``fn(*args)`` in a worker thread whose upstream reads are bounded by ``deadline`` and stopped when
+    this task is cancelled (the client's statement timeout or CancelRequest, ``proxy.server.connection``):
+    without that the thread would wait on for its upstream query (behind a lock, say), and a few such
+    statements hold every worker thread. The engine checks the guard again before it commits: a statement
+    stopped before then is not charged; one whose commit had begun stays charged and stored (a spend is
+    recorded with its answer: a retry is then a free repeat)."""
+    guard = ReadGuard(deadline)
+    token = READ_GUARD.set(guard)  # copied into the thread's context by asyncio.to_thread
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except asyncio.CancelledError:
+        guard.cancel()
+        raise
+    finally:
+        READ_GUARD.reset(token)

@@ -136,3 +136,30 @@ def test_new_epoch_and_cumulative_report(exact) -> None:  # type: ignore[no-unty
     assert eng._epoch.id == first + 1 and a.outcome == "bad"  # type: ignore[union-attr]
     rep = budget_report(eng.ledger)
     assert rep["epochs"] == 2 and rep["cumulative"]["epsilon"] > rep["current"]["spent"]["epsilon"]
+
+
+def test_a_statement_cancelled_after_its_read_is_not_charged(exact) -> None:  # type: ignore[no-untyped-def]
+    """The client stopped waiting (its ReadGuard cancelled) once the exact answer was read (a histogram
+    source reads without looking at the guard): the engine commits nothing, so nothing is charged or
+    stored, and the statement asked again is answered fresh. False-failure rate 0."""
+    import contextvars
+
+    from lapras.errors import StatementInterrupted
+    from lapras.read_guard import READ_GUARD, USER_MESSAGE, ReadGuard
+
+    eng = _engine(exact, split="equal")
+    p = plan("SELECT count(*) FROM t WHERE c BETWEEN 4 AND 9")
+    guard = ReadGuard(None)
+    guard.cancel()
+    ctx = contextvars.copy_context()
+    ctx.run(READ_GUARD.set, guard)
+    with pytest.raises(StatementInterrupted, match=USER_MESSAGE) as info:
+        ctx.run(eng.answer, p, "u")
+    assert info.value.sqlstate == "57014"
+    ep = eng.ledger.current_epoch()
+    assert ep is not None and ep.spent_units == 0 and ep.state.n == 0
+    assert eng.lookup(p) is None
+    live = contextvars.copy_context()
+    live.run(READ_GUARD.set, ReadGuard(time.monotonic() + 60))
+    assert live.run(eng.answer, p, "u").outcome == "bad"  # a guard not cancelled: answered and charged
+    assert eng.ledger.current_epoch().spent_units > 0  # type: ignore[union-attr]

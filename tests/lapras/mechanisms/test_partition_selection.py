@@ -149,3 +149,45 @@ def test_partition_part_admits_its_selections_then_refuses_and_replays_free() ->
     again = Engine(Catalog(()), engine.ledger, Counts({}), engine.settings).select_partition(Req("f1"))
     assert again.keys == [["big"]] and Counts.reads == 3
     assert engine.ledger.current_epoch().partition_rho_spent == pytest.approx(3 * each.rho)  # type: ignore[union-attr]
+
+
+def test_a_selection_whose_client_stopped_waiting_after_the_read_is_not_charged() -> None:
+    """Its ReadGuard cancelled once the key counts were read: nothing committed, nothing charged; asked
+    again, it is selected and charged once. False-failure rate 0."""
+    import contextvars
+    from dataclasses import dataclass
+
+    from lapras.engine import Engine
+    from lapras.errors import StatementInterrupted
+    from lapras.exact import HistogramExactSource
+    from lapras.ledger.memory import MemoryLedger
+    from lapras.read_guard import READ_GUARD, ReadGuard
+    from lapras.settings import EngineSettings
+    from parser.model.schema import Catalog
+
+    guard = ReadGuard(None)
+
+    class Counts(HistogramExactSource):
+        def key_counts(self, sql: str) -> tuple[list[tuple[object, ...]], np.ndarray]:
+            guard.cancel()  # the client's timeout fires while the counts come back
+            return [("big",)], np.array([10_000])
+
+    @dataclass(frozen=True)
+    class Req:
+        key: str = "f"
+        sql: str = "-- counts"
+        max_keys: int = 1
+
+        def encode(self, keys: list[tuple[object, ...]]) -> list[list[object]]:
+            return [list(k) for k in keys]
+
+    engine = Engine(Catalog(()), MemoryLedger(), Counts({}), EngineSettings(
+        epsilon=1.0, delta=1e-5, partition_fraction=0.3, partition_selections=3, epoch="manual"))
+    ctx = contextvars.copy_context()
+    ctx.run(READ_GUARD.set, guard)
+    with pytest.raises(StatementInterrupted):
+        ctx.run(engine.select_partition, Req())
+    ep = engine.ledger.current_epoch()
+    assert ep is not None and ep.partition_rho_spent == 0 and engine.ledger.partition(ep.id, "f") is None
+    assert engine.select_partition(Req()).keys == [["big"]]  # no guard: selected and charged once
+    assert engine.ledger.current_epoch().partition_rho_spent > 0  # type: ignore[union-attr]
