@@ -28,7 +28,12 @@ keeps at least its bias even with a noise-free P, and the others are answered fr
 (15 / 7 of their share: their noise x sqrt(7/15)). The median over panels against the median without P is
 the floor of the on / off ratio.
 
-    python benchmarks/p_floor.py [--seed 1] [--epsilon 0.5,1] [--plot out.png] [--json out.json]
+``--engine`` plans each day's P as the product does and gives its ratios on the same scale; ``--attain DAY``
+tightens DAY's floor (point masses mixed into p) and measures the strategy the bound's dual names,
+``A = G^(-1/4) W``, with its sensitivity searched over every atom of the union domain (minutes): an error
+some strategy attains, whose factor over the product floor gives the "design strategy" column.
+
+    python benchmarks/p_floor.py [--seed 1] [--epsilon 0.5,1] [--engine] [--attain 15] [--plot out.png] [--json out.json]
 """
 
 from __future__ import annotations

@@ -9,6 +9,10 @@ per unit noise at sensitivity 1) divided by the bound says how far from optimal 
 
 The singular values come from the m x m Gram matrix ``W W^T``, built from the queries' product form
 (Kronecker factors per attribute), never from a dense n-cell matrix.
+
+``design_bound`` weights the cells by a searched distribution instead of 1 / n: still a lower bound over all
+strategies, and one that stays meaningful for P's queries embedded in the union of their marginals
+(millions of cells), where measurements shared across marginals count (``benchmarks/p_floor.py``).
 """
 
 from __future__ import annotations
