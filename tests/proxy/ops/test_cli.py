@@ -166,6 +166,7 @@ def test_reload_report_names_a_changed_table_without_an_empty_arrow() -> None:
     assert lines == ["tables: public.t changed: needs a restart (the running value stays)"], lines
 
 
+@pytest.mark.process
 def test_a_reader_that_went_away_ends_the_command_without_a_traceback() -> None:
     """`lapras-proxy budget --json | head -c 100` printed a BrokenPipeError traceback once head had its bytes:
     a command whose stdout is closed (a pipe with no reader, deterministic: closed before the start) exits 141
