@@ -18,7 +18,6 @@ from lapras.mechanisms import Cost
 from parser.bind.splits import describe as split_lines
 from parser.plan.queryplan import QueryPlan
 from parser.planner import Selection, SeriesStep
-from parser.semantics.session_zone import using_zone
 from pgcore.identifiers import display_ident, qualified
 from pgcore.pgtypes import TEXT
 
@@ -49,12 +48,7 @@ class ExplainHandler:
     def explain(self, command: ExplainCommand, params: Sequence[object | None], settings: Mapping[str, str],
                 param_oids: Sequence[int] = ()) -> QueryResult:
         """EXPLAIN of a DP statement: what it measures and what it costs (a partition selection's (epsilon,
-        delta) in full); nothing is read, drawn or charged. Planned in the session's TimeZone, as it runs."""
-        with using_zone(settings.get("timezone")):
-            return self._explain(command, params, settings, param_oids)
-
-    def _explain(self, command: ExplainCommand, params: Sequence[object | None], settings: Mapping[str, str],
-                 param_oids: Sequence[int]) -> QueryResult:
+        delta) in full); nothing is read, drawn or charged."""
         sql = command.statement
         deadline = deadline_of(self.config, settings)
         lines: list[str] = []

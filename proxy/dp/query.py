@@ -19,7 +19,6 @@ from lapras.errors import BudgetExhausted
 from parser.analysis.probe import NO_ROWS
 from parser.plan.series import SeriesLimit
 from parser.planner import Planner, PlanStep, Selection, SeriesStep
-from parser.semantics.session_zone import using_zone
 from pgcore.errors import Refusal
 
 from ..config import Config
@@ -64,13 +63,6 @@ class QueryHandler:
 
     async def execute(self, command: Query, params: Sequence[object | None], user: str,
                       settings: Mapping[str, str], param_oids: Sequence[int] = ()) -> QueryResult:
-        # Planned and bound in the session's TimeZone, as PostgreSQL computes a timestamptz's day or hour and reads a
-        # literal without an offset (Bind's parameters too); the planning threads inherit it.
-        with using_zone(settings.get("timezone")):
-            return await self._execute(command, params, user, settings, param_oids)
-
-    async def _execute(self, command: Query, params: Sequence[object | None], user: str,
-                       settings: Mapping[str, str], param_oids: Sequence[int]) -> QueryResult:
         sql = command.sql
         t0 = time.perf_counter()
         planner = self.planners.planner

@@ -18,6 +18,7 @@ import pytest
 from parser import plan_query
 from parser.pushdown.sql import answers_sql_batches
 from parser.semantics.session_zone import cache_tag, using_zone
+from parser.semantics.zones import session_setting
 from tests.fixtures.exact_rows import rows_match
 from tests.fixtures.refusals import refused
 from tests.parser.test_parser_time_zones import CATALOG, tz_conn
@@ -65,7 +66,7 @@ def zoned(tz_conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
 
 
 def _exact(sql: str, zone: str, conn: psycopg.Connection) -> list[tuple[Any, ...]]:
-    with using_zone(zone):
+    with using_zone(session_setting(zone)):
         plan = plan_query(sql, CATALOG)
     values: list[float] = []
     for batch in answers_sql_batches(plan.table_schema, list(plan.queries)):
@@ -91,7 +92,7 @@ def test_session_zone_statements_match_postgresql(sql: str, zone: str, zoned: ps
     ("SELECT date_trunc('day', td) AS d, count(*) FROM tzev GROUP BY 1", "Europe/Berlin", "td"),
 ])
 def test_zones_that_cut_cells_are_refused(sql: str, zone: str, column: str) -> None:
-    with using_zone(zone):
+    with using_zone(session_setting(zone)):
         r = refused(sql, CATALOG)
     assert r.sqlstate == "0A000" and "cuts the cells" in r.message and f"column {column}" in r.message, r.message
     assert r.hint and "SET TIME ZONE 'UTC'" in r.hint and "AT TIME ZONE" in r.hint, r.hint
@@ -100,7 +101,7 @@ def test_zones_that_cut_cells_are_refused(sql: str, zone: str, column: str) -> N
 def test_utc_spellings_plan_as_utc_and_zones_key_the_caches() -> None:
     """False-failure rate 0."""
     for utc in (None, "UTC", "Etc/UTC", "<+00>-00"):
-        with using_zone(utc):
+        with using_zone(session_setting(utc) if utc else None):
             assert cache_tag() == ""
-    with using_zone("Europe/Berlin"):
+    with using_zone(session_setting("Europe/Berlin")):
         assert cache_tag() == "|TimeZone=Europe/Berlin"

@@ -21,6 +21,7 @@ import pytest
 from psycopg.types.string import TextLoader
 
 from parser.semantics.session_zone import using_zone
+from parser.semantics.zones import session_setting
 from proxy.replay.runner import parse_provenance
 from tests.fixtures.databases import demo_database
 from tests.fixtures.exact_rows import exact_plan_rows
@@ -81,7 +82,7 @@ def _compare(proxy_dsn: str, adult_db: str, catalog: Any, sql: str, options: str
     assert zone == their_zone and our_cols == their_cols, (our_cols, their_cols)
     n_keys = len(our_cols) - 1
     assert [r[:n_keys] for r in ours] == [r[:n_keys] for r in theirs], sql  # the zone's buckets, printed in it
-    with using_zone(zone):
+    with using_zone(session_setting(zone)):
         exact_sql = sql if params is None else sql.replace("%s", f"'{params[0]}'")
         _, exact = exact_plan_rows(exact_sql, catalog, adult_db)
     sd = max(parse_provenance(notices)[1])
