@@ -338,7 +338,7 @@ def strptime(text: str, fmt: str, oid: int) -> Any:
     except ValueError:
         raise Refusal(INVALID_DATETIME_FORMAT, f'invalid value "{text}" for the format of '
                       f"{'to_date' if oid == DATE else 'to_timestamp'}") from None
-    return value.date() if oid == DATE else value.replace(tzinfo=UTC)
+    return value.date() if oid == DATE else instant(value)  # read in the session's zone, as PostgreSQL reads it
 
 
 def pg_epoch_micros(v: datetime) -> int:

@@ -41,6 +41,7 @@ ANSWERED = [
     "SELECT count(*) FROM tzev WHERE ts::date = '2026-10-25'",
     "SELECT count(*) FROM tzev WHERE ts >= DATE '2026-03-29'",
     "SELECT count(*) FROM tzev WHERE ts < '2026-03-29 12:00:00+00'",
+    "SELECT count(*) FROM tzev WHERE ts >= to_timestamp('2026-03-29 10', 'YYYY-MM-DD HH24')",
     "SELECT count(*) FROM tzev WHERE ts + interval '1 day' < '2026-03-30 12:00'",
     "SELECT date_trunc('day', ts - interval '1 month 1 day 2 hours') AS d, count(*) FROM tzev GROUP BY 1",
     "SELECT date_trunc('day', interval '1 day' + ts) AS d, count(*) FROM tzev GROUP BY 1",
