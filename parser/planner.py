@@ -7,7 +7,8 @@ Planning runs under a ``Budget``: the statement's size, IN lists, nesting and de
 bounded (54000 / 54001) and a deadline (the session's statement timeout) is checked inside every pass
 (57014). Refusals that do not depend on time are cached like templates. ``prepare`` returns the next step
 of a plan: the plan itself, a DP partition selection the caller runs first (``Selection``, then
-``complete``), or Superset's series limit (``SeriesStep``).
+``complete``), or Superset's series limit (``SeriesStep``). The caller plans under the session's TimeZone
+(``semantics.session_zone.using_zone``): it is part of every cache key, as it is of the statement's meaning.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from .model.limits import DEFAULT_MAX_GROUPS, Budget, Limits, too_complex
 from .model.schema import Catalog
 from .plan.queryplan import Column, QueryPlan
 from .plan.series import SeriesLimit, series_limit
+from .semantics import session_zone
 from .semantics.collation import using
 from .syntax.cache import DigestLRU, approx_size, digest
 from .syntax.parse import parse_statements
@@ -144,7 +146,7 @@ def _plan_key(sql: str, params: Sequence[object] | None,
     ptuple = tuple(params) if params is not None else ()
     pkey = _params_key(ptuple)
     dkey = _declared(declared)[1]
-    return ptuple, pkey, digest(sql, pkey + ("|declared:" + dkey if dkey else ""))
+    return ptuple, pkey, digest(sql, pkey + ("|declared:" + dkey if dkey else "") + session_zone.cache_tag())
 
 
 class Planner:
@@ -167,7 +169,8 @@ class Planner:
         per text and declared types. ``params``: read only for parameters that shape the groups
         (``date_trunc($1, ts)`` in GROUP BY, ``analysis/group_params.py``): one template per their values."""
         types, dkey = _declared(declared)
-        key = digest(sql, "declared:" + dkey) if dkey else digest(sql)
+        salt = ("declared:" + dkey if dkey else "") + session_zone.cache_tag()  # planned in the session's zone
+        key = digest(sql, salt) if salt else digest(sql)
         hit = self.templates.get(key)
         if isinstance(hit, _ByValue):
             return self._by_value(sql, hit.indexes, params, deadline, types, key)
@@ -280,7 +283,7 @@ class Planner:
         """``parser.plan.series.series_limit`` of ``sql`` over this catalog, cached with the templates."""
         if len(sql.encode("utf-8", "surrogatepass")) > self.limits.max_sql_bytes:
             return None  # refused for its size: never handed whole to sqlglot (seconds a megabyte)
-        key = digest(sql, "series-limit")
+        key = digest(sql, "series-limit" + session_zone.cache_tag())
         hit = self.templates.get(key)
         if hit is not None:
             return hit if isinstance(hit, SeriesLimit) else None

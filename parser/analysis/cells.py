@@ -15,8 +15,10 @@ from pgcore.errors import Refusal
 from .. import scalar as S
 from ..model.limits import Budget
 from ..model.schema import Attribute
+from ..semantics import session_zone
 from ..syntax.parse import position_of
 from .nodes import sql_of
+from .zoned import ZONE_HINT as SESSION_ZONE_HINT
 
 
 def on_cells(e: S.Expr, attr: Attribute, budget: Budget, node: exp.Expr, what: str) -> list[Any]:
@@ -30,7 +32,7 @@ def on_cells(e: S.Expr, attr: Attribute, budget: Budget, node: exp.Expr, what: s
     d = attr.domain
     # Long expressions (IN lists of hundreds of values) are cheap to evaluate and costly to key by their text.
     cacheable = budget.now is None and sum(len(x.values) if isinstance(x, S.InList) else 1 for x in e.walk()) <= 64
-    key = (d, attr.name, what, sql_of(node)) if cacheable else None
+    key = (d, attr.name, what, sql_of(node), session_zone.cache_tag()) if cacheable else None
     hit = _CELLS.get(key) if key is not None else None
     if hit is not None and key is not None:
         _CELLS.move_to_end(key)
@@ -129,7 +131,8 @@ def cuts_cells(what: str, node: exp.Expr, attr: Attribute) -> Refusal:
     d = attr.domain
     return Refusal(E.FEATURE_NOT_SUPPORTED, f"{what} {sql_of(node)!r} cuts the cells of column {attr.name} "
                    f"(cells of {d.coarseness()})", position=position_of(node),
-                   hint=d.whole_cells_hint(attr.name) + (_ZONE_HINT if _zoned(node) else ""))
+                   hint=d.whole_cells_hint(attr.name) + (_ZONE_HINT if _zoned(node) else "")
+                   + (" " + SESSION_ZONE_HINT if session_zone.current() is not None else ""))
 
 
 _ZONE_HINT = (" AT TIME ZONE shifts the cells by the zone's offset: the result must still fall on whole cells "

@@ -18,6 +18,7 @@ from ..semantics.values import INTEGER_OIDS, NUMBER_OIDS
 from ..syntax.parse import position_of
 from . import regexes
 from .nodes import CompilerPart, NotScalar, sql_of, strip_paren
+from .zoned import local, zoned_cast
 
 _FUNCTIONS: dict[type[exp.Expr], str] = {
     exp.Round: "round", exp.Floor: "floor", exp.Ceil: "ceil", exp.Abs: "abs", exp.Coalesce: "coalesce",
@@ -85,7 +86,7 @@ class CallCompiler(CompilerPart):
             x = self.compile(node.this, d)
             if x.oid not in T.TEMPORAL_OIDS | {T.TEXT, T.UNKNOWN}:
                 raise self.no_function("date", node, [x])
-            return S.Cast(x, T.DATE, "date", position_of(node))
+            return zoned_cast(x, T.DATE, "date", position_of(node))
         if isinstance(node, exp.TimeToStr):
             return self.to_char(node, d)
         if isinstance(node, exp.ConcatWs):  # before Concat, its base class
@@ -211,8 +212,8 @@ class CallCompiler(CompilerPart):
             raise Refusal(E.FEATURE_NOT_SUPPORTED, f"to_char {sql_of(node)!r} is not supported on protected tables"
                           + ("" if raw is None else f": {u}"), position=position_of(node),
                           hint="to_char takes a constant pattern of PostgreSQL's date and time fields (Month, Mon, "
-                          "Day, YYYY, MM, DD, Q, IW, HH24...); times are UTC.") from None
-        return S.Call("to_char", [x, S.Const(raw, T.TEXT)], T.TEXT)
+                          "Day, YYYY, MM, DD, Q, IW, HH24...); times are in the session's TimeZone.") from None
+        return S.Call("to_char", [local(x), S.Const(raw, T.TEXT)], T.TEXT)  # the wall time in the session's zone
 
     def trim(self, node: exp.Trim, d: int) -> S.Expr:
         fn = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(str(node.args.get("position") or "").upper(), "btrim")

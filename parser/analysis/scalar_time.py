@@ -4,6 +4,8 @@ temporal types. A mixin of ``parser.analysis.scalars``' compiler: it sees the sa
 
 from __future__ import annotations
 
+from datetime import UTC
+
 from sqlglot import exp
 
 from pgcore import errors as E
@@ -12,9 +14,11 @@ from pgcore.errors import Refusal
 
 from .. import scalar as S
 from ..semantics import datetimes as TM
+from ..semantics import session_zone
 from ..semantics.values import NUMBER_OIDS, temporal_arith_type, temporal_common
 from ..syntax.parse import DATE_PART, position_of
 from .nodes import CompilerPart, NotScalar
+from .zoned import local, shifted, wall, zone_const, zoned_cast
 
 _CLOCK = (exp.CurrentTimestamp, exp.CurrentDate, exp.Localtimestamp, exp.CurrentDatetime)
 TEMPORAL_TYPES = {exp.DataType.Type.DATE: T.DATE, exp.DataType.Type.TIMESTAMP: T.TIMESTAMP,
@@ -37,6 +41,10 @@ class TemporalCompiler(CompilerPart):
             x = self.compile(node.this, d)
             if x.oid not in T.TEMPORAL_OIDS:
                 raise NotScalar(node)
+            z = zone_const()
+            if z is not None and x.oid in (T.DATE, T.TIMESTAMPTZ):  # truncated in the session's zone
+                inner = wall(local(x), position_of(node))
+                return S.AtZone(z, S.Call("date_trunc", [S.Const(text.lower(), T.TEXT), inner], T.TIMESTAMP))
             args = [S.Const(text.lower(), T.TEXT), x]
             return S.Call("date_trunc", args, S.call_type("date_trunc", [T.TEXT, x.oid]))
         if isinstance(node, exp.Extract):
@@ -45,6 +53,7 @@ class TemporalCompiler(CompilerPart):
             if field is None or x.oid not in T.TEMPORAL_OIDS:
                 raise NotScalar(node)
             oid = T.FLOAT8 if node.meta.get(DATE_PART) else T.NUMERIC
+            x = x if field.lower() == "epoch" else local(x)  # fields of the wall time in the session's zone
             return self.typed(S.Call("extract", [S.Const(field.lower(), T.TEXT), x], oid))
         if isinstance(node, exp.StrToDate | exp.StrToTime):
             source, fmt = self.compile(node.this, d), node.args.get("format")
@@ -76,7 +85,7 @@ class TemporalCompiler(CompilerPart):
             x = S.Const(None if x.value is None else S.cast_value(x.value, T.TEXT, T.TIMESTAMPTZ, "timestamptz"),
                         T.TIMESTAMPTZ)
         elif x.oid == T.DATE:
-            x = S.Cast(x, T.TIMESTAMPTZ, "timestamptz", pos)
+            x = zoned_cast(x, T.TIMESTAMPTZ, "timestamptz", pos)
         if x.oid == T.TIME and z.oid in (T.TEXT, T.UNKNOWN, T.INTERVAL):
             raise Refusal(E.FEATURE_NOT_SUPPORTED, "AT TIME ZONE of a time of day (time with time zone) is not supported "
                           "on protected tables", position=pos, hint="Convert the timestamp first: "
@@ -98,6 +107,9 @@ class TemporalCompiler(CompilerPart):
     def clock(self, node: exp.Expr) -> S.Expr:
         """now(), current_date, current_timestamp, localtimestamp: the statement's one instant (UTC)."""
         now = self.budget.statement_time()
+        zone = session_zone.current()
+        if zone is not None and not isinstance(node, exp.CurrentTimestamp | exp.CurrentDatetime):
+            now = now.astimezone(zone.tzinfo()).replace(tzinfo=UTC)  # the session zone's date and wall time
         if isinstance(node, exp.CurrentDate):
             return S.Const(now.date(), T.DATE)
         if isinstance(node, exp.Localtimestamp):
@@ -126,7 +138,7 @@ class TemporalCompiler(CompilerPart):
                           position=position_of(node),
                           hint="Dates take + or - an integer of days or an INTERVAL; an integer column takes "
                           "no interval." if T.INTERVAL in (a.oid, b.oid) else None)
-        return S.Arith(op, a, b, position_of(node), temporal=oid)
+        return shifted(op, a, b, position_of(node), oid)
 
     def as_temporal(self, e: S.Expr, other: S.Expr) -> S.Expr:
         if isinstance(e, S.Const) and e.oid in (T.TEXT, T.UNKNOWN) and e.value is not None:
@@ -151,6 +163,6 @@ class TemporalCompiler(CompilerPart):
             if isinstance(e, S.Const):
                 v = None if e.value is None else S.cast_value(e.value, e.oid, to, T.type_name(to))
                 return S.Const(v, to)
-            return S.Cast(e, to, T.type_name(to), position_of(node))
+            return zoned_cast(e, to, T.type_name(to), position_of(node))
 
         return conv(a), conv(b)

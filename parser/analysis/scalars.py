@@ -30,6 +30,7 @@ from ..syntax.parse import folded_items, literal_value, position_of
 from .nodes import ARITH, CMP_OPS, FLOAT_TYPES, INT_TYPES, TEXT_TYPES, NotScalar, flatten, strip_paren
 from .scalar_calls import CallCompiler
 from .scalar_time import TEMPORAL_TYPES, TemporalCompiler
+from .zoned import zoned_cast
 
 Leaf = Callable[[exp.Expr], "S.Expr | None"]
 NOT_CONSTANT: Any = object()
@@ -191,7 +192,7 @@ class _Compiler(TemporalCompiler, CallCompiler):
                           hint="boolean casts to integer (int4): CAST(flag AS INT).")
         if not self.exact and a.oid == T.TEXT and oid != T.TEXT and not isinstance(a, S.Const):
             raise NotScalar(node)  # a text key read as a number could fail after the release
-        cast = self.typed(S.Cast(a, oid, to.value.lower(), position_of(node)))
+        cast = self.typed(zoned_cast(a, oid, to.value.lower(), position_of(node)))
         mods = node.args["to"].expressions
         if oid == T.NUMERIC and mods:  # numeric(p, s) rounds to s places (half away from zero), as PostgreSQL's typmod
             scale = mods[1] if len(mods) > 1 else None

@@ -128,6 +128,12 @@ class TemporalType(ColumnType):
             raise Refusal(E.UNDEFINED_FUNCTION, f"operator does not exist: {self.sql_type} = {kind}",
                           position=position, hint=f"Compare a {self.sql_type} column with a {self.sql_type} literal "
                           f"such as '{self.format_value(self._value(0))}'.")
+        if isinstance(value, date) and not isinstance(value, str):
+            # A date or timestamp against a timestamptz column, or a timestamptz against a date or timestamp
+            # column, meet in the session's zone, as PostgreSQL compares them.
+            aware = isinstance(value, datetime) and value.tzinfo is not None
+            if aware != (self.oid == T.TIMESTAMPTZ):
+                value = cast_temporal(value, T.TIMESTAMPTZ if self.oid == T.TIMESTAMPTZ else T.TIMESTAMP)
         try:
             return self.instant(value)  # an instant: a date column compared with 10:00 keeps the hour
         except Refusal as r:

@@ -24,7 +24,9 @@ _EPOCH, _EPOCH_UTC, _US = datetime(1970, 1, 1), datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def zone_of(value: Any) -> Zone:
-    """The zone a text or an interval names (22023 when none)."""
+    """The zone a text or an interval names (22023 when none); the session's zone is a Zone already."""
+    if isinstance(value, Zone):
+        return value
     return from_interval(value) if isinstance(value, Interval) else resolve(str(value))
 
 

@@ -1,9 +1,11 @@
-"""Dates, timestamps and intervals as PostgreSQL computes them, in UTC: reading their text forms, casts,
+"""Dates, timestamps and intervals as PostgreSQL computes them: reading their text forms, casts,
 arithmetic with intervals and integers, date_trunc, and extract/date_part.
 
 Python carries date (date), timestamp (naive datetime), timestamptz (aware datetime in UTC) and interval
-(``Interval``). Times are UTC throughout: a timestamptz's day, hour and week are those of UTC (the
-proxy declares its session TimeZone UTC; output follows the client's TimeZone, see proxy/protocol/types).
+(``Interval``). date_trunc and extract here read a timestamptz in UTC: the scalar compiler moves a timestamptz
+into the session's zone first (``AT TIME ZONE``, ``parser.analysis.scalar_time``). Reading a text without an
+offset as timestamptz and the casts between timestamptz and date or timestamp use the session's zone
+(``session_zone``), as PostgreSQL's do.
 """
 
 from __future__ import annotations
@@ -16,9 +18,13 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from pgcore import errors as E
 from pgcore.errors import Refusal
 from pgcore.pgtypes import DATE, TIMESTAMP, TIMESTAMPTZ
+
+from . import session_zone
 
 INVALID_DATETIME_FORMAT = "22007"
 DATETIME_FIELD_OVERFLOW = "22008"
@@ -171,9 +177,43 @@ def parse_datetime(text: str, oid: int) -> Any:
         raise Refusal(DATETIME_FIELD_OVERFLOW, f'date/time field value out of range: "{text}"') from None
     if offset is not None and oid == TIMESTAMPTZ:
         value = value - offset  # to UTC
+    elif oid == TIMESTAMPTZ:
+        return instant(value)
     if oid == DATE:
         return value.date()
     return value.replace(tzinfo=UTC) if oid == TIMESTAMPTZ else value
+
+
+_US = timedelta(microseconds=1)
+
+
+def instant(wall: datetime) -> datetime:
+    """The timestamptz of a wall time in the session's zone (PostgreSQL's timestamp -> timestamptz)."""
+    zone = session_zone.current()
+    if zone is None:
+        return wall.replace(tzinfo=UTC)
+    us = zone.to_utc(np.array([(wall - EPOCH) // _US], dtype=np.int64))
+    return _aware(_shifted(int(us[0])))
+
+
+def wall_time(v: datetime) -> datetime:
+    """The wall time of a timestamptz in the session's zone (PostgreSQL's timestamptz -> timestamp)."""
+    naive = v.astimezone(UTC).replace(tzinfo=None)
+    zone = session_zone.current()
+    if zone is None:
+        return naive
+    return _shifted(int(zone.to_local(np.array([(naive - EPOCH) // _US], dtype=np.int64))[0]))
+
+
+def _shifted(us: int) -> datetime:
+    try:
+        return EPOCH + us * _US
+    except OverflowError:
+        raise Refusal(DATETIME_FIELD_OVERFLOW, "timestamp out of range") from None
+
+
+def _aware(v: datetime) -> datetime:
+    return v.replace(tzinfo=UTC)
 
 
 def cast_temporal(v: Any, to: int) -> Any:
@@ -181,15 +221,16 @@ def cast_temporal(v: Any, to: int) -> Any:
     if isinstance(v, str):
         return parse_datetime(v, to)
     if isinstance(v, datetime):
-        naive = v.astimezone(UTC).replace(tzinfo=None) if v.tzinfo is not None else v
+        if v.tzinfo is not None:
+            return v.astimezone(UTC) if to == TIMESTAMPTZ else (wall_time(v).date() if to == DATE else wall_time(v))
         if to == DATE:
-            return naive.date()
-        return naive.replace(tzinfo=UTC) if to == TIMESTAMPTZ else naive
+            return v.date()
+        return instant(v) if to == TIMESTAMPTZ else v
     if isinstance(v, date):
         if to == DATE:
             return v
         ts = datetime(v.year, v.month, v.day)
-        return ts.replace(tzinfo=UTC) if to == TIMESTAMPTZ else ts
+        return instant(ts) if to == TIMESTAMPTZ else ts
     raise Refusal(E.UNDEFINED_FUNCTION, f"cannot cast type {type(v).__name__} to {_type_label(to)}")
 
 
@@ -297,7 +338,7 @@ def strptime(text: str, fmt: str, oid: int) -> Any:
     except ValueError:
         raise Refusal(INVALID_DATETIME_FORMAT, f'invalid value "{text}" for the format of '
                       f"{'to_date' if oid == DATE else 'to_timestamp'}") from None
-    return value.date() if oid == DATE else value.replace(tzinfo=UTC)
+    return value.date() if oid == DATE else instant(value)  # read in the session's zone, as PostgreSQL reads it
 
 
 def pg_epoch_micros(v: datetime) -> int:

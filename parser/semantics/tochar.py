@@ -8,7 +8,7 @@ numeric ones in either case), optionally after ``FM`` (fill mode: no padding) or
 mode; the C locale's English names), optionally followed by ``TH`` / ``th`` (ordinal suffix); a
 double-quoted string is copied, ``\\"`` is a quote, anything else is copied as is. Names are blank-padded
 to 9 characters (``Month``, ``Day``) and numbers zero-padded to their width unless FM, as upstream.
-Time zones are UTC (the proxy's convention), so ``TZ`` / ``OF`` patterns are refused rather than guessed.
+A timestamptz arrives as its wall time in the session's zone (analysis/zoned.py); ``TZ`` / ``OF`` are refused.
 Checked against PostgreSQL over every day and hour of a range (tests/parser/test_tochar.py).
 """
 

@@ -20,6 +20,8 @@ import psycopg
 from lapras.engine import StalePlan
 from lapras.errors import LaprasError
 from parser.model.schema import Catalog
+from parser.semantics.session_zone import using_zone
+from parser.semantics.zones import session_setting
 
 from ..config import Config
 from .admin import AdminHandler, ServiceError, open_ledger_report, start_new_epoch
@@ -88,6 +90,14 @@ class DPService:
 
     async def execute(self, command: DPCommand, params: Sequence[object | None], user: str,
                       settings: Mapping[str, str], param_oids: Sequence[int] = ()) -> QueryResult:
+        # Planned and bound in the session's TimeZone, as PostgreSQL computes a timestamptz's day or hour and reads
+        # a literal without an offset (Bind's parameters too); the planning threads (asyncio.to_thread) inherit it.
+        setting = settings.get("timezone")
+        with using_zone(session_setting(setting) if setting else None):
+            return await self._answered(command, params, user, settings, param_oids)
+
+    async def _answered(self, command: DPCommand, params: Sequence[object | None], user: str,
+                        settings: Mapping[str, str], param_oids: Sequence[int]) -> QueryResult:
         try:
             for _ in range(2):
                 self._follow_catalog()

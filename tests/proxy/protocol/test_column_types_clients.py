@@ -223,11 +223,15 @@ def test_value_list_from_a_protected_table_is_refused() -> None:
 
 def test_timestamptz_text_follows_session_timezone(temporal_proxy: Any) -> None:
     with psycopg.connect(temporal_proxy.dsn(), autocommit=True) as conn:
-        conn.execute("SET TimeZone = 'Asia/Kolkata'")
+        # Days are Tokyo's, as PostgreSQL's are: the literal '2026-01-05' and date_trunc both read in the zone.
+        conn.execute("SET TimeZone = 'Asia/Tokyo'")
         raw = conn.pgconn.exec_(DAILY.encode())
-        assert raw.get_value(0, 0) == b"2026-01-05 05:30:00+05:30"
+        assert raw.get_value(0, 0) == b"2026-01-05 00:00:00+09"
         rows = conn.execute(DAILY).fetchall()  # psycopg reads the offset: the same instants
-        assert rows[0][0] == datetime(2026, 1, 5, tzinfo=UTC)
+        assert rows[0][0] == datetime(2026, 1, 4, 15, tzinfo=UTC)
+        conn.execute("SET TimeZone = 'Asia/Kolkata'")  # +05:30 would cut the hourly cells: refused, not UTC days
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            conn.execute(DAILY)
 
 
 def test_asyncpg_binary_with_typed_parameters(temporal_proxy: Any) -> None:
