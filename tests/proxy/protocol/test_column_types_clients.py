@@ -126,7 +126,7 @@ def test_numeric_and_boolean_keep_their_types(cur: psycopg.Cursor[Any]) -> None:
     assert cur.execute("SELECT count(*) FROM visits WHERE amount > 20").fetchone()  # the bin split at 20
     with pytest.raises(psycopg.errors.FeatureNotSupported) as err:
         cur.execute("SELECT count(*) FROM visits WHERE amount * 2 > 40")
-    assert "cells of one bin" in (err.value.diag.message_hint or "")
+    assert "edges 0, 10, 100, 500" in (err.value.diag.message_hint or "")  # the hint names the bins it may use
     with pytest.raises(psycopg.errors.FeatureNotSupported):
         cur.execute("SELECT secs, count(*) FROM visits GROUP BY secs")
     assert cur.execute("SELECT count(*) FROM visits").fetchone()
