@@ -203,7 +203,7 @@ def test_huge_budget_selects_filtered_value_lists(harness: Any, embedded_pg: Any
     at the configured one). Popular towns are held by >= 300 users and rare ones by one, so at this budget
     the released set is exact except with probability far below 1e-12: false-failure rate under 1e-12."""
     dsn = harness.demo_database(embedded_pg, default_config, "shops_huge")
-    rows = [(u, c, s, 10, "gold") for c, (s, n) in POPULAR.items() for u in range(n)]
+    rows = [(1000 * i + u, c, s, 10, "gold") for i, (c, (s, n)) in enumerate(POPULAR.items()) for u in range(n)]
     rows += [(10_000 + i, c, "WA", 10, "gold") for i, c in enumerate(RARE)]
     with psycopg.connect(dsn, autocommit=True) as conn:
         fill_table(conn, "shops (user_id bigint, city text, state text, amount integer, tier text)", rows)
