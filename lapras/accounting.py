@@ -169,6 +169,11 @@ def split_budget(epsilon: float, delta: float, regression_fraction: float,
             (epsilon * partition_fraction, delta * partition_fraction))
 
 
+# The least event delta a selection is granted: a threshold is calibrated in double precision, where
+# probabilities far below this (subnormals) are not held to a relative error (lapras.mechanisms.threshold).
+DELTA_FLOOR = 1e-300
+
+
 @dataclass(frozen=True)
 class PartitionAccountant:
     """The partition-selection part (epsilon, delta) of an epoch, shared by up to ``selections`` selections.
@@ -182,8 +187,11 @@ class PartitionAccountant:
 
         (eps, delta_zCDP(eps; sum rho_i) + e^eps * delta_E)-DP.
 
-    Each selection is granted an equal share: rho = zcdp_rho(epsilon, (1 - share) delta) / selections and
-    delta_i = share * delta / (e^epsilon * selections); ``share`` of delta goes to the threshold events.
+    Each selection is granted an equal share: rho = zcdp_rho(eps, (1 - share) delta) / selections and
+    delta_i = share * delta / (e^eps * selections); ``share`` of delta goes to the threshold events. ``eps``
+    is the part's epsilon, lowered where needed so that delta_i stays at least ``DELTA_FLOOR`` (a delta_i
+    that rounds to 0 in floating point calibrates no threshold): an (eps, delta) guarantee holds at every
+    larger epsilon, so this is sound. A part whose delta cannot grant DELTA_FLOOR at any eps is not usable.
     """
 
     epsilon: float
@@ -192,17 +200,30 @@ class PartitionAccountant:
     share: float = 0.5
 
     @property
-    def enabled(self) -> bool:
+    def reserved(self) -> bool:
+        """A part is configured (it may still be too small to use: see ``enabled``)."""
         return self.epsilon > 0 and self.delta > 0 and self.selections > 0
 
     @property
+    def enabled(self) -> bool:
+        return self.reserved and self.conversion_epsilon > 0
+
+    @property
+    def conversion_epsilon(self) -> float:
+        """The epsilon the part is spent at: its own, or less where e^-epsilon would push a selection's
+        event delta below DELTA_FLOOR (0 when even epsilon = 0 would)."""
+        if not self.reserved:
+            return 0.0
+        room = math.log(self.share * self.delta / self.selections) - math.log(DELTA_FLOOR)
+        return max(0.0, min(self.epsilon, room))
+
+    @property
     def rho_total(self) -> float:
-        return zcdp_rho(self.epsilon, (1.0 - self.share) * self.delta) if self.enabled else 0.0
+        return zcdp_rho(self.conversion_epsilon, (1.0 - self.share) * self.delta) if self.enabled else 0.0
 
     @property
     def events_total(self) -> float:
-        # delta e^-eps, written so that a large epsilon underflows to 0 rather than overflowing
-        return self.share * self.delta * math.exp(-self.epsilon) if self.enabled else 0.0
+        return self.share * self.delta * math.exp(-self.conversion_epsilon) if self.enabled else 0.0
 
     def cost_per_selection(self) -> Cost:
         if not self.enabled:
@@ -218,7 +239,7 @@ class PartitionAccountant:
         """(epsilon, delta) of what the part has spent, at the part's delta."""
         if rho_spent <= 0:
             return 0.0, 0.0
-        conv = self.delta - (_exp(self.epsilon) * delta_spent if delta_spent > 0 else 0.0)
+        conv = self.delta - (_exp(self.conversion_epsilon) * delta_spent if delta_spent > 0 else 0.0)
         return (zcdp_eps(rho_spent, conv), self.delta) if conv > 0 else (math.inf, self.delta)
 
 

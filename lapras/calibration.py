@@ -18,9 +18,12 @@ import math
 from collections.abc import Callable
 
 from scipy.optimize import brentq, minimize_scalar
-from scipy.special import log_ndtr, ndtr
+from scipy.special import log_ndtr, ndtr, ndtri
 
 _RTOL = 1e-12
+# Calibrations treat an epsilon above this as this one: a guarantee at a smaller epsilon holds at every larger
+# one (sound), and the root finds below overflow near 1e300. At 1e7 the noise is already below any rounding.
+EPS_MAX = 1e7
 
 
 def gdp_delta(mu: float, eps: float) -> float:
@@ -53,11 +56,42 @@ def _bracket(f: Callable[[float], float], lo: float, hi: float) -> tuple[float, 
 
 
 def gdp_mu(eps: float, delta: float) -> float:
-    """Largest mu whose mu-GDP trade-off curve is (eps, delta)-DP."""
+    """Largest mu whose mu-GDP trade-off curve is (eps, delta)-DP (eps above EPS_MAX calibrated as EPS_MAX)."""
     _check(eps, delta)
+    eps = min(eps, EPS_MAX)
+    mu = _gdp_root(eps, delta)
+    err = _rounding(mu, eps, delta)
+    if err > 1e-3:  # the curve cannot be evaluated near this root: a bound that needs no cancellation
+        zero = 2.0 * float(ndtri(0.5 + 0.5 * delta))  # (0, delta)-DP, hence (eps, delta)-DP
+        return max(zero, _classical_mu(eps, delta) if eps < 1.0 else 0.0) * (1.0 - 1e-12)
+    if err > 1e-13:  # the root's delta may be off by err: calibrate below it
+        mu = _gdp_root(eps, delta / (1.0 + 10.0 * err))
+    return mu
+
+
+def _gdp_root(eps: float, delta: float) -> float:
     f = lambda m: _log_gap(m, eps, delta)  # noqa: E731
     lo, hi = _bracket(f, 1e-3, 1.0)
     return float(brentq(f, lo, hi, xtol=1e-300, rtol=_RTOL, maxiter=500))
+
+
+def _rounding(mu: float, eps: float, delta: float) -> float:
+    """Relative error of delta(eps; mu) in double precision, from its two terms' rounding: each is off by
+    phi(a) |a| ulps of a (e^eps phi(b) = phi(a)) plus its own ulps, a = -eps / mu + mu / 2. It matters only
+    where both terms are tiny and nearly equal: at eps = 1e-12, delta = 1e-300 the root find returned a mu
+    whose true delta was 1e254 times delta (checked against 80-digit arithmetic)."""
+    if mu <= 0 or not math.isfinite(mu):
+        return 0.0
+    a = -eps / mu + mu / 2.0
+    log_err = math.log(2.2e-16) + math.log(math.exp(-0.5 * a * a) / math.sqrt(2 * math.pi) * (abs(a) + mu + 1.0)
+                                          + 2.0 * float(ndtr(a)) + 1e-320)
+    return math.exp(min(log_err - math.log(delta), 700.0))
+
+
+def _classical_mu(eps: float, delta: float) -> float:
+    """The classical Gaussian mechanism's mu (Dwork & Roth, Theorem A.1: sigma >= sqrt(2 log(1.25 / delta)) /
+    eps is (eps, delta)-DP for eps < 1), for where the exact curve cannot be evaluated in double precision."""
+    return eps / math.sqrt(2.0 * math.log(1.25 / delta))
 
 
 def gdp_eps(mu: float, delta: float) -> float:
@@ -71,7 +105,16 @@ def gdp_eps(mu: float, delta: float) -> float:
     hi = max(1.0, mu * mu)
     while f(hi) < 0:
         hi *= 2.0
-    return float(brentq(f, 0.0, hi, xtol=1e-15, rtol=_RTOL, maxiter=500))
+    eps = float(brentq(f, 0.0, hi, xtol=1e-300, rtol=_RTOL, maxiter=500))
+    err = _rounding(mu, eps, delta)
+    if err > 1e-3:
+        # The curve is not evaluable there (see _rounding): read the classical bound, an upper eps.
+        classical = mu * math.sqrt(2.0 * math.log(1.25 / delta)) * (1.0 + 1e-12)
+        return classical if classical < 1.0 else eps
+    # Rounded up by the root's tolerance and by delta's rounding error over the curve's slope in eps,
+    # e^eps Phi(b): at a tiny eps the curve is flat, and a relative 1e-10 in delta moves eps by a percent.
+    slope = math.exp(eps + float(log_ndtr(-eps / mu - mu / 2.0)))
+    return eps * (1.0 + 4.0 * _RTOL) + 10.0 * err * delta / slope
 
 
 def agm_sigma(eps: float, delta: float, sensitivity: float = 1.0) -> float:
@@ -122,8 +165,10 @@ def approx_zcdp_eps(rho: float, delta_events: float, delta: float) -> float:
 
 
 def zcdp_rho(eps: float, delta: float) -> float:
-    """Largest rho whose rho-zCDP guarantee is (eps, delta)-DP (inverse of :func:`zcdp_eps`)."""
+    """Largest rho whose rho-zCDP guarantee is (eps, delta)-DP (inverse of :func:`zcdp_eps`; eps above
+    EPS_MAX calibrated as EPS_MAX)."""
     _check(eps, delta)
+    eps = min(eps, EPS_MAX)
     f = lambda r: zcdp_eps(r, delta) - eps  # noqa: E731
     hi = eps
     while f(hi) < 0:

@@ -307,6 +307,12 @@ def check_regression(ep: EpochRecord, epsilon: float, delta: float) -> None:
 def check_partition(ep: EpochRecord, cost: Cost) -> None:
     """Raise BudgetExhausted (53400) when the epoch's partition part cannot cover ``cost``."""
     part = ep.spec.partition
+    if part.reserved and not part.enabled:
+        raise BudgetExhausted(
+            "the partition-selection part's delta is too small to calibrate a selection",
+            detail=f"a selection's share of delta, {part.share} * {part.delta:g} / {part.selections}, is below "
+                   "1e-300",
+            hint="raise [privacy] delta or partition_fraction, or lower partition_selections")
     if not part.admits(ep.partition_rho_spent, ep.partition_delta_spent, cost):
         raise BudgetExhausted(
             "the partition-selection budget of this epoch is exhausted" if part.enabled else

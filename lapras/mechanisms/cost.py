@@ -53,10 +53,20 @@ class Cost:
         """One finite (eps, delta) guarantee of this release alone, for people to read. An approximate zCDP
         cost (rho, delta_e) is stated at eps0 = zCDP's eps at delta_e and total delta delta_e (1 + e^eps0),
         which covers zCDP's delta at eps0 plus e^eps0 delta_e (then tightened at that total delta); a fixed
-        multiple of delta_e as the total could not cover e^eps delta_e for eps above its log (inf)."""
+        multiple of delta_e as the total could not cover e^eps delta_e for eps above its log (inf). Where that
+        total reaches 1/2 (a huge budget: delta_e near 1e-300, eps0 in the hundreds) it is stated at the least
+        total 10^-k (bisected on k) whose reading is finite."""
         if self.rho is None or not self.delta:
             return self.as_eps_delta(self.delta or 1e-6)
         eps0 = zcdp_eps(self.rho, min(self.delta, 0.5))
+        log_total = math.log(self.delta) + eps0 + math.log1p(math.exp(-eps0))
+        if log_total >= math.log(0.5):
+            lo, hi = 1, max(1, math.floor(-math.log10(self.delta)))  # 10^-hi >= delta_e: finite reading at 10^-lo
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if math.isfinite(approx_zcdp_eps(self.rho, self.delta, 10.0 ** -mid)) else (lo, mid)
+            total = 10.0 ** -lo
+            return approx_zcdp_eps(self.rho, self.delta, total), total
         total = self.delta * (1.0 + math.exp(eps0))
         return min(eps0, approx_zcdp_eps(self.rho, self.delta, total)), total
 

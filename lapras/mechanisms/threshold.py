@@ -33,7 +33,7 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-from scipy.special import ndtri
+from scipy.special import ndtr, ndtri
 
 from lapras.mechanisms import noise
 from lapras.mechanisms.cost import Cost
@@ -67,6 +67,8 @@ class GaussianThreshold:
 
         # delta falls as the threshold rises: bracket from the continuous tail, then bisect on integers.
         hi = max(2, math.ceil(1.0 + sigma * (-float(ndtri(cost.delta / max_keys)) + 1.0)))
+        if max_keys * _TAIL_SLACK * 2.0 >= cost.delta:
+            raise ValueError(f"a threshold release cannot be calibrated to delta {cost.delta:g} over {max_keys} keys")
         while delta_at(hi) > cost.delta:
             hi *= 2
         lo = 1
@@ -119,16 +121,33 @@ def _map(sigma: float, threshold: int, max_keys: int) -> tuple[float, float]:
 
 
 def discrete_gaussian_tail(sigma: float, k: int) -> float:
-    """``P[Z >= k]`` for ``Z ~ N_Z(0, sigma^2)`` (mass proportional to exp(-z^2 / (2 sigma^2)) on the
-    integers), summed term by term. Terms past 40 sigma (below e^-800) are zero in double precision; the
-    result is rounded up by a relative 1e-9, far above the sums' rounding error."""
+    """An upper bound on ``P[Z >= k]`` for ``Z ~ N_Z(0, sigma^2)`` (mass proportional to exp(-z^2 / (2 sigma^2))
+    on the integers), tight to a relative 1e-9 up to ``_EXACT_SIGMA``: the mass summed term by term (terms past
+    40 sigma, below e^-800, are zero in double precision), rounded up by a relative 1e-9, far above the sums'
+    rounding error, plus ``_TAIL_SLACK`` for the terms that underflow (each off by at most a subnormal's ulp).
+    Above ``_EXACT_SIGMA`` (arrays of 40 sigma terms would not fit in memory at a tiny epsilon) it is the
+    integral bound: the terms from k on are at most the first plus the integral from k, and the normaliser is
+    at least sigma sqrt(2 pi) (Poisson summation), so P[Z >= k] <= Phi(-k / sigma) + phi(k / sigma) / sigma,
+    looser than the sum by a relative (k / sigma) / sigma, under 2% there."""
     if k <= 0:
         return 1.0 - discrete_gaussian_tail(sigma, 1 - k) / (1.0 + 1e-9)  # symmetry: P[Z >= k] = 1 - P[Z >= 1 - k]
+    if sigma > _EXACT_SIGMA:
+        t = k / sigma
+        bound = float(ndtr(-t)) + math.exp(-0.5 * t * t) / (sigma * math.sqrt(2.0 * math.pi))
+        return min(1.0, bound * (1.0 + 1e-9) + _TAIL_SLACK)
     reach = math.ceil(40.0 * sigma) + 1
     if k > reach:
-        return 0.0
+        return _TAIL_SLACK
     z = np.arange(0, reach + 1, dtype=np.float64)
     w = np.exp(-(z * z) / (2.0 * sigma * sigma))
     total = 2.0 * float(np.sum(w[1:][::-1])) + 1.0
     # The tail is summed on its own, smallest terms first, never as 1 minus a near-1 sum.
-    return min(1.0, float(np.sum(w[k:][::-1])) / total * (1.0 + 1e-9))
+    return min(1.0, float(np.sum(w[k:][::-1])) / total * (1.0 + 1e-9) + _TAIL_SLACK)
+
+
+# Above this sigma the tail is bounded by an integral rather than summed (80,001 terms at most).
+_EXACT_SIGMA = 2000.0
+# Covers the terms that underflow to subnormals or 0 (at most 80,002 of them, each off by under 2^-1074 in
+# the sum, which the normaliser >= 1 does not enlarge): the tail is an upper bound at every sigma, never 0.
+# The accountant grants a selection at least 1e-300 (lapras.accounting.DELTA_FLOOR), far above.
+_TAIL_SLACK = 1e-315

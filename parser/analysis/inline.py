@@ -277,6 +277,12 @@ def _merge_aggregate(sel: exp.Select, inner: exp.Select, outputs: list[tuple[str
     -> ``SELECT k AS k, COUNT(*) AS n FROM t GROUP BY k HAVING COUNT(*) > 10 ORDER BY 2 LIMIT 5``."""
     if (_aggregates(sel) or sel.args.get("distinct") or sel.find(exp.Window) is not None) and not _windows_only(
             sel, inner):
+        if inner.find(exp.Window) is not None:  # Looker's pivots rank, then filter and rank the ranks
+            raise unsupported("a query over the outputs of window functions", inner.find(exp.Window),
+                              hint="Window functions are answered in the statement that groups (one level "
+                              "over the aggregate); filter or rank their results in the client. Looker: "
+                              "a pivot sends nested ranks, a table without a pivot is answered. "
+                              + E.SUPPORTED_HINT)
         node = sel.find(exp.AggFunc) or sel.args.get("group") or sel.args.get("distinct") or sel
         raise unsupported("an aggregate over the rows of an aggregate subquery", node,
                           hint="It needs the subquery's rows (which groups exist). Query the aggregate directly. "

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import rtoml
 
@@ -213,16 +214,21 @@ def _cmd_budget(args: argparse.Namespace) -> int:
     cfg = load_or_exit(args.config)
     from .app import budget_report
 
-    report = budget_report(cfg, Path(args.state_dir))
-    if args.json:
-        print(json.dumps(report, indent=None, sort_keys=True, default=str))
-    else:
-        from ..dp.budget_view import readable
-        from ..dp.service import flatten
-
-        for key, value in flatten(report):
-            print(f"{key:>34}: {readable(key, value)}")
+    _print_report(budget_report(cfg, Path(args.state_dir)), args.json)
     return 0
+
+
+def _print_report(report: dict[str, Any], as_json: bool) -> None:
+    """A ledger report as `budget` and `epoch` print it: one key per line, timestamps in UTC, floats to 6
+    digits; with --json the raw object (seconds since 1970, full floats) on one line."""
+    if as_json:
+        print(json.dumps(report, indent=None, sort_keys=True, default=str))
+        return
+    from ..dp.budget_view import readable
+    from ..dp.service import flatten
+
+    for key, value in flatten(report):
+        print(f"{key:>34}: {readable(key, value)}")
 
 
 def _cmd_epoch(args: argparse.Namespace) -> int:
@@ -230,13 +236,11 @@ def _cmd_epoch(args: argparse.Namespace) -> int:
     if args.prepare:
         from ..dp.engine_factory import prepare_strategies
 
-        info = prepare_strategies(cfg, Path(args.state_dir))
-        print(json.dumps(info, default=str))
+        _print_report(prepare_strategies(cfg, Path(args.state_dir)), args.json)
         return 0
     from .app import new_epoch
 
-    info = new_epoch(cfg, Path(args.state_dir))
-    print(json.dumps(info, default=str))
+    _print_report(new_epoch(cfg, Path(args.state_dir)), args.json)
     return 0
 
 
@@ -377,6 +381,7 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     mode.add_argument("--new", action="store_true", help="start a new epoch now (the default)")
     mode.add_argument("--prepare", action="store_true",
                       help="prepare the next epoch's matrix-mechanism strategies ahead, without starting it")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_epoch)
 
     p = sub.add_parser("psql", help="open psql on the embedded database (operator only)", description=(

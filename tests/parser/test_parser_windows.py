@@ -132,3 +132,24 @@ def test_window_arguments_of_the_wrong_type_are_refused(sql: str, state: str,
         with pytest.raises(psycopg.Error) as pg:
             adult_conn.execute(sql)  # type: ignore[call-overload]
         assert pg.value.sqlstate == state
+
+
+LOOKER_PIVOT = (
+    'WITH adult_pivot AS (SELECT adult.race AS "adult.race", adult.sex AS "adult.sex", COUNT(*) AS "adult.count" '
+    "FROM public.adult AS adult GROUP BY 1, 2) SELECT * FROM (SELECT *, DENSE_RANK() OVER (ORDER BY z___min_rank) "
+    "AS z___pivot_row_rank, RANK() OVER (PARTITION BY z__pivot_col_rank ORDER BY z___min_rank) AS "
+    "z__pivot_col_ordering, CASE WHEN z___min_rank = z___rank THEN 1 ELSE 0 END AS z__is_highest_ranked_cell "
+    'FROM (SELECT *, MIN(z___rank) OVER (PARTITION BY "adult.race") AS z___min_rank FROM (SELECT *, RANK() OVER '
+    '(ORDER BY "adult.race" ASC, z__pivot_col_rank) AS z___rank FROM (SELECT *, DENSE_RANK() OVER (ORDER BY '
+    '"adult.sex" NULLS LAST) AS z__pivot_col_rank FROM adult_pivot) aa) bb WHERE z__pivot_col_rank <= 16384) cc) '
+    "dd WHERE (z__pivot_col_rank <= 50 OR z__is_highest_ranked_cell = 1) AND (z___pivot_row_rank <= 500 OR "
+    "z__pivot_col_ordering = 1) ORDER BY z___pivot_row_rank")
+
+
+def test_a_looker_pivot_is_refused_naming_the_windows_over_windows() -> None:
+    """Looker's pivot SQL ranks the aggregate's rows, then filters and ranks the ranks: refused 0A000 naming
+    that (it said "an aggregate over the rows of an aggregate subquery", though nothing aggregates there)."""
+    with pytest.raises(Refusal) as err:
+        plan_query(LOOKER_PIVOT, MIXED)
+    assert err.value.sqlstate == "0A000"
+    assert "outputs of window functions" in err.value.message and "client" in (err.value.hint or ""), err.value

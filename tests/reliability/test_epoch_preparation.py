@@ -164,8 +164,8 @@ def test_epoch_prepare_fills_the_strategy_store(tmp_path: Path) -> None:
     _slow_prediction(tmp_path / "P.json", n=60)
     text = make_test_config("host=/nonexistent dbname=none", free_port())
     (tmp_path / "config.toml").write_text(re.sub(r"(?m)^prediction = .*$", 'prediction = "P.json"', text))
-    cmd = [sys.executable, "-m", "proxy.ops.cli", "epoch", "--prepare", "--config", str(tmp_path / "config.toml"),
-           "--state-dir", str(tmp_path / "state")]
+    cmd = [sys.executable, "-m", "proxy.ops.cli", "epoch", "--prepare", "--json", "--config",
+           str(tmp_path / "config.toml"), "--state-dir", str(tmp_path / "state")]
     runs = []
     for _ in range(2):
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
