@@ -150,7 +150,9 @@ def config_text(dsn: str, port: int, candidates: list[Candidate], epsilon: float
         text = _set_key(text, section, key, value)
     for cand in candidates:
         decl = block.replace("[tables.events", f"[tables.events_{cand.name}")
-        decl = re.sub(r"(?m)^(privacy_unit = [^\n]*\n)", lambda m, c=cand: m.group(1) + c.toml(), decl, count=1)
+        unit = re.search(r"(?m)^privacy_unit = [^\n]*\n", decl)
+        assert unit is not None
+        decl = decl[:unit.end()] + cand.toml() + decl[unit.end():]
         text += "\n" + decl
     return text
 
