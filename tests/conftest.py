@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from proxy.config import load_config
+from proxy.config import parse_config
 from proxy.upstream.embedded import EmbeddedPostgres
 from tests.fixtures import databases, proxy_process
 from tests.fixtures.databases import create_database, demo_database
@@ -35,7 +35,11 @@ def bi_log(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def default_config():
-    return load_config(REPO / "config.toml")
+    """The shipped config.toml, `events` declared with the tests' bounds (``events_test_config``)."""
+    import tomllib
+
+    return parse_config(tomllib.loads(proxy_process.events_test_config((REPO / "config.toml").read_text())),
+                        str(REPO / "config.toml"))
 
 
 @pytest.fixture(scope="session")
