@@ -296,12 +296,20 @@ class StaleEpoch(Exception):
 def check_regression(ep: EpochRecord, epsilon: float, delta: float) -> None:
     """Raise BudgetExhausted (53400) when the epoch's regression part cannot cover (epsilon, delta)."""
     s = ep.spec
-    if (ep.regression_epsilon_spent + epsilon > s.regression_epsilon * (1 + 1e-12)
-            or ep.regression_delta_spent + delta > s.regression_delta * (1 + 1e-12)):
+    over_eps = ep.regression_epsilon_spent + epsilon > s.regression_epsilon * (1 + 1e-12)
+    over_delta = ep.regression_delta_spent + delta > s.regression_delta * (1 + 1e-12)
+    if over_eps or over_delta:
+        # Name every part that cannot cover the call: a call refused for its delta alone (the default delta is
+        # half the regression delta) must not read as an epsilon problem.
+        parts = [(f"epsilon {ep.regression_epsilon_spent:.4g} of {s.regression_epsilon:.4g} spent; the call "
+                  f"needs {epsilon:.4g}") if over_eps else "",
+                 (f"delta {ep.regression_delta_spent:.3g} of {s.regression_delta:.3g} spent; the call needs "
+                  f"{delta:.3g}") if over_delta else ""]
         raise BudgetExhausted("the regression budget of this epoch is exhausted",
-                              detail=f"epoch {ep.id}: epsilon {ep.regression_epsilon_spent:.4g} of "
-                                     f"{s.regression_epsilon:.4g} spent; the call needs {epsilon:.4g}",
-                              hint="ask for a smaller epsilon, or wait for the next epoch")
+                              detail=f"epoch {ep.id}: " + "; ".join(p for p in parts if p),
+                              hint=("ask for a smaller epsilon, " if over_eps else "")
+                                   + ("pass a smaller delta (the sixth argument), " if over_delta else "")
+                                   + "or wait for the next epoch")
 
 
 def check_partition(ep: EpochRecord, cost: Cost) -> None:

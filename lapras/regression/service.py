@@ -102,6 +102,12 @@ def _attr(table: TableSchema, name: str) -> Attribute:
     return a
 
 
+def check_columns(table: TableSchema, y: str, xs: Sequence[str]) -> None:
+    """Raise the call's own error (42703 unknown column, 22023 non-numeric) for y and xs."""
+    for name in (y, *xs):
+        _attr(table, name)
+
+
 def _select_sql(table: TableSchema, attrs: Sequence[Attribute]) -> psql.Composed:
     cols = [psql.SQL("LEAST(GREATEST({c}::float8, {lo}), {hi})").format(
         c=psql.Identifier(a.name), lo=psql.Literal(a.domain.sum_bounds[0]), hi=psql.Literal(a.domain.sum_bounds[1]))

@@ -38,6 +38,8 @@ class RegressionCall:
     epsilon: float | None = None
     delta: float | None = None
     schema: str | None = None
+    # The result columns the SELECT lists, in its order; () for ``SELECT *`` (all of RESULT_COLUMNS).
+    select: tuple[str, ...] = ()
 
 
 def _find_call(tree: exp.Expression) -> exp.Anonymous | None:
@@ -53,13 +55,24 @@ def _find_call(tree: exp.Expression) -> exp.Anonymous | None:
     return None
 
 
+def _no_parameter(arg: exp.Expression, what: str) -> None:
+    # A bound parameter ($1, as psycopg 3 and JDBC send values) is not substituted into the call: say so,
+    # rather than "must be a string literal" about a value the client did pass.
+    if isinstance(arg, exp.Parameter | exp.Placeholder):
+        raise RegressionError("0A000", f"linear_regression: {what} cannot be a bound parameter",
+                              hint="write the arguments into the statement as literals (psycopg: sql.Literal, "
+                                   "or a ClientCursor)")
+
+
 def _string(arg: exp.Expression, what: str) -> str:
+    _no_parameter(arg, what)
     if isinstance(arg, exp.Literal) and arg.is_string:
         return str(arg.this)
     raise RegressionError("22023", f"linear_regression: {what} must be a string literal")
 
 
 def _number(arg: exp.Expression, what: str) -> float | None:
+    _no_parameter(arg, what)
     if isinstance(arg, exp.Null):
         return None
     if isinstance(arg, exp.Neg) and isinstance(arg.this, exp.Literal):
@@ -94,12 +107,21 @@ def parse_regression_call(sql: str) -> RegressionCall | None:
     if not isinstance(sel, exp.Select):
         raise RegressionError("0A000", "linear_regression is only supported as SELECT * FROM lapras.linear_regression(...)")
     from_ = sel.args.get("from_") or sel.args.get("from")
-    if (from_ is None or from_.this is not call.parent or sel.args.get("joins") or sel.args.get("where")
-            or sel.args.get("group") or sel.args.get("having")):
+    # ORDER BY, LIMIT, OFFSET and DISTINCT are refused too: they were silently ignored before.
+    if (from_ is None or from_.this is not call.parent or any(
+            sel.args.get(k) for k in ("joins", "where", "group", "having", "order", "limit", "offset", "distinct"))):
         raise RegressionError("0A000", "linear_regression is only supported as SELECT * FROM lapras.linear_regression(...)",
-                              hint="select from the function alone; no joins, WHERE or GROUP BY")
+                              hint="select from the function alone; no joins, WHERE, GROUP BY, ORDER BY or LIMIT "
+                                   "(filter or sort the result in the client)")
+    select: list[str] = []
     for col in sel.expressions:
-        if not (isinstance(col, exp.Star) or (isinstance(col, exp.Column) and col.name.lower() in RESULT_COLUMNS)):
+        if isinstance(col, exp.Star):
+            select.extend(RESULT_COLUMNS)
+        elif isinstance(col, exp.Column) and not isinstance(col.this, exp.Star) and col.name.lower() in RESULT_COLUMNS:
+            select.append(col.name.lower())
+        elif isinstance(col, exp.Column) and isinstance(col.this, exp.Star):
+            select.extend(RESULT_COLUMNS)  # r.*
+        else:
             raise RegressionError("0A000", "only * or the result columns term, estimate, epsilon, delta "
                                   "may be selected from linear_regression")
     args = list(call.expressions)
@@ -142,4 +164,5 @@ def parse_regression_call(sql: str) -> RegressionCall | None:
         raise RegressionError("22023", "linear_regression: epsilon must be positive")
     if delta is not None and not 0 < delta < 1:
         raise RegressionError("22023", "linear_regression: delta must be in (0, 1)")
-    return RegressionCall(table_arg, y, xs, method, eps, delta, schema)
+    return RegressionCall(table_arg, y, xs, method, eps, delta, schema,
+                          () if tuple(select) == RESULT_COLUMNS else tuple(select))

@@ -66,6 +66,13 @@ def budget_rows(report: Mapping[str, Any], activity: Mapping[str, float], *, adm
     rows.append(("spent.delta", _num(cur["spent"]["delta"])))
     if "mu" in cur:
         rows.append(("spent.mu", _num(cur["mu"]["spent"])))
+    reg = cur.get("regression_budget") or {}
+    if reg.get("epsilon"):
+        # lapras.linear_regression's own part (basic composition with the rest): what its calls have spent.
+        rows.append(("regression.budget.epsilon", _num(reg["epsilon"])))
+        rows.append(("regression.budget.delta", _num(reg["delta"])))
+        rows.append(("regression.spent.epsilon", _num(cur["regression_spent"]["epsilon"])))
+        rows.append(("regression.spent.delta", _num(cur["regression_spent"]["delta"])))
     part = cur.get("partition_budget") or {}
     if part.get("epsilon"):
         # DP partition selection's own part (basic composition with the rest): what it has spent, and how

@@ -18,8 +18,17 @@ from lapras.engine import Engine
 from lapras.ledger.base import StaleEpoch, check_regression
 from lapras.mechanisms import Cost
 from lapras.read_guard import TIMEOUT_MESSAGE, current_guard
-from lapras.regression.service import COLUMNS, INTERCEPT, call_key, canonical_call, run_regression_call
-from lapras.regression.sqlcall import RegressionCall, parse_regression_call
+from lapras.regression.service import (
+    COLUMNS,
+    INTERCEPT,
+    call_key,
+    canonical_call,
+    check_columns,
+    run_regression_call,
+)
+from lapras.regression.sqlcall import RESULT_COLUMNS, RegressionCall, parse_regression_call
+from pgcore.identifiers import qualified
+from pgcore.pgtypes import TEXT
 
 from ..config import Config
 from .service_api import ColumnDesc, QueryResult
@@ -47,8 +56,37 @@ class RegressionEndpoint:
         return "linear_regression" in sql.lower() and self.call_of(sql) is not None
 
     def describe(self, sql: str) -> tuple[list[int], list[ColumnDesc]]:
-        self.call_of(sql)  # raises the call's own errors (42601/22023) at Describe time
-        return [], [ColumnDesc(n, oid) for n, oid in COLUMNS]
+        call = self.call_of(sql)  # raises the call's own errors (42601/22023) at Describe time
+        assert call is not None
+        return [], _columns(call)
+
+    def explain(self, sql: str) -> QueryResult:
+        """EXPLAIN of a call: the method, the columns and what it would cost now (or that it replays a
+        release of this epoch); nothing is read, drawn or charged. Public quantities only."""
+        call = self.call_of(sql)
+        assert call is not None
+        ledger = self.engine.ledger
+        epoch = ledger.current_epoch()
+        catalog = self.engine.catalog_of_epoch(epoch.id) if epoch is not None else self.engine.catalog
+        spec = epoch.spec if epoch is not None else None
+        eps_r = spec.regression_epsilon if spec is not None else 0.0
+        delta_r = spec.regression_delta if spec is not None else 0.0
+        canon = canonical_call(call, catalog, eps_r * DEFAULT_CALL_SHARE, delta_r * DEFAULT_CALL_SHARE)
+        table = catalog.table(canon.table, canon.schema)
+        assert table is not None
+        check_columns(table, canon.y, canon.xs)  # 42703 / 22023 as the call itself would raise them
+        lines = [f"DP linear regression ({canon.method}) of {canon.y} on {', '.join(call.xs)} + intercept over "
+                 f"{qualified(table.schema, table.name)}",
+                 "  rows: those with no NULL among these columns, each value clamped to its declared domain"]
+        if epoch is not None and ledger.regression_answer(epoch.id, call_key(canon)) is not None:
+            lines.append("  released earlier in this epoch: replayed, no charge")
+        else:
+            lines.append(f"  cost: epsilon = {canon.epsilon:.4g}, delta = {canon.delta:.3g}, from the epoch's "
+                         f"regression budget (epsilon {eps_r:.4g}, delta {delta_r:.3g})")
+            if epoch is not None:
+                lines.append(f"  regression budget spent this epoch: epsilon = {epoch.regression_epsilon_spent:.4g}, "
+                             f"delta = {epoch.regression_delta_spent:.3g}")
+        return QueryResult([ColumnDesc("QUERY PLAN", TEXT)], [(ln,) for ln in lines], "EXPLAIN")
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
@@ -84,7 +122,7 @@ class RegressionEndpoint:
         catalog = self.engine.catalog_of_epoch(epoch.id)
         canon = canonical_call(call, catalog, eps_r * DEFAULT_CALL_SHARE, delta_r * DEFAULT_CALL_SHARE)
         key = call_key(canon)
-        cols = [ColumnDesc(n, oid) for n, oid in COLUMNS]
+        cols = _columns(call)
         stored = ledger.regression_answer(epoch.id, key)
         if stored is not None:
             rows = _in_call_order(stored, call)
@@ -116,7 +154,18 @@ class RegressionEndpoint:
                             f"delta={result.cost.delta:.3g} from the regression budget"])
 
 
+def _columns(call: RegressionCall) -> list[ColumnDesc]:
+    """The result columns the call's SELECT lists (all of them for ``SELECT *``)."""
+    by_name = dict(COLUMNS)
+    return [ColumnDesc(n, by_name[n]) for n in (call.select or RESULT_COLUMNS)]
+
+
 def _in_call_order(rows: list[list[Any]], call: RegressionCall) -> list[tuple[Any, ...]]:
-    """Stored rows (canonical: regressors sorted) in the order the call listed its regressors."""
+    """Stored rows (canonical: regressors sorted) in the order the call listed its regressors, each
+    projected on the columns its SELECT lists."""
     order = {name: i for i, name in enumerate((INTERCEPT, *call.xs))}
-    return sorted((tuple(r) for r in rows), key=lambda r: order.get(r[0], len(order)))
+    ordered = sorted((tuple(r) for r in rows), key=lambda r: order.get(r[0], len(order)))
+    if not call.select:
+        return ordered
+    index = [RESULT_COLUMNS.index(n) for n in call.select]
+    return [tuple(r[i] for i in index) for r in ordered]

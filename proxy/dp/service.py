@@ -28,7 +28,7 @@ from .admin import AdminHandler, ServiceError, open_ledger_report, start_new_epo
 from .budget_view import flatten
 from .commands import DPCommand, ExplainCommand, NewEpochCommand, QueryCommand, RegressionCommand, ShowCommand
 from .engine_factory import build_engine, build_regression
-from .explain import ExplainHandler
+from .explain import EXPLAIN_COLUMNS, ExplainHandler
 from .planning import Planners
 from .protocols import Regression, ServiceEngine
 from .query import QueryHandler
@@ -83,6 +83,8 @@ class DPService:
         if isinstance(command, NewEpochCommand):
             return [], self.admin.describe_new_epoch(command)
         if isinstance(command, ExplainCommand):
+            if self.regression is not None and self.regression.matches(command.statement):
+                return [], list(EXPLAIN_COLUMNS)
             return self.explains.describe(command, param_oids)
         return self.queries.describe(command, param_oids)
 
@@ -125,6 +127,8 @@ class DPService:
         if isinstance(command, NewEpochCommand):
             return await asyncio.to_thread(self.admin.new_epoch, command, user)
         if isinstance(command, ExplainCommand):
+            if self.regression is not None and self.regression.matches(command.statement):
+                return await asyncio.to_thread(self.regression.explain, command.statement)
             return await asyncio.to_thread(self.explains.explain, command, params, settings, param_oids)
         return await self.queries.execute(command, params, user, settings, param_oids)
 

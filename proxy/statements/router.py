@@ -39,6 +39,7 @@ from .sqltext import EscapeError, command_name, decode_escapes, leading_words, s
 _PLAIN_EXPLAIN = re.compile(r"^\s*EXPLAIN\s+(?:SELECT|WITH)\b", re.IGNORECASE)
 """EXPLAIN without options of a query: answered by the DP service (options such as ANALYZE stay refused)."""
 _EXPLAIN = re.compile(r"^\s*explain\s+(?P<stmt>(?:select|with)\b.*)$", re.I | re.S)
+_REGRESSION_CALL = re.compile(r"\blapras\s*\.\s*linear_regression\s*\(", re.I)
 _NEW_EPOCH = re.compile(r"^\s*select\s+(?:\*\s+from\s+)?lapras\s*\.\s*new_epoch\s*\(\s*\)\s*;?\s*$", re.I)
 
 class Kind(enum.Enum):
@@ -223,7 +224,9 @@ class Router:
         if first == "EXPLAIN":
             # The explained statement is opaque to most SQL parsers: any identifier naming a
             # protected table is enough to refuse.
-            if self.mentions_protected(_STRINGS.sub("''", strip_comments(sql))):
+            # A regression call names its table in a string: recognised by the function's name instead.
+            if (self.mentions_protected(_STRINGS.sub("''", strip_comments(sql)))
+                    or _REGRESSION_CALL.search(_STRINGS.sub("''", strip_comments(sql)))):
                 if _PLAIN_EXPLAIN.match(strip_comments(sql)):
                     # The DP service explains it: what would be measured and charged, nothing of the data.
                     return _dp_route(sql, first, None)
