@@ -32,7 +32,7 @@ POST_FILTERS = "lapras_post_filters"
 """Select meta key: the WHERE clauses of levels over windows, applied in order after them."""
 STAGE = "lapras_stage"
 """Window meta key: how many post-filters run before the window is computed (their rows are what it sees)."""
-_MAX_MERGED_NODES = 200_000
+_MAX_MERGED_NODES = 20_000  # Looker's pivot merges to ~400
 
 _ROW_CLAUSES = ("distinct", "limit", "offset", "qualify", "laterals", "joins", "pivots", "sample", "locks")
 
@@ -335,7 +335,8 @@ def _merge_aggregate(sel: exp.Select, inner: exp.Select, outputs: list[tuple[str
     for key in ("limit", "offset"):
         if sel.args.get(key) is not None:
             inner.set(key, sel.args[key])
-    if sum(1 for _ in inner.walk()) > _MAX_MERGED_NODES:  # each level copies the expressions it names
+    # Each level copies the expressions it names: bound the merged size (and so the work over the groups).
+    if sum(1 for root in (inner, *filters) for _ in root.walk()) > _MAX_MERGED_NODES:
         raise too_complex("the levels over the aggregate name its window columns too many times",
                           "Name each window column once per level, or compute the ranks in the client.")
     return inner
