@@ -156,6 +156,21 @@ NESTED = [
     "SELECT q.race, q.tot FROM (SELECT s.race, sum(s.n) OVER (ORDER BY s.race) AS tot, row_number() OVER "
     "(ORDER BY s.n DESC) AS pos FROM (SELECT race, count(*) AS n FROM adult GROUP BY race) s) q WHERE q.pos <= 3 "
     "ORDER BY q.pos LIMIT 2",
+    # Superset's virtual dataset filtered on a rank (one level)
+    "SELECT * FROM (SELECT race, count(*) AS n, rank() OVER (ORDER BY count(*) DESC) AS r FROM adult GROUP BY race) "
+    "AS virtual_table WHERE r <= 3 LIMIT 1000",
+    # a filter on a rank and on a key, then LAG over the rows it keeps
+    "SELECT sex, race, n, lag(n) OVER (PARTITION BY sex ORDER BY race) AS prev FROM (SELECT *, dense_rank() OVER "
+    "(PARTITION BY sex ORDER BY n DESC) AS d FROM (SELECT sex, race, count(*) AS n FROM adult GROUP BY 1, 2) a) b "
+    "WHERE d <= 3 AND race > 0 ORDER BY 1, 2",
+    # a filter at every level, each over the rows the previous one kept
+    "SELECT x.race, x.c FROM (SELECT y.race, y.c, sum(y.c) OVER (ORDER BY y.race) AS run FROM (SELECT race, c, "
+    "row_number() OVER (ORDER BY race) AS rn FROM (SELECT race, sum(age) AS c FROM adult GROUP BY race) z WHERE "
+    "race <> 2) y WHERE y.rn > 1) x WHERE x.run > 0 ORDER BY x.race DESC",
+    # HAVING below, CASE over a rank
+    "SELECT race, n, CASE WHEN k = 1 THEN 'top' ELSE 'rest' END AS tag, max(n) OVER () AS m FROM (SELECT race, "
+    "count(*) n, rank() OVER (ORDER BY count(*) DESC) k FROM adult GROUP BY race HAVING count(*) > 100) s "
+    "WHERE k <= 4 ORDER BY n DESC",
 ]
 
 
@@ -180,6 +195,13 @@ def test_levels_over_window_outputs_match_postgresql(sql: str, adult_conn: psyco
 @pytest.mark.parametrize(("sql", "state"), [
     ("SELECT race, sum(rank() OVER (ORDER BY count(*))) OVER () FROM adult GROUP BY race", "42P20"),
     ("SELECT count(*) FROM (SELECT race, rank() OVER (ORDER BY count(*)) AS k FROM adult GROUP BY race) s", "0A000"),
+    # the outer levels are post-processing: no subquery, no other table, no function outside the evaluator's
+    ("SELECT q.race FROM (SELECT race, rank() OVER (ORDER BY count(*)) AS k FROM adult GROUP BY race) q "
+     "WHERE q.k <= (SELECT max(age) FROM adult)", "0A000"),
+    ("SELECT q.race FROM (SELECT race, rank() OVER (ORDER BY count(*)) AS k FROM adult GROUP BY race) q, adult a",
+     "0A000"),
+    ("SELECT q.race, pg_sleep(1) FROM (SELECT race, rank() OVER (ORDER BY count(*)) AS k FROM adult GROUP BY race) "
+     "q", "0A000"),
 ])
 def test_nested_windows_written_or_aggregated_are_refused(sql: str, state: str) -> None:
     """Windows nest only by merging levels (PostgreSQL refuses them written nested, 42P20); an aggregate over

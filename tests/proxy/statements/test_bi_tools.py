@@ -269,6 +269,10 @@ def test_looker_pivot_is_post_processing_of_the_released_counts(proxy, adult_db:
         cur = conn.execute(LOOKER_PIVOT)
         rows = cur.fetchall()
         ours = [(d.name, d.type_code) for d in cur.description or []]
+        prepared = conn.cursor()
+        prepared.execute(LOOKER_PIVOT, prepare=True)  # Parse + Describe of a named statement, then Execute
+        assert [(d.name, d.type_code) for d in prepared.description or []] == ours
+        assert prepared.fetchall() == rows
     assert "outcome=repeat" in notices[0], notices
     assert sorted(r[:3] for r in rows) == sorted(released)
     assert [r[6] for r in rows] == sorted(r[6] for r in rows)
