@@ -55,7 +55,9 @@ def _check_private_keys(select: exp.Select, ctx: Context) -> None:
     if not private:
         return
     # An aggregate's FILTER (WHERE ...) is a sibling of its call in sqlglot's tree, not under it.
-    roots = [select.args.get("where"), select.args.get("having"), *select.find_all(exp.AggFunc),
+    posts = select.meta.get("lapras_post_filters", [])
+    roots = [select.args.get("where"), select.args.get("having"), *posts, *select.find_all(exp.AggFunc),
+             *(a for f in posts for a in f.find_all(exp.AggFunc)),
              *(f.expression for f in select.find_all(exp.Filter))]
     # COUNT(DISTINCT col) counts the stored values (parser.bind.distinct), never the column's cells: allowed.
     counted = {id(strip_paren(d.expressions[0])) for d in select.find_all(exp.Distinct)
@@ -106,7 +108,8 @@ def analyze(tree: exp.Expr, catalog: Catalog, budget: Budget, declared: dict[int
     outputs = lower_outputs(ctx)
     clauses = lower_clauses(ctx, outputs)
     t = Template(ctx.table, where, ctx.groups, ctx.aggs, outputs, clauses.having, clauses.order, clauses.limit,
-                 clauses.offset, ctx.param_types, volatile=budget.now is not None)
+                 clauses.offset, ctx.param_types, volatile=budget.now is not None,
+                 post_filters=tuple(clauses.post_filters))
     limit = budget.limits.max_groups
     if t.n_groups <= limit:
         return t

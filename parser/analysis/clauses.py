@@ -26,13 +26,15 @@ class Clauses:
     order: list[tuple[S.Expr, bool, bool]]  # (expr, descending, nulls_first)
     limit: C.Operand | None
     offset: C.Operand | None
+    post_filters: list[S.Expr]  # the WHERE clauses of levels over windows (parser/analysis/inline.py), in order
 
 
 def lower_clauses(ctx: Context, outputs: list[S.Expr]) -> Clauses:
     sel = ctx.select
     having = lower_expr(sel.args["having"].this, ctx, "HAVING") if sel.args.get("having") is not None else None
     order = _order_by(ctx, outputs)
-    return Clauses(having, order, _count(ctx, "limit"), _count(ctx, "offset"))
+    post = [lower_expr(f, ctx, "WHERE") for f in sel.meta.get("lapras_post_filters", [])]
+    return Clauses(having, order, _count(ctx, "limit"), _count(ctx, "offset"), post)
 
 
 def _order_by(ctx: Context, outputs: list[S.Expr]) -> list[tuple[S.Expr, bool, bool]]:

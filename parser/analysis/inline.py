@@ -23,10 +23,16 @@ from sqlglot import exp
 from pgcore import errors as E
 from pgcore.errors import Refusal
 
-from ..model.limits import Budget
+from ..model.limits import Budget, too_complex
 from ..model.schema import Catalog, TableSchema
 from ..syntax.parse import position_of
 from .nodes import figure_name, ident, in_nested_select, strip_paren, unsupported
+
+POST_FILTERS = "lapras_post_filters"
+"""Select meta key: the WHERE clauses of levels over windows, applied in order after them."""
+STAGE = "lapras_stage"
+"""Window meta key: how many post-filters run before the window is computed (their rows are what it sees)."""
+_MAX_MERGED_NODES = 20_000  # Looker's pivot merges to ~400
 
 _ROW_CLAUSES = ("distinct", "limit", "offset", "qualify", "laterals", "joins", "pivots", "sample", "locks")
 
@@ -37,6 +43,9 @@ def inline_wrappers(tree: exp.Expr, catalog: Catalog, budget: Budget) -> exp.Exp
         tree = tree.this
     if not isinstance(tree, exp.Select):
         return tree
+    for w in tree.find_all(exp.Window):  # merging levels nests windows; the analyst's text may not
+        if any(x is not w for x in w.find_all(exp.Window)):
+            raise Refusal("42P20", "window function calls cannot be nested", position=position_of(w))
     _expand_ctes(tree)
     return _flatten(tree, catalog, budget)
 
@@ -227,6 +236,10 @@ def _expand_star(items: list[exp.Expr], outputs: list[tuple[str, exp.Expr]], ali
     return out
 
 
+def _as_list(node: object) -> list[exp.Expr]:
+    return node if isinstance(node, list) else [node] if isinstance(node, exp.Expr) else []
+
+
 def _and(a: exp.Expr | None, b: exp.Expr | None) -> exp.Expr | None:
     if a is None or b is None:
         return a if b is None else b
@@ -274,15 +287,21 @@ def _resolve_inner_refs(inner: exp.Select, key: str) -> None:
 def _merge_aggregate(sel: exp.Select, inner: exp.Select, outputs: list[tuple[str, exp.Expr]],
                      alias: str | None) -> exp.Select:
     """``SELECT s.k, s.n FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k) s WHERE s.n > 10 ORDER BY 2 LIMIT 5``
-    -> ``SELECT k AS k, COUNT(*) AS n FROM t GROUP BY k HAVING COUNT(*) > 10 ORDER BY 2 LIMIT 5``."""
-    if (_aggregates(sel) or sel.args.get("distinct") or sel.find(exp.Window) is not None) and not _windows_only(
-            sel, inner):
-        if inner.find(exp.Window) is not None:  # Looker's pivots rank, then filter and rank the ranks
-            raise unsupported("a query over the outputs of window functions", inner.find(exp.Window),
-                              hint="Window functions are answered in the statement that groups (one level "
-                              "over the aggregate); filter or rank their results in the client. Looker: "
-                              "a pivot sends nested ranks, a table without a pivot is answered. "
-                              + E.SUPPORTED_HINT)
+    -> ``SELECT k AS k, COUNT(*) AS n FROM t GROUP BY k HAVING COUNT(*) > 10 ORDER BY 2 LIMIT 5``.
+
+    Over an aggregate that computes windows (Looker's pivots nest four levels of ranks), the outer WHERE
+    filters the windows' results: it becomes a *post-filter* (``POST_FILTERS`` in the select's meta, applied
+    after the windows, in order), and the outer level's own windows are tagged with the number of
+    post-filters below them (``STAGE``): they are computed over the groups those filters keep. All of it is
+    post-processing of the released groups (parser/plan/postprocess.py)."""
+    own = [w for k in ("expressions", "where", "group", "having", "order") for p in _as_list(sel.args.get(k))
+           for w in p.find_all(exp.Window)]  # not the FROM subquery's
+    if (_aggregates(sel) or sel.args.get("distinct") or own) and not _windows_only(sel, inner):
+        if inner.find(exp.Window) is not None:
+            raise unsupported("this query over the outputs of window functions", inner.find(exp.Window),
+                              hint="Window functions are answered in the target list of each level over the "
+                              "aggregate, WHERE / ORDER BY / LIMIT over their results; an aggregate or DISTINCT "
+                              "over them is not. " + E.SUPPORTED_HINT)
         node = sel.find(exp.AggFunc) or sel.args.get("group") or sel.args.get("distinct") or sel
         raise unsupported("an aggregate over the rows of an aggregate subquery", node,
                           hint="It needs the subquery's rows (which groups exist). Query the aggregate directly. "
@@ -296,11 +315,19 @@ def _merge_aggregate(sel: exp.Select, inner: exp.Select, outputs: list[tuple[str
         raise unsupported("filtering, ordering or limiting a subquery that has LIMIT/OFFSET",
                           inner.args.get("limit") or inner.args.get("offset"),
                           hint="Put ORDER BY, LIMIT and the filter on the aggregate query itself.")
+    filters: list[exp.Expr] = list(inner.meta.get(POST_FILTERS, []))
+    windowed = bool(filters) or any(e.find(exp.Window) is not None for e in inner.expressions)
+    # This level's WHERE runs before its own windows (PostgreSQL's order): they see the rows it keeps.
+    for w in own:
+        w.meta[STAGE] = len(filters) + (1 if windowed and sel.args.get("where") is not None else 0)
     _resolve_inner_refs(inner, "group")
     _resolve_inner_refs(inner, "order")
     _substitute(sel, outputs, alias, keep_output_names=True)
     inner.set("expressions", sel.expressions)
-    if sel.args.get("where") is not None:
+    if sel.args.get("where") is not None and windowed:
+        filters.append(sel.args["where"].this)
+        inner.meta[POST_FILTERS] = filters
+    elif sel.args.get("where") is not None:
         having = inner.args["having"].this if inner.args.get("having") is not None else None
         inner.set("having", exp.Having(this=_and(having, sel.args["where"].this)))
     if sel.args.get("order") is not None:
@@ -308,4 +335,8 @@ def _merge_aggregate(sel: exp.Select, inner: exp.Select, outputs: list[tuple[str
     for key in ("limit", "offset"):
         if sel.args.get(key) is not None:
             inner.set(key, sel.args[key])
+    # Each level copies the expressions it names: bound the merged size (and so the work over the groups).
+    if sum(1 for root in (inner, *filters) for _ in root.walk()) > _MAX_MERGED_NODES:
+        raise too_complex("the levels over the aggregate name its window columns too many times",
+                          "Name each window column once per level, or compute the ranks in the client.")
     return inner

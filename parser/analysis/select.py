@@ -130,10 +130,13 @@ def _output_window(win: exp.Window, sel: exp.Select) -> bool:
     node: exp.Expr = win
     while node.parent is not None and node.parent is not sel:
         node = node.parent
-        if isinstance(node, exp.AggFunc | exp.Window | exp.Select):
+        # A window inside another one's argument, PARTITION BY or ORDER BY comes from merging the levels
+        # over an aggregate (parser/analysis/inline.py refuses it written by the analyst): computed first.
+        if isinstance(node, exp.AggFunc) and not (isinstance(node.parent, exp.Window) and node.parent.this is node):
             return False
-    return node.parent is sel and node.arg_key == "expressions" and not any(
-        w is not win for w in win.find_all(exp.Window))
+        if isinstance(node, exp.Select):
+            return False
+    return node.parent is sel and node.arg_key in ("expressions", "order")
 
 
 def _in_count_distinct(col: exp.Column) -> bool:

@@ -73,6 +73,9 @@ class Template:
     # this message, hint and position) only when more than the limit remain and no partition selection
     # (``select_groups``) can pick them. Plain values, not the exception: templates are cached and shared.
     too_many: tuple[str, str, int | None] | None = None
+    # WHERE clauses of the levels over window outputs (Looker's pivots), applied in order after HAVING and
+    # the windows below each; ORDER BY, OFFSET and LIMIT then apply to the rows they keep.
+    post_filters: tuple[Expr, ...] = ()
 
     @property
     def group_attrs(self) -> tuple[str, ...]:
@@ -87,5 +90,6 @@ class Template:
 
     def post_params(self) -> list[Param]:
         """The ``$n`` parameters read after the release (HAVING, outputs, ORDER BY)."""
-        roots = [*self.outputs, *([self.having] if self.having is not None else []), *(e for e, _, _ in self.order)]
+        roots = [*self.outputs, *([self.having] if self.having is not None else []), *(e for e, _, _ in self.order),
+                 *self.post_filters]
         return [e for r in roots for e in r.walk() if isinstance(e, Param)]

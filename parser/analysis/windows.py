@@ -57,7 +57,8 @@ def lower_window(node: exp.Window, name: str, compile_output: Callable[[exp.Expr
     order = [(compile_output(strip_paren(o.this)), bool(o.args.get("desc")), bool(o.args.get("nulls_first")))
              for o in (order_node.expressions if order_node is not None else [])]
     oid = default.oid if default is not None else result_type(func, None if arg is None else arg.oid)
-    return Window(func, arg, partition, order, _frame(node, bool(order)), oid, name, offset, default)
+    return Window(func, arg, partition, order, _frame(node, bool(order)), oid, name, offset, default,
+                  stage=int(node.meta.get("lapras_stage", 0)))
 
 
 def _default(d: S.Expr, arg: S.Expr, node: exp.Expr) -> S.Expr:

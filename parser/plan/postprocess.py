@@ -223,6 +223,14 @@ def result_rows(t: Template, group_keys: Sequence[tuple[object, ...]], aggs: np.
     if t.having is not None:
         keep = [i for i, v in enumerate(t.having.ev(env)) if v is True]
         env = replace(env.take(keep), root=None, at=None)  # the groups HAVING keeps are all a window sees
+    if t.post_filters:  # levels over window outputs: each filter sees the rows the previous ones kept
+        rows_in = list(range(len(keep)))
+        for f in t.post_filters:
+            level = env.take(rows_in) if len(rows_in) < env.n else env
+            rows_in = [rows_in[j] for j, v in enumerate(f.ev(level)) if v is True]
+            env.stages.append(rows_in)
+        keep = [keep[i] for i in rows_in]
+        env = env.take(rows_in)
     columns = [e.ev(env) for e in t.outputs]
     rows = list(zip(*columns, strict=True)) if columns else [() for _ in keep]
     order = list(range(len(keep)))

@@ -34,17 +34,27 @@ class Window(Expr):
 
     def __init__(self, func: str, arg: Expr | None, partition: Sequence[Expr],
                  order: Sequence[tuple[Expr, bool, bool]], frame: str, oid: int, name: str,
-                 offset: int = 1, default: Expr | None = None) -> None:
+                 offset: int = 1, default: Expr | None = None, stage: int = 0) -> None:
         assert func in RANKS + AGGREGATES + OFFSETS and frame in FRAMES
         self.func, self.arg, self.partition, self.order, self.frame = func, arg, tuple(partition), tuple(order), frame
-        self.oid, self.name, self.offset, self.default = oid, name, offset, default
+        self.oid, self.name, self.offset, self.default, self.stage = oid, name, offset, default, stage
         self.args = ((arg,) if arg is not None else ()) + self.partition + tuple(e for e, _, _ in self.order) + (
             (default,) if default is not None else ())
 
     def ev(self, env: Env) -> Vector:
-        if env.root is not None and env.at is not None:  # a CASE branch's rows: computed over all, then picked
-            full = self.ev(env.root)
-            return [full[i] for i in env.at]
+        root = env.root if env.root is not None and env.at is not None else env
+        if self.stage:  # over the groups the first ``stage`` post-filters keep (a level over filtered ranks)
+            rows = root.stages[self.stage - 1]
+            full = self._over(root.take(rows))
+            pos = {r: j for j, r in enumerate(rows)}
+            return [full[pos[i]] for i in (env.at if root is not env else range(env.n))]  # type: ignore[union-attr]
+        if root is not env:  # a CASE branch's or a filtered level's rows: computed over all, then picked
+            full = self.ev(root)
+            return [full[i] for i in env.at]  # type: ignore[union-attr]
+        return self._over(env)
+
+    def _over(self, env: Env) -> Vector:
+        """The window over all rows of ``env`` (lower windows in its arguments read their own rows)."""
         vals = self.arg.ev(env) if self.arg is not None else [1] * env.n
         parts = [p.ev(env) for p in self.partition]
         cols = [e.ev(env) for e, _, _ in self.order]

@@ -30,6 +30,8 @@ class Env:
     clamp: bool = True  # SUMs of non-negative measures clamped at 0 (off while an error is propagated)
     root: Env | None = None  # the environment a sub-environment was taken from (a window reads all its rows)
     at: Sequence[int] | None = None  # this sub-environment's rows in ``root``
+    # Rows of this (root) environment each post-filter keeps, in order (a window of stage s sees stages[s-1])
+    stages: list[list[int]] = field(default_factory=list)
 
     def take(self, rows: Sequence[int]) -> Env:
         """The sub-environment of the given rows (CASE evaluates each branch on the rows reaching it)."""

@@ -243,3 +243,53 @@ def test_metabase_table_sync_lists_tables_without_figures(proxy) -> None:
                 raise AssertionError(f"answered: {sql}")
             except psycopg.errors.InsufficientPrivilege:
                 pass
+
+
+LOOKER_PIVOT = (
+    'WITH adult_pivot AS (SELECT adult.race AS "adult.race", adult.sex AS "adult.sex", COUNT(*) AS "adult.count" '
+    "FROM public.adult AS adult GROUP BY 1, 2) SELECT * FROM (SELECT *, DENSE_RANK() OVER (ORDER BY z___min_rank) "
+    "AS z___pivot_row_rank, RANK() OVER (PARTITION BY z__pivot_col_rank ORDER BY z___min_rank) AS "
+    "z__pivot_col_ordering, CASE WHEN z___min_rank = z___rank THEN 1 ELSE 0 END AS z__is_highest_ranked_cell "
+    'FROM (SELECT *, MIN(z___rank) OVER (PARTITION BY "adult.race") AS z___min_rank FROM (SELECT *, RANK() OVER '
+    '(ORDER BY "adult.race" ASC, z__pivot_col_rank) AS z___rank FROM (SELECT *, DENSE_RANK() OVER (ORDER BY '
+    '"adult.sex" NULLS LAST) AS z__pivot_col_rank FROM adult_pivot) aa) bb WHERE z__pivot_col_rank <= 16384) cc) '
+    "dd WHERE (z__pivot_col_rank <= 50 OR z__is_highest_ranked_cell = 1) AND (z___pivot_row_rank <= 500 OR "
+    "z__pivot_col_ordering = 1) ORDER BY z___pivot_row_rank")
+
+
+def test_looker_pivot_is_post_processing_of_the_released_counts(proxy, adult_db: str) -> None:
+    """Looker's pivot (four levels of ranks over the aggregate, filters between them) was 0A000. After the
+    plain aggregate, it reads the same query (repeat, free): its groups and counts are the released ones, its
+    ordering follows its row rank and its column names and types are PostgreSQL's (false-failure rate 0)."""
+    inner = 'SELECT adult.race AS "adult.race", adult.sex AS "adult.sex", COUNT(*) AS "adult.count" ' \
+            "FROM public.adult AS adult GROUP BY 1, 2"
+    with noticed(proxy.dsn()) as (conn, notices):
+        released = conn.execute(inner).fetchall()
+        notices.clear()
+        cur = conn.execute(LOOKER_PIVOT)
+        rows = cur.fetchall()
+        ours = [(d.name, d.type_code) for d in cur.description or []]
+        prepared = conn.cursor()
+        prepared.execute(LOOKER_PIVOT, prepare=True)  # Parse + Describe of a named statement, then Execute
+        assert [(d.name, d.type_code) for d in prepared.description or []] == ours
+        assert prepared.fetchall() == rows
+    assert "outcome=repeat" in notices[0], notices
+    assert sorted(r[:3] for r in rows) == sorted(released)
+    assert [r[6] for r in rows] == sorted(r[6] for r in rows)
+    with psycopg.connect(adult_db, autocommit=True) as up:
+        pg = up.execute(LOOKER_PIVOT)
+        assert ours == [(d.name, d.type_code) for d in pg.description or []]
+        assert sorted(r[:2] for r in pg.fetchall()) == sorted(r[:2] for r in rows)
+
+
+def test_nested_question_over_a_window_and_other_tables(proxy) -> None:
+    """Two levels over an aggregate (a rank, then a filter on it) are answered; an outer level naming another
+    table is refused as other joins of an aggregate are (deterministic: false-failure rate 0)."""
+    sql = ("SELECT q.race, q.n FROM (SELECT s.race, s.n, row_number() OVER (ORDER BY s.n DESC) AS pos FROM "
+           "(SELECT race, count(*) AS n FROM adult GROUP BY race) s) q WHERE q.pos <= 2 ORDER BY q.pos")
+    with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
+        rows = conn.execute(sql).fetchall()
+        assert len(rows) == 2 and rows[0][1] >= rows[1][1]
+        with pytest.raises((psycopg.errors.FeatureNotSupported, psycopg.errors.InsufficientPrivilege)):
+            conn.execute("SELECT q.race FROM (SELECT s.race, rank() OVER (ORDER BY s.n) AS k FROM (SELECT race, "
+                         "count(*) AS n FROM adult GROUP BY race) s) q JOIN pg_catalog.pg_class c ON c.oid = q.k")
