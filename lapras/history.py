@@ -1,7 +1,7 @@
 """The proxy's own statement history: what it was asked, kept for learning P and S at each epoch start.
 
 Each statement the engine answers or refuses over a protected table is recorded with its text, bound
-parameters, time, epoch id and outcome (never a value, an answer or a standard error) in the ledger
+parameters, time, epoch id, session TimeZone and outcome (never a value, an answer or a standard error) in the ledger
 (``lapras.statement_history`` upstream, readable by the owner only; in memory for the memory ledger).
 Recording is off the serving path: rows are buffered and written in batches by a daemon thread (a lost
 batch at a crash costs a few statements of history, never privacy). The buffer is bounded: past
@@ -40,8 +40,9 @@ class StatementHistory:
             self._thread = threading.Thread(target=self._run, name="lapras-history", daemon=True)
             self._thread.start()
 
-    def record(self, epoch_id: int, sql: str, params: Sequence[Any] | None, outcome: str) -> None:
-        row = HistoryRow(epoch_id, self.clock(), sql, tuple(params) if params else None, outcome)
+    def record(self, epoch_id: int, sql: str, params: Sequence[Any] | None, outcome: str,
+               zone: str | None = None) -> None:
+        row = HistoryRow(epoch_id, self.clock(), sql, tuple(params) if params else None, outcome, zone)
         with self._lock:
             if len(self._rows) >= self.max_buffer:
                 self.dropped += 1

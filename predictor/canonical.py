@@ -13,13 +13,15 @@ from functools import lru_cache
 
 from parser import plan_query
 from parser.model.schema import Catalog
+from parser.semantics.zoned_text import planned_in_zone
 from predictor.templates import analyse
 
 
 @lru_cache(maxsize=200_000)
 def _parser_key(sql: str, catalog: Catalog) -> str | None:
     try:
-        plan = plan_query(sql, catalog)
+        with planned_in_zone(sql) as text:  # a statement recorded with its session's zone is planned in it
+            plan = plan_query(text, catalog)
     except Exception:  # noqa: BLE001 - any refusal means "not the parser's canonical form"
         return None
     keys = sorted({q.key for q in getattr(plan, "queries", ())})

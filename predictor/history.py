@@ -1,7 +1,7 @@
 """Learn P and S from the proxy's own statement history (no exported log, no set-up).
 
 The proxy records every statement it answers or refuses over a protected table (text, bound parameters,
-time, epoch id and how it was served; never a value) in the upstream's ``lapras`` schema. At each epoch
+time, epoch id, the session's TimeZone and how it was served; never a value) in the upstream's ``lapras`` schema. At each epoch
 start the engine asks for the next epoch's prediction; this module turns that history into the
 predictor's epochs (one bucket per ledger epoch, whatever their length: daily, hourly or manual epochs
 minutes apart) and trains the same model as ``lapras-proxy predict``.
@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from parser.model.schema import Catalog
+from parser.semantics.zoned_text import tagged
 from predictor.canonical import canonical_key
 from predictor.logs import LogStatement
 from predictor.predict import Epochs, PredictionSet, bucket, measure_overlap, train
@@ -61,6 +62,8 @@ class RecordLike(Protocol):
     def params(self) -> Sequence[Any] | None: ...
     @property
     def outcome(self) -> str: ...
+    @property
+    def zone(self) -> str | None: ...
 
 
 def epochs_to_read(epoch_seconds: float | None) -> int:
@@ -96,6 +99,12 @@ def inline_params(sql: str, params: Sequence[Any] | None) -> str:
     return _PARAM.sub(sub, sql)
 
 
+def statement_text(r: RecordLike) -> str:
+    """The recorded statement as the predictor plans it: parameters inlined, and the session's TimeZone
+    (``zoned_text``) when it was not UTC, so that a Berlin session's days are predicted, not UTC's."""
+    return tagged(inline_params(r.sql, r.params), r.zone)
+
+
 def history_epochs(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalog | None,
                    epoch_seconds: float | None) -> tuple[Epochs, list[float]]:
     """The history as the predictor's epochs (bucket i = the i-th span, oldest first) and each span's
@@ -107,7 +116,7 @@ def history_epochs(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalo
         i = index.get(r.epoch_id)
         if i is None or r.outcome in NOT_ITEMS:
             continue
-        sql = inline_params(r.sql, r.params)
+        sql = statement_text(r)
         if (i, sql) in seen:
             continue  # counted once per epoch anyway (stream items); canonicalising it again costs time
         seen.add((i, sql))
@@ -152,7 +161,7 @@ def learn(spans: Sequence[SpanLike], rows: Sequence[RecordLike], catalog: Catalo
         asked: dict[str, int] = {}
         for r in rows:
             if r.epoch_id == last.id:
-                key = canonical_key(inline_params(r.sql, r.params), catalog)
+                key = canonical_key(statement_text(r), catalog)
                 if key is not None:
                     asked[key] = asked.get(key, 0) + 1
         again = {k for k, c in asked.items() if c > 1}

@@ -190,12 +190,14 @@ class Engine:
 
     # ------------------------------------------------------------------------------ reports, history
 
-    def record_statement(self, sql: str, params: Sequence[object] | None, outcome: str) -> None:
+    def record_statement(self, sql: str, params: Sequence[object] | None, outcome: str,
+                         zone: str | None = None) -> None:
         """Add a statement asked over a protected table to the history P and S are learnt from (texts,
-        parameters, time, epoch, outcome; no value). Nothing happens when no history is kept."""
+        parameters, time, epoch, outcome, the session's TimeZone (None: UTC); no value). Nothing happens
+        when no history is kept."""
         ep = self.keeper.epoch
         if self.history is not None and ep is not None:
-            self.history.record(ep.id, sql, params, str(outcome))
+            self.history.record(ep.id, sql, params, str(outcome), zone)
 
     def budget_report(self) -> dict[str, object]:
         """The ledger's budget report, with the current epoch's release as this process has it."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import parser as sqlparser
 from parser.model.linear import LinearQuery
 from parser.model.schema import Catalog
+from parser.semantics.zoned_text import planned_in_zone
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ def prediction_from_sql(sqls: Sequence[str], s_estimate: int | None, rho_estimat
     statements: list[tuple[str, ...]] = []
     for sql in sqls:
         try:
-            plan = sqlparser.plan_query(sql, catalog)
+            with planned_in_zone(sql) as text:  # learnt from a session in a zone: its days, not UTC's
+                plan = sqlparser.plan_query(text, catalog)
         except Exception:  # noqa: BLE001 - a query the parser refuses cannot be predicted
             continue
         keys = tuple(q.key for q in plan.queries if not q.is_zero)

@@ -98,6 +98,9 @@ class HistoryRow:
     sql: str
     params: tuple[Any, ...] | None
     outcome: str  # repeat | good | bad | free_after_stop | refused | zero ...
+    # The session's TimeZone as SHOW prints it (None: UTC, and every row written before zones were kept): a
+    # timestamptz's day or hour, and a literal without an offset, are planned again in it.
+    zone: str | None = None
 
 
 @dataclass(frozen=True)

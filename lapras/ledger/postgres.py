@@ -125,7 +125,8 @@ CREATE TABLE IF NOT EXISTS lapras.statement_history (
     at timestamptz NOT NULL,
     sql text NOT NULL,
     params jsonb,
-    outcome text NOT NULL
+    outcome text NOT NULL,
+    zone text
 );
 CREATE INDEX IF NOT EXISTS statement_history_epoch ON lapras.statement_history (epoch_id);
 CREATE TABLE IF NOT EXISTS lapras.regression_answers (
@@ -154,6 +155,7 @@ END $$;
 ALTER TABLE lapras.releases ALTER COLUMN mechanism SET NOT NULL, ALTER COLUMN params SET NOT NULL;
 ALTER TABLE lapras.epochs ADD COLUMN IF NOT EXISTS partition_rho_spent double precision NOT NULL DEFAULT 0;
 ALTER TABLE lapras.epochs ADD COLUMN IF NOT EXISTS partition_delta_spent double precision NOT NULL DEFAULT 0;
+ALTER TABLE lapras.statement_history ADD COLUMN IF NOT EXISTS zone text;
 """
 
 # The spec without its value lists: every spend reads the epoch row, and a 100,000-value list made that
@@ -459,10 +461,11 @@ class PostgresLedger(Ledger):
         if not rows:
             return
         with self._tx() as c, c.cursor().copy(
-                "COPY lapras.statement_history (epoch_id, at, sql, params, outcome) FROM STDIN") as copy:
+                "COPY lapras.statement_history (epoch_id, at, sql, params, outcome, zone) FROM STDIN") as copy:
             for r in rows:
                 copy.write_row((r.epoch_id, _ts(r.at), r.sql,
-                                json.dumps(list(r.params), default=str) if r.params is not None else None, r.outcome))
+                                json.dumps(list(r.params), default=str) if r.params is not None else None, r.outcome,
+                                r.zone))
 
     def history(self, last_epochs: int) -> tuple[list[EpochSpan], list[HistoryRow]]:
         with self._tx() as c:
@@ -472,10 +475,11 @@ class PostgresLedger(Ledger):
             spans.reverse()
             if not spans:
                 return [], []
-            rows = c.execute("SELECT epoch_id, extract(epoch from at), sql, params, outcome FROM lapras.statement_history"
-                             " WHERE epoch_id >= %s ORDER BY id", (spans[0].id,)).fetchall()
-        return spans, [HistoryRow(int(r[0]), float(r[1]), r[2], tuple(r[3]) if r[3] is not None else None, r[4])
-                       for r in rows]
+            rows = c.execute("SELECT epoch_id, extract(epoch from at), sql, params, outcome, zone"
+                             " FROM lapras.statement_history WHERE epoch_id >= %s ORDER BY id",
+                             (spans[0].id,)).fetchall()
+        return spans, [HistoryRow(int(r[0]), float(r[1]), r[2], tuple(r[3]) if r[3] is not None else None, r[4],
+                                  r[5]) for r in rows]
 
     def prune_history(self, keep_epochs: int) -> None:
         with self._tx() as c:

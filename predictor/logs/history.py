@@ -1,7 +1,8 @@
 """Reader for dated query histories: the proxy's own ledger export, or any CSV/JSON-lines table of queries.
 
 A CSV with a header, or JSON lines, with a time column (``ts``, ``time``, ``timestamp``, ``log_time``,
-``at``) and a SQL column (``sql``, ``query``, ``statement``); ``user``/``database`` are optional. This is
+``at``) and a SQL column (``sql``, ``query``, ``statement``); ``user``/``database`` and the session's
+TimeZone (``zone``, ``timezone``) are optional. This is
 how the proxy's query history (from the ledger) is fed back to the predictor: export it in this shape, or
 call :func:`statements_from_rows` directly with the rows.
 """
@@ -15,10 +16,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from parser.semantics.zoned_text import tagged
 from predictor.logs.base import LogStatement, ReadStats, parse_timestamp
 
 TIME_KEYS = ("ts", "time", "timestamp", "log_time", "at", "started_at")
 SQL_KEYS = ("sql", "query", "statement", "query_text")
+ZONE_KEYS = ("zone", "timezone", "time_zone")
 
 
 def _pick(row: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
@@ -44,8 +47,12 @@ def statements_from_rows(
         stats.statements += 1
         user = row.get("user") or row.get("user_name")
         db = row.get("database") or row.get("dbname")
+        # The session's TimeZone, when the history kept it (the proxy's statement_history.zone): planned and
+        # replayed in it (parser.semantics.zoned_text); none is UTC.
+        zone = _pick(row, ZONE_KEYS)
         yield LogStatement(
-            ts.replace(tzinfo=None), str(user) if user else None, str(db) if db else None, sql.strip(), i
+            ts.replace(tzinfo=None), str(user) if user else None, str(db) if db else None,
+            tagged(sql.strip(), str(zone) if zone else None), i
         )
 
 

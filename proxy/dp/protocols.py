@@ -39,7 +39,8 @@ class AnsweringEngine(CatalogSource, Protocol):
 
     def select_partition(self, request: PartitionRequest) -> PartitionRecord: ...
 
-    def record_statement(self, sql: str, params: Sequence[object] | None, outcome: str) -> None: ...
+    def record_statement(self, sql: str, params: Sequence[object] | None, outcome: str,
+                         zone: str | None = None) -> None: ...
 
 
 class ExplainingEngine(CatalogSource, Protocol):

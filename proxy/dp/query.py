@@ -19,6 +19,7 @@ from lapras.errors import BudgetExhausted
 from parser.analysis.probe import NO_ROWS
 from parser.plan.series import SeriesLimit
 from parser.planner import Planner, PlanStep, Selection, SeriesStep
+from parser.semantics import session_zone
 from pgcore.errors import Refusal
 
 from ..config import Config
@@ -114,7 +115,9 @@ class QueryHandler:
 
     def _record(self, sql: str, params: Sequence[object | None], outcome: str) -> None:
         """The statement into the engine's history (P and S are learnt from it; no value is recorded)."""
-        self.engine.record_statement(sql, params or None, outcome)
+        # With the session's zone: learning plans it again as it was asked (Berlin's days, not UTC's).
+        zone = session_zone.current()
+        self.engine.record_statement(sql, params or None, outcome, zone.text if zone is not None else None)
 
     async def _series_limited(self, split: SeriesLimit, user: str, settings: Mapping[str, str]) -> QueryResult:
         """Superset's series limit as two DP statements: the top-N subquery (noisy totals), then the query

@@ -74,7 +74,15 @@ class DPService:
 
     # ------------------------------------------------------------------------------------- describe
 
-    def describe(self, command: DPCommand, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
+    def describe(self, command: DPCommand, param_oids: Sequence[int],
+                 settings: Mapping[str, str] | None = None) -> tuple[list[int], list[ColumnDesc]]:
+        # Planned in the session's TimeZone, as Execute plans it: a refusal only the zone causes (a zone that
+        # cuts the cells) shows at Describe, where PostgreSQL's would.
+        setting = (settings or {}).get("timezone")
+        with using_zone(session_setting(setting) if setting else None):
+            return self._described(command, param_oids)
+
+    def _described(self, command: DPCommand, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
         self._follow_catalog()
         if isinstance(command, ShowCommand):
             return [], self.admin.show_columns(command)

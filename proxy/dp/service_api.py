@@ -34,8 +34,10 @@ class QueryService(Protocol):
     Exceptions carry PostgreSQL fields: `sqlstate`, `message`, and optionally `detail`, `hint`, `position`.
     """
 
-    def describe(self, command: DPCommand, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
-        """Parameter type oids and result columns, from the SQL alone; never spends budget."""
+    def describe(self, command: DPCommand, param_oids: Sequence[int],
+                 settings: Mapping[str, str] | None = None) -> tuple[list[int], list[ColumnDesc]]:
+        """Parameter type oids and result columns, from the SQL and the session's settings (its TimeZone);
+        never spends budget."""
         ...
 
     async def execute(self, command: DPCommand, params: Sequence[object | None], user: str,

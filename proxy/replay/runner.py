@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql as pgsql
 from tqdm import tqdm
 
+from parser.semantics.zoned_text import untagged
 from predictor.logs import read_log
 
 # Statement-level outcomes, cheapest last; a statement whose queries mix outcomes gets the costliest one.
@@ -222,6 +224,7 @@ class _Client:
         self.opts = opts
         self.conn: psycopg.AsyncConnection[Any] | None = None
         self.notices: list[str] = []
+        self.zone: str | None = None  # the TimeZone this client last SET (None: the connection's default)
 
     async def connect(self) -> None:
         deadline = time.monotonic() + self.opts.reconnect_timeout_s
@@ -243,15 +246,22 @@ class _Client:
                 # An older proxy without provenance: outcomes fall back to answered/refused.
                 pass
         self.conn = conn
+        self.zone = None
 
     async def run(self, index: int, stmt: Statement) -> StatementResult:
         if self.conn is None or self.conn.closed:
             await self.connect()
         assert self.conn is not None
         self.notices.clear()
+        # A statement recorded with its session's TimeZone (``zoned_text``: the proxy's history) runs in it, as
+        # it was asked; an untagged one after a zoned one runs in UTC again.
+        zone, text = untagged(stmt.sql)
         t0 = time.perf_counter()
         try:
-            cur = await asyncio.wait_for(self.conn.execute(stmt.sql.encode("utf-8")),
+            if zone != self.zone:
+                await self.conn.execute(pgsql.SQL("SET TIME ZONE {}").format(pgsql.Literal(zone or "UTC")))
+                self.zone = zone
+            cur = await asyncio.wait_for(self.conn.execute(text.encode("utf-8")),
                                          self.opts.statement_timeout_s)
             rows: list[tuple[Any, ...]] = []
             while True:

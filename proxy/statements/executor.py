@@ -76,7 +76,7 @@ class Executor:
             raise route.error
         if route.kind is Kind.DP:
             assert route.dp is not None
-            oids, cols = self.service.describe(route.dp, stmt.param_oids)
+            oids, cols = self.service.describe(route.dp, stmt.param_oids, self.session.settings)
             out: tuple[list[int], list[Field] | None] = (
                 list(oids), [backend.field(c.name, c.type_oid) for c in cols] or None)
         elif route.kind is Kind.CATALOG:

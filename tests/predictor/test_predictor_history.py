@@ -69,3 +69,29 @@ def test_s_of_a_running_epoch_comes_from_the_completed_ones() -> None:
     rows += [HistoryRow(5, 4 * 3600 + k, f"SELECT count(*) FROM adult WHERE age BETWEEN {20 + k} AND 60", None, "bad") for k in range(3)]
     ps = learn(spans, rows, CATALOG, epoch_seconds=3600.0, now=4 * 3600 + 3300.0)  # prepared ahead: 92% of the epoch gone
     assert ps is not None and ps.s_estimate == 10
+
+
+def test_a_zoned_sliding_window_is_predicted_in_its_zone() -> None:
+    """Statements recorded with the session's TimeZone (Europe/Berlin, across its March 2026 change) are
+    learnt and predicted in it: P's texts, planned as the engine plans P, give the next epoch's Berlin day
+    cells, none of UTC's (false-failure rate 0)."""
+    from lapras.engine.prediction import prediction_from_sql
+    from parser import plan_query
+    from parser.semantics.session_zone import using_zone
+    from parser.semantics.zones import session_setting
+
+    def zoned(day: int) -> list[str]:
+        lo = dt.date(2026, 3, 1) + dt.timedelta(days=day)
+        hi = lo + dt.timedelta(days=7)
+        return [f"SELECT date_trunc('day', ts) AS d, count(*) FROM events WHERE ts >= '{lo}' AND ts < '{hi}' "
+                "GROUP BY 1", f"SELECT count(*) FROM events WHERE ts >= '{lo}' AND ts < '{hi}'"]
+
+    spans = [EpochSpan(d + 1, d * 300.0, d * 300.0 + 300) for d in range(5)]
+    rows = [HistoryRow(d + 1, d * 300 + 1, s, None, "bad", "Europe/Berlin") for d in range(5) for s in zoned(d)]
+    ps = learn(spans, rows, CATALOG, epoch_seconds=None, now=1600.0)
+    assert ps is not None
+    got = {q.key for q in prediction_from_sql([q.sql for q in ps.queries], 2, None, CATALOG).queries}
+    with using_zone(session_setting("Europe/Berlin")):
+        berlin = {q.key for s in zoned(5) for q in plan_query(s, CATALOG).queries}
+    utc = {q.key for s in zoned(5) for q in plan_query(s, CATALOG).queries}
+    assert berlin <= got and not utc & got

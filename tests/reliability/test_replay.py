@@ -108,3 +108,18 @@ def test_replay_unreachable_target_raises() -> None:
     opts = ReplayOptions(host="127.0.0.1", port=1, clients=1, reconnect_timeout_s=0.2)
     with pytest.raises(psycopg.OperationalError):
         replay([Statement(0.0, None, "SELECT 1")], opts)
+
+
+def test_replay_runs_a_history_in_its_recorded_zones(adult_db: str, tmp_path: Path) -> None:
+    """A history export with the proxy's zone column: each statement runs under its session's TimeZone, and a
+    statement recorded without one (UTC) after a zoned one runs in UTC again (false-failure rate 0)."""
+    log = tmp_path / "history.csv"
+    show = "SELECT current_setting('TimeZone')"
+    log.write_text("at,sql,zone\n"
+                   f"2026-10-01 00:00:00,{show},Europe/Berlin\n"
+                   f"2026-10-01 00:00:01,{show},\n"
+                   f"2026-10-01 00:00:02,{show},<+03>-03\n")
+    stmts = load_statements(log, "history")
+    result = replay(stmts, _opts_for(adult_db, clients=1, keep_rows=True, show_stderr=False))
+    rows = [r.rows for r in sorted(result.results, key=lambda r: r.index)]
+    assert rows == [[("Europe/Berlin",)], [("UTC",)], [("<+03>-03",)]]

@@ -35,6 +35,7 @@ from lapras.strategy_cache import StrategyCache
 from parser.model.linear import LinearQuery
 from parser.model.schema import Catalog
 from parser.plan.queryplan import QueryPlan
+from parser.semantics.zoned_text import planned_in_zone
 from predictor.canonical import canonical_key
 from predictor.logs import LogStatement
 from predictor.model import WorkloadModel
@@ -150,7 +151,8 @@ def _prediction(pset: PredictionSet, planner: sqlparser.Planner, s: int | None, 
     qs: dict[str, LinearQuery] = {}
     for item in pset.queries:
         try:
-            plan = planner.plan(item.sql)
+            with planned_in_zone(item.sql) as text:
+                plan = planner.plan(text)
         except sqlparser.Refusal:
             continue
         for q in plan.queries:
@@ -273,7 +275,8 @@ def simulate(statements: Sequence[LogStatement], catalog: Catalog, settings: Eng
                 other.add(s.sql)
             else:
                 try:
-                    plans[s.sql] = planner.plan(s.sql)
+                    with planned_in_zone(s.sql) as text:
+                        plans[s.sql] = planner.plan(text)
                 except sqlparser.Refusal:
                     plans[s.sql] = None
         if s.sql in other:

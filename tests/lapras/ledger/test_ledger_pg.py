@@ -249,3 +249,28 @@ def test_refusal_after_the_stop_computes_and_writes_nothing(fresh_db: str, exact
     assert again.outcome == "repeat" and source.calls == calls and _ledger_rows(fresh_db) == rows
     for e in (eng, eng2, early):
         e.close()
+
+
+def test_ledger_adds_the_history_zone_to_an_older_history(fresh_db: str) -> None:
+    """A statement history written before the session's TimeZone was kept: opening the ledger adds the zone
+    column, the old rows read as UTC (zone None), and a new row keeps its zone (false-failure rate 0)."""
+    from lapras.ledger.base import HistoryRow
+    from lapras.ledger.postgres import DDL
+
+    old_ddl = DDL.replace("    outcome text NOT NULL,\n    zone text\n);", "    outcome text NOT NULL\n);")
+    assert "zone text" not in old_ddl
+    with psycopg.connect(fresh_db) as c:
+        c.execute(old_ddl)
+        eid = c.execute("INSERT INTO lapras.epochs (spec, state, spent_units) VALUES ('{}', '{}', 0) RETURNING id"
+                        ).fetchone()[0]  # type: ignore[index]
+        c.execute("INSERT INTO lapras.statement_history (epoch_id, at, sql, params, outcome) VALUES "
+                  "(%s, now(), 'SELECT count(*) FROM events', NULL, 'bad')", (eid,))
+    led = PostgresLedger(fresh_db)
+    try:
+        led.record_history([HistoryRow(eid, 1.0e9, "SELECT count(*) FROM events WHERE ts >= '2026-03-29'", None,
+                                       "bad", "Europe/Berlin")])
+        _, rows = led.history(5)
+        assert [(r.sql.endswith("events"), r.zone) for r in rows] == [(True, None), (False, "Europe/Berlin")]
+        PostgresLedger(fresh_db).close()  # opening a migrated ledger again is a no-op
+    finally:
+        led.close()

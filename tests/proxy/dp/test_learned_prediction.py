@@ -49,7 +49,7 @@ def test_epoch_two_answers_epoch_one_statements_from_learnt_p(proxy_factory) -> 
             cols = [r[0] for r in up.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_schema = 'lapras' "
                 "AND table_name = 'statement_history' ORDER BY ordinal_position")]
-            assert cols == ["id", "epoch_id", "at", "sql", "params", "outcome"]
+            assert cols == ["id", "epoch_id", "at", "sql", "params", "outcome", "zone"]
             deadline = time.monotonic() + 30
             while True:  # written in batches off the serving path, about every second
                 rows = up.execute("SELECT epoch_id, sql, params, outcome FROM lapras.statement_history "
@@ -119,3 +119,43 @@ def test_a_dashboard_moving_one_step_per_epoch_is_predicted_from_its_progression
                 conn.execute(sql).fetchall()
                 seen.append(next(n for n in notices if n.startswith("lapras: outcome=")))
         assert all("answered from P" in n for n in seen), seen
+
+
+def test_a_berlin_session_is_predicted_in_berlin_days(proxy_factory) -> None:
+    """A session in Europe/Berlin asks day buckets (Berlin's days, across the 29 March 2026 change): the
+    history keeps its zone, P is learnt in it, so epoch 2's same statements under the same zone are answered
+    from P (planned in UTC, P would hold UTC's day cells and none would be). A UTC session's row keeps no
+    zone (false-failure rate 0: no noisy value is compared)."""
+    px = proxy_factory(epsilon=1.0, delta=1e-3, stream_length=50)
+    berlin = ["SELECT date_trunc('day', ts) AS d, count(*) FROM events WHERE ts >= '2026-03-26' "
+              "AND ts < '2026-04-02' GROUP BY 1",
+              "SELECT extract(hour from ts) AS h, count(*) FROM events WHERE ts >= '2026-03-26' "
+              "AND ts < '2026-04-02' GROUP BY 1"]
+    notices: list[str] = []
+
+    def ask(conn: psycopg.Connection) -> list[str]:
+        out = []
+        for sql in berlin:
+            notices.clear()
+            conn.execute(sql).fetchall()
+            out.append(next((n for n in notices if n.startswith("lapras: outcome=")), ""))
+        return out
+
+    with psycopg.connect(px.dsn(), autocommit=True) as conn, psycopg.connect(px.dsn(), autocommit=True) as utc, \
+            psycopg.connect(px.dsn(user="dba", password="dbapass"), autocommit=True) as dba:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        conn.execute("SET lapras.show_stderr = on")
+        conn.execute("SET TIME ZONE 'Europe/Berlin'")
+        first = ask(conn)
+        assert all("outcome=bad" in n for n in first), first
+        ask(conn)  # asked again in the epoch: what recurs, P after one epoch
+        utc.execute("SELECT count(*) FROM events WHERE ts >= '2026-03-01'").fetchall()
+        dba.execute("SELECT lapras.new_epoch()")
+        explain = "\n".join(r[0] for r in conn.execute(f"EXPLAIN {berlin[0]}"))
+        assert "answered from P" in explain, explain
+        second = ask(conn)
+        assert all("answered from P" in n for n in second), second
+        with psycopg.connect(px.upstream_dsn) as up:
+            zones = {(sql, zone) for sql, zone in up.execute("SELECT sql, zone FROM lapras.statement_history")}
+        assert {(s, "Europe/Berlin") for s in berlin} <= zones
+        assert ("SELECT count(*) FROM events WHERE ts >= '2026-03-01'", None) in zones

@@ -119,3 +119,23 @@ def test_a_zone_that_cuts_the_cells_is_refused(sql: str, quiet: tuple[str, str])
             conn.execute(sql).fetchall()
     hint = e.value.diag.message_hint or ""
     assert "cuts the cells" in (e.value.diag.message_primary or "") and "SET TIME ZONE 'UTC'" in hint, hint
+
+
+def test_describe_plans_in_the_session_zone(quiet: tuple[str, str]) -> None:
+    """Parse then Describe (no Execute) under Asia/Kolkata: the zone's refusal comes at Describe, as Execute's
+    would, and the same statement under UTC describes (false-failure rate 0)."""
+    sql = STATEMENTS[0].encode()
+    with psycopg.connect(quiet[0], autocommit=True) as conn:
+        pg = conn.pgconn
+        for name, zone, refused in ((b"k", "'Asia/Kolkata'", True), (b"u", "'UTC'", False)):
+            conn.execute(f"SET TIME ZONE {zone}")
+            parsed = pg.prepare(name, sql)
+            assert parsed.status == psycopg.pq.ExecStatus.COMMAND_OK, parsed.error_message
+            described = pg.describe_prepared(name)
+            if refused:
+                assert described.status == psycopg.pq.ExecStatus.FATAL_ERROR
+                assert described.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"0A000"
+                assert b"cuts the cells" in (described.error_message or b"")
+            else:
+                assert described.status == psycopg.pq.ExecStatus.COMMAND_OK, described.error_message
+                assert described.nfields == 2

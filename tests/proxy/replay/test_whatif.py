@@ -224,3 +224,40 @@ def test_json_of_one_statement_gives_back_no_exact_answer(adult_db: str, tmp_pat
         return [float(x)] if isinstance(x, int | float) and not isinstance(x, bool) else []
 
     assert exact > 100 and exact not in numbers(doc)
+
+
+def test_a_zoned_history_is_simulated_in_its_zone(adult_db: str, default_config, tmp_path: Path) -> None:
+    """A history export whose zone column says Europe/Berlin: what-if plans the statement in Berlin's days
+    (across the 29 March 2026 change), so its released counts are the exact ones (its own exact source's) of
+    Berlin's days, not of UTC's. At epsilon 1e7 a count's stated sd is far below 1; each count must lie within
+    5 sd + 1 of Berlin's (Gaussian: a false failure below 1e-6 per value), while UTC's days differ by whole
+    hours of events."""
+    from lapras.engine.statements import table_of
+    from parser import plan_query
+    from parser.semantics.session_zone import using_zone
+    from parser.semantics.zones import session_setting
+
+    sql = ("SELECT date_trunc('day', ts) AS d, count(*) FROM events WHERE ts >= '2026-03-28' AND ts < '2026-03-31' "
+           "GROUP BY 1 ORDER BY 1")
+    log = tmp_path / "history.csv"
+    log.write_text(f'at,sql,zone\n2026-10-01 09:00:00,"{sql}",Europe/Berlin\n')
+    statements, _ = read_log(log, "history")
+    exact = SnapshotExactSource(PostgresExactSource(adult_db))
+    catalog = default_config.catalog
+    result = simulate(statements, catalog, engine_settings(default_config, progress=False), exact,
+                      WhatIfOptions(epsilons=(1e7,), stream_length=10, without_p=False))
+    (out,) = result.runs[0].outcomes
+    assert out.outcome == "fresh" and out.released is not None and out.stderrs is not None
+
+    def exact_counts(zone: str | None) -> list[float]:
+        with using_zone(session_setting(zone) if zone else None):
+            plan = plan_query(sql, catalog)
+        rows = plan.rows(exact.answers(table_of(plan, catalog), plan.queries), None)
+        return [float(r[1]) for r in rows]
+
+    berlin, utc = exact_counts("Europe/Berlin"), exact_counts(None)
+    released = [float(v) for v in np.asarray(out.released)[:, -1]]
+    sd = float(max(out.stderrs))
+    assert sd < 0.5 and len(released) == len(berlin) == 3
+    assert all(abs(r - b) <= 5 * sd + 1 for r, b in zip(released, berlin, strict=True)), (released, berlin, utc)
+    assert berlin != utc
