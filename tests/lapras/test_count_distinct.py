@@ -16,6 +16,7 @@ from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import statement_sensitivity
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema
 from parser.pushdown.sql import cell_expr, unit_cells_sql
+from tests.fixtures.engine_helpers import CachedExactSource, fresh_engine
 from tests.fixtures.visits_data import visits_fixture
 
 K, G = 6, 2
@@ -141,46 +142,22 @@ def test_sensitivity_is_computed_from_the_per_unit_cell_bound() -> None:
     assert statement_sensitivity(BOUNDED, both) == pytest.approx(np.sqrt(K**2 + G))
 
 
-class _Cached:
-    """Real PostgreSQL answers, computed once per query (the statistical test replays many epochs)."""
-
-    def __init__(self, dsn: str) -> None:
-        self.inner = PostgresExactSource(dsn)
-        self.memo: dict[str, float] = {}
-
-    def answers(self, table: TableSchema, queries):  # type: ignore[no-untyped-def]
-        missing = [q for q in queries if q.key not in self.memo]
-        if missing:
-            for q, v in zip(missing, self.inner.answers(table, missing), strict=True):
-                self.memo[q.key] = float(v)
-        return np.array([self.memo[q.key] for q in queries])
-
-    def marginal(self, table: TableSchema, attrs):  # type: ignore[no-untyped-def]
-        return self.inner.marginal(table, attrs)
-
-
-def _engine(table: TableSchema, exact) -> Engine:  # type: ignore[no-untyped-def]
-    return Engine(Catalog((table,)), MemoryLedger(), exact,
-                  EngineSettings(split="equal", rho_estimate=0.5, joint_max_cells=0),
-                  predictions=lambda _catalog: Prediction([], 12, 0.5))
-
-
 @pytest.mark.slow
 def test_released_noise_matches_the_sigma_of_the_computed_sensitivity(data) -> None:  # type: ignore[no-untyped-def]
     """Over independent epochs, (released - bounded exact) / stated stderr is chi-square with as many degrees
     of freedom as answers (two-sided, false-failure rate 1e-4), and the stated stderr is sqrt(g) times that
     of one row-level count per group (sensitivity 1) released at the same point of the stream."""
     _, dsn, _ = data
-    exact = _Cached(dsn)
+    exact = CachedExactSource(dsn)
     sql = "SELECT a, COUNT(DISTINCT user_id) FROM visits GROUP BY a"
     p = _plan(sql, BOUNDED)
     truth = exact.answers(BOUNDED, p.queries)
     ref = _plan("SELECT a, COUNT(*) FROM visits GROUP BY a", ROWLEVEL)
-    ref_exact = _Cached(dsn)
+    ref_exact = CachedExactSource(dsn)
     stat, df, errs, sds = 0.0, 0, [], []
     for _ in range(60):
-        a = _engine(BOUNDED, exact).answer(p, "u")
-        b = _engine(ROWLEVEL, ref_exact).answer(ref, "u")
+        a = fresh_engine(BOUNDED, exact).answer(p, "u")
+        b = fresh_engine(ROWLEVEL, ref_exact).answer(ref, "u")
         np.testing.assert_allclose(a.stderrs, np.sqrt(G) * b.stderrs, rtol=1e-9)
         stat += float((((a.values - truth) / a.stderrs) ** 2).sum())
         df += len(truth)

@@ -17,7 +17,6 @@ import pytest
 from scipy.stats import chi2
 
 import parser as sqlparser
-from lapras import Engine, EngineSettings, MemoryLedger, Prediction
 from lapras.exact import PostgresExactSource
 from lapras.mechanisms.sensitivity import capped_norm, derived_sensitivity, statement_sensitivity
 from parser.bind.distinct_caps import unit_change_caps
@@ -25,7 +24,7 @@ from parser.coltypes.numeric import NumericType
 from parser.coltypes.temporal import TimestampType
 from parser.model.linear import make_linear_query, space_of
 from parser.model.schema import Attribute, Catalog, IntType, TableSchema, TextType
-from tests.fixtures.engine_helpers import events_database, light_units
+from tests.fixtures.engine_helpers import CachedExactSource, events_database, fresh_engine, light_units
 
 SMALL = TableSchema("ev", (Attribute("day", IntType(0, 2)), Attribute("kind", IntType(0, 2)),
                            Attribute("cat", TextType(values=("a", "b")))),
@@ -222,30 +221,6 @@ def test_one_unit_moves_the_bounded_answers_by_at_most_the_sensitivity(crowd: st
             s.close()
 
 
-class _Cached:
-    """Real PostgreSQL answers, computed once per query (the statistical test replays many epochs)."""
-
-    def __init__(self, dsn: str) -> None:
-        self.inner = PostgresExactSource(dsn)
-        self.memo: dict[str, float] = {}
-
-    def answers(self, table: TableSchema, queries):  # type: ignore[no-untyped-def]
-        missing = [q for q in queries if q.key not in self.memo]
-        if missing:
-            for q, v in zip(missing, self.inner.answers(table, missing), strict=True):
-                self.memo[q.key] = float(v)
-        return np.array([self.memo[q.key] for q in queries])
-
-    def marginal(self, table: TableSchema, attrs):  # type: ignore[no-untyped-def]
-        return self.inner.marginal(table, attrs)
-
-
-def _engine(table: TableSchema, exact: Any) -> Engine:
-    return Engine(Catalog((table,)), MemoryLedger(), exact,
-                  EngineSettings(split="equal", rho_estimate=0.5, joint_max_cells=0),
-                  predictions=lambda _catalog: Prediction([], 12, 0.5))
-
-
 @pytest.mark.slow
 def test_released_noise_has_the_scale_of_the_tighter_sensitivity(crowd: str) -> None:
     """Distinct kinds by day over 7 days (kinds 0..4, g = 12): the stated standard error is sqrt(5^2 + 5^2 +
@@ -257,13 +232,13 @@ def test_released_noise_has_the_scale_of_the_tighter_sensitivity(crowd: str) -> 
     plan = sqlparser.plan_query(sql, Catalog((EVENTS,)))
     ref = sqlparser.plan_query("SELECT day, COUNT(*) FROM events WHERE day BETWEEN 300 AND 306 GROUP BY day",
                                Catalog((ROWLEVEL,)))
-    exact, ref_exact = _Cached(crowd), _Cached(crowd)
+    exact, ref_exact = CachedExactSource(crowd), CachedExactSource(crowd)
     truth = exact.answers(EVENTS, plan.queries)
     ratio = math.sqrt(54)
     stat, df = 0.0, 0
     for _ in range(300):
-        a = _engine(EVENTS, exact).answer(plan, "u")
-        b = _engine(ROWLEVEL, ref_exact).answer(ref, "u")
+        a = fresh_engine(EVENTS, exact).answer(plan, "u")
+        b = fresh_engine(ROWLEVEL, ref_exact).answer(ref, "u")
         np.testing.assert_allclose(a.stderrs, ratio * b.stderrs, rtol=1e-9)
         stat += float((((a.values - truth) / a.stderrs) ** 2).sum())
         df += len(truth)
