@@ -9,6 +9,7 @@ import psycopg
 import pytest
 
 from tests.fixtures.notices import notice_columns, noticed
+from tests.fixtures.parser_corpus import LOOKER_PIVOT
 
 
 def _budget(conn: psycopg.Connection) -> dict[str, str]:
@@ -243,18 +244,6 @@ def test_metabase_table_sync_lists_tables_without_figures(proxy) -> None:
                 raise AssertionError(f"answered: {sql}")
             except psycopg.errors.InsufficientPrivilege:
                 pass
-
-
-LOOKER_PIVOT = (
-    'WITH adult_pivot AS (SELECT adult.race AS "adult.race", adult.sex AS "adult.sex", COUNT(*) AS "adult.count" '
-    "FROM public.adult AS adult GROUP BY 1, 2) SELECT * FROM (SELECT *, DENSE_RANK() OVER (ORDER BY z___min_rank) "
-    "AS z___pivot_row_rank, RANK() OVER (PARTITION BY z__pivot_col_rank ORDER BY z___min_rank) AS "
-    "z__pivot_col_ordering, CASE WHEN z___min_rank = z___rank THEN 1 ELSE 0 END AS z__is_highest_ranked_cell "
-    'FROM (SELECT *, MIN(z___rank) OVER (PARTITION BY "adult.race") AS z___min_rank FROM (SELECT *, RANK() OVER '
-    '(ORDER BY "adult.race" ASC, z__pivot_col_rank) AS z___rank FROM (SELECT *, DENSE_RANK() OVER (ORDER BY '
-    '"adult.sex" NULLS LAST) AS z__pivot_col_rank FROM adult_pivot) aa) bb WHERE z__pivot_col_rank <= 16384) cc) '
-    "dd WHERE (z__pivot_col_rank <= 50 OR z__is_highest_ranked_cell = 1) AND (z___pivot_row_rank <= 500 OR "
-    "z__pivot_col_ordering = 1) ORDER BY z___pivot_row_rank")
 
 
 def test_looker_pivot_is_post_processing_of_the_released_counts(proxy, adult_db: str) -> None:
