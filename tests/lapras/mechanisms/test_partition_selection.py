@@ -4,6 +4,8 @@ with the real sampler against the stated bound (exact binomial confidence bounds
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +22,29 @@ def _clopper_pearson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float
     lo = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
     hi = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
     return lo, hi
+
+
+@dataclass(frozen=True)
+class _Req:
+    """A partition selection's request: its key, its key-count SQL, at most one key kept."""
+
+    key: str = "f"
+    sql: str = "-- counts"
+    max_keys: int = 1
+
+    def encode(self, keys: list[tuple[object, ...]]) -> list[list[object]]:
+        return [list(k) for k in keys]
+
+
+def _selection_engine(source: Any) -> Any:
+    """An engine over no table whose partition part (0.3 of epsilon = 1) admits 3 selections an epoch."""
+    from lapras.engine import Engine
+    from lapras.ledger.memory import MemoryLedger
+    from lapras.settings import EngineSettings
+    from parser.model.schema import Catalog
+
+    return Engine(Catalog(()), MemoryLedger(), source, EngineSettings(
+        epsilon=1.0, delta=1e-5, partition_fraction=0.3, partition_selections=3, epoch="manual"))
 
 
 @pytest.mark.parametrize("m", [1, 3, 10])
@@ -101,14 +126,10 @@ def test_keys_held_by_many_units_are_released() -> None:
 
 
 def test_partition_part_admits_its_selections_then_refuses_and_replays_free() -> None:
-    from dataclasses import dataclass
-
     from lapras.accounting import PartitionAccountant
     from lapras.engine import Engine
     from lapras.errors import BudgetExhausted
     from lapras.exact import HistogramExactSource
-    from lapras.ledger.memory import MemoryLedger
-    from lapras.settings import EngineSettings
     from parser.model.schema import Catalog
 
     part = PartitionAccountant(0.3, 3e-6, 3)
@@ -126,27 +147,17 @@ def test_partition_part_admits_its_selections_then_refuses_and_replays_free() ->
             Counts.reads += 1
             return [("big",), ("lone",)], np.array([10_000, 1])
 
-    @dataclass(frozen=True)
-    class Req:
-        key: str
-        sql: str = "-- counts"
-        max_keys: int = 1
-
-        def encode(self, keys: list[tuple[object, ...]]) -> list[list[object]]:
-            return [list(k) for k in keys]
-
-    engine = Engine(Catalog(()), MemoryLedger(), Counts({}), EngineSettings(
-        epsilon=1.0, delta=1e-5, partition_fraction=0.3, partition_selections=3, epoch="manual"))
+    engine = _selection_engine(Counts({}))
     for i in range(3):
-        rec = engine.select_partition(Req(f"f{i}"))
+        rec = engine.select_partition(_Req(f"f{i}"))
         assert rec.keys == [["big"]] and rec.cost.rho == pytest.approx(each.rho)
     with pytest.raises(BudgetExhausted):
-        engine.select_partition(Req("f3"))
+        engine.select_partition(_Req("f3"))
     assert Counts.reads == 3  # refused before anything was read
     ep = engine.ledger.current_epoch()
     assert ep is not None and ep.partition_rho_spent == pytest.approx(3 * each.rho)
     # A stored selection is served again, from a fresh engine on the same ledger too: no read, no charge.
-    again = Engine(Catalog(()), engine.ledger, Counts({}), engine.settings).select_partition(Req("f1"))
+    again = Engine(Catalog(()), engine.ledger, Counts({}), engine.settings).select_partition(_Req("f1"))
     assert again.keys == [["big"]] and Counts.reads == 3
     assert engine.ledger.current_epoch().partition_rho_spent == pytest.approx(3 * each.rho)  # type: ignore[union-attr]
 
@@ -155,15 +166,10 @@ def test_a_selection_whose_client_stopped_waiting_after_the_read_is_not_charged(
     """Its ReadGuard cancelled once the key counts were read: nothing committed, nothing charged; asked
     again, it is selected and charged once. False-failure rate 0."""
     import contextvars
-    from dataclasses import dataclass
 
-    from lapras.engine import Engine
     from lapras.errors import StatementInterrupted
     from lapras.exact import HistogramExactSource
-    from lapras.ledger.memory import MemoryLedger
     from lapras.read_guard import READ_GUARD, ReadGuard
-    from lapras.settings import EngineSettings
-    from parser.model.schema import Catalog
 
     guard = ReadGuard(None)
 
@@ -172,22 +178,12 @@ def test_a_selection_whose_client_stopped_waiting_after_the_read_is_not_charged(
             guard.cancel()  # the client's timeout fires while the counts come back
             return [("big",)], np.array([10_000])
 
-    @dataclass(frozen=True)
-    class Req:
-        key: str = "f"
-        sql: str = "-- counts"
-        max_keys: int = 1
-
-        def encode(self, keys: list[tuple[object, ...]]) -> list[list[object]]:
-            return [list(k) for k in keys]
-
-    engine = Engine(Catalog(()), MemoryLedger(), Counts({}), EngineSettings(
-        epsilon=1.0, delta=1e-5, partition_fraction=0.3, partition_selections=3, epoch="manual"))
+    engine = _selection_engine(Counts({}))
     ctx = contextvars.copy_context()
     ctx.run(READ_GUARD.set, guard)
     with pytest.raises(StatementInterrupted):
-        ctx.run(engine.select_partition, Req())
+        ctx.run(engine.select_partition, _Req())
     ep = engine.ledger.current_epoch()
     assert ep is not None and ep.partition_rho_spent == 0 and engine.ledger.partition(ep.id, "f") is None
-    assert engine.select_partition(Req()).keys == [["big"]]  # no guard: selected and charged once
+    assert engine.select_partition(_Req()).keys == [["big"]]  # no guard: selected and charged once
     assert engine.ledger.current_epoch().partition_rho_spent > 0  # type: ignore[union-attr]
