@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from tests.fixtures.databases import demo_database
-from tests.fixtures.proxy_process import ProxyProcess, free_port, make_test_config
+from tests.fixtures.proxy_process import start_test_proxy
 
 pytestmark = pytest.mark.process
 
@@ -32,10 +32,7 @@ CATALOG_COLUMNS = {
 def both(embedded_pg: Any, default_config: Any, tmp_path_factory: Any) -> Iterator[tuple[str, str]]:
     """(the proxy's dsn, its PostgreSQL database's)."""
     dsn = demo_database(embedded_pg, default_config, "probecols")
-    root, port = tmp_path_factory.mktemp("probecols"), free_port()
-    (root / "config.toml").write_text(make_test_config(dsn, port))
-    p = ProxyProcess(root / "config.toml", root / "state", port)
-    p.start()
+    p = start_test_proxy(tmp_path_factory.mktemp("probecols"), dsn)
     try:
         yield p.dsn(), dsn
     finally:

@@ -25,7 +25,7 @@ from parser.semantics.zones import session_setting
 from proxy.replay.runner import parse_provenance
 from tests.fixtures.databases import demo_database
 from tests.fixtures.exact_rows import exact_plan_rows
-from tests.fixtures.proxy_process import ProxyProcess, free_port, make_test_config
+from tests.fixtures.proxy_process import start_test_proxy
 
 pytestmark = pytest.mark.process
 
@@ -47,11 +47,7 @@ ZONES = ["'Europe/Berlin'", "'+03'", "INTERVAL '-05:00' HOUR TO MINUTE"]
 def quiet(embedded_pg: Any, default_config: Any, tmp_path_factory: Any) -> Iterator[tuple[str, str]]:
     """A proxy whose answers are nearly exact, and the conninfo of its database: (proxy dsn, database dsn)."""
     dsn = demo_database(embedded_pg, default_config, "sesszone")
-    root, port = tmp_path_factory.mktemp("sesszone"), free_port()
-    (root / "config.toml").write_text(make_test_config(dsn, port, epsilon=1e7, stream_length=100,
-                                                       learn_prediction=False))
-    p = ProxyProcess(root / "config.toml", root / "state", port)
-    p.start()
+    p = start_test_proxy(tmp_path_factory.mktemp("sesszone"), dsn, epsilon=1e7, stream_length=100, learn_prediction=False)
     try:
         yield p.dsn(), dsn
     finally:
