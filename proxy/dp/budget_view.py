@@ -66,22 +66,19 @@ def budget_rows(report: Mapping[str, Any], activity: Mapping[str, float], *, adm
     rows.append(("spent.delta", _num(cur["spent"]["delta"])))
     if "mu" in cur:
         rows.append(("spent.mu", _num(cur["mu"]["spent"])))
-    reg = cur.get("regression_budget") or {}
-    if reg.get("epsilon"):
-        # lapras.linear_regression's own part (basic composition with the rest): what its calls have spent.
-        rows.append(("regression.budget.epsilon", _num(reg["epsilon"])))
-        rows.append(("regression.budget.delta", _num(reg["delta"])))
-        rows.append(("regression.spent.epsilon", _num(cur["regression_spent"]["epsilon"])))
-        rows.append(("regression.spent.delta", _num(cur["regression_spent"]["delta"])))
-    part = cur.get("partition_budget") or {}
-    if part.get("epsilon"):
-        # DP partition selection's own part (basic composition with the rest): what it has spent, and how
-        # many more new (table, keys, filter) selections it admits this epoch.
-        rows.append(("partition.budget.epsilon", _num(part["epsilon"])))
-        rows.append(("partition.budget.delta", _num(part["delta"])))
-        rows.append(("partition.spent.epsilon", _num(cur["partition_spent"]["epsilon"])))
-        rows.append(("partition.spent.delta", _num(cur["partition_spent"]["delta"])))
-        rows.append(("partition.selections_left", _num(cur["partition_spent"]["selections_left"])))
+    # The parts with their own budget (basic composition with the rest): lapras.linear_regression's and DP
+    # partition selection's; what each has spent, and how many more new (table, keys, filter) selections the
+    # latter admits this epoch.
+    for part in ("regression", "partition"):
+        own = cur.get(f"{part}_budget") or {}
+        if not own.get("epsilon"):
+            continue
+        spent = cur[f"{part}_spent"]
+        for key, value in (("budget.epsilon", own["epsilon"]), ("budget.delta", own["delta"]),
+                           ("spent.epsilon", spent["epsilon"]), ("spent.delta", spent["delta"])):
+            rows.append((f"{part}.{key}", _num(value)))
+        if part == "partition":
+            rows.append(("partition.selections_left", _num(spent["selections_left"])))
     rows.append(("epoch", _num(cur.get("epoch"))))
     rows.append(("epoch.started_at", timestamp(cur.get("started_at"))))
     if "matrix_mechanism" in cur:  # released | pending (being prepared; its budget share reserved) | none
