@@ -126,24 +126,23 @@ def design(queries: Sequence[ProductQuery], iters: int = 300,
         s = (np.abs(v) > 0).any(axis=0).astype(np.float64)
         ps.append(s / s.sum() if s.sum() > 0 else np.full(v.shape[1], 1.0 / v.shape[1]))
 
-    def objective(ps: list[np.ndarray]) -> tuple[float, list[np.ndarray]]:
-        mats = [(v * p) @ v.T for v, p in zip(vecs, ps, strict=True)]
+    def spectrum(mats: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The Gram matrix's eigenvalues, eigenvectors and which eigenvalues are not numerically zero."""
         full = ww.copy()
         for mat in mats:
             full *= mat
         gram = e @ full @ e.T
         lam, u = np.linalg.eigh((gram + gram.T) / 2)
-        keep = lam > max(float(lam.max()), 0.0) * 1e-12
+        return lam, u, lam > max(float(lam.max()), 0.0) * 1e-12
+
+    def objective(ps: list[np.ndarray]) -> tuple[float, list[np.ndarray]]:
+        mats = [(v * p) @ v.T for v, p in zip(vecs, ps, strict=True)]
+        lam, _, keep = spectrum(mats)
         f = float(np.sqrt(lam[keep]).sum())
         return f, mats
 
     def gradients(ps: list[np.ndarray], mats: list[np.ndarray]) -> list[np.ndarray]:
-        mats_full = ww.copy()
-        for mat in mats:
-            mats_full *= mat
-        gram = e @ mats_full @ e.T
-        lam, u = np.linalg.eigh((gram + gram.T) / 2)
-        keep = lam > max(float(lam.max()), 0.0) * 1e-12
+        lam, u, keep = spectrum(mats)
         k = (u[:, keep] / np.sqrt(lam[keep])) @ u[:, keep].T  # G^(-1/2) on its range
         c = 0.5 * (e.T @ k @ e) * ww
         out = []
