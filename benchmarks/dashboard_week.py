@@ -215,15 +215,21 @@ class GroupBounds:
     per_unit: tuple[str, ...] = ("region",)      # columns declared per_unit: a customer's region is theirs
 
 
-def group_bounds_toml(b: GroupBounds) -> str:
-    lines = [f"max_rows_per_unit = {b.max_rows_per_unit}"]
-    if b.max_rows_per_group is not None:
-        lines.append(f"max_rows_per_group = {b.max_rows_per_group}")
-    if b.max_groups_per_unit is not None:
-        lines.append(f"max_groups_per_unit = {b.max_groups_per_unit}")
-    if b.max_sum_per_group is not None:
-        lines.append(f"max_sum_per_group = {{ revenue = {float(b.max_sum_per_group)!r} }}")
+def bounds_toml(k: int, c: int | None, g: int | None, measure: str, b: float | None) -> str:
+    """A table's bounding keys as TOML lines: k always, c, g and B (on ``measure``) when set."""
+    lines = [f"max_rows_per_unit = {k}"]
+    if c is not None:
+        lines.append(f"max_rows_per_group = {c}")
+    if g is not None:
+        lines.append(f"max_groups_per_unit = {g}")
+    if b is not None:
+        lines.append(f"max_sum_per_group = {{ {measure} = {float(b)!r} }}")
     return "".join(line + "\n" for line in lines)
+
+
+def group_bounds_toml(b: GroupBounds) -> str:
+    return bounds_toml(b.max_rows_per_unit, b.max_rows_per_group, b.max_groups_per_unit, "revenue",
+                       b.max_sum_per_group)
 
 
 def config_text(dsn: str, port: int, bounding: str, sets: Sequence[str],

@@ -43,7 +43,7 @@ sys.path.insert(0, str(HERE))
 import psycopg  # noqa: E402
 import scale  # noqa: E402
 import serve  # noqa: E402
-from dashboard_week import Exact, _set_key, cells, rel_errors  # noqa: E402
+from dashboard_week import Exact, _set_key, bounds_toml, cells, rel_errors  # noqa: E402
 
 NOISE_FREE_EPSILON = 1e7
 
@@ -59,14 +59,7 @@ class Candidate:
     b: float | None = None
 
     def toml(self) -> str:
-        lines = [f"max_rows_per_unit = {self.k}"]
-        if self.c is not None:
-            lines.append(f"max_rows_per_group = {self.c}")
-        if self.g is not None:
-            lines.append(f"max_groups_per_unit = {self.g}")
-        if self.b is not None:
-            lines.append(f"max_sum_per_group = {{ amount = {float(self.b)!r} }}")
-        return "\n".join(lines) + "\n"
+        return bounds_toml(self.k, self.c, self.g, "amount", self.b)
 
     def label(self) -> str:
         def show(v: float | None) -> str:
