@@ -20,23 +20,11 @@ import pytest
 from psycopg.types.string import TextLoader
 
 from proxy.replay.runner import parse_provenance
+from tests.fixtures.describe import described
 from tests.fixtures.exact_rows import exact_plan_rows
 from tests.fixtures.notices import noticed
 
 pytestmark = pytest.mark.process
-
-
-def _described(dsn: str, sql: str) -> list[tuple[str, int]] | str:
-    """Names and type OIDs of a Parse + Describe of ``sql`` (never executed, nothing charged), or the SQLSTATE."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        pg = conn.pgconn
-        res = pg.prepare(b"s", sql.encode())
-        if res.error_message:
-            return res.error_field(ord("C")).decode()  # type: ignore[union-attr]
-        res = pg.describe_prepared(b"s")
-        if res.error_message:
-            return res.error_field(ord("C")).decode()  # type: ignore[union-attr]
-        return [(res.fname(i).decode(), res.ftype(i)) for i in range(res.nfields)]  # type: ignore[union-attr]
 
 
 def _run(dsn: str, sql: str, params: Any = None, setup: str = "") -> list[tuple[Any, ...]] | tuple[str, str]:
@@ -125,7 +113,7 @@ def test_current_database_names_the_clients_database(sql: str, proxy: Any, adult
     with psycopg.connect(proxy.dsn(), autocommit=True) as conn:
         cur = conn.execute(sql)
         assert cur.fetchone()[0] == "adult"  # type: ignore[index]
-    assert _described(proxy.dsn(), sql) == _described(adult_db, sql)  # name-typed columns, named alike
+    assert described(proxy.dsn(), sql) == described(adult_db, sql)  # name-typed columns, named alike
 
 
 NUMERIC = ["SELECT COUNT(*)::numeric / 3 FROM events", "SELECT SUM(duration_s)::numeric / COUNT(*) FROM events",
@@ -137,7 +125,7 @@ NUMERIC = ["SELECT COUNT(*)::numeric / 3 FROM events", "SELECT SUM(duration_s)::
 
 @pytest.mark.parametrize("sql", NUMERIC)
 def test_numeric_arithmetic_of_aggregates_is_numeric(sql: str, proxy: Any, adult_db: str) -> None:
-    assert _described(proxy.dsn(), sql) == _described(adult_db, sql)
+    assert described(proxy.dsn(), sql) == described(adult_db, sql)
     rows = _run(proxy.dsn(), sql)
     assert isinstance(rows, list) and rows and all(isinstance(r[-1], Decimal) for r in rows)
     if "(10,2)" in sql or ", 2)" in sql:
@@ -155,7 +143,7 @@ def test_unaliased_function_calls_are_named_as_postgresql_names_them(expr: str, 
     """Describe's column names (FigureColname: the function's name) of ``SELECT f(...), count(*) ... GROUP BY 1``
     (``f($1)``: no GROUP BY, a value per execution)."""
     sql = f"SELECT {expr}, count(*) FROM events" + ("" if "$" in expr else " GROUP BY 1")
-    ours, theirs = _described(proxy.dsn(), sql), _described(adult_db, sql)
+    ours, theirs = described(proxy.dsn(), sql), described(adult_db, sql)
     assert ours == theirs, (ours, theirs)
 
 

@@ -11,6 +11,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.fixtures.describe import described
+
 pytestmark = pytest.mark.process
 
 # One expression per function / operator and argument type the scalar evaluator computes.
@@ -58,15 +60,8 @@ only SUM and AVG read, as a * amount + b)."""
 
 def _described(dsn: str, sql: str) -> list[int] | str:
     """The type OIDs of a Describe of ``sql`` (Parse + Describe, never executed), or the SQLSTATE."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        pg = conn.pgconn
-        res = pg.prepare(b"s", sql.encode())
-        if res.error_message:
-            return res.error_field(ord("C")).decode()  # type: ignore[union-attr]
-        res = pg.describe_prepared(b"s")
-        if res.error_message:
-            return res.error_field(ord("C")).decode()  # type: ignore[union-attr]
-        return [res.ftype(i) for i in range(res.nfields)]
+    cols = described(dsn, sql)
+    return cols if isinstance(cols, str) else [oid for _, oid in cols]
 
 
 def _statements() -> list[tuple[str, str]]:
