@@ -215,7 +215,8 @@ class PostgresExactSource:
         at most the statement's time left and is cancelled when the client stops waiting (a timed-out or
         cancelled statement must not hold a worker thread and an upstream backend). A query the upstream
         cancelled raises ``StatementInterrupted`` (57014), and a connection left inside a transaction by it
-        is closed (the next read opens a clean one). Reads come before any spend: nothing is charged."""
+        is closed (the next read opens a clean one). Only armed reads are guarded (``read_guard.armed_reads``:
+        the answerer's, which charges a read stopped after it began)."""
         guard = current_guard()
         local = self._local
         if getattr(local, "guard", None) is not None:

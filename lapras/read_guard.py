@@ -8,8 +8,12 @@ that ``asyncio.to_thread`` carries into the thread) and cancels the guard when i
 ``PostgresExactSource`` reads under it: each statement's queries run with ``statement_timeout`` no longer
 than the time left, no query starts once the guard is cancelled or its deadline passed, and a query
 running when the guard is cancelled is cancelled at the upstream (libpq's cancel request). The engine
-checks the guard once more just before it commits a spend (``lapras.engine.answerer``, ``selector``): a
-statement stopped before then is not charged.
+charges a statement whose upstream read had begun even when the read is stopped (``lapras.engine.answerer``:
+the spend is committed with no answer stored, so a retry is charged again): whether a read ends within a
+deadline depends on the data, and an analyst who could retry such reads for free could time them without
+limit. A statement stopped before any query started is not charged. Partition selection and the regression
+read without a guard: they run to their end and commit, charged and stored, as any statement whose client
+stopped waiting (a retry is then a free repeat).
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ class ReadGuard:
     def __init__(self, deadline: float | None = None) -> None:
         self.deadline = deadline
         self.cancelled = False
+        # Set once a query of the statement starts upstream: from then on how long the read takes (which
+        # depends on the data) decides between an answer and 57014, so the statement is charged either way.
+        self.read_started = False
+        self.armed = False  # reads are bounded and cancelled only inside ``armed_reads``
         self._lock = threading.Lock()
         self._conn: Any = None  # the connection running the statement's queries now
         self._canceller: threading.Thread | None = None
@@ -83,6 +91,7 @@ class ReadGuard:
             self._done.clear()
         try:
             self.check()
+            self.read_started = True
             yield
         finally:
             with self._lock:
@@ -109,5 +118,23 @@ class ReadGuard:
 
 
 def current_guard() -> ReadGuard | None:
-    """The guard of the statement this thread reads for, if a client waits for it."""
-    return READ_GUARD.get()
+    """The guard of the statement this thread reads for, while its reads are armed (:func:`armed_reads`)."""
+    guard = READ_GUARD.get()
+    return guard if guard is not None and guard.armed else None
+
+
+@contextmanager
+def armed_reads() -> Iterator[ReadGuard | None]:
+    """The reads inside are bounded and cancellable by the statement's guard (None: no client waits). Only
+    the statement's answer read is armed, where a read stopped after it began is charged (the answerer);
+    the reads before it (bounded tables, bounds, partition selection) and the regression's run to their
+    end, as before, so no stopped read escapes its charge."""
+    guard = READ_GUARD.get()
+    if guard is None:
+        yield None
+        return
+    guard.armed = True
+    try:
+        yield guard
+    finally:
+        guard.armed = False

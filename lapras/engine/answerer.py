@@ -19,12 +19,12 @@ from typing import NoReturn
 
 import numpy as np
 
-from lapras.errors import BudgetExhausted
+from lapras.errors import BudgetExhausted, StatementInterrupted
 from lapras.ledger.base import EpochRecord, EpochTxn, ReleaseRecord, StaleEpoch, StoredAnswer
 from lapras.matrix_mechanism import MMRelease
 from lapras.online import Decision, OnlinePolicy, combine
 from lapras.outcomes import Outcome, QueryOutcome
-from lapras.read_guard import current_guard
+from lapras.read_guard import armed_reads
 from parser.model.linear import LinearQuery
 from parser.model.schema import TableSchema
 
@@ -118,15 +118,18 @@ class StreamAnswerer:
                 return replayed
         todo, queries = asked.todo, asked.queries
         need_exact = not (asked.predicted and np.isfinite(asked.free_var).all())
-        exact = self.epochs.exact.answers(asked.table, [queries[i] for i in todo]) if need_exact and todo else None
+        with armed_reads() as guard:
+            try:
+                exact = (self.epochs.exact.answers(asked.table, [queries[i] for i in todo])
+                         if need_exact and todo else None)
+            except StatementInterrupted:
+                if guard is not None and guard.read_started:
+                    self._charge_unreleased(asked)
+                raise
         # Unit noise is drawn ahead (it does not depend on the grant), so the lock only scales it.
         unit = self.epochs.mechanism.draw(len(todo)) if exact is not None else None
-        guard = current_guard()
-        if guard is not None:
-            # The client stopped waiting (timeout, cancel) after the read: nothing is committed, so nothing
-            # is charged for an answer nobody gets (the exact answer and the unused noise are dropped
-            # unreleased). Once the commit below begins it completes: charged and stored, a retry repeats it.
-            guard.check()
+        # A read that ended is committed (charged and stored) even when its client stopped waiting: a retry
+        # is then a free repeat.
         recs: list[StoredAnswer] = []
         with self.epochs.ledger.locked(ep.id) as tx:
             open_ = self._still_open(tx, asked)
@@ -153,6 +156,29 @@ class StreamAnswerer:
         outcomes = tuple(QueryOutcome.ZERO if q.is_zero else per.get(q.key, QueryOutcome.REPEAT) for q in queries)
         return Answer(base.values, base.stderrs, outcomes, d.outcome, d.cost, d.state.n,
                       predicted=d.outcome == Outcome.GOOD and asked.predicted and asked.mm is not None)
+
+    def _charge_unreleased(self, asked: _Asked) -> None:
+        """Charge the grant a statement whose upstream read began and was stopped (57014) would have had,
+        with nothing released or stored (``lapras.read_guard``): the read's duration, which decides between
+        an answer and 57014, is then paid for like an answer, and a retry is charged again."""
+        with self.epochs.ledger.locked(asked.ep.id) as tx:
+            open_ = self._still_open(tx, asked)
+            if open_ is None:
+                return
+            d = self._decide(tx, asked, open_)
+            if d.outcome == Outcome.REFUSED:
+                if not tx.epoch.state.stopped:
+                    tx.commit_item(d.state, None, [])
+                return
+            if d.outcome != Outcome.BAD:
+                return  # answered from free estimates alone: no read was needed for it
+            assert d.cost is not None
+            fresh = pick(open_.sub, d.fresh)
+            sens = open_.sensitivity_of(d.fresh)
+            mech = self.epochs.mechanism.calibrate(d.cost, sens, len(fresh))
+            tx.commit_item(d.state, ReleaseRecord("fresh", d.cost, d.grant.total, mech.name, mech.params, sens,
+                                                  d.state.n, {"pool": d.grant.pool, "reserve": d.grant.reserve},
+                                                  {"keys": [q.key for q in fresh], "unreleased": True}), [])
 
     def _calibrate(self, plan: Statement) -> _Asked:
         """The statement's queries as their noise is scaled in the current epoch, and their free estimates;

@@ -17,7 +17,6 @@ from lapras.errors import BudgetExhausted
 from lapras.ledger.base import PartitionRecord, StaleEpoch, check_partition
 from lapras.mechanisms import Cost
 from lapras.mechanisms.threshold import GaussianThreshold
-from lapras.read_guard import current_guard
 from parser.model.linear import LinearQuery
 from parser.model.schema import TableSchema
 
@@ -90,9 +89,6 @@ class PartitionSelector:
         kept = mech.select(np.asarray(counts, dtype=np.int64))
         chosen = sorted(request.encode([k for k, m in zip(keys, kept, strict=True) if m]), key=_key_order)
         rec = PartitionRecord(request.key, chosen, cost, mech.name, mech.params)
-        guard = current_guard()
-        if guard is not None:
-            guard.check()  # the client stopped waiting: nothing committed, nothing charged (as in answer)
         stored, _ = ledger.commit_partition(epoch_id, rec)
         return stored
 

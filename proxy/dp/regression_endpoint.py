@@ -17,7 +17,6 @@ import psycopg
 from lapras.engine import Engine
 from lapras.ledger.base import StaleEpoch, check_regression
 from lapras.mechanisms import Cost
-from lapras.read_guard import TIMEOUT_MESSAGE, current_guard
 from lapras.regression.service import (
     COLUMNS,
     INTERCEPT,
@@ -90,25 +89,11 @@ class RegressionEndpoint:
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
-        """A connection of the call's own, under its statement's guard (``lapras.read_guard``): its passes
-        over the rows run with statement_timeout = the time left and are cancelled upstream when the client
-        stops waiting (timeout, cancel), so a call behind a lock does not hold a worker thread."""
+        """A connection of the call's own. Its read is not cancelled when the client stops waiting: a read
+        stopped after it began would escape its charge (``lapras.read_guard``), so it runs to its end and
+        commits, and a retry is a free replay."""
         with psycopg.connect(self.dsn) as conn:
-            guard = current_guard()
-            if guard is None:
-                yield conn
-                return
-            ms = guard.timeout_ms()
-            if ms is not None:
-                conn.execute(f"SET statement_timeout = {ms}")
-                conn.commit()  # (a session setting: the call sets read-only and its isolation afterwards)
-            try:
-                with guard.running(conn):
-                    yield conn
-            except psycopg.errors.QueryCanceled as exc:
-                if not guard.cancelled and TIMEOUT_MESSAGE not in str(exc):
-                    raise
-                raise guard.interrupted() from None
+            yield conn
 
     def execute(self, sql: str, user: str) -> QueryResult:
         call = self.call_of(sql)
@@ -141,9 +126,6 @@ class RegressionEndpoint:
                                      default_epsilon=eps_r * DEFAULT_CALL_SHARE,
                                      default_delta=delta_r * DEFAULT_CALL_SHARE,
                                      rows_of=(lambda t: bounded(t, epoch_id)) if bounded is not None else None)
-        guard = current_guard()
-        if guard is not None:
-            guard.check()  # the client stopped waiting: nothing committed, nothing charged
         # The spend and the released rows commit together; a concurrent identical call may have committed
         # first, and then its release is the answer (never two releases of one call).
         final, _ = ledger.commit_regression(epoch_id, key, result.cost.eps or 0.0, result.cost.delta or 0.0,

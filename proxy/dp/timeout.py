@@ -39,9 +39,8 @@ async def read_in_thread(deadline: float, fn: Callable[..., _T], *args: object) 
     """``fn(*args)`` in a worker thread whose upstream reads are bounded by ``deadline`` and stopped when
     this task is cancelled (the client's statement timeout or CancelRequest, ``proxy.server.connection``):
     without that the thread would wait on for its upstream query (behind a lock, say), and a few such
-    statements hold every worker thread. The engine checks the guard again before it commits: a statement
-    stopped before then is not charged; one whose commit had begun stays charged and stored (a spend is
-    recorded with its answer: a retry is then a free repeat)."""
+    statements hold every worker thread. Only the statement's answer read is bounded and cancelled (the
+    answerer arms it, ``lapras.read_guard.armed_reads``), and a read stopped after it began is charged."""
     guard = ReadGuard(deadline)
     token = READ_GUARD.set(guard)  # copied into the thread's context by asyncio.to_thread
     try:

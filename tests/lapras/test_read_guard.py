@@ -16,15 +16,20 @@ import pytest
 import parser as sqlparser
 from lapras.errors import StatementInterrupted
 from lapras.exact import PostgresExactSource
-from lapras.read_guard import READ_GUARD, TIMEOUT_MESSAGE, USER_MESSAGE, ReadGuard
+from lapras.read_guard import READ_GUARD, TIMEOUT_MESSAGE, USER_MESSAGE, ReadGuard, armed_reads
 
 pytestmark = pytest.mark.process
 
 
 def _under(guard: ReadGuard, fn: Callable[[], Any]) -> Any:
+    """``fn`` with its reads armed under ``guard``, as the answerer arms the statement's answer read."""
     ctx = contextvars.copy_context()
     ctx.run(READ_GUARD.set, guard)
-    return ctx.run(fn)
+
+    def armed() -> Any:
+        with armed_reads():
+            return fn()
+    return ctx.run(armed)
 
 
 def _lock_waits(dsn: str) -> int:
