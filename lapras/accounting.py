@@ -214,7 +214,8 @@ class PartitionAccountant:
         event delta below DELTA_FLOOR (0 when even epsilon = 0 would)."""
         if not self.reserved:
             return 0.0
-        room = math.log(self.share * self.delta / self.selections) - math.log(DELTA_FLOOR)
+        # A sum of logs: share * delta / selections may underflow to 0 (delta 1e-320, many selections).
+        room = math.log(self.share) + math.log(self.delta) - math.log(self.selections) - math.log(DELTA_FLOOR)
         return max(0.0, min(self.epsilon, room))
 
     @property

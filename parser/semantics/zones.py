@@ -19,6 +19,7 @@ POSIX offset as above (abbreviations are not zones there); the same Zone then pr
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
@@ -231,7 +232,10 @@ def session_setting(text: str) -> Zone:
         zone = _east((int(m.group(2)) * 3600 + int(m.group(3) or 0) * 60 + int(m.group(4) or 0))
                      * (-1 if m.group(1) == "-" else 1))
     elif _HOURS.fullmatch(text):
-        zone = _east(round(float(text) * 3600))
+        hours = float(text)
+        if not math.isfinite(hours) or abs(hours) >= 1e6:  # '1e306': no offset (and float * 3600 overflows)
+            raise Refusal(INVALID_PARAMETER_VALUE, f'invalid value for parameter "TimeZone": "{text}"')
+        zone = _east(round(hours * 3600))
     else:
         try:
             zone = _named(text) or _posix(text)

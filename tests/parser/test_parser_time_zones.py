@@ -272,7 +272,7 @@ def test_session_time_zone_reads_as_postgresql_reads_it(zone: str, tz_conn: psyc
 
 
 @pytest.mark.parametrize(("zone", "state"), [("MSK", "22023"), ("Foo/Bar", "22023"), ("Z", "22023"),
-                                             ("XXX3YYY", "0A000"), ("100", "0A000")])
+                                             ("XXX3YYY", "0A000"), ("100", "0A000"), ("1e306", "22023")])
 def test_session_time_zones_refused(zone: str, state: str) -> None:
     """What PostgreSQL refuses in SET TIME ZONE (an abbreviation is no zone there) is 22023 with its message;
     what it accepts but no datetime can print here (DST rules without a zone, a day's offset) is 0A000."""

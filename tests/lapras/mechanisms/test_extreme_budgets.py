@@ -100,3 +100,10 @@ def test_calibration_is_sound_and_least_over_random_costs(log_rho: float, log_de
     assert got.delta is not None and got.delta <= cost.delta  # type: ignore[operator]
     below = GaussianThreshold(mech.sigma, mech.threshold - 1, m).privacy_map().delta
     assert below is not None and below > cost.delta  # type: ignore[operator]
+
+
+def test_a_partition_delta_that_underflows_is_a_part_too_small_not_a_crash() -> None:
+    """delta 1e-320 shared by a million selections: share * delta / selections is 0 in floating point; the
+    part is unusable (refused 53400 where a selection asks), never a bare ValueError. False-failure rate 0."""
+    part = PartitionAccountant(1.0, 1e-320, 10**6)
+    assert not part.enabled and part.conversion_epsilon == 0.0
