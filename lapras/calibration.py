@@ -109,9 +109,10 @@ def gdp_eps(mu: float, delta: float) -> float:
     eps = float(brentq(f, 0.0, hi, xtol=1e-300, rtol=_RTOL, maxiter=500))
     err = _rounding(mu, eps, delta)
     if err > 1e-3:
-        # The curve is not evaluable there (see _rounding): read the classical bound, an upper eps.
+        # The curve is not evaluable there (see _rounding): read an upper eps that needs no cancellation, the
+        # classical bound where it holds (eps < 1), else mu-GDP's (mu^2 / 2)-zCDP conversion.
         classical = mu * math.sqrt(2.0 * math.log(1.25 / delta)) * (1.0 + 1e-12)
-        return classical if classical < 1.0 else eps
+        return classical if classical < 1.0 else max(eps, zcdp_eps(mu * mu / 2.0, delta))
     # Rounded up by the root's tolerance and by delta's rounding error over the curve's slope in eps,
     # e^eps Phi(b): at a tiny eps the curve is flat, and a relative 1e-10 in delta moves eps by a percent.
     slope = math.exp(eps + float(log_ndtr(-eps / mu - mu / 2.0)))

@@ -17,6 +17,7 @@ from .. import scalar as S
 from ..plan.window import AGGREGATES, OFFSETS, Window, result_type
 from ..semantics.values import NUMBER_OIDS, cast_value, common_type
 from ..syntax.parse import position_of
+from .inline import STAGE
 from .nodes import strip_paren, unsupported
 
 _FUNCS: dict[type[exp.Expr], str] = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min",
@@ -58,7 +59,7 @@ def lower_window(node: exp.Window, name: str, compile_output: Callable[[exp.Expr
              for o in (order_node.expressions if order_node is not None else [])]
     oid = default.oid if default is not None else result_type(func, None if arg is None else arg.oid)
     return Window(func, arg, partition, order, _frame(node, bool(order)), oid, name, offset, default,
-                  stage=int(node.meta.get("lapras_stage", 0)))
+                  stage=int(node.meta.get(STAGE, 0)))
 
 
 def _default(d: S.Expr, arg: S.Expr, node: exp.Expr) -> S.Expr:
