@@ -115,6 +115,8 @@ PROBES = [
 @pytest.mark.parametrize("sql,kind", PROBES, ids=lambda s: str(s)[:60])
 def test_shape_probe_has_typed_columns_and_no_row(sql: str, kind: str | None,
                                                    adult_conn: psycopg.Connection) -> None:
+    """A probe's columns are PostgreSQL's names and types, and it has no query and no row. Deterministic:
+    false-failure rate 0."""
     cur = adult_conn.execute(sql)  # type: ignore[call-overload]
     assert cur.description is not None
     theirs = [Column(d.name, d.type_code) for d in cur.description]
@@ -126,6 +128,8 @@ def test_shape_probe_has_typed_columns_and_no_row(sql: str, kind: str | None,
 
 
 def test_probe_still_checks_its_where() -> None:
+    """A probe's WHERE is still resolved (an unknown column is 42703), a false-by-its-text WHERE included.
+    Deterministic: false-failure rate 0."""
     with pytest.raises(Refusal) as info:
         plan_query("SELECT * FROM adult WHERE agee = 1 LIMIT 1", MIXED)
     assert info.value.sqlstate == "42703"
@@ -137,6 +141,8 @@ def test_probe_still_checks_its_where() -> None:
 @pytest.mark.parametrize("sql", ["SELECT age FROM adult WHERE 1 = 1", "SELECT age FROM adult WHERE 1 = 0 OR sex = 1",
                                  "SELECT age FROM adult WHERE NOT (1 = 0)", "SELECT age FROM adult WHERE '1' = '0'"])
 def test_a_where_clause_that_may_hold_is_no_probe(sql: str) -> None:
+    """Only a WHERE false by its text makes a probe; one that may hold is a row read, refused 42501.
+    Deterministic: false-failure rate 0."""
     with pytest.raises(Refusal) as info:
         plan_query(sql, MIXED)
     assert info.value.sqlstate == "42501"
