@@ -2,7 +2,7 @@
 P, what-if): ``/* TimeZone=Europe/Berlin */ SELECT ...``. The statement history keeps the zone apart (its own
 column); the predictor, whose models pass statements around as texts (templates, rendered progressions),
 carries it as this leading comment, which sqlglot keeps through parsing and rendering. ``planned_in_zone``
-plans such a text under its zone (``session_zone.using_zone``), as the session that asked it planned it;
+plans such a text under its zone (``zones.using_setting``), as the session that asked it planned it;
 a text without the comment is planned in UTC, as before. Never applied to what a client sends: a client's
 comment is a comment, its zone is its session's TimeZone."""
 
@@ -12,8 +12,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .session_zone import using_zone
-from .zones import session_setting
+from .zones import using_setting
 
 _MARK = re.compile(r"\A\s*/\* TimeZone=([^*]+) \*/\s*")
 
@@ -36,5 +35,5 @@ def planned_in_zone(sql: str) -> Iterator[str]:
     """The text to plan, while its recorded zone is the session's (a zone this host cannot read raises the
     Refusal ``SET TIME ZONE`` would: the statement could not be planned as it was asked)."""
     zone, body = untagged(sql)
-    with using_zone(session_setting(zone) if zone is not None else None):
+    with using_setting(zone):
         yield body

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
@@ -32,6 +34,7 @@ from pgcore.errors import Refusal
 from pgcore.sqlstate import FEATURE_NOT_SUPPORTED, INVALID_PARAMETER_VALUE
 
 from .datetimes import Interval
+from .session_zone import using_zone
 from .zone_abbrevs import DYNAMIC, FIXED
 
 US = 1_000_000
@@ -257,3 +260,10 @@ def from_interval(iv: Interval) -> Zone:
     if iv.months or iv.days:
         raise Refusal(INVALID_PARAMETER_VALUE, f'interval time zone "{iv}" must not include months or days')
     return Zone(str(iv), fixed=iv.micros)
+
+
+@contextmanager
+def using_setting(text: str | None) -> Iterator[None]:
+    """Plan and bind under the zone a TimeZone setting names (``SET TIME ZONE``'s text; None or empty: UTC)."""
+    with using_zone(session_setting(text) if text else None):
+        yield

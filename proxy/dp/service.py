@@ -20,8 +20,7 @@ import psycopg
 from lapras.engine import StalePlan
 from lapras.errors import LaprasError
 from parser.model.schema import Catalog
-from parser.semantics.session_zone import using_zone
-from parser.semantics.zones import session_setting
+from parser.semantics.zones import using_setting
 
 from ..config import Config
 from .admin import AdminHandler, ServiceError, open_ledger_report, start_new_epoch
@@ -79,7 +78,7 @@ class DPService:
         # Planned in the session's TimeZone, as Execute plans it: a refusal only the zone causes (a zone that
         # cuts the cells) shows at Describe, where PostgreSQL's would.
         setting = (settings or {}).get("timezone")
-        with using_zone(session_setting(setting) if setting else None):
+        with using_setting(setting):
             return self._described(command, param_oids)
 
     def _described(self, command: DPCommand, param_oids: Sequence[int]) -> tuple[list[int], list[ColumnDesc]]:
@@ -103,7 +102,7 @@ class DPService:
         # Planned and bound in the session's TimeZone, as PostgreSQL computes a timestamptz's day or hour and reads
         # a literal without an offset (Bind's parameters too); the planning threads (asyncio.to_thread) inherit it.
         setting = settings.get("timezone")
-        with using_zone(session_setting(setting) if setting else None):
+        with using_setting(setting):
             return await self._answered(command, params, user, settings, param_oids)
 
     async def _answered(self, command: DPCommand, params: Sequence[object | None], user: str,
