@@ -70,8 +70,9 @@ class ServerSettings:
     statement_timeout_s: float = setting(
         default=60.0,
         doc="longest statement; a session's statement_timeout may only lower it (SQLSTATE 57014). It bounds the "
-            "statement's upstream query too (run with that `statement_timeout`, cancelled when the client "
-            "cancels), so a statement waiting upstream (behind a lock) frees its worker thread when it times out",
+            "statement's upstream answer read too (run with that `statement_timeout`, cancelled when the client "
+            "cancels; charged once it began), so a statement waiting upstream (behind a lock) frees its worker "
+            "thread when it times out",
         check=_positive_seconds,
     )
     idle_timeout_s: float = setting(
